@@ -1,0 +1,5 @@
+"""`python -m gradcheck`."""
+
+from gradcheck.cli import main
+
+main()

@@ -1,0 +1,397 @@
+"""The user's function bound to TensorFlow tensors: evaluation, batched evaluation, tape maths."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gradcheck.errors import FunctionError, InputError
+from gradcheck.inputs import NamedArgument
+from gradcheck.numerics import perturbed_points
+from gradcheck.tf_runtime import tensorflow
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass
+class Slot:
+    """One argument of the user's function."""
+
+    name: str
+    position: int | None
+    keyword: str | None
+    value: Any
+    differentiable: bool
+    dtype: str
+    shape: tuple[int, ...]
+    is_variable: bool = False
+    note: str | None = None
+
+
+@dataclass
+class OutputLeaf:
+    name: str
+    tensor: Any
+    differentiable: bool
+    origin: str  # "tensor", "numpy", "python"
+    reason: str | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.tensor.shape)
+
+    @property
+    def dtype(self) -> str:
+        return str(self.tensor.dtype.name)
+
+
+@dataclass
+class GradientOutcome:
+    """What one tape.gradient call returned for one source."""
+
+    value: np.ndarray | None
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    indexed_slices: bool = False
+    error: BaseException | None = None
+    error_traceback: str | None = None
+
+
+def user_traceback(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))
+
+
+def _dtype_name(value: Any) -> str | None:
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    return str(getattr(dtype, "name", dtype))
+
+
+def _is_float(value: Any) -> bool:
+    return _dtype_name(value) in FLOAT_DTYPES
+
+
+def _as_differentiable_candidate(value: Any) -> Any:
+    """Lists and floats of numbers become arrays; anything else is left as given."""
+    if isinstance(value, (list, tuple)) or (isinstance(value, float)):
+        try:
+            array = np.asarray(value)
+        except ValueError:
+            return value
+        if np.issubdtype(array.dtype, np.floating):
+            return array
+    return value
+
+
+@dataclass
+class Program:
+    """The function with its arguments; float arguments are TensorFlow tensors or variables."""
+
+    function: Callable[..., Any]
+    slots: list[Slot]
+    compute_dtype: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sources(self) -> list[Slot]:
+        return [slot for slot in self.slots if slot.differentiable]
+
+    def call(self, replacements: dict[int, Any] | None = None) -> Any:
+        replacements = replacements or {}
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for index, slot in enumerate(self.slots):
+            value = replacements.get(index, slot.value)
+            if slot.keyword is not None:
+                kwargs[slot.keyword] = value
+            else:
+                args.append(value)
+        return self.function(*args, **kwargs)
+
+
+def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot]:
+    tf = tensorflow()
+    slots = []
+    for argument in named:
+        value = _as_differentiable_candidate(argument.value)
+        keyword = argument.keyword
+        if isinstance(value, tf.Variable) and _is_float(value):
+            target = dtype or value.dtype.name
+            copy = tf.Variable(tf.cast(value, target), name=value.name.split(":")[0])
+            slots.append(
+                Slot(argument.name, argument.position, keyword, copy, True, target,
+                     tuple(copy.shape), is_variable=True)
+            )
+        elif _is_float(value) and not isinstance(value, tf.Variable):
+            target = dtype or _dtype_name(value) or "float64"
+            tensor = tf.cast(tf.convert_to_tensor(value), target)
+            slots.append(
+                Slot(argument.name, argument.position, keyword, tensor, True, target,
+                     tuple(tensor.shape))
+            )
+        else:
+            name = _dtype_name(value) or type(value).__name__
+            shape = tuple(np.shape(value)) if hasattr(value, "shape") else ()
+            slots.append(
+                Slot(argument.name, argument.position, keyword, argument.value, False, name,
+                     shape, note=f"{argument.name} is {name}: passed through, not differentiated")
+            )
+    return slots
+
+
+def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str) -> tuple[Program, Any]:
+    """Bind the arguments (promoting floats to float64 under 'auto' when f accepts it) and call f once."""
+    if dtype_mode == "auto":
+        candidates: list[str | None] = ["float64", None]
+    elif dtype_mode in ("float32", "float64"):
+        candidates = [dtype_mode]
+    else:
+        raise InputError(f"--dtype must be auto, float32 or float64, not {dtype_mode!r}")
+    failures: list[BaseException] = []
+    for dtype in candidates:
+        slots = _build_slots(named, dtype)
+        if not any(slot.differentiable for slot in slots):
+            kinds = ", ".join(f"{s.name} is {s.dtype}" for s in slots) or "no arguments"
+            raise InputError(
+                f"no floating-point input to differentiate ({kinds}); write floats like"
+                " '[1.0, 2.0]'"
+            )
+        program = Program(function, slots, dtype or _common_dtype(slots))
+        try:
+            result = program.call()
+        except Exception as exc:  # the user's function raised
+            failures.append(exc)
+            continue
+        if failures:
+            program.notes.append(
+                f"{function_name(function)} does not accept float64 inputs"
+                f" ({first_line(failures[0])}); checked in {program.compute_dtype}"
+                f" with {program.compute_dtype} tolerances"
+            )
+        return program, result
+    raise FunctionError(
+        f"{function_name(function)} raised {first_line(failures[-1])}",
+        user_traceback=user_traceback(failures[-1]),
+    )
+
+
+def function_name(function: Callable[..., Any]) -> str:
+    return str(getattr(function, "__name__", "f"))
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {line[:200]}" if line else type(exc).__name__
+
+
+def _common_dtype(slots: Sequence[Slot]) -> str:
+    dtypes = [slot.dtype for slot in slots if slot.differentiable]
+    for candidate in ("float16", "bfloat16", "float32"):
+        if candidate in dtypes:
+            return candidate
+    return "float64"
+
+
+def flatten_outputs(result: Any, name: str = "y") -> list[OutputLeaf]:
+    """Name every leaf of the result: y, y[1], y['mean']; judge whether each is differentiable."""
+    tf = tensorflow()
+    if isinstance(result, dict):
+        leaves = []
+        for key, value in result.items():
+            leaves += flatten_outputs(value, f"{name}[{key!r}]")
+        return leaves
+    if isinstance(result, (tuple, list)):
+        leaves = []
+        for index, value in enumerate(result):
+            leaves += flatten_outputs(value, f"{name}[{index}]")
+        return leaves
+    if result is None:
+        return [OutputLeaf(name, None, False, "none", "is None")]
+    if isinstance(result, (tf.Tensor, tf.Variable)):
+        tensor = tf.convert_to_tensor(result)
+        if tensor.dtype.name not in FLOAT_DTYPES:
+            return [OutputLeaf(name, tensor, False, "tensor",
+                               f"is a {tensor.dtype.name} tensor; only floating outputs have gradients")]
+        return [OutputLeaf(name, tensor, True, "tensor")]
+    origin = "numpy" if isinstance(result, (np.ndarray, np.generic)) else "python"
+    try:
+        array = np.asarray(result)
+    except Exception:
+        array = np.asarray(None)
+    if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+        return [OutputLeaf(name, None, False, origin, f"is a {type(result).__name__}, not a tensor")]
+    if not np.issubdtype(array.dtype, np.floating):
+        return [OutputLeaf(name, tf.constant(array), False, origin,
+                           f"is an integer {type(result).__name__}; only floating outputs have gradients")]
+    return [OutputLeaf(name, tf.constant(array), True, origin)]
+
+
+@dataclass
+class Recording:
+    """One forward pass of f under a persistent tape."""
+
+    program: Program
+    tape: Any
+    outputs: list[OutputLeaf]
+
+    def gradient(self, output_indices: Sequence[int], source: Slot,
+                 upstreams: Sequence[np.ndarray] | None) -> GradientOutcome:
+        tf = tensorflow()
+        targets = [self.outputs[i].tensor for i in output_indices]
+        grads = None
+        if upstreams is not None:
+            grads = [tf.constant(u, dtype=t.dtype) for u, t in zip(upstreams, targets)]
+        try:
+            result = self.tape.gradient(targets, source.value, output_gradients=grads)
+        except Exception as exc:  # a grad_fn that raises is a finding, not a crash
+            return GradientOutcome(None, None, None, error=exc, error_traceback=user_traceback(exc))
+        return _outcome(result)
+
+    def jacobian(self, output_index: int, source: Slot) -> tuple[np.ndarray | None, str | None]:
+        """The autodiff block (out + in), vectorised first; an error message when both ways fail."""
+        target = self.outputs[output_index].tensor
+        messages = []
+        for use_pfor in (True, False):
+            try:
+                block = self.tape.jacobian(target, source.value, experimental_use_pfor=use_pfor)
+            except Exception as exc:
+                messages.append(first_line(exc))
+                continue
+            if block is None:
+                return None, None
+            return np.asarray(block, dtype=np.float64), None
+        return None, messages[-1]
+
+
+def _outcome(result: Any) -> GradientOutcome:
+    tf = tensorflow()
+    if result is None:
+        return GradientOutcome(None, None, None)
+    indexed = isinstance(result, tf.IndexedSlices)
+    dense = tf.convert_to_tensor(result)
+    return GradientOutcome(
+        np.asarray(dense.numpy(), dtype=np.float64), tuple(int(d) for d in dense.shape),
+        dense.dtype.name, indexed_slices=indexed,
+    )
+
+
+def record(program: Program) -> Recording:
+    """Run f under a persistent GradientTape watching every differentiable argument."""
+    tf = tensorflow()
+    with tf.GradientTape(persistent=True) as tape:
+        for slot in program.sources:
+            tape.watch(slot.value)
+        try:
+            result = program.call()
+        except Exception as exc:
+            raise FunctionError(
+                f"{function_name(program.function)} raised {first_line(exc)}",
+                user_traceback=user_traceback(exc),
+            ) from exc
+    return Recording(program, tape, flatten_outputs(result))
+
+
+class BatchEvaluator:
+    """Evaluates f at many values of one argument: vectorised when possible, else one by one."""
+
+    def __init__(self, program: Program, slot_index: int, output_indices: Sequence[int],
+                 centre_outputs: Sequence[np.ndarray], max_memory: int) -> None:
+        self.program = program
+        self.slot_index = slot_index
+        self.output_indices = list(output_indices)
+        self.centre_outputs = [np.asarray(c, dtype=np.float64) for c in centre_outputs]
+        self.max_memory = max_memory
+        slot = program.slots[slot_index]
+        self.vectorised: Any = None if slot.is_variable else self._vectorised_function()
+        self.strategy = "vectorised" if self.vectorised is not None else "loop"
+        self.fallback_reason: str | None = None if self.vectorised is not None else (
+            f"{slot.name} is a tf.Variable" )
+
+    def _outputs_of(self, result: Any) -> list[Any]:
+        tf = tensorflow()
+        leaves = flatten_outputs(result)
+        return [tf.cast(leaves[i].tensor, tf.float64) for i in self.output_indices]
+
+    def _vectorised_function(self) -> Any:
+        tf = tensorflow()
+        slot = self.program.slots[self.slot_index]
+
+        def one(point: Any) -> list[Any]:
+            return self._outputs_of(self.program.call({self.slot_index: point}))
+
+        signature = [tf.TensorSpec((None, *slot.shape), slot.dtype)]
+        return tf.function(
+            lambda points: tf.vectorized_map(one, points, fallback_to_while_loop=True),
+            input_signature=signature, autograph=False,
+        )
+
+    def chunk_size(self) -> int:
+        slot = self.program.slots[self.slot_index]
+        per_point = 8 * (int(np.prod(slot.shape)) + sum(c.size for c in self.centre_outputs)) * 16
+        return max(4, int(self.max_memory // max(per_point, 1)) // 4 * 4)
+
+    def evaluate(self, points: np.ndarray) -> list[np.ndarray]:
+        """Outputs (len(points), *out) for each selected output."""
+        if self.vectorised is not None:
+            try:
+                return self._evaluate_vectorised(points)
+            except Exception as exc:  # not vectorisable: fall back to the loop
+                self.vectorised = None
+                self.strategy = "loop"
+                self.fallback_reason = f"vectorised evaluation failed ({type(exc).__name__})"
+        return self._evaluate_loop(points)
+
+    def _evaluate_vectorised(self, points: np.ndarray) -> list[np.ndarray]:
+        tf = tensorflow()
+        slot = self.program.slots[self.slot_index]
+        centre = np.asarray(slot.value.numpy(), dtype=np.float64)[None]
+        # The unperturbed point rides along: if it disagrees with eager f(x), the batch is wrong.
+        batch = np.concatenate([centre, points]) if points.size else centre
+        values = self.vectorised(tf.constant(batch, dtype=slot.dtype))
+        arrays = [np.asarray(v, dtype=np.float64) for v in values]
+        for array, expected in zip(arrays, self.centre_outputs):
+            scale = np.max(np.abs(expected)) if expected.size else 0.0
+            if array.shape[1:] != expected.shape or not np.allclose(
+                array[0], expected, rtol=1e-5, atol=1e-6 * (scale + 1.0), equal_nan=True
+            ):
+                raise ValueError("vectorised evaluation disagrees with eager evaluation")
+        return [a[1:] for a in arrays]
+
+    def _evaluate_loop(self, points: np.ndarray) -> list[np.ndarray]:
+        tf = tensorflow()
+        slot = self.program.slots[self.slot_index]
+        collected: list[list[np.ndarray]] = [[] for _ in self.output_indices]
+        original = slot.value.numpy() if slot.is_variable else None
+        try:
+            for point in points:
+                value = tf.constant(point, dtype=slot.dtype)
+                if slot.is_variable:
+                    slot.value.assign(value)
+                    result = self.program.call()
+                else:
+                    result = self.program.call({self.slot_index: value})
+                for bucket, output in zip(collected, self._outputs_of(result)):
+                    bucket.append(np.asarray(output, dtype=np.float64))
+        finally:
+            if slot.is_variable:
+                slot.value.assign(original)
+        return [np.stack(b) if b else np.zeros((0, *c.shape)) for b, c in zip(collected, self.centre_outputs)]
+
+    def evaluate_perturbations(self, h: np.ndarray) -> list[np.ndarray]:
+        """f at x ± h, x ± 2h along every element of the argument (4n points), in chunks."""
+        slot = self.program.slots[self.slot_index]
+        x = np.asarray(slot.value.numpy(), dtype=np.float64)
+        n = int(np.prod(slot.shape))
+        per_chunk = max(1, self.chunk_size() // 4)
+        parts: list[list[np.ndarray]] = [[] for _ in self.output_indices]
+        for start in range(0, n, per_chunk):
+            points = perturbed_points(x, h, start, min(n, start + per_chunk))
+            for bucket, values in zip(parts, self.evaluate(points)):
+                bucket.append(values)
+        return [np.concatenate(p) if p else np.zeros((0,)) for p in parts]

@@ -1,0 +1,300 @@
+"""The command line: a thin layer over the pipeline that prints, writes files and exits."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gradcheck.errors import GradcheckError, UsageError
+from gradcheck.exit_codes import ExitCode
+from gradcheck.report import VERSION
+
+FORMATS = ("table", "json", "junit")
+
+
+def _input_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    for decorator in reversed((
+        click.argument("target"),
+        click.option("-i", "--input", "input_specs", multiple=True, metavar="VALUE",
+                     help="An argument: .npy, .npz, or a literal like '[1.0, 2.0]';"
+                          " NAME=VALUE for a keyword. Repeatable, in order."),
+        click.option("--shape", "shapes", multiple=True, metavar="2,3",
+                     help="Random normal argument of this shape (repeatable)."),
+        click.option("--inputs", "inputs_attr", metavar="MOD:ATTR",
+                     help="Arguments from a value or zero-argument callable."),
+        click.option("--path", default=".", show_default=True,
+                     help="Directory put first on sys.path."),
+        click.option("--seed", default=0, show_default=True, type=int,
+                     help="Seed for --shape and random upstreams."),
+    )):
+        function = decorator(function)
+    return function
+
+
+def _check_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    for decorator in reversed((
+        click.option("--atol", type=float, help="Absolute tolerance (default per dtype)."),
+        click.option("--rtol", type=float, help="Relative tolerance (default per dtype)."),
+        click.option("--eps", type=float,
+                     help="Finite-difference step (default: eps^(1/3) x element scale)."),
+        click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto",
+                     show_default=True),
+        click.option("--probes", type=int, default=8, show_default=True,
+                     help="Random directions in fast mode."),
+        click.option("--dtype", type=click.Choice(["auto", "float32", "float64"]),
+                     default="auto", show_default=True),
+        click.option("--max-memory", "max_memory", default="1GiB", show_default=True,
+                     help="Memory budget for batched evaluations and Jacobians."),
+    )):
+        function = decorator(function)
+    return function
+
+
+def _output_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    for decorator in reversed((
+        click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
+                     show_default=True),
+        click.option("-o", "--output", "output_file", type=click.Path(dir_okay=False),
+                     help="Also write the report (in --format) to FILE."),
+        click.option("-q", "--quiet", is_flag=True, help="Only the summary line."),
+        click.option("--traceback", "show_traceback", is_flag=True,
+                     help="Show the user's traceback for errors."),
+        click.option("--no-color", is_flag=True, help="No colours (NO_COLOR works too)."),
+    )):
+        function = decorator(function)
+    return function
+
+
+def _upstream_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--upstream", "upstream_specs", multiple=True, metavar="U",
+        help="Upstream per output: .npy/.npz, literal, 'ones' or 'random' (default).",
+    )(function)
+
+
+def parse_memory(text: str) -> int:
+    units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20,
+             "MB": 10**6, "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30}
+    cleaned = text.strip().upper()
+    number = cleaned.rstrip("BKMGI")
+    unit = cleaned[len(number):]
+    try:
+        value = float(number) * units[unit]
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"--max-memory {text!r} must be a size like 512MiB or 2GiB") from exc
+    if value < 1 << 20:
+        raise UsageError(f"--max-memory {text!r} is below 1MiB")
+    return int(value)
+
+
+def validate_numbers(atol: float | None, rtol: float | None, eps: float | None,
+                     probes: int) -> None:
+    for name, value in (("--atol", atol), ("--rtol", rtol)):
+        if value is not None and not value >= 0:
+            raise UsageError(f"{name} must be zero or positive, got {value}")
+    if eps is not None and not eps > 0:
+        raise UsageError(f"--eps must be positive, got {eps}")
+    if probes < 1:
+        raise UsageError(f"--probes must be at least 1, got {probes}")
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write the whole file or nothing (no half-written reports)."""
+    target = Path(path)
+    try:
+        handle = tempfile.NamedTemporaryFile(
+            "w", dir=target.parent if str(target.parent) else ".", delete=False,
+            prefix=f".{target.name}.", suffix=".tmp", encoding="utf-8")
+        with handle:
+            handle.write(text)
+        os.replace(handle.name, target)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
+
+
+def make_console(no_color: bool, stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    # Rich assumes 80 columns off a terminal; logs and CI artefacts read better wider.
+    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
+    return Console(stderr=stderr, no_color=no_color or "NO_COLOR" in os.environ,
+                   highlight=False, width=width)
+
+
+def report_error(error: GradcheckError, output_format: str, show_traceback: bool,
+                 target: str | None) -> int:
+    if show_traceback and error.user_traceback:
+        click.echo(error.user_traceback.rstrip(), err=True)
+    click.echo(f"Error: {error.message}", err=True)
+    if output_format == "json":
+        from gradcheck.render.json_format import render_error_json
+
+        click.echo(render_error_json(error.message, int(error.exit_code), target))
+    return int(error.exit_code)
+
+
+class GradcheckGroup(click.Group):
+    """Click's own usage errors become one `Error:` line and exit code 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except click.UsageError as exc:
+            click.echo(f"Error: {exc.format_message()}", err=True)
+            sys.exit(int(ExitCode.USAGE_ERROR))
+        except click.Abort:
+            click.echo("Error: aborted", err=True)
+            sys.exit(int(ExitCode.USAGE_ERROR))
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=GradcheckGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(VERSION, prog_name="gradcheck")
+def cli() -> None:
+    """Diagnose TensorFlow gradients: Jacobians, VJPs, custom_gradient contracts, graph breaks.
+
+    Exit codes: 0 all checks passed, 1 a check failed, 2 usage/loading/input error,
+    3 the function itself raised.
+    """
+
+
+def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
+    output_format = options["output_format"]
+    try:
+        validate_numbers(options["atol"], options["rtol"], options["eps"], options["probes"])
+        from gradcheck.checks import COMMAND_KINDS, CheckOptions
+        from gradcheck.pipeline import TargetRequest, check_request
+
+        request = TargetRequest(
+            target=target, path=options["path"], input_specs=tuple(options["input_specs"]),
+            shapes=tuple(options["shapes"]), inputs_attr=options["inputs_attr"],
+            upstream_specs=tuple(options.get("upstream_specs", ())),
+        )
+        check_options = CheckOptions(
+            atol=options["atol"], rtol=options["rtol"], eps=options["eps"],
+            mode=options["mode"], probes=options["probes"], seed=options["seed"],
+            dtype=options["dtype"], max_memory=parse_memory(options["max_memory"]),
+            kinds=COMMAND_KINDS[command],
+        )
+        report = check_request(request, check_options)
+        text = _formatted(report, output_format, command)
+        if options["output_file"]:
+            write_atomically(options["output_file"], text)
+    except GradcheckError as error:
+        sys.exit(report_error(error, output_format, options["show_traceback"], target))
+    _show(report, text, output_format, command, options)
+    sys.exit(int(report.exit_code))
+
+
+def _formatted(report: Any, output_format: str, command: str) -> str:
+    if output_format == "json":
+        from gradcheck.render.json_format import render_json
+
+        return render_json(report)
+    if output_format == "junit":
+        from gradcheck.render.junit import render_junit
+
+        return render_junit([(report.target, report, None)])
+    from gradcheck.render.text import render_text
+
+    return render_text(report, show_matrices=command == "jacobian")
+
+
+def _show(report: Any, text: str, output_format: str, command: str,
+          options: dict[str, Any]) -> None:
+    if output_format != "table":
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    from gradcheck.render.table import render_table
+
+    console = make_console(options["no_color"])
+    console.print(render_table(report, show_matrices=command == "jacobian",
+                               quiet=options["quiet"]))
+
+
+@cli.command()
+@_input_options
+@_check_options
+@_output_options
+def jacobian(target: str, **options: Any) -> None:
+    """Autodiff Jacobian vs finite differences, block by block."""
+    _run_single("jacobian", target, options)
+
+
+@cli.command()
+@_input_options
+@_upstream_option
+@_check_options
+@_output_options
+def vjp(target: str, **options: Any) -> None:
+    """tape.gradient(y, x, output_gradients=u) vs uᵀJ (autodiff and finite differences)."""
+    _run_single("vjp", target, options)
+
+
+@cli.command()
+@_input_options
+@_upstream_option
+@_check_options
+@_output_options
+def check(target: str, **options: Any) -> None:
+    """Every check gradcheck knows; the one to use in CI."""
+    _run_single("check", target, options)
+
+
+@cli.command()
+@click.option("--no-color", is_flag=True, help="No colours (NO_COLOR works too).")
+@click.option("-v", "--verbose", is_flag=True, help="Show every example's full table.")
+def demo(no_color: bool, verbose: bool) -> None:
+    """Run the bundled examples and show that each gets the verdict it should."""
+    from rich.table import Table
+
+    from gradcheck.checks import COMMAND_KINDS, CheckOptions
+    from gradcheck.demo import DEMO_CASES, fixtures_dir, matches
+    from gradcheck.pipeline import TargetRequest, check_request
+    from gradcheck.render.table import render_table, status_text
+
+    console = make_console(no_color)
+    directory = fixtures_dir()
+    table = Table(title="gradcheck demo: bundled examples", title_justify="left")
+    for column in ("verdict", "example", "what it shows", "finding", "as expected"):
+        table.add_column(column)
+    all_matched = True
+    for case in DEMO_CASES:
+        request = TargetRequest(target=f"{directory / case.file}:{case.function}",
+                                path=str(directory), upstream_specs=case.upstream)
+        try:
+            report = check_request(request, CheckOptions(kinds=COMMAND_KINDS[case.command]))
+        except GradcheckError as error:
+            all_matched = False
+            table.add_row(status_text("error"), case.file, case.story, error.message, "no")
+            continue
+        failing = {r.check for r in report.checks if r.status in ("fail", "error", "warn")}
+        matched = matches(case, report.ok, failing)
+        all_matched &= matched
+        worst = report.sorted_checks()[0] if report.checks else None
+        finding = f"{worst.check}: {worst.message}" if worst and worst.status != "pass" else (
+            "all checks pass")
+        table.add_row(status_text("pass" if report.ok else "fail"), f"{case.file}:{case.function}",
+                      case.story, finding, "yes" if matched else "NO")
+        if verbose:
+            console.print(render_table(report, show_matrices=True))
+    console.print(table)
+    console.print(
+        "every example got its expected verdict" if all_matched
+        else "some examples did not get their expected verdict",
+        style="bold green" if all_matched else "bold red",
+    )
+    sys.exit(int(ExitCode.OK if all_matched else ExitCode.CHECK_FAILED))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

@@ -1,0 +1,47 @@
+"""The bundled examples that `gradcheck demo` runs, each with the verdict it must get."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class DemoCase:
+    file: str
+    function: str
+    expect_ok: bool
+    expect_check: str | None  # the check kind that must fail (or warn), if any
+    story: str
+    upstream: tuple[str, ...] = ()
+    command: str = "check"
+
+
+DEMO_CASES = (
+    DemoCase("custom_gradient_correct.py", "f", True, None,
+             "custom_gradient returning the VJP uᵀJ"),
+    DemoCase("custom_gradient_full_jacobian.py", "f", False, "grad-shape",
+             "grad_fn returns J * upstream, shape (2, 2) for a (2,) input"),
+    DemoCase("variable_from_input.py", "f", False, "connected",
+             "tf.Variable built from the input: gradient is None"),
+    DemoCase("two_in_two_out.py", "f", True, None, "two inputs, two outputs"),
+    DemoCase("dict_output.py", "moments", True, None, "dict of outputs"),
+    DemoCase("float32_only.py", "f", True, None,
+             "float32 constants inside: checked in float32, no false alarm"),
+    DemoCase("gather_indexed_slices.py", "f", True, None,
+             "tf.gather: IndexedSlices gradient, densified"),
+)
+
+
+def fixtures_dir() -> Path:
+    """The examples: inside an installed package, or the repository's fixtures/ folder."""
+    installed = PACKAGE_DIR / "_fixtures"
+    return installed if installed.is_dir() else PACKAGE_DIR.parent / "fixtures"
+
+
+def matches(case: DemoCase, ok: bool, failing_checks: set[str]) -> bool:
+    if case.expect_ok:
+        return ok and (case.expect_check is None or case.expect_check in failing_checks)
+    return not ok and (case.expect_check is None or case.expect_check in failing_checks)

@@ -1,0 +1,323 @@
+"""Turn -i/--shape/--inputs/--upstream specifications into argument values (no TensorFlow)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from gradcheck.errors import InputError, LoadError
+
+KEYWORD_SPEC = re.compile(r"^([A-Za-z_]\w*)=(.*)$", re.DOTALL)
+UPSTREAM_KEYWORDS = ("ones", "random")
+WAYS_TO_GIVE_INPUTS = (
+    "-i/--input VALUE, --shape 2,3, --inputs MOD:ATTR, or a '{name}_inputs' attribute"
+    " in the target's module"
+)
+
+
+@dataclass(frozen=True)
+class Arguments:
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class NamedArgument:
+    name: str
+    value: Any
+    position: int | None  # index into args, or None for a keyword argument
+    keyword: str | None = None
+
+
+def _load_npy(path: Path, what: str) -> np.ndarray:
+    try:
+        array = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise InputError(
+                f"{what} {str(path)!r} holds Python objects (pickled data); gradcheck loads"
+                " .npy files with allow_pickle=False: save a numeric array"
+            ) from exc
+        raise InputError(f"cannot read {what} {str(path)!r}: {exc}") from exc
+    except (OSError, EOFError) as exc:
+        raise InputError(f"cannot read {what} {str(path)!r}: {exc or 'empty file'}") from exc
+    return _numeric(array, f"{what} {str(path)!r}")
+
+
+def _load_npz(path: Path, what: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {key: _numeric(archive[key], f"{what} {str(path)!r}[{key!r}]") for key in archive}
+    except InputError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise InputError(
+                f"{what} {str(path)!r} holds Python objects (pickled data); gradcheck loads"
+                " .npz files with allow_pickle=False: save numeric arrays"
+            ) from exc
+        raise InputError(f"cannot read {what} {str(path)!r}: {exc}") from exc
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"cannot read {what} {str(path)!r}: {exc or 'empty file'}") from exc
+
+
+def _numeric(array: np.ndarray, what: str) -> np.ndarray:
+    if array.dtype == object or not (
+        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
+    ):
+        raise InputError(f"{what} has dtype {array.dtype}; inputs must be numeric arrays")
+    if np.issubdtype(array.dtype, np.complexfloating):
+        raise InputError(f"{what} is complex ({array.dtype}); gradcheck checks real gradients")
+    return array
+
+
+def _from_literal(text: str, what: str) -> Any:
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        raise InputError(
+            f"{what} {text!r} is neither a .npy/.npz file nor a literal such as '[1.0, 2.0]'"
+        ) from exc
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return np.asarray(value, dtype=np.float64)
+    if isinstance(value, dict):
+        raise InputError(f"{what} {text!r}: use NAME=VALUE for keyword arguments, not a dict")
+    try:
+        array = np.asarray(value)
+    except ValueError as exc:
+        raise InputError(f"{what} {text!r} is not a rectangular array") from exc
+    if array.dtype == object:
+        raise InputError(f"{what} {text!r} is not a rectangular array of numbers")
+    return _numeric(array, f"{what} {text!r}")
+
+
+def looks_like_file(text: str) -> bool:
+    return text.endswith((".npy", ".npz"))
+
+
+def parse_value(text: str, what: str = "input") -> Any:
+    """A .npy array, a .npz dict, or a Python literal (arrays for lists, floats 0-d)."""
+    if looks_like_file(text):
+        path = Path(text)
+        if not path.is_file():
+            raise InputError(f"{what} file {text!r} not found")
+        return _load_npz(path, what) if text.endswith(".npz") else _load_npy(path, what)
+    return _from_literal(text, what)
+
+
+def check_finite(name: str, value: Any) -> None:
+    array = np.asarray(value) if isinstance(value, (np.ndarray, float)) else None
+    if array is not None and np.issubdtype(array.dtype, np.floating) and not np.all(
+        np.isfinite(array)
+    ):
+        raise InputError(f"input {name} contains NaN or Inf; gradients need a finite point")
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    cleaned = text.strip().strip("()[]")
+    if cleaned in ("", "scalar"):
+        return ()
+    try:
+        shape = tuple(int(part) for part in cleaned.split(",") if part.strip())
+    except ValueError as exc:
+        raise InputError(f"--shape {text!r} must be comma-separated integers, like 2,3") from exc
+    if any(dim <= 0 for dim in shape):
+        raise InputError(f"--shape {text!r}: every dimension must be positive")
+    return shape
+
+
+def _normalise_provided(value: Any, source: str) -> Arguments:
+    if callable(value) and not hasattr(value, "shape"):
+        try:
+            value = value()
+        except Exception as exc:
+            raise InputError(f"{source}() raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(value, dict):
+        return Arguments((), dict(value), source)
+    if (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], (tuple, list))
+        and isinstance(value[1], dict)
+    ):
+        return Arguments(tuple(value[0]), dict(value[1]), source)
+    if isinstance(value, (tuple, list)):
+        return Arguments(tuple(value), {}, source)
+    return Arguments((value,), {}, source)
+
+
+def _from_specs(specs: Sequence[str]) -> Arguments:
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for spec in specs:
+        match = KEYWORD_SPEC.match(spec)
+        if match and not looks_like_file(spec):
+            name, text = match.groups()
+            if name in kwargs:
+                raise InputError(f"keyword input {name!r} given twice")
+            kwargs[name] = parse_value(text, f"input {name}")
+            continue
+        value = parse_value(spec, "input")
+        if isinstance(value, dict):
+            kwargs.update(value)
+        elif kwargs:
+            raise InputError(f"positional input {spec!r} follows a keyword input")
+        else:
+            args.append(value)
+    return Arguments(tuple(args), kwargs, "-i/--input")
+
+
+def _from_shapes(shapes: Sequence[str], seed: int) -> Arguments:
+    rng = np.random.default_rng(seed)
+    return Arguments(
+        tuple(rng.standard_normal(parse_shape(s)) for s in shapes), {}, f"--shape (seed {seed})"
+    )
+
+
+def resolve_arguments(
+    function_name: str,
+    module: ModuleType | None,
+    *,
+    input_specs: Sequence[str] = (),
+    shapes: Sequence[str] = (),
+    seed: int = 0,
+    inputs_attr: str | None = None,
+    load_attribute: Callable[[str], Any] | None = None,
+) -> Arguments:
+    """Pick the arguments by the documented precedence: -i, --shape, --inputs, convention."""
+    if input_specs:
+        return _from_specs(input_specs)
+    if shapes:
+        return _from_shapes(shapes, seed)
+    if inputs_attr:
+        if load_attribute is None:
+            raise InputError("--inputs needs a loader")
+        try:
+            value = load_attribute(inputs_attr)
+        except LoadError as exc:
+            raise InputError(f"--inputs {inputs_attr}: {exc.message}") from exc
+        return _normalise_provided(value, inputs_attr)
+    convention = f"{function_name}_inputs"
+    if module is not None and hasattr(module, convention):
+        return _normalise_provided(getattr(module, convention), convention)
+    raise InputError(
+        f"no inputs for {function_name}: give "
+        + WAYS_TO_GIVE_INPUTS.format(name=function_name)
+    )
+
+
+def name_arguments(function: Callable[..., Any], arguments: Arguments) -> list[NamedArgument]:
+    """Bind arguments to the signature (an error on a mismatch) and name each one."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        signature = None
+    display = getattr(function, "__name__", "function")
+    if signature is not None:
+        try:
+            signature.bind(*arguments.args, **arguments.kwargs)
+        except TypeError as exc:
+            raise InputError(
+                f"{display}{signature} cannot take the given inputs ({arguments.source}): {exc}"
+            ) from exc
+    positional: list[str] = []
+    varargs = None
+    if signature is not None:
+        for parameter in signature.parameters.values():
+            if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                positional.append(parameter.name)
+            elif parameter.kind == parameter.VAR_POSITIONAL:
+                varargs = parameter.name
+    named = []
+    for index, value in enumerate(arguments.args):
+        if index < len(positional):
+            name = positional[index]
+        else:
+            name = f"{varargs or 'args'}[{index - len(positional)}]"
+        named.append(NamedArgument(name, value, index))
+    named += [NamedArgument(key, value, None, key) for key, value in arguments.kwargs.items()]
+    for argument in named:
+        check_finite(argument.name, argument.value)
+    return named
+
+
+def parse_upstreams(specs: Sequence[str]) -> list[Any]:
+    """Each spec as 'ones', 'random', an array, or a dict of arrays (from .npz)."""
+    parsed: list[Any] = []
+    for spec in specs:
+        if spec in UPSTREAM_KEYWORDS:
+            parsed.append(spec)
+            continue
+        value = parse_value(spec, "upstream")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = np.asarray(value, dtype=np.float64)
+        if not isinstance(value, (np.ndarray, dict)):
+            raise InputError(f"upstream {spec!r} must be an array, 'ones' or 'random'")
+        parsed.append(value)
+    return parsed
+
+
+def resolve_upstreams(
+    parsed: Sequence[Any],
+    outputs: Sequence[tuple[str, tuple[int, ...]]],
+    seed: int,
+) -> list[np.ndarray]:
+    """One float64 upstream per output; shapes must match exactly (never broadcast)."""
+    names = [name for name, _ in outputs]
+    if len(parsed) == 1 and isinstance(parsed[0], dict):
+        by_name = parsed[0]
+        unknown = sorted(set(by_name) - set(names) - {n.split("[")[-1].strip("]'") for n in names})
+        if unknown:
+            raise InputError(
+                f"upstream .npz has keys {unknown} that name no output; outputs are {names}"
+            )
+        specs: list[Any] = []
+        for name in names:
+            short = name.split("[")[-1].strip("]'\"") if "[" in name else name
+            specs.append(by_name.get(name, by_name.get(short, "random")))
+    elif not parsed:
+        specs = ["random"] * len(outputs)
+    elif len(parsed) == 1 and isinstance(parsed[0], str):
+        specs = list(parsed) * len(outputs)
+    elif len(parsed) != len(outputs):
+        raise InputError(
+            f"{len(parsed)} --upstream values for {len(outputs)} outputs ({', '.join(names)});"
+            " give one per output, in order"
+        )
+    else:
+        specs = list(parsed)
+    rng = np.random.default_rng(seed + 7919)
+    resolved = []
+    for (name, shape), spec in zip(outputs, specs):
+        if isinstance(spec, dict):
+            raise InputError("an upstream .npz must be the only --upstream")
+        if isinstance(spec, str):
+            value = np.ones(shape) if spec == "ones" else rng.standard_normal(shape)
+        else:
+            value = np.asarray(spec)
+            if value.dtype == np.bool_:
+                raise InputError(f"upstream for {name} is boolean; it must be a float array")
+            if tuple(value.shape) != tuple(shape):
+                raise InputError(
+                    f"upstream for {name} has shape {tuple(value.shape)} but {name} has shape"
+                    f" {tuple(shape)}; TensorFlow would silently broadcast it, so give an"
+                    f" upstream of shape {tuple(shape)}"
+                )
+            if not np.all(np.isfinite(value)):
+                raise InputError(f"upstream for {name} contains NaN or Inf")
+        resolved.append(np.asarray(value, dtype=np.float64))
+    return resolved

@@ -1,0 +1,42 @@
+"""Find the user's own source line in a traceback or a stack (not TensorFlow's, not ours)."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+
+from gradcheck.target import relative_path
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+_LIBRARY_MARKERS = (
+    f"{os.sep}site-packages{os.sep}",
+    f"{os.sep}dist-packages{os.sep}",
+    f"{os.sep}lib{os.sep}python",
+)
+
+
+def is_user_file(filename: str) -> bool:
+    if filename.startswith("<"):
+        return False
+    resolved = str(Path(filename).resolve())
+    if f"{os.sep}_fixtures{os.sep}" in resolved:
+        return True  # the bundled examples, installed inside the package, are user code
+    if resolved.startswith(_PACKAGE_DIR):
+        return False
+    return not any(marker in resolved for marker in _LIBRARY_MARKERS)
+
+
+def format_location(filename: str, line: int | None) -> str:
+    return f"{relative_path(filename)}:{line}" if line else relative_path(filename)
+
+
+def innermost_user_frame(frames: Iterable[traceback.FrameSummary]) -> str | None:
+    user = [frame for frame in frames if is_user_file(frame.filename)]
+    return format_location(user[-1].filename, user[-1].lineno) if user else None
+
+
+def exception_location(exc: BaseException) -> str | None:
+    """path:line of the innermost user frame of an exception's traceback."""
+    return innermost_user_frame(traceback.extract_tb(exc.__traceback__))

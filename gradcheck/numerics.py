@@ -1,0 +1,178 @@
+"""Finite-difference maths, per-dtype tolerances and block comparisons (NumPy only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MACHINE_EPS = {
+    "float16": float(np.finfo(np.float16).eps),
+    "bfloat16": 2.0**-7,
+    "float32": float(np.finfo(np.float32).eps),
+    "float64": float(np.finfo(np.float64).eps),
+}
+# How far FD error estimates are trusted: the verdict allows this many estimates.
+ERROR_ESTIMATE_SAFETY = 4.0
+# The second difference f(x+h) - 2f(x) + f(x-h) grows like h^2 where f is smooth (x4 when h
+# doubles) but like h at a kink (x2) and not at all at a jump (x1).
+KINK_RATIO = 3.0
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+DEFAULT_TOLERANCES = {
+    "float64": Tolerance(atol=1e-8, rtol=1e-6),
+    "float32": Tolerance(atol=1e-4, rtol=1e-3),
+    "float16": Tolerance(atol=1e-2, rtol=1e-2),
+    "bfloat16": Tolerance(atol=5e-2, rtol=5e-2),
+}
+
+
+def machine_eps(dtype: str) -> float:
+    return MACHINE_EPS.get(dtype, MACHINE_EPS["float32"])
+
+
+def tolerance_for(dtype: str, atol: float | None = None, rtol: float | None = None) -> Tolerance:
+    default = DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float32"])
+    return Tolerance(
+        atol=default.atol if atol is None else atol, rtol=default.rtol if rtol is None else rtol
+    )
+
+
+def step_sizes(x: np.ndarray, dtype: str, eps: float | None = None) -> np.ndarray:
+    """A central-difference step per element: eps^(1/3) scaled by the element's magnitude."""
+    base = machine_eps(dtype) ** (1.0 / 3.0) if eps is None else eps
+    x64 = np.asarray(x, dtype=np.float64)
+    h = base * np.maximum(np.abs(x64), 1.0)
+    # Make x + h exactly representable so that the step really taken is h.
+    return np.asarray((x64 + h) - x64, dtype=np.float64)
+
+
+STEP_FACTORS = (1.0, -1.0, 2.0, -2.0)
+
+
+def perturbed_points(x: np.ndarray, h: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Points (4k, *shape) for elements start..stop: x+h, x-h, x+2h, x-2h along each."""
+    flat_x = np.asarray(x, dtype=np.float64).reshape(-1)
+    flat_h = h.reshape(-1)
+    count = stop - start
+    points = np.tile(flat_x, (count, len(STEP_FACTORS), 1))
+    index = np.arange(start, stop)
+    for k, factor in enumerate(STEP_FACTORS):
+        points[np.arange(count), k, index] += factor * flat_h[index]
+    return points.reshape((len(STEP_FACTORS) * count, *np.shape(x)))
+
+
+@dataclass(frozen=True)
+class FiniteDifference:
+    """The FD Jacobian of one output with respect to one input, shape out + in."""
+
+    jacobian: np.ndarray
+    error_estimate: np.ndarray
+    kink: np.ndarray  # bool, per element: a kink inside [x - 2h, x + 2h]
+
+
+def finite_difference(
+    evaluations: np.ndarray,
+    centre: np.ndarray,
+    h: np.ndarray,
+    output_dtype: str,
+) -> FiniteDifference:
+    """Richardson-extrapolated central differences from the 4n evaluations of one output.
+
+    `evaluations` has shape (4n, *out) in the order of `perturbed_points`.
+    """
+    n = h.size
+    out_shape = centre.shape
+    values = np.asarray(evaluations, dtype=np.float64).reshape((n, 4, -1))
+    plus1, minus1, plus2, minus2 = (values[:, k, :] for k in range(4))
+    step = h.reshape(-1)[:, None]
+    d1 = (plus1 - minus1) / (2.0 * step)
+    d2 = (plus2 - minus2) / (4.0 * step)
+    extrapolated = (4.0 * d1 - d2) / 3.0
+    eps = machine_eps(output_dtype)
+    rounding = eps * (np.abs(plus1) + np.abs(minus1) + np.abs(plus2) + np.abs(minus2)) / step
+    truncation = np.abs(d1 - d2)
+    f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
+    jump1 = np.abs(plus1 - 2.0 * f0 + minus1)
+    jump2 = np.abs(plus2 - 2.0 * f0 + minus2)
+    noise = 100.0 * eps * (np.abs(plus1) + np.abs(minus1) + 2.0 * np.abs(f0))
+    significant = (jump1 > noise) & (jump1 / step > 1e-3 * (np.abs(d1) + 1e-3))
+    kink = significant & (jump2 < KINK_RATIO * jump1)
+
+    def to_block(a: np.ndarray) -> np.ndarray:
+        # (n_in, n_out) -> out_shape + in_shape
+        return a.T.reshape(out_shape + h.shape)
+
+    return FiniteDifference(
+        jacobian=to_block(extrapolated),
+        error_estimate=to_block(truncation + rounding),
+        kink=to_block(kink),
+    )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ok: bool
+    max_abs_err: float
+    max_rel_err: float
+    worst_index: tuple[int, ...] | None
+    n_bad: int
+    size: int
+    max_error_estimate: float
+
+
+def compare(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    tolerance: Tolerance,
+    error_estimate: np.ndarray | float = 0.0,
+    ignore: np.ndarray | None = None,
+) -> Comparison:
+    """Elementwise |actual - expected| <= atol + rtol*|expected| + safety*error_estimate."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    estimate = np.broadcast_to(np.asarray(error_estimate, dtype=np.float64), expected.shape)
+    abs_err = np.abs(actual - expected)
+    if not np.all(np.isfinite(actual)):
+        abs_err = np.where(np.isfinite(actual), abs_err, np.inf)
+    scale = np.maximum(np.abs(expected), np.abs(actual))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel_err = np.where(abs_err == 0, 0.0, abs_err / np.where(scale == 0, 1.0, scale))
+    allowed = tolerance.atol + tolerance.rtol * np.abs(expected) + ERROR_ESTIMATE_SAFETY * estimate
+    excess = abs_err / allowed
+    if ignore is not None:
+        excess = np.where(ignore, 0.0, excess)
+        abs_err = np.where(ignore, 0.0, abs_err)
+        rel_err = np.where(ignore, 0.0, rel_err)
+    bad = excess > 1.0
+    worst = None
+    if excess.size:
+        worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(excess)), excess.shape))
+    return Comparison(
+        ok=not bool(np.any(bad)),
+        max_abs_err=float(np.max(abs_err)) if abs_err.size else 0.0,
+        max_rel_err=float(np.max(rel_err)) if rel_err.size else 0.0,
+        worst_index=worst,
+        n_bad=int(np.sum(bad)),
+        size=int(excess.size),
+        max_error_estimate=float(np.max(estimate)) if estimate.size else 0.0,
+    )
+
+
+def contract(upstream: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
+    """uᵀJ for a block of shape out + in and an upstream of shape out."""
+    u = np.asarray(upstream, dtype=np.float64).reshape(-1)
+    in_shape = jacobian.shape[upstream.ndim :]
+    return (u @ np.asarray(jacobian, dtype=np.float64).reshape(u.size, -1)).reshape(in_shape)
+
+
+def is_negligible(block: np.ndarray, error_estimate: np.ndarray, tolerance: Tolerance) -> bool:
+    """True when an FD block is zero within its own error: no dependence detected."""
+    allowed = tolerance.atol + ERROR_ESTIMATE_SAFETY * np.asarray(error_estimate)
+    return bool(np.all(np.abs(block) <= allowed))

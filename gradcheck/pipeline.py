@@ -1,0 +1,46 @@
+"""From a TARGET and its input specifications to a Report: what the CLI and `run` share."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, ContextManager
+
+from gradcheck.checks import CheckOptions, run_checks
+from gradcheck.inputs import name_arguments, parse_upstreams, resolve_arguments
+from gradcheck.report import Report
+from gradcheck.target import Target, load_attribute, load_target
+from gradcheck.tf_runtime import tensorflow
+
+
+@dataclass(frozen=True)
+class TargetRequest:
+    target: str
+    path: str = "."
+    input_specs: tuple[str, ...] = ()
+    shapes: tuple[str, ...] = ()
+    inputs_attr: str | None = None
+    upstream_specs: tuple[str, ...] = ()
+
+
+def check_request(
+    request: TargetRequest,
+    options: CheckOptions,
+    import_context: Callable[[], ContextManager[Any]] | None = None,
+) -> Report:
+    """Load, bind inputs, check. Raises GradcheckError subclasses for exit codes 2 and 3."""
+    upstream = parse_upstreams(request.upstream_specs)
+    tensorflow()
+    target: Target = load_target(request.target, request.path,
+                                 import_context or contextlib.nullcontext)
+    arguments = resolve_arguments(
+        target.name, target.module,
+        input_specs=request.input_specs, shapes=request.shapes, seed=options.seed,
+        inputs_attr=request.inputs_attr,
+        load_attribute=lambda spec: load_attribute(spec, request.path),
+    )
+    named = name_arguments(target.function, arguments)
+    return run_checks(target.function, named, replace(options, upstream=tuple(upstream)),
+                      request.target)
+

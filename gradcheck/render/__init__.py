@@ -1,0 +1,1 @@
+"""Pure renderers: a Report in, text or a rich renderable out."""

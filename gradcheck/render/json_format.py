@@ -1,0 +1,74 @@
+"""The JSON report of the contract."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "tolist"):
+        return _clean(value.tolist())
+    return value
+
+
+def tensor_dict(info: TensorInfo) -> dict[str, Any]:
+    return {"name": info.name, "shape": list(info.shape), "dtype": info.dtype,
+            "differentiable": info.differentiable}
+
+
+def check_dict(result: CheckResult) -> dict[str, Any]:
+    return {
+        "check": result.check,
+        "status": result.status,
+        "input": result.input,
+        "output": result.output,
+        "message": result.message,
+        "location": result.location,
+        "max_abs_err": result.max_abs_err,
+        "max_rel_err": result.max_rel_err,
+        "worst_index": list(result.worst_index) if result.worst_index is not None else None,
+        "details": dict(result.details),
+    }
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "gradcheck": VERSION,
+        "target": report.target,
+        "ok": report.ok,
+        "exit_code": int(report.exit_code),
+        "inputs": [tensor_dict(i) for i in report.inputs],
+        "outputs": [tensor_dict(o) for o in report.outputs],
+        "checks": [check_dict(c) for c in report.checks],
+        "notes": list(report.notes),
+    }
+    if report.explain is not None:
+        data["explain"] = report.explain
+    return _clean(data)
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report_dict(report), indent=2, allow_nan=False)
+
+
+def render_error_json(message: str, exit_code: int, target: str | None = None) -> str:
+    return json.dumps({"gradcheck": VERSION, "target": target, "ok": False,
+                       "exit_code": exit_code, "error": message}, indent=2)
+
+
+def render_run_json(reports: list[dict[str, Any]], exit_code: int) -> str:
+    return json.dumps({"gradcheck": VERSION, "ok": exit_code == 0, "exit_code": exit_code,
+                       "reports": reports}, indent=2, allow_nan=False)
+
+
+__all__ = ["check_dict", "render_error_json", "render_json", "render_run_json", "report_dict"]

@@ -1,0 +1,111 @@
+"""The rich table: one row per check, worst first, then a one-line summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from gradcheck.report import CheckResult, Report
+
+STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "warn": "yellow",
+                "skip": "dim"}
+STATUS_LABEL = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "warn": "WARN", "skip": "SKIP"}
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:.2e}"
+
+
+def _index(index: tuple[int, ...] | None) -> str:
+    return "" if index is None else "[" + ",".join(str(i) for i in index) + "]"
+
+
+def status_text(status: str) -> Text:
+    return Text(STATUS_LABEL[status], style=STATUS_STYLE[status])
+
+
+def summary_line(report: Report) -> Text:
+    verdict = "OK" if report.ok else "FAILED"
+    counts = ", ".join(
+        f"{report.count(status)} {word}"
+        for status, word in (("fail", "failed"), ("error", "errors"), ("warn", "warnings"),
+                             ("pass", "passed"), ("skip", "skipped"))
+        if report.count(status)
+    )
+    line = Text()
+    line.append(f"{verdict} ", style="bold green" if report.ok else "bold red")
+    line.append(f"{report.target}: {counts or 'no checks'}")
+    return line
+
+
+COLUMNS = (
+    ("status", {"no_wrap": True}), ("check", {"no_wrap": True}), ("input", {}), ("output", {}),
+    ("max abs", {"justify": "right", "no_wrap": True}),
+    ("max rel", {"justify": "right", "no_wrap": True}), ("worst", {"no_wrap": True}),
+    ("location", {"no_wrap": True}), ("message", {"ratio": 1, "min_width": 40}),
+)
+
+
+def checks_table(report: Report) -> Table:
+    """Columns that are empty in every row are left out."""
+    rows = [_row(result) for result in report.sorted_checks()]
+    keep = [i for i in range(len(COLUMNS)) if i in (0, 1, 8) or any(str(r[i]) for r in rows)]
+    table = Table(show_header=True, header_style="bold", expand=False, pad_edge=False)
+    for i in keep:
+        name, options = COLUMNS[i]
+        table.add_column(name, **options)
+    for row in rows:
+        table.add_row(*(row[i] for i in keep))
+    return table
+
+
+def _row(result: CheckResult) -> list[Any]:
+    return [
+        status_text(result.status), result.check, result.input or "", result.output or "",
+        _number(result.max_abs_err), _number(result.max_rel_err), _index(result.worst_index),
+        result.location or "", result.message,
+    ]
+
+
+def _matrix_text(values: Any) -> str:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim < 2:
+        array = array.reshape(1, -1) if array.ndim == 1 else array.reshape(1, 1)
+    array = array.reshape(array.shape[0], -1)
+    return "\n".join(" ".join(f"{v:>11.6g}" for v in row) for row in array)
+
+
+def jacobian_matrices(report: Report) -> list[RenderableType]:
+    """Autodiff next to finite differences for each small block; large blocks are summarised."""
+    shown: list[RenderableType] = []
+    for result in report.checks:
+        if result.check != "jacobian" or "shape" not in result.details:
+            continue
+        title = f"d{result.output}/d{result.input}  shape {tuple(result.details['shape'])}"
+        autodiff, fd = result.details.get("autodiff"), result.details.get("finite_difference")
+        if autodiff is None or fd is None:
+            shown.append(Text(f"{title}: too large to show; max abs err"
+                              f" {_number(result.max_abs_err)}", style="dim"))
+            continue
+        grid = Table(title=title, title_justify="left", show_edge=False, box=None)
+        grid.add_column("autodiff (tape.jacobian)")
+        grid.add_column("finite differences")
+        grid.add_row(_matrix_text(autodiff), _matrix_text(fd))
+        shown.append(grid)
+    return shown
+
+
+def render_table(report: Report, *, show_matrices: bool = False,
+                 quiet: bool = False) -> RenderableType:
+    if quiet:
+        return summary_line(report)
+    parts: list[RenderableType] = [checks_table(report)]
+    if show_matrices:
+        parts += jacobian_matrices(report)
+    parts += [Text(f"note: {note}", style="dim") for note in report.notes]
+    parts.append(summary_line(report))
+    return Group(*parts)

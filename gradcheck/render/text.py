@@ -1,0 +1,18 @@
+"""The table as plain text (for assertion messages and files)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from gradcheck.render.table import render_table
+from gradcheck.report import Report
+
+
+def render_text(report: Report, width: int = 160, show_matrices: bool = False) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, no_color=True, color_system=None,
+                      force_terminal=False, highlight=False)
+    console.print(render_table(report, show_matrices=show_matrices))
+    return buffer.getvalue()

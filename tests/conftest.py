@@ -1,0 +1,43 @@
+"""Shared helpers: the fixtures folder, loading a fixture module, running the CLI."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from gradcheck.cli import cli
+from gradcheck.target import import_module
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def fixture_module(name: str) -> ModuleType:
+    return import_module(str(FIXTURES / f"{name}.py"))
+
+
+def fixture_target(name: str, function: str = "f") -> str:
+    return f"{FIXTURES / (name + '.py')}:{function}"
+
+
+@pytest.fixture
+def run_cli() -> Callable[..., Result]:
+    def run(args: Sequence[str], **kwargs: Any) -> Result:
+        env = {"NO_COLOR": "1", "COLUMNS": "200", **kwargs.pop("env", {})}
+        return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False, **kwargs)
+
+    return run
+
+
+@pytest.fixture
+def in_fixtures(monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(FIXTURES)
+    return FIXTURES
+
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
