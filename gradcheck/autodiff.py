@@ -78,7 +78,7 @@ def _is_float(value: Any) -> bool:
 
 def _as_differentiable_candidate(value: Any) -> Any:
     """Lists and floats of numbers become arrays; anything else is left as given."""
-    if isinstance(value, (list, tuple)) or (isinstance(value, float)):
+    if isinstance(value, (list, tuple, float)):
         try:
             array = np.asarray(value)
         except ValueError:
@@ -144,8 +144,10 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot
     return slots
 
 
-def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str) -> tuple[Program, Any]:
-    """Bind the arguments (promoting floats to float64 under 'auto' when f accepts it) and call f once."""
+def prepare(
+    function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str
+) -> tuple[Program, Any]:
+    """Bind the arguments and call f once; 'auto' promotes floats to float64 when f accepts it."""
     if dtype_mode == "auto":
         candidates: list[str | None] = ["float64", None]
     elif dtype_mode in ("float32", "float64"):
@@ -216,8 +218,8 @@ def flatten_outputs(result: Any, name: str = "y") -> list[OutputLeaf]:
     if isinstance(result, (tf.Tensor, tf.Variable)):
         tensor = tf.convert_to_tensor(result)
         if tensor.dtype.name not in FLOAT_DTYPES:
-            return [OutputLeaf(name, tensor, False, "tensor",
-                               f"is a {tensor.dtype.name} tensor; only floating outputs have gradients")]
+            reason = f"is a {tensor.dtype.name} tensor; only floating outputs have gradients"
+            return [OutputLeaf(name, tensor, False, "tensor", reason)]
         return [OutputLeaf(name, tensor, True, "tensor")]
     origin = "numpy" if isinstance(result, (np.ndarray, np.generic)) else "python"
     try:
@@ -225,10 +227,11 @@ def flatten_outputs(result: Any, name: str = "y") -> list[OutputLeaf]:
     except Exception:
         array = np.asarray(None)
     if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
-        return [OutputLeaf(name, None, False, origin, f"is a {type(result).__name__}, not a tensor")]
+        reason = f"is a {type(result).__name__}, not a tensor"
+        return [OutputLeaf(name, None, False, origin, reason)]
     if not np.issubdtype(array.dtype, np.floating):
-        return [OutputLeaf(name, tf.constant(array), False, origin,
-                           f"is an integer {type(result).__name__}; only floating outputs have gradients")]
+        reason = f"is an integer {type(result).__name__}; only floating outputs have gradients"
+        return [OutputLeaf(name, tf.constant(array), False, origin, reason)]
     return [OutputLeaf(name, tf.constant(array), True, origin)]
 
 
@@ -381,7 +384,10 @@ class BatchEvaluator:
         finally:
             if slot.is_variable:
                 slot.value.assign(original)
-        return [np.stack(b) if b else np.zeros((0, *c.shape)) for b, c in zip(collected, self.centre_outputs)]
+        return [
+            np.stack(b) if b else np.zeros((0, *c.shape))
+            for b, c in zip(collected, self.centre_outputs)
+        ]
 
     def evaluate_perturbations(self, h: np.ndarray) -> list[np.ndarray]:
         """f at x ± h, x ± 2h along every element of the argument (4n points), in chunks."""

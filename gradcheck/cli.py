@@ -108,10 +108,10 @@ def write_atomically(path: str, text: str) -> None:
     """Write the whole file or nothing (no half-written reports)."""
     target = Path(path)
     try:
-        handle = tempfile.NamedTemporaryFile(
-            "w", dir=target.parent if str(target.parent) else ".", delete=False,
-            prefix=f".{target.name}.", suffix=".tmp", encoding="utf-8")
-        with handle:
+        with tempfile.NamedTemporaryFile(
+            "w", dir=target.parent, delete=False, prefix=f".{target.name}.", suffix=".tmp",
+            encoding="utf-8",
+        ) as handle:
             handle.write(text)
         os.replace(handle.name, target)
     except OSError as exc:
@@ -143,7 +143,7 @@ def report_error(error: GradcheckError, output_format: str, show_traceback: bool
 class GradcheckGroup(click.Group):
     """Click's own usage errors become one `Error:` line and exit code 2."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             result = super().main(*args, **kwargs)

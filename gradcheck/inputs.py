@@ -57,7 +57,9 @@ def _load_npy(path: Path, what: str) -> np.ndarray:
 def _load_npz(path: Path, what: str) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return {key: _numeric(archive[key], f"{what} {str(path)!r}[{key!r}]") for key in archive}
+            return {
+                key: _numeric(archive[key], f"{what} {str(path)!r}[{key!r}]") for key in archive
+            }
     except InputError:
         raise
     except ValueError as exc:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from typing import Any, ContextManager
+from typing import Any
 
 from gradcheck.checks import CheckOptions, run_checks
 from gradcheck.inputs import name_arguments, parse_upstreams, resolve_arguments
@@ -27,7 +28,7 @@ class TargetRequest:
 def check_request(
     request: TargetRequest,
     options: CheckOptions,
-    import_context: Callable[[], ContextManager[Any]] | None = None,
+    import_context: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Report:
     """Load, bind inputs, check. Raises GradcheckError subclasses for exit codes 2 and 3."""
     upstream = parse_upstreams(request.upstream_specs)

@@ -11,10 +11,11 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ContextManager
+from typing import Any
 
 from gradcheck.errors import LoadError
 
@@ -74,8 +75,8 @@ def _innermost_user_frame(exc: BaseException) -> str | None:
 def _import_failure(module_name: str, exc: BaseException) -> LoadError:
     tb = "".join(traceback.format_exception(exc))
     if isinstance(exc, SyntaxError):
-        where = f"{relative_path(exc.filename or '?')}:{exc.lineno}"
-        return LoadError(f"syntax error in {where}: {exc.msg}", user_traceback=tb)
+        line = f"{relative_path(exc.filename or '?')}:{exc.lineno}"
+        return LoadError(f"syntax error in {line}: {exc.msg}", user_traceback=tb)
     where = _innermost_user_frame(exc)
     suffix = f" (at {where})" if where else ""
     if isinstance(exc, ModuleNotFoundError):
@@ -178,7 +179,7 @@ def _bind_to_instance(cls: type, method: str, module_part: str) -> Any:
 def load_target(
     spec: str,
     search_path: str = ".",
-    import_context: Callable[[], ContextManager[Any]] | None = None,
+    import_context: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Target:
     """Import TARGET and return the callable it names, with loader errors in plain words."""
     module_part, attr_path = split_spec(spec)

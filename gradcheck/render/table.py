@@ -42,7 +42,7 @@ def summary_line(report: Report) -> Text:
     return line
 
 
-COLUMNS = (
+COLUMNS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("status", {"no_wrap": True}), ("check", {"no_wrap": True}), ("input", {}), ("output", {}),
     ("max abs", {"justify": "right", "no_wrap": True}),
     ("max rel", {"justify": "right", "no_wrap": True}), ("worst", {"no_wrap": True}),

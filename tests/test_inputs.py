@@ -1,0 +1,122 @@
+"""Input and upstream specifications: literals, files, shapes, providers, naming."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gradcheck.errors import InputError
+from gradcheck.inputs import (
+    Arguments,
+    name_arguments,
+    parse_shape,
+    parse_upstreams,
+    parse_value,
+    resolve_arguments,
+    resolve_upstreams,
+)
+
+from .conftest import fixture_module
+
+
+def test_literals_become_arrays_and_ints_stay_ints() -> None:
+    value = parse_value("[1.0, 2.0]")
+    assert isinstance(value, np.ndarray) and value.dtype == np.float64
+    assert parse_value("3") == 3
+    assert parse_value("2.5").shape == ()
+    assert parse_value("'text'") == "text"
+
+
+def test_literal_is_never_evaluated() -> None:
+    with pytest.raises(InputError) as info:
+        parse_value("__import__('os').getcwd()")
+    assert "is neither a .npy/.npz file nor a literal" in info.value.message
+
+
+def test_npy_and_npz_files(tmp_path: Path) -> None:
+    np.save(tmp_path / "x.npy", np.arange(3.0))
+    np.savez(tmp_path / "kw.npz", scale=np.ones(2))
+    assert parse_value(str(tmp_path / "x.npy")).tolist() == [0.0, 1.0, 2.0]
+    arguments = resolve_arguments("f", None, input_specs=[str(tmp_path / "kw.npz")])
+    assert list(arguments.kwargs) == ["scale"]
+
+
+def test_pickled_npy_is_refused(tmp_path: Path) -> None:
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(InputError) as info:
+        parse_value(str(tmp_path / "obj.npy"))
+    assert "holds Python objects (pickled data)" in info.value.message
+
+
+def test_keyword_inputs_and_order() -> None:
+    arguments = resolve_arguments("f", None, input_specs=["[1.0]", "scale=2.0"])
+    assert len(arguments.args) == 1 and float(arguments.kwargs["scale"]) == 2.0
+    with pytest.raises(InputError, match="follows a keyword input"):
+        resolve_arguments("f", None, input_specs=["scale=2.0", "[1.0]"])
+
+
+def test_shapes_are_seeded() -> None:
+    first = resolve_arguments("f", None, shapes=["2,3"], seed=4)
+    second = resolve_arguments("f", None, shapes=["2,3"], seed=4)
+    assert first.args[0].shape == (2, 3)
+    np.testing.assert_array_equal(first.args[0], second.args[0])
+    with pytest.raises(InputError, match="every dimension must be positive"):
+        parse_shape("0,3")
+
+
+def test_convention_and_precedence() -> None:
+    module = fixture_module("two_in_two_out")
+    by_convention = resolve_arguments("f", module)
+    assert by_convention.source == "f_inputs" and len(by_convention.args) == 2
+    explicit = resolve_arguments("f", module, input_specs=["[1.0]", "[2.0]"])
+    assert explicit.source == "-i/--input"
+
+
+def test_no_inputs_names_the_four_ways() -> None:
+    with pytest.raises(InputError) as info:
+        resolve_arguments("g", None)
+    assert info.value.message == (
+        "no inputs for g: give -i/--input VALUE, --shape 2,3, --inputs MOD:ATTR, or a"
+        " 'g_inputs' attribute in the target's module"
+    )
+
+
+def test_naming_follows_the_signature() -> None:
+    def f(x, scale, *rest, **extra):  # type: ignore[no-untyped-def]
+        return x
+
+    named = name_arguments(f, Arguments((1.0, 2.0, 3.0), {"bias": 0.5}))
+    assert [n.name for n in named] == ["x", "scale", "rest[0]", "bias"]
+
+
+def test_wrong_argument_count() -> None:
+    def f(x, y):  # type: ignore[no-untyped-def]
+        return x
+
+    with pytest.raises(InputError, match=r"f\(x, y\) cannot take the given inputs"):
+        name_arguments(f, Arguments((1.0,), {}, "-i/--input"))
+
+
+def test_nan_input_is_refused() -> None:
+    with pytest.raises(InputError, match="input x contains NaN or Inf"):
+        name_arguments(lambda x: x, Arguments((np.array([1.0, np.nan]),)))
+
+
+def test_upstream_shape_mismatch_is_an_error_not_a_broadcast() -> None:
+    parsed = parse_upstreams(["[1.0, 2.0, 3.0]"])
+    with pytest.raises(InputError) as info:
+        resolve_upstreams(parsed, [("y", (2,))], seed=0)
+    assert info.value.message == (
+        "upstream for y has shape (3,) but y has shape (2,); TensorFlow would silently broadcast"
+        " it, so give an upstream of shape (2,)"
+    )
+
+
+def test_upstream_count_and_keywords() -> None:
+    outputs = [("y[0]", (2,)), ("y[1]", (3,))]
+    ones = resolve_upstreams(parse_upstreams(["ones"]), outputs, seed=0)
+    assert [u.tolist() for u in ones] == [[1.0, 1.0], [1.0, 1.0, 1.0]]
+    with pytest.raises(InputError, match="3 --upstream values for 2 outputs"):
+        resolve_upstreams(parse_upstreams(["ones", "ones", "ones"]), outputs, seed=0)

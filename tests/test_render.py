@@ -1,0 +1,62 @@
+"""Renderers, tested on hand-built reports (no TensorFlow)."""
+
+from __future__ import annotations
+
+import json
+
+from gradcheck.render.json_format import render_error_json, render_json
+from gradcheck.render.text import render_text
+from gradcheck.report import CheckResult, Report, TensorInfo
+
+
+def hand_built() -> Report:
+    return Report(
+        target="fixtures/seed_custom_gradient.py:f",
+        inputs=(TensorInfo("x", (2,), "float64"),),
+        outputs=(TensorInfo("y", (2,), "float64"),),
+        checks=(
+            CheckResult("vjp", "pass", "matches", input="x", output="y", max_abs_err=1e-12,
+                        max_rel_err=2e-12, worst_index=(1,)),
+            CheckResult("grad-shape", "fail", "grad_fn of f returned shape (2, 2)", input="x",
+                        output=None, location="fixtures/seed_custom_gradient.py:9"),
+            CheckResult("upstream", "warn", "all ones", output="y", max_abs_err=float("nan")),
+        ),
+        notes=("float inputs promoted to float64",),
+    )
+
+
+def test_json_has_the_contract_fields() -> None:
+    data = json.loads(render_json(hand_built()))
+    assert data["gradcheck"] == "0.1.0" and data["ok"] is False and data["exit_code"] == 1
+    failing = data["checks"][1]
+    assert failing == {
+        "check": "grad-shape", "status": "fail", "input": "x", "output": None,
+        "message": "grad_fn of f returned shape (2, 2)",
+        "location": "fixtures/seed_custom_gradient.py:9",
+        "max_abs_err": None, "max_rel_err": None, "worst_index": None, "details": {},
+    }
+    assert data["checks"][0]["worst_index"] == [1]
+    assert data["checks"][2]["max_abs_err"] is None  # NaN never reaches JSON
+
+
+def test_error_json() -> None:
+    assert json.loads(render_error_json("file 'x.py' not found", 2, "x.py:f")) == {
+        "gradcheck": "0.1.0", "target": "x.py:f", "ok": False, "exit_code": 2,
+        "error": "file 'x.py' not found"}
+
+
+def test_table_sorts_worst_first_and_summarises() -> None:
+    text = render_text(hand_built())
+    lines = text.splitlines()
+    fail_line = next(i for i, line in enumerate(lines) if "FAIL" in line)
+    pass_line = next(i for i, line in enumerate(lines) if "PASS" in line)
+    assert fail_line < pass_line
+    assert "fixtures/seed_custom_gradient.py:9" in text
+    assert "note: float inputs promoted to float64" in text
+    assert lines[-1] == ("FAILED fixtures/seed_custom_gradient.py:f: 1 failed, 1 warnings,"
+                         " 1 passed")
+
+
+def test_ok_report_summary() -> None:
+    report = Report("t:f", (), (), (CheckResult("jacobian", "pass", "ok"),))
+    assert report.ok and render_text(report).splitlines()[-1] == "OK t:f: 1 passed"
