@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -11,10 +12,13 @@ import numpy as np
 
 from gradcheck.errors import FunctionError, InputError
 from gradcheck.inputs import NamedArgument
-from gradcheck.numerics import perturbed_points
+from gradcheck.locations import exception_location
+from gradcheck.numerics import STEP_FACTORS, points_along
 from gradcheck.tf_runtime import tensorflow
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+# TensorFlow's op errors start with the graph function's name and end with the op's (empty) name.
+_TF_ERROR_NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*name:\s*$")
 
 
 @dataclass
@@ -166,7 +170,7 @@ def prepare(
         program = Program(function, slots, dtype or _common_dtype(slots))
         try:
             result = program.call()
-        except Exception as exc:  # the user's function raised
+        except (Exception, SystemExit) as exc:  # the user's function raised (or called exit)
             failures.append(exc)
             continue
         if failures:
@@ -176,10 +180,16 @@ def prepare(
                 f" with {program.compute_dtype} tolerances"
             )
         return program, result
-    raise FunctionError(
-        f"{function_name(function)} raised {first_line(failures[-1])}",
-        user_traceback=user_traceback(failures[-1]),
-    )
+    raise function_raised(function, failures[-1])
+
+
+def function_raised(function: Callable[..., Any], exc: BaseException,
+                    when: str = "") -> FunctionError:
+    """The one-line error for an exception from the user's function, at the user's line."""
+    where = exception_location(exc)
+    at = f" (at {where})" if where else ""
+    return FunctionError(f"{function_name(function)} raised {first_line(exc)}{when}{at}",
+                         user_traceback=user_traceback(exc))
 
 
 def function_name(function: Callable[..., Any]) -> str:
@@ -188,7 +198,7 @@ def function_name(function: Callable[..., Any]) -> str:
 
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    line = text.splitlines()[0] if text else ""
+    line = _TF_ERROR_NOISE.sub("", text.splitlines()[0]).strip() if text else ""
     return f"{type(exc).__name__}: {line[:200]}" if line else type(exc).__name__
 
 
@@ -218,7 +228,8 @@ def flatten_outputs(result: Any, name: str = "y") -> list[OutputLeaf]:
     if isinstance(result, (tf.Tensor, tf.Variable)):
         tensor = tf.convert_to_tensor(result)
         if tensor.dtype.name not in FLOAT_DTYPES:
-            reason = f"is a {tensor.dtype.name} tensor; only floating outputs have gradients"
+            reason = (f"is a tensor of dtype {tensor.dtype.name}; only floating-point outputs"
+                      " have gradients")
             return [OutputLeaf(name, tensor, False, "tensor", reason)]
         return [OutputLeaf(name, tensor, True, "tensor")]
     origin = "numpy" if isinstance(result, (np.ndarray, np.generic)) else "python"
@@ -256,9 +267,20 @@ class Recording:
             return GradientOutcome(None, None, None, error=exc, error_traceback=user_traceback(exc))
         return _outcome(result)
 
-    def jacobian(self, output_index: int, source: Slot) -> tuple[np.ndarray | None, str | None]:
-        """The autodiff block (out + in), vectorised first; an error message when both ways fail."""
+    def jacobian(self, output_index: int, source: Slot, max_memory: int | None = None
+                 ) -> tuple[np.ndarray | None, str | None]:
+        """The autodiff block (out + in), vectorised first; an error message when both ways fail.
+
+        When the vectorised Jacobian would not fit in max_memory it is built in chunks of rows.
+        """
         target = self.outputs[output_index].tensor
+        rows = int(np.prod(target.shape, dtype=np.int64))
+        per_row = point_bytes(source.shape, [()]) * BATCH_OVERHEAD
+        if max_memory is not None and rows * per_row > max_memory:
+            try:
+                return self._jacobian_in_chunks(target, source, max(1, max_memory // per_row)), None
+            except Exception as exc:
+                return None, first_line(exc)
         messages = []
         for use_pfor in (True, False):
             try:
@@ -270,6 +292,26 @@ class Recording:
                 return None, None
             return np.asarray(block, dtype=np.float64), None
         return None, messages[-1]
+
+    def _jacobian_in_chunks(self, target: Any, source: Slot, rows_per_chunk: int
+                            ) -> np.ndarray | None:
+        """Rows of J as vectorised VJPs with one-hot upstreams, rows_per_chunk at a time."""
+        tf = tensorflow()
+        shape = tuple(int(d) for d in target.shape)
+        size = int(np.prod(shape, dtype=np.int64))
+
+        def row(i: Any) -> Any:
+            upstream = tf.reshape(tf.one_hot(i, size, dtype=target.dtype), shape)
+            return self.tape.gradient(target, source.value, output_gradients=upstream)
+
+        if self.tape.gradient(target, source.value) is None:
+            return None
+        parts = [
+            np.asarray(tf.vectorized_map(row, tf.range(start, min(size, start + rows_per_chunk)),
+                                         fallback_to_while_loop=True), dtype=np.float64)
+            for start in range(0, size, rows_per_chunk)
+        ]
+        return np.concatenate(parts).reshape(shape + source.shape)
 
 
 def _outcome(result: Any) -> GradientOutcome:
@@ -292,11 +334,8 @@ def record(program: Program) -> Recording:
             tape.watch(slot.value)
         try:
             result = program.call()
-        except Exception as exc:
-            raise FunctionError(
-                f"{function_name(program.function)} raised {first_line(exc)}",
-                user_traceback=user_traceback(exc),
-            ) from exc
+        except (Exception, SystemExit) as exc:
+            raise function_raised(program.function, exc) from exc
     return Recording(program, tape, flatten_outputs(result))
 
 
@@ -335,9 +374,11 @@ class BatchEvaluator:
         )
 
     def chunk_size(self) -> int:
+        """Points per vectorised call: the input and outputs of each point, float64, with room
+        for the intermediates of f (assumed to be at most BATCH_OVERHEAD times as large)."""
         slot = self.program.slots[self.slot_index]
-        per_point = 8 * (int(np.prod(slot.shape)) + sum(c.size for c in self.centre_outputs)) * 16
-        return max(4, int(self.max_memory // max(per_point, 1)) // 4 * 4)
+        per_point = point_bytes(slot.shape, [c.shape for c in self.centre_outputs])
+        return max(4, int(self.max_memory // max(per_point * BATCH_OVERHEAD, 1)) // 4 * 4)
 
     def evaluate(self, points: np.ndarray) -> list[np.ndarray]:
         """Outputs (len(points), *out) for each selected output."""
@@ -366,21 +407,36 @@ class BatchEvaluator:
                 raise ValueError("vectorised evaluation disagrees with eager evaluation")
         return [a[1:] for a in arrays]
 
-    def _evaluate_loop(self, points: np.ndarray) -> list[np.ndarray]:
+    def _evaluate_point(self, slot: Slot, point: np.ndarray) -> list[np.ndarray]:
         tf = tensorflow()
+        value = tf.constant(point, dtype=slot.dtype)
+        try:
+            if slot.is_variable:
+                slot.value.assign(value)
+                result = self.program.call()
+            else:
+                result = self.program.call({self.slot_index: value})
+            outputs = [np.asarray(o, dtype=np.float64) for o in self._outputs_of(result)]
+        except (Exception, SystemExit) as exc:
+            raise function_raised(self.program.function, exc,
+                                  f" when {slot.name} moved by a finite-difference step") from exc
+        for output, centre in zip(outputs, self.centre_outputs):
+            if output.shape != centre.shape:
+                raise FunctionError(
+                    f"{function_name(self.program.function)} returned an output of shape"
+                    f" {output.shape} when {slot.name} moved by a finite-difference step, but"
+                    f" {centre.shape} at the given point: an output whose shape depends on the"
+                    " input's values has no Jacobian there")
+        return outputs
+
+    def _evaluate_loop(self, points: np.ndarray) -> list[np.ndarray]:
         slot = self.program.slots[self.slot_index]
         collected: list[list[np.ndarray]] = [[] for _ in self.output_indices]
         original = slot.value.numpy() if slot.is_variable else None
         try:
             for point in points:
-                value = tf.constant(point, dtype=slot.dtype)
-                if slot.is_variable:
-                    slot.value.assign(value)
-                    result = self.program.call()
-                else:
-                    result = self.program.call({self.slot_index: value})
-                for bucket, output in zip(collected, self._outputs_of(result)):
-                    bucket.append(np.asarray(output, dtype=np.float64))
+                for bucket, output in zip(collected, self._evaluate_point(slot, point)):
+                    bucket.append(output)
         finally:
             if slot.is_variable:
                 slot.value.assign(original)
@@ -389,15 +445,34 @@ class BatchEvaluator:
             for b, c in zip(collected, self.centre_outputs)
         ]
 
-    def evaluate_perturbations(self, h: np.ndarray) -> list[np.ndarray]:
-        """f at x ± h, x ± 2h along every element of the argument (4n points), in chunks."""
+    def evaluate_perturbations(
+        self, h: np.ndarray, factors: tuple[float, ...] = STEP_FACTORS,
+        elements: np.ndarray | None = None, progress: Callable[[int, int], None] | None = None,
+    ) -> list[np.ndarray]:
+        """f at x + factor*h along each element (all, or the listed flat ones), in chunks.
+
+        Returns, per output, (len(factors) * k, *out) in the order of `points_along`.
+        """
         slot = self.program.slots[self.slot_index]
         x = np.asarray(slot.value.numpy(), dtype=np.float64)
-        n = int(np.prod(slot.shape))
-        per_chunk = max(1, self.chunk_size() // 4)
+        index = np.arange(int(np.prod(slot.shape))) if elements is None else np.asarray(elements)
+        per_chunk = max(1, self.chunk_size() // len(factors))
         parts: list[list[np.ndarray]] = [[] for _ in self.output_indices]
-        for start in range(0, n, per_chunk):
-            points = perturbed_points(x, h, start, min(n, start + per_chunk))
+        for start in range(0, index.size, per_chunk):
+            points = points_along(x, h, index[start:start + per_chunk], factors)
             for bucket, values in zip(parts, self.evaluate(points)):
                 bucket.append(values)
-        return [np.concatenate(p) if p else np.zeros((0,)) for p in parts]
+            if progress is not None:
+                progress(min(index.size, start + per_chunk), index.size)
+        return [np.concatenate(p) if p else np.zeros((0, *c.shape))
+                for p, c in zip(parts, self.centre_outputs)]
+
+
+# How much larger than its input and outputs one vectorised evaluation may grow in memory.
+BATCH_OVERHEAD = 16
+
+
+def point_bytes(input_shape: Sequence[int], output_shapes: Sequence[Sequence[int]]) -> int:
+    """Bytes of one evaluation point and its outputs, in float64."""
+    return 8 * (int(np.prod(input_shape, dtype=np.int64))
+                + sum(int(np.prod(s, dtype=np.int64)) for s in output_shapes))

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck import autodiff, numerics
+from gradcheck import autodiff, explain, fast, forward, numerics, symmetric
 from gradcheck.autodiff import GradientOutcome, OutputLeaf, Recording, Slot
 from gradcheck.errors import InputError
 from gradcheck.inputs import NamedArgument, resolve_upstreams
@@ -17,11 +17,14 @@ from gradcheck.numerics import Comparison, FiniteDifference, Tolerance
 from gradcheck.report import CheckResult, Report, TensorInfo
 
 ALL_KINDS = frozenset(
-    {"jacobian", "vjp", "grad-shape", "connected", "custom-gradient", "upstream", "kink"}
+    {"jacobian", "vjp", "grad-shape", "connected", "custom-gradient", "upstream", "kink",
+     "nondeterminism", "fast", "jvp"}
 )
 COMMAND_KINDS = {
-    "jacobian": frozenset({"jacobian", "grad-shape", "connected", "custom-gradient", "kink"}),
-    "vjp": frozenset({"vjp", "grad-shape", "connected", "custom-gradient", "upstream", "kink"}),
+    "jacobian": frozenset({"jacobian", "grad-shape", "connected", "custom-gradient", "kink",
+                           "fast"}),
+    "vjp": frozenset({"vjp", "grad-shape", "connected", "custom-gradient", "upstream", "kink",
+                      "fast"}),
     "check": ALL_KINDS,
 }
 # Blocks up to this many elements carry their matrices in the report details.
@@ -41,6 +44,9 @@ class CheckOptions:
     dtype: str = "auto"
     max_memory: int = DEFAULT_MAX_MEMORY
     kinds: frozenset[str] = ALL_KINDS
+    explain: bool = False
+    # Called as progress(task, done, total) as work advances; the core never prints.
+    progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -66,6 +72,12 @@ class SourceAnalysis:
     # Per output: where f has a kink, finite differences decide nothing; autodiff stands in.
     kink_masks: dict[int, np.ndarray] = field(default_factory=dict)
     strategy: str = "vectorised"
+    # Central differences come first (x±h); x±2h is evaluated only where a verdict needs it.
+    evaluator: autodiff.BatchEvaluator | None = None
+    steps: np.ndarray | None = None
+    first: dict[int, np.ndarray] = field(default_factory=dict)
+    centres: dict[int, np.ndarray] = field(default_factory=dict)
+    refined: np.ndarray | None = None
 
 
 def _matrix(block: np.ndarray | None) -> list[Any] | None:
@@ -113,6 +125,7 @@ class Checker:
         self.upstreams = list(upstreams)
         self.diff_outputs = list(diff_outputs)
         self.findings = Findings()
+        self.symmetric: dict[str, symmetric.SymmetricProbe] = {}
 
     @property
     def outputs(self) -> list[OutputLeaf]:
@@ -129,17 +142,49 @@ class Checker:
         )
         x = np.asarray(slot.value.numpy(), dtype=np.float64)
         h = numerics.step_sizes(x, self.program.compute_dtype, self.options.eps)
-        evaluations = evaluator.evaluate_perturbations(h)
+        evaluations = evaluator.evaluate_perturbations(
+            h, numerics.FIRST_FACTORS, progress=self._progress(f"finite differences for {slot.name}"))
         fd = {
-            k: numerics.finite_difference(values, centre, h, self.outputs[k].dtype)
+            k: numerics.central_difference(values, centre, h, self.outputs[k].dtype)
             for k, values, centre in zip(self.diff_outputs, evaluations, centres)
         }
+        if symmetric.is_square_matrix(slot.shape):
+            self.symmetric[slot.name] = symmetric.SymmetricProbe(
+                evaluator.evaluate, x, h,
+                [(self.outputs[k].name, c, self.outputs[k].dtype)
+                 for k, c in zip(self.diff_outputs, centres)],
+                evaluator.chunk_size())
         if evaluator.fallback_reason and evaluator.strategy == "loop":
             self.findings.notes.append(
                 f"finite differences for {slot.name} evaluated f point by point"
                 f" ({evaluator.fallback_reason})"
             )
-        return SourceAnalysis(slot, fd, {}, strategy=evaluator.strategy)
+        return SourceAnalysis(slot, fd, {}, strategy=evaluator.strategy, evaluator=evaluator,
+                              steps=h, first=dict(zip(self.diff_outputs, evaluations)),
+                              centres=dict(zip(self.diff_outputs, centres)),
+                              refined=np.zeros(h.size, dtype=bool))
+
+    def _progress(self, task: str) -> Callable[[int, int], None] | None:
+        report = self.options.progress
+        if report is None:
+            return None
+        return lambda done, total: report(task, done, total)
+
+    def refine(self, analysis: SourceAnalysis, elements: np.ndarray) -> None:
+        """Add x±2h for these flat input elements: Richardson values, error estimates, kinks."""
+        if analysis.evaluator is None or analysis.refined is None or analysis.steps is None:
+            return
+        todo = np.asarray(elements, dtype=np.int64)
+        todo = todo[~analysis.refined[todo]]
+        if todo.size == 0:
+            return
+        second = analysis.evaluator.evaluate_perturbations(
+            analysis.steps, numerics.SECOND_FACTORS, elements=todo)
+        for k, values in zip(self.diff_outputs, second):
+            analysis.fd[k] = numerics.refine(
+                analysis.fd[k], analysis.first[k], values, analysis.centres[k], analysis.steps,
+                todo, self.outputs[k].dtype)
+        analysis.refined[todo] = True
 
     def check_block(self, analysis: SourceAnalysis, k: int, position: int) -> None:
         """grad-shape, connected, jacobian and kink for one (output, input) block."""
@@ -178,7 +223,8 @@ class Checker:
                               "tape.jacobian returned None although tape.gradient did not",
                               **where)
             return
-        analysis.kink_masks[k] = self._judge_jacobian(block, fd, output, slot)
+        self.refine(analysis, numerics.in_doubt(block, fd, self.tolerance, int(np.prod(slot.shape))))
+        analysis.kink_masks[k] = self._judge_jacobian(block, analysis.fd[k], output, slot)
 
     def reference(self, analysis: SourceAnalysis, k: int) -> np.ndarray:
         """The FD Jacobian, with autodiff standing in at kinks (where FD cannot judge)."""
@@ -193,6 +239,10 @@ class Checker:
         where = {"input": slot.name, "output": output.name}
         if not self.wants("connected"):
             return
+        exact_zero = Tolerance(atol=self.tolerance.atol, rtol=0.0)
+        self.refine(analysis, numerics.in_doubt(np.zeros_like(fd.jacobian), fd, exact_zero,
+                                                int(np.prod(slot.shape))))
+        fd = analysis.fd[k]
         if numerics.is_negligible(fd.jacobian, fd.error_estimate, self.tolerance):
             self.findings.add(
                 "connected", "pass",
@@ -244,14 +294,38 @@ class Checker:
             self.findings.add("jacobian", "pass", message, details=details,
                               **_comparison_fields(comparison), **where)
             return kinks
+        probe = self.symmetric.get(slot.name)
+        verdict = probe.judge_jacobian(output.name, block, self.tolerance) if probe else None
+        if self._symmetric_warning("jacobian", f"tape.jacobian of {output.name}", slot,
+                                   comparison, verdict, details, where):
+            return kinks
         index = comparison.worst_index or ()
         self.findings.add(
             "jacobian", "fail",
             f"autodiff and finite differences disagree in {comparison.n_bad} of"
             f" {comparison.size} elements; worst {_fmt_index(index)}: autodiff"
-            f" {block[index]:.6g}, finite differences {fd.jacobian[index]:.6g}",
+            f" {block[index]:.6g}, finite differences {fd.jacobian[index]:.6g}"
+            + (symmetric.mismatch_note(verdict) if verdict else ""),
             details=details, **_comparison_fields(comparison), **where)
         return kinks
+
+    def _symmetric_warning(self, check: str, what: str, slot: Slot, elementwise: Comparison,
+                           verdict: symmetric.SymmetricVerdict | None, details: dict[str, Any],
+                           where: dict[str, Any]) -> bool:
+        """A failure that is TensorFlow's symmetric-matrix convention becomes a warning."""
+        if verdict is None or not verdict.convention:
+            return False
+        found = verdict.comparison
+        details = {**details, "symmetric_perturbations": {
+            "directions": verdict.directions.count, "max_abs_err": found.max_abs_err,
+            "max_rel_err": found.max_rel_err, "elementwise_max_abs_err": elementwise.max_abs_err,
+            "elementwise_max_rel_err": elementwise.max_rel_err,
+            "elementwise_mismatches": elementwise.n_bad}}
+        self.findings.add(check, "warn",
+                          symmetric.convention_message(what, slot.name, elementwise, verdict),
+                          details=details, max_abs_err=found.max_abs_err,
+                          max_rel_err=found.max_rel_err, worst_index=verdict.worst_index, **where)
+        return True
 
     def check_vjp(self, analysis: SourceAnalysis) -> None:
         """tape.gradient(ys, x, output_gradients=us) against Σₖ uₖᵀJₖ from finite differences."""
@@ -266,18 +340,16 @@ class Checker:
             self.findings.add("vjp", "skip", f"no VJP for {slot.name}: its gradient is broken"
                               " (see the checks above)", **where)
             return
-        expected = sum(
-            (numerics.contract(u, self.reference(analysis, k))
-             for u, k in zip(self.upstreams, self.diff_outputs)),
-            start=np.zeros(slot.shape),
-        )
-        estimate = sum(
-            (numerics.contract(np.abs(u), analysis.fd[k].error_estimate)
-             for u, k in zip(self.upstreams, self.diff_outputs)),
-            start=np.zeros(slot.shape),
-        )
         actual = np.zeros(slot.shape) if outcome.value is None else outcome.value
+        expected, estimate = self._fd_vjp(analysis)
         comparison = numerics.compare(actual, expected, self.tolerance, estimate)
+        if not comparison.ok and analysis.refined is not None and not analysis.refined.all():
+            # Same argument as numerics.in_doubt: only failing elements can change verdict.
+            failing = ~(np.abs(actual - expected) <= self.tolerance.atol + self.tolerance.rtol
+                        * np.abs(expected) + numerics.ERROR_ESTIMATE_SAFETY * estimate)
+            self.refine(analysis, np.flatnonzero(failing))
+            expected, estimate = self._fd_vjp(analysis)
+            comparison = numerics.compare(actual, expected, self.tolerance, estimate)
         details = {"vjp": _matrix(actual), "finite_difference": _matrix(expected)}
         if comparison.ok:
             self.findings.add("vjp", "pass",
@@ -285,13 +357,64 @@ class Checker:
                               f" differences (max rel err {comparison.max_rel_err:.1e})",
                               details=details, **_comparison_fields(comparison), **where)
             return
+        probe = self.symmetric.get(slot.name)
+        verdict = probe.judge_vjp(actual, self.upstreams, self.tolerance) if probe else None
+        if self._symmetric_warning("vjp", "tape.gradient(..., output_gradients=u)", slot,
+                                   comparison, verdict, details, where):
+            return
         index = comparison.worst_index or ()
         self.findings.add(
             "vjp", "fail",
             f"tape.gradient(..., output_gradients=u) differs from uᵀJ (finite differences) in"
             f" {comparison.n_bad} of {comparison.size} elements; worst {_fmt_index(index)}:"
-            f" {np.asarray(actual)[index]:.6g} vs {np.asarray(expected)[index]:.6g}",
+            f" {np.asarray(actual)[index]:.6g} vs {np.asarray(expected)[index]:.6g}"
+            + (symmetric.mismatch_note(verdict) if verdict else ""),
             details=details, **_comparison_fields(comparison), **where)
+
+    def _fd_vjp(self, analysis: SourceAnalysis) -> tuple[np.ndarray, np.ndarray]:
+        """Σₖ uₖᵀJₖ from finite differences, and its error estimate."""
+        shape = analysis.slot.shape
+        expected = sum(
+            (numerics.contract(u, self.reference(analysis, k))
+             for u, k in zip(self.upstreams, self.diff_outputs)),
+            start=np.zeros(shape),
+        )
+        estimate = sum(
+            (numerics.contract(np.abs(u), analysis.fd[k].error_estimate)
+             for u, k in zip(self.upstreams, self.diff_outputs)),
+            start=np.zeros(shape),
+        )
+        return expected, estimate
+
+    def explanation(self, analyses: Sequence[SourceAnalysis]) -> dict[str, Any]:
+        """What tape.gradient returns for each input, with and without output_gradients."""
+        facts = []
+        for analysis in analyses:
+            slot = analysis.slot
+            targets = []
+            for u, k in zip(self.upstreams, self.diff_outputs):
+                plain = self.recording.gradient([k], slot, None)
+                vjp = self.recording.gradient([k], slot, [u])
+                block = analysis.autodiff.get(k)
+                source = "autodiff" if block is not None else (
+                    "none" if plain.value is None and plain.error is None else "finite differences")
+                if source == "finite differences":
+                    block = self.reference(analysis, k)
+                error = plain.error or vjp.error
+                targets.append(explain.TargetFacts(
+                    self.outputs[k].name, self.outputs[k].shape, u, block, source, plain.value,
+                    vjp.value, self.reference(analysis, k),
+                    autodiff.first_line(error) if error else None))
+            plain = self.recording.gradient(self.diff_outputs, slot, None)
+            vjp = analysis.vjp or self.recording.gradient(self.diff_outputs, slot, self.upstreams)
+            error = plain.error or vjp.error
+            symmetric_vjp = any(r.check == "vjp" and r.status == "warn" and r.input == slot.name
+                                and "symmetric_perturbations" in r.details
+                                for r in self.findings.results)
+            facts.append(explain.InputFacts(
+                slot.name, slot.shape, tuple(targets), plain.value, vjp.value,
+                autodiff.first_line(error) if error else None, symmetric_vjp))
+        return explain.explain(facts)
 
     def check_upstreams(self, specs: Sequence[Any]) -> None:
         if not self.wants("upstream"):
@@ -321,11 +444,54 @@ def _validate_outputs(recording: Recording, name: str) -> list[int]:
     if len(outputs) == 1 and outputs[0].origin == "none":
         raise InputError(f"{name} returned None; it must return a tensor, a tuple/list or a dict"
                          " of tensors (a missing return statement?)")
+    if not outputs:
+        raise InputError(f"{name} returned an empty tuple, list or dict; it must return at least"
+                         " one floating-point tensor")
     usable = [i for i, o in enumerate(outputs) if o.differentiable]
     if not usable:
         reasons = "; ".join(f"{o.name} {o.reason}" for o in outputs)
         raise InputError(f"{name} returns no floating-point tensor to differentiate: {reasons}")
     return usable
+
+
+def _output_change(then: OutputLeaf, now: OutputLeaf) -> tuple[str, float | None,
+                                                                tuple[int, ...] | None] | None:
+    """How one output differs between two calls (beyond rounding), or None."""
+    if then.tensor is None or then.shape != now.shape:
+        return f"{now.name} changed from shape {then.shape} to {now.shape}", None, None
+    a = np.asarray(then.tensor, dtype=np.float64)
+    b = np.asarray(now.tensor, dtype=np.float64)
+    gap = np.abs(a - b)
+    allowed = 8 * numerics.machine_eps(now.dtype) * (np.abs(b) + np.max(np.abs(b), initial=0.0))
+    bad = ~(gap <= allowed)  # NaN on one call only counts as a change
+    if not np.any(bad):
+        return None
+    ranked = np.where(bad, np.nan_to_num(gap, nan=np.inf), -1.0)
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(ranked)), b.shape)) or None
+    largest = float(ranked[index] if index else ranked)
+    at = f" at {_fmt_index(index)}" if index else ""
+    return f"{now.name} differs by up to {largest:.3g}{at}", largest, index
+
+
+def _changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequence[int],
+                           name: str) -> CheckResult | None:
+    """A `nondeterminism` failure when two calls with the same inputs disagree."""
+    before = autodiff.flatten_outputs(first)
+    if [o.name for o in before] != [o.name for o in recording.outputs]:
+        output, (what, largest, index) = None, ("its outputs changed structure", None, None)
+    else:
+        changes = [(recording.outputs[k].name, change) for k in diff_outputs
+                   if (change := _output_change(before[k], recording.outputs[k])) is not None]
+        if not changes:
+            return None
+        output, (what, largest, index) = changes[0]
+    return CheckResult(
+        "nondeterminism", "fail",
+        f"{name} returned different values on two calls with the same inputs: {what}; random"
+        " ops (tf.random.*, dropout) or state that changes between calls make finite"
+        " differences meaningless, so no gradient verdict is given: fix the randomness"
+        " (tf.random.stateless_*) or check a deterministic version",
+        output=output, max_abs_err=largest, worst_index=index)
 
 
 def _lowest_precision(dtypes: Sequence[str]) -> str:
@@ -342,7 +508,7 @@ def run_checks(
     target_label: str,
 ) -> Report:
     """Evaluate f, compare autodiff with finite differences, and report every finding."""
-    program, _ = autodiff.prepare(function, named, options.dtype)
+    program, first_result = autodiff.prepare(function, named, options.dtype)
     recording = autodiff.record(program)
     name = autodiff.function_name(function)
     diff_outputs = _validate_outputs(recording, name)
@@ -362,13 +528,24 @@ def run_checks(
         for o in recording.outputs
         if not o.differentiable
     )
+    changed = _changed_between_calls(first_result, recording, diff_outputs, name)
+    if changed is not None:
+        checker.findings.results.append(changed)
+    analyses: list[SourceAnalysis] = []
+    choice = fast.choose_mode(options, program,
+                              [recording.outputs[k].shape for k in diff_outputs])
+    if choice.mode == "fast" and changed is None:
+        fast.run_fast(checker, choice.reason)
     for index, slot in enumerate(program.slots):
-        if not slot.differentiable:
+        if not slot.differentiable or changed is not None or choice.mode == "fast":
             continue
         analysis = checker.analyse(index)
         for position, k in enumerate(diff_outputs):
             checker.check_block(analysis, k, position)
         checker.check_vjp(analysis)
+        analyses.append(analysis)
+    if checker.wants("jvp") and changed is None:
+        forward.check_jvp(checker)
     checker.check_upstreams(options.upstream)
     inputs, outputs = _tensor_infos(recording)
     return Report(
@@ -377,4 +554,5 @@ def run_checks(
         outputs=outputs,
         checks=tuple(checker.findings.results),
         notes=tuple(checker.findings.notes),
+        explain=checker.explanation(analyses) if options.explain and analyses else None,
     )

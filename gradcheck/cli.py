@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def _input_options(function: Callable[..., Any]) -> Callable[..., Any]:
                      help="Arguments from a value or zero-argument callable."),
         click.option("--path", default=".", show_default=True,
                      help="Directory put first on sys.path."),
-        click.option("--seed", default=0, show_default=True, type=int,
+        click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
                      help="Seed for --shape and random upstreams."),
     )):
         function = decorator(function)
@@ -51,6 +52,8 @@ def _check_options(function: Callable[..., Any]) -> Callable[..., Any]:
                      default="auto", show_default=True),
         click.option("--max-memory", "max_memory", default="1GiB", show_default=True,
                      help="Memory budget for batched evaluations and Jacobians."),
+        click.option("--timeout", type=float, metavar="SECONDS",
+                     help="Stop with exit code 3 if the check takes longer (not on Windows)."),
     )):
         function = decorator(function)
     return function
@@ -171,7 +174,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     try:
         validate_numbers(options["atol"], options["rtol"], options["eps"], options["probes"])
         from gradcheck.checks import COMMAND_KINDS, CheckOptions
-        from gradcheck.pipeline import TargetRequest, check_request
+        from gradcheck.pipeline import TargetRequest
 
         request = TargetRequest(
             target=target, path=options["path"], input_specs=tuple(options["input_specs"]),
@@ -182,9 +185,14 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             atol=options["atol"], rtol=options["rtol"], eps=options["eps"],
             mode=options["mode"], probes=options["probes"], seed=options["seed"],
             dtype=options["dtype"], max_memory=parse_memory(options["max_memory"]),
-            kinds=COMMAND_KINDS[command],
+            kinds=COMMAND_KINDS[command], explain=_explain_wanted(command, options),
+            progress=(progress := _progress_bar(output_format, options["no_color"])),
         )
-        report = check_request(request, check_options)
+        try:
+            report = _checked_in_time(request, check_options, options["timeout"])
+        finally:
+            if progress is not None:
+                progress.close()
         text = _formatted(report, output_format, command)
         if options["output_file"]:
             write_atomically(options["output_file"], text)
@@ -194,6 +202,27 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     sys.exit(int(report.exit_code))
 
 
+def _progress_bar(output_format: str, no_color: bool) -> Any:
+    """A rich bar on stderr for long work: only for tables, only on a terminal."""
+    if output_format != "table" or not sys.stderr.isatty():
+        return None
+    from gradcheck.progress import DelayedProgress
+
+    return DelayedProgress(make_console(no_color, stderr=True))
+
+
+def _checked_in_time(request: Any, check_options: Any, timeout: float | None) -> Any:
+    from gradcheck.pipeline import check_request
+    from gradcheck.tf_runtime import tensorflow
+    from gradcheck.timeout import run_with_time_limit, validate_timeout
+
+    validate_timeout(timeout)
+    if timeout is not None:
+        tensorflow()  # TensorFlow's own start-up does not count against --timeout
+    return run_with_time_limit(lambda: check_request(request, check_options), timeout,
+                               request.target.rpartition(":")[2])
+
+
 def _formatted(report: Any, output_format: str, command: str) -> str:
     if output_format == "json":
         from gradcheck.render.json_format import render_json
@@ -201,8 +230,9 @@ def _formatted(report: Any, output_format: str, command: str) -> str:
         return render_json(report)
     if output_format == "junit":
         from gradcheck.render.junit import render_junit
+        from gradcheck.runner import CheckOutcome
 
-        return render_junit([(report.target, report, None)])
+        return render_junit([CheckOutcome(report.target, report.target, report, report.exit_code)])
     from gradcheck.render.text import render_text
 
     return render_text(report, show_matrices=command == "jacobian")
@@ -218,6 +248,19 @@ def _show(report: Any, text: str, output_format: str, command: str,
     console = make_console(options["no_color"])
     console.print(render_table(report, show_matrices=command == "jacobian",
                                quiet=options["quiet"]))
+    if report.explain is not None and not options["quiet"]:
+        from gradcheck.render.explain import render_explanation
+
+        console.print()
+        console.print(render_explanation(report.explain))
+
+
+def _explain_wanted(command: str, options: dict[str, Any]) -> bool:
+    """--explain/--no-explain; by default on for vjp, in table (and JSON) format."""
+    chosen = options.get("explain")
+    if chosen is not None:
+        return bool(chosen)
+    return command == "vjp" and not options["quiet"] and options["output_format"] != "junit"
 
 
 @cli.command()
@@ -234,6 +277,9 @@ def jacobian(target: str, **options: Any) -> None:
 @_upstream_option
 @_check_options
 @_output_options
+@click.option("--explain/--no-explain", "explain", default=None,
+              help="Explain what tape.gradient returns (J, 1ᵀJ, uᵀJ, gradient * u) per input;"
+                   " on by default except with --format junit or -q.")
 def vjp(target: str, **options: Any) -> None:
     """tape.gradient(y, x, output_gradients=u) vs uᵀJ (autodiff and finite differences)."""
     _run_single("vjp", target, options)
@@ -250,6 +296,84 @@ def check(target: str, **options: Any) -> None:
 
 
 @cli.command()
+@click.option("--config", "config_file", metavar="FILE",
+              help="TOML file with [tool.gradcheck] (default: the nearest pyproject.toml).")
+@click.option("-k", "pattern", metavar="PATTERN",
+              help="Only checks whose name contains PATTERN (a glob if it has * ? [).")
+@click.option("--timeout", type=float, metavar="SECONDS",
+              help="Time limit per check (a check's own `timeout` key wins).")
+@_output_options
+def run(config_file: str | None, pattern: str | None, timeout: float | None,
+        **options: Any) -> None:
+    """Run the checks configured in [tool.gradcheck], for CI (exit code: the worst check's)."""
+    from gradcheck.config import load_config
+    from gradcheck.runner import run_all
+    from gradcheck.timeout import validate_timeout
+
+    output_format = options["output_format"]
+    try:
+        validate_timeout(timeout)
+        config = load_config(config_file)
+        selected = config.select(pattern)
+        if not selected:
+            names = ", ".join(check.name for check in config.checks)
+            raise UsageError(f"-k {pattern!r} matches none of the configured checks ({names})")
+        limit = timeout if timeout is not None else config.timeout
+        with _run_progress(len(selected), options) as progress:
+            result = run_all(selected, limit, progress)
+        text = _formatted_run(result, output_format)
+        if options["output_file"]:
+            write_atomically(options["output_file"], text)
+    except GradcheckError as error:
+        sys.exit(report_error(error, output_format, options["show_traceback"], None))
+    if output_format != "table":
+        click.echo(text, nl=not text.endswith("\n"))
+    else:
+        from gradcheck.render.summary import render_run
+
+        make_console(options["no_color"]).print(
+            render_run(result, quiet=options["quiet"], tracebacks=options["show_traceback"]))
+    sys.exit(int(result.exit_code))
+
+
+@contextlib.contextmanager
+def _run_progress(total: int, options: dict[str, Any]) -> Iterator[Any]:
+    """A transient progress bar on a terminal's stderr; None (no bar) anywhere else."""
+    console = make_console(options["no_color"], stderr=True)
+    if options["quiet"] or not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("gradcheck run", total=total)
+
+        def progress(check: Any, outcome: Any) -> None:
+            if outcome is None:
+                bar.update(task, description=check.name)
+            else:
+                bar.advance(task)
+
+        yield progress
+
+
+def _formatted_run(result: Any, output_format: str) -> str:
+    if output_format == "json":
+        from gradcheck.render.json_format import render_run_json
+        from gradcheck.runner import outcome_dict
+
+        return render_run_json([outcome_dict(o) for o in result.outcomes], int(result.exit_code))
+    if output_format == "junit":
+        from gradcheck.render.junit import render_junit
+
+        return render_junit(result.outcomes)
+    from gradcheck.render.summary import render_run_text
+
+    return render_run_text(result)
+
+
+@cli.command()
 @click.option("--no-color", is_flag=True, help="No colours (NO_COLOR works too).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every example's full table.")
 def demo(no_color: bool, verbose: bool) -> None:
@@ -257,7 +381,7 @@ def demo(no_color: bool, verbose: bool) -> None:
     from rich.table import Table
 
     from gradcheck.checks import COMMAND_KINDS, CheckOptions
-    from gradcheck.demo import DEMO_CASES, fixtures_dir, matches
+    from gradcheck.demo import DEMO_CASES, fixtures_dir, matches, upstream_specs
     from gradcheck.pipeline import TargetRequest, check_request
     from gradcheck.render.table import render_table, status_text
 
@@ -269,9 +393,10 @@ def demo(no_color: bool, verbose: bool) -> None:
     all_matched = True
     for case in DEMO_CASES:
         request = TargetRequest(target=f"{directory / case.file}:{case.function}",
-                                path=str(directory), upstream_specs=case.upstream)
+                                path=str(directory), upstream_specs=upstream_specs(case, directory))
         try:
-            report = check_request(request, CheckOptions(kinds=COMMAND_KINDS[case.command]))
+            report = check_request(request, CheckOptions(kinds=COMMAND_KINDS[case.command],
+                                                         explain=verbose and case.command == "vjp"))
         except GradcheckError as error:
             all_matched = False
             table.add_row(status_text("error"), case.file, case.story, error.message, "no")
@@ -286,6 +411,10 @@ def demo(no_color: bool, verbose: bool) -> None:
                       case.story, finding, "yes" if matched else "NO")
         if verbose:
             console.print(render_table(report, show_matrices=True))
+            if report.explain is not None:
+                from gradcheck.render.explain import render_explanation
+
+                console.print(render_explanation(report.explain))
     console.print(table)
     console.print(
         "every example got its expected verdict" if all_matched

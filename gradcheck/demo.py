@@ -32,6 +32,10 @@ DEMO_CASES = (
              "float32 constants inside: checked in float32, no false alarm"),
     DemoCase("gather_indexed_slices.py", "f", True, None,
              "tf.gather: IndexedSlices gradient, densified"),
+    DemoCase("natgrad.py", "expectation_to_meanvarsqrt", True, "vjp",
+             "natural-gradient VJP through (eta1, eta2) -> (m, chol): dL/deta1 = dL/dm"
+             " - 2 (dL/deta2) m; Cholesky's symmetric-gradient convention is a warning",
+             upstream=("natgrad_upstream.npz",), command="vjp"),
 )
 
 
@@ -39,6 +43,12 @@ def fixtures_dir() -> Path:
     """The examples: inside an installed package, or the repository's fixtures/ folder."""
     installed = PACKAGE_DIR / "_fixtures"
     return installed if installed.is_dir() else PACKAGE_DIR.parent / "fixtures"
+
+
+def upstream_specs(case: DemoCase, directory: Path) -> tuple[str, ...]:
+    """Upstream files are named relative to the examples folder; other specs pass through."""
+    return tuple(str(directory / spec) if (directory / spec).is_file() else spec
+                 for spec in case.upstream)
 
 
 def matches(case: DemoCase, ok: bool, failing_checks: set[str]) -> bool:

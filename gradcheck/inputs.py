@@ -111,21 +111,63 @@ def looks_like_file(text: str) -> bool:
     return text.endswith((".npy", ".npz"))
 
 
+def split_keyword(spec: str) -> tuple[str, str] | None:
+    """(NAME, VALUE) for NAME=VALUE, unless the whole spec names an existing file."""
+    match = KEYWORD_SPEC.match(spec)
+    if match is None or (looks_like_file(spec) and Path(spec).is_file()):
+        return None
+    name, value = match.groups()
+    return name, value
+
+
+def _check_header(path: Path, text: str, what: str) -> None:
+    """Refuse empty files and files that are not .npy/.npz before NumPy guesses at them."""
+    npz = text.endswith(".npz")
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(6)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} file {text!r}: {exc.strerror or exc}") from exc
+    if not head:
+        raise InputError(f"{what} file {text!r} is empty (0 bytes)")
+    if not head.startswith(b"PK" if npz else b"\x93NUMPY"):
+        kind = "a .npz (zip) archive" if npz else "a .npy file (no NumPy header)"
+        raise InputError(f"{what} file {text!r} is not {kind}; save it with"
+                         f" numpy.{'savez' if npz else 'save'}")
+
+
 def parse_value(text: str, what: str = "input") -> Any:
     """A .npy array, a .npz dict, or a Python literal (arrays for lists, floats 0-d)."""
     if looks_like_file(text):
         path = Path(text)
         if not path.is_file():
             raise InputError(f"{what} file {text!r} not found")
+        _check_header(path, text, what)
         return _load_npz(path, what) if text.endswith(".npz") else _load_npy(path, what)
     return _from_literal(text, what)
 
 
+def _as_array(value: Any) -> np.ndarray | None:
+    """The values of an array-like argument (NumPy, lists, tensors), or None for anything else."""
+    try:
+        if isinstance(value, (np.ndarray, float, np.floating, list, tuple)):
+            return np.asarray(value)
+        if hasattr(value, "numpy") and hasattr(value, "dtype"):  # a tensor or a variable
+            return np.asarray(value.numpy())
+    except (ValueError, TypeError):  # ragged lists and the like are passed through as given
+        return None
+    return None
+
+
 def check_finite(name: str, value: Any) -> None:
-    array = np.asarray(value) if isinstance(value, (np.ndarray, float)) else None
-    if array is not None and np.issubdtype(array.dtype, np.floating) and not np.all(
-        np.isfinite(array)
-    ):
+    """A floating argument must have elements, all of them finite."""
+    array = _as_array(value)
+    if array is None or not np.issubdtype(array.dtype, np.floating):
+        return
+    if array.size == 0:
+        raise InputError(f"input {name} is empty (shape {array.shape}); there is nothing to"
+                         " differentiate")
+    if not np.all(np.isfinite(array)):
         raise InputError(f"input {name} contains NaN or Inf; gradients need a finite point")
 
 
@@ -166,9 +208,9 @@ def _from_specs(specs: Sequence[str]) -> Arguments:
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     for spec in specs:
-        match = KEYWORD_SPEC.match(spec)
-        if match and not looks_like_file(spec):
-            name, text = match.groups()
+        keyword = split_keyword(spec)
+        if keyword is not None:
+            name, text = keyword
             if name in kwargs:
                 raise InputError(f"keyword input {name!r} given twice")
             kwargs[name] = parse_value(text, f"input {name}")

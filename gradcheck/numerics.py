@@ -54,18 +54,27 @@ def step_sizes(x: np.ndarray, dtype: str, eps: float | None = None) -> np.ndarra
 
 
 STEP_FACTORS = (1.0, -1.0, 2.0, -2.0)
+FIRST_FACTORS = STEP_FACTORS[:2]
+SECOND_FACTORS = STEP_FACTORS[2:]
 
 
-def perturbed_points(x: np.ndarray, h: np.ndarray, start: int, stop: int) -> np.ndarray:
+def perturbed_points(x: np.ndarray, h: np.ndarray, start: int, stop: int,
+                     factors: tuple[float, ...] = STEP_FACTORS) -> np.ndarray:
     """Points (4k, *shape) for elements start..stop: x+h, x-h, x+2h, x-2h along each."""
+    return points_along(x, h, np.arange(start, stop), factors)
+
+
+def points_along(x: np.ndarray, h: np.ndarray, elements: np.ndarray,
+                 factors: tuple[float, ...] = STEP_FACTORS) -> np.ndarray:
+    """Points (len(factors)*k, *shape): x + factor*h along each listed flat element, in turn."""
     flat_x = np.asarray(x, dtype=np.float64).reshape(-1)
     flat_h = h.reshape(-1)
-    count = stop - start
-    points = np.tile(flat_x, (count, len(STEP_FACTORS), 1))
-    index = np.arange(start, stop)
-    for k, factor in enumerate(STEP_FACTORS):
+    index = np.asarray(elements, dtype=np.int64)
+    count = index.size
+    points = np.tile(flat_x, (count, len(factors), 1))
+    for k, factor in enumerate(factors):
         points[np.arange(count), k, index] += factor * flat_h[index]
-    return points.reshape((len(STEP_FACTORS) * count, *np.shape(x)))
+    return points.reshape((len(factors) * count, *np.shape(x)))
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,28 @@ class FiniteDifference:
     jacobian: np.ndarray
     error_estimate: np.ndarray
     kink: np.ndarray  # bool, per element: a kink inside [x - 2h, x + 2h]
+
+
+def _richardson(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.ndarray,
+                f0: np.ndarray, step: np.ndarray, eps: float
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Extrapolated derivative, its error estimate and kink flags, all (k, m)."""
+    d1 = (plus1 - minus1) / (2.0 * step)
+    d2 = (plus2 - minus2) / (4.0 * step)
+    extrapolated = (4.0 * d1 - d2) / 3.0
+    rounding = eps * (np.abs(plus1) + np.abs(minus1) + np.abs(plus2) + np.abs(minus2)) / step
+    truncation = np.abs(d1 - d2)
+    jump1 = np.abs(plus1 - 2.0 * f0 + minus1)
+    jump2 = np.abs(plus2 - 2.0 * f0 + minus2)
+    noise = 100.0 * eps * (np.abs(plus1) + np.abs(minus1) + 2.0 * np.abs(f0))
+    significant = (jump1 > noise) & (jump1 / step > 1e-3 * (np.abs(d1) + 1e-3))
+    kink = significant & (jump2 < KINK_RATIO * jump1)
+    return extrapolated, truncation + rounding, kink
+
+
+def _to_block(a: np.ndarray, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> np.ndarray:
+    """(n_in, n_out) -> out_shape + in_shape."""
+    return a.T.reshape(out_shape + in_shape)
 
 
 def finite_difference(
@@ -88,32 +119,85 @@ def finite_difference(
     `evaluations` has shape (4n, *out) in the order of `perturbed_points`.
     """
     n = h.size
-    out_shape = centre.shape
     values = np.asarray(evaluations, dtype=np.float64).reshape((n, 4, -1))
-    plus1, minus1, plus2, minus2 = (values[:, k, :] for k in range(4))
-    step = h.reshape(-1)[:, None]
-    d1 = (plus1 - minus1) / (2.0 * step)
-    d2 = (plus2 - minus2) / (4.0 * step)
-    extrapolated = (4.0 * d1 - d2) / 3.0
-    eps = machine_eps(output_dtype)
-    rounding = eps * (np.abs(plus1) + np.abs(minus1) + np.abs(plus2) + np.abs(minus2)) / step
-    truncation = np.abs(d1 - d2)
     f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
-    jump1 = np.abs(plus1 - 2.0 * f0 + minus1)
-    jump2 = np.abs(plus2 - 2.0 * f0 + minus2)
-    noise = 100.0 * eps * (np.abs(plus1) + np.abs(minus1) + 2.0 * np.abs(f0))
-    significant = (jump1 > noise) & (jump1 / step > 1e-3 * (np.abs(d1) + 1e-3))
-    kink = significant & (jump2 < KINK_RATIO * jump1)
+    extrapolated, estimate, kink = _richardson(
+        values[:, 0], values[:, 1], values[:, 2], values[:, 3], f0, h.reshape(-1)[:, None],
+        machine_eps(output_dtype))
+    shapes = (np.shape(centre), h.shape)
+    return FiniteDifference(jacobian=_to_block(extrapolated, *shapes),
+                            error_estimate=_to_block(estimate, *shapes),
+                            kink=_to_block(kink, *shapes))
 
-    def to_block(a: np.ndarray) -> np.ndarray:
-        # (n_in, n_out) -> out_shape + in_shape
-        return a.T.reshape(out_shape + h.shape)
 
-    return FiniteDifference(
-        jacobian=to_block(extrapolated),
-        error_estimate=to_block(truncation + rounding),
-        kink=to_block(kink),
-    )
+def central_difference(
+    evaluations: np.ndarray,
+    centre: np.ndarray,
+    h: np.ndarray,
+    output_dtype: str,
+) -> FiniteDifference:
+    """Plain central differences from the 2n evaluations x+h, x-h (order of `points_along`).
+
+    The error estimate covers rounding only: truncation is unknown until `refine` adds x±2h.
+    """
+    n = h.size
+    values = np.asarray(evaluations, dtype=np.float64).reshape((n, 2, -1))
+    plus, minus = values[:, 0], values[:, 1]
+    step = h.reshape(-1)[:, None]
+    d1 = (plus - minus) / (2.0 * step)
+    rounding = machine_eps(output_dtype) * (np.abs(plus) + np.abs(minus)) / step
+    shapes = (np.shape(centre), h.shape)
+    return FiniteDifference(jacobian=_to_block(d1, *shapes),
+                            error_estimate=_to_block(rounding, *shapes),
+                            kink=np.zeros(np.shape(centre) + h.shape, dtype=bool))
+
+
+def refine(
+    fd: FiniteDifference,
+    first: np.ndarray,
+    second: np.ndarray,
+    centre: np.ndarray,
+    h: np.ndarray,
+    elements: np.ndarray,
+    output_dtype: str,
+) -> FiniteDifference:
+    """Richardson extrapolation for the listed input elements, given their x±2h evaluations.
+
+    `first` holds all 2n evaluations x±h; `second` the 2k evaluations x±2h of `elements`.
+    """
+    index = np.asarray(elements, dtype=np.int64)
+    if index.size == 0:
+        return fd
+    n, m = h.size, int(np.prod(np.shape(centre), dtype=np.int64))
+    ones = np.asarray(first, dtype=np.float64).reshape((n, 2, m))[index]
+    twos = np.asarray(second, dtype=np.float64).reshape((index.size, 2, m))
+    f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
+    extrapolated, estimate, kink = _richardson(
+        ones[:, 0], ones[:, 1], twos[:, 0], twos[:, 1], f0, h.reshape(-1)[index][:, None],
+        machine_eps(output_dtype))
+    blocks = []
+    for old, new in ((fd.jacobian, extrapolated), (fd.error_estimate, estimate),
+                     (fd.kink, kink)):
+        flat = np.array(old).reshape(m, n)
+        flat[:, index] = new.T
+        blocks.append(flat.reshape(old.shape))
+    return FiniteDifference(jacobian=blocks[0], error_estimate=blocks[1], kink=blocks[2])
+
+
+def in_doubt(autodiff: np.ndarray, fd: FiniteDifference, tolerance: Tolerance,
+             in_size: int) -> np.ndarray:
+    """Flat input elements whose column does not already agree with autodiff within tolerance.
+
+    An element that agrees with plain central differences d1 within atol + rtol*|d1| plus its
+    rounding allowance also passes `compare` against the extrapolated value e: |e - d1| is
+    |d1 - d2|/3, below the ERROR_ESTIMATE_SAFETY * |d1 - d2| that the allowance then adds.
+    Refining only the other elements therefore changes no verdict.
+    """
+    block = np.asarray(autodiff, dtype=np.float64)
+    agrees = np.abs(block - fd.jacobian) <= (
+        tolerance.atol + tolerance.rtol * np.abs(fd.jacobian)
+        + ERROR_ESTIMATE_SAFETY * fd.error_estimate)
+    return np.flatnonzero(~np.all(agrees.reshape(-1, in_size), axis=0))
 
 
 @dataclass(frozen=True)

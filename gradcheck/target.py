@@ -10,16 +10,31 @@ import inspect
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from gradcheck.errors import LoadError
+from gradcheck.timeout import TimeLimitExceeded
 
 FORMAT_HINT = "'module:function' or 'path/to/file.py:function'"
+# Set by module_cache(): each .py file is executed once per `gradcheck run`.
+_FILE_MODULES: ContextVar[dict[Path, ModuleType | LoadError] | None] = ContextVar(
+    "gradcheck_file_modules", default=None)
+
+
+@contextlib.contextmanager
+def module_cache() -> Iterator[None]:
+    """Within this block a .py TARGET file is imported once, however many checks name it."""
+    token = _FILE_MODULES.set({})
+    try:
+        yield
+    finally:
+        _FILE_MODULES.reset(token)
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,25 @@ def _import_failure(module_name: str, exc: BaseException) -> LoadError:
 
 
 def _import_file(file_part: str) -> ModuleType:
+    cache = _FILE_MODULES.get()
+    key = Path(file_part).resolve()
+    if cache is not None and key in cache:
+        cached = cache[key]
+        if isinstance(cached, LoadError):
+            raise LoadError(cached.message, user_traceback=cached.user_traceback)
+        return cached
+    try:
+        module = _exec_file(file_part)
+    except LoadError as exc:
+        if cache is not None:
+            cache[key] = exc
+        raise
+    if cache is not None:
+        cache[key] = module
+    return module
+
+
+def _exec_file(file_part: str) -> ModuleType:
     path = Path(file_part)
     if not path.is_file():
         raise LoadError(f"file {file_part!r} not found")
@@ -112,7 +146,7 @@ def _import_file(file_part: str) -> ModuleType:
             sys.modules[module_name] = previous
         else:
             sys.modules.pop(module_name, None)
-        if isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, (KeyboardInterrupt, TimeLimitExceeded)):
             raise
         raise _import_failure(module_name, exc) from exc
     return module
@@ -131,7 +165,7 @@ def _import_module(module_name: str, search_path: str) -> ModuleType:
                 f" (searched --path {search_path!r} and sys.path)"
             ) from exc
         raise _import_failure(module_name, exc) from exc
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, TimeLimitExceeded):
         raise
     except BaseException as exc:  # noqa: BLE001
         raise _import_failure(module_name, exc) from exc

@@ -53,7 +53,7 @@ def run_with_time_limit(action: Callable[[], T], seconds: float | None, function
         if where is None:
             message = f"checking {function} did not finish within {limit}"
         else:
-            message = f"{function} did not return within {limit}; it was running {where}"
+            message = f"{function} did not finish within {limit}; it was running {where}"
         raise FunctionError(message, user_traceback="".join(traceback.format_exception(exc))
                             ) from None
     finally:

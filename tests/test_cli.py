@@ -94,7 +94,7 @@ def test_function_raising_is_exit_3_with_traceback_only_on_request(run_cli: Run,
     path.write_text("def f(x):\n    raise RuntimeError('boom')\n")
     plain = run_cli(["check", f"{path}:f", "-i", "[1.0]"])
     assert plain.exit_code == 3
-    assert plain.stderr.strip() == "Error: f raised RuntimeError: boom"
+    assert plain.stderr.strip() == f"Error: f raised RuntimeError: boom (at {path}:2)"
     verbose = run_cli(["check", f"{path}:f", "-i", "[1.0]", "--traceback"])
     assert "Traceback" in verbose.stderr and "raiser.py" in verbose.stderr
 

@@ -61,9 +61,13 @@ def render_json(report: Report) -> str:
     return json.dumps(report_dict(report), indent=2, allow_nan=False)
 
 
+def error_dict(message: str, exit_code: int, target: str | None = None) -> dict[str, Any]:
+    return {"gradcheck": VERSION, "target": target, "ok": False, "exit_code": exit_code,
+            "error": message}
+
+
 def render_error_json(message: str, exit_code: int, target: str | None = None) -> str:
-    return json.dumps({"gradcheck": VERSION, "target": target, "ok": False,
-                       "exit_code": exit_code, "error": message}, indent=2)
+    return json.dumps(error_dict(message, exit_code, target), indent=2)
 
 
 def render_run_json(reports: list[dict[str, Any]], exit_code: int) -> str:
@@ -71,4 +75,5 @@ def render_run_json(reports: list[dict[str, Any]], exit_code: int) -> str:
                        "reports": reports}, indent=2, allow_nan=False)
 
 
-__all__ = ["check_dict", "render_error_json", "render_json", "render_run_json", "report_dict"]
+__all__ = ["check_dict", "error_dict", "render_error_json", "render_json", "render_run_json",
+           "report_dict"]

@@ -1,0 +1,134 @@
+"""Judge each observed tf.custom_gradient on its own, and name the mistake in words."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from gradcheck.instrument import Site
+from gradcheck.report import CheckResult, Report
+
+FIX_HINT = (
+    "a grad_fn receives the upstream u and must return uᵀJ with its input's shape, e.g."
+    " tf.linalg.matvec(J, upstream, transpose_a=True)"
+)
+
+
+def _close(a: np.ndarray, b: np.ndarray, scale: float) -> bool:
+    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= 1e-6 * scale + 1e-9))
+
+
+def value_diagnosis(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outputs: int,
+                    output: str) -> str:
+    """What a wrong-valued grad_fn does, from its Jacobian block next to the true one."""
+    a = np.asarray(autodiff, dtype=np.float64).reshape(out_size, -1)
+    f = np.asarray(fd, dtype=np.float64).reshape(out_size, -1)
+    scale = float(np.max(np.abs(f), initial=0.0)) + 1e-12
+    if not np.any(a) and np.any(f):
+        if n_outputs > 1:
+            return (f"ignores the upstream of {output}: that output's contribution"
+                    " u_kᵀJ_k is missing from the sum")
+        return "returns zeros although the output depends on this input"
+    if _close(a, -f, scale):
+        return "has the wrong sign: it returns -uᵀJ"
+    norm = float(np.sum(f * f))
+    if norm > 0:
+        factor = float(np.sum(a * f)) / norm
+        if not np.isclose(factor, 1.0, rtol=1e-3) and _close(a, factor * f, scale):
+            return f"is off by a constant factor of {factor:.4g}"
+    if a.shape[0] == a.shape[1] > 1 and _close(a, f.T, scale):
+        return "uses J where Jᵀ is needed (it returns J·u instead of uᵀJ): transpose it"
+    if a.shape[0] > 1 and np.allclose(a, a[0]) and not _close(a, f, scale):
+        return "ignores the upstream: it returns the same gradient whatever u is"
+    return "returns wrong values"
+
+
+def shape_diagnosis(grad: np.ndarray, upstream: np.ndarray, jacobian: np.ndarray | None,
+                    in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
+    """Name the usual wrong-shape mistakes: J, J * u, unsummed rows, Jᵀ, a scalar."""
+    shape = tuple(grad.shape)
+    if shape == out_shape + in_shape:
+        if jacobian is not None:
+            scale = float(np.max(np.abs(jacobian), initial=0.0)) + 1e-12
+            if _close(grad, jacobian, scale):
+                return "returned the full Jacobian J"
+            try:
+                if _close(grad, jacobian * upstream, scale):
+                    return "returned J * upstream (the Jacobian scaled by u, not contracted with it)"
+            except ValueError:
+                pass
+            expanded = upstream.reshape(out_shape + (1,) * len(in_shape))
+            if _close(grad, expanded * jacobian, scale):
+                return "scaled the Jacobian's rows by u but did not sum over the outputs"
+        return "returned a Jacobian-shaped tensor (the full J or J * upstream)"
+    if shape == in_shape + out_shape and in_shape != out_shape:
+        return "returned a transposed-Jacobian-shaped tensor"
+    if shape == () and in_shape != ():
+        return "returned a scalar (a summed result)"
+    if shape == out_shape:
+        return "returned a tensor shaped like the output, not like the input"
+    return f"returned shape {shape}"
+
+
+def site_label(site: Site) -> str:
+    line = site.definition.rpartition(":")[2] if site.definition else ""
+    return f"custom_gradient {site.name}" + (f" (line {line})" if line else "")
+
+
+def violation_results(site: Site) -> list[CheckResult]:
+    return [
+        CheckResult("custom-gradient", "fail", f"{site_label(site)}: {v.message}",
+                    location=site.grad_fn_location or site.definition)
+        for v in site.violations
+    ]
+
+
+def translate(site: Site, report: Report,
+              shape_evidence: Callable[[CheckResult], str | None]) -> list[CheckResult]:
+    """Re-label the findings of a check run on the site alone: its name, its grad_fn line."""
+    label = site_label(site)
+    location = site.grad_fn_location or site.definition
+    n_outputs = sum(1 for o in report.outputs if o.differentiable)
+    sizes = {o.name: int(np.prod(o.shape)) for o in report.outputs}
+    results = []
+    for result in report.checks:
+        if result.status not in ("fail", "error"):
+            continue
+        where = {"input": result.input, "output": result.output, "location": location}
+        if result.check == "grad-shape":
+            evidence = shape_evidence(result)
+            shapes = result.details
+            message = (f"{label}: grad_fn {evidence or 'returned the wrong shape'}: shape"
+                       f" {tuple(shapes.get('gradient_shape', ()))} for input {result.input} of"
+                       f" shape {tuple(shapes.get('input_shape', ()))}; {FIX_HINT}")
+            results.append(replace(result, message=message, details={**result.details},
+                                   **where))
+        elif result.check == "jacobian" and result.details.get("autodiff") is not None:
+            what = value_diagnosis(np.asarray(result.details["autodiff"]),
+                                   np.asarray(result.details["finite_difference"]),
+                                   sizes.get(result.output or "", 1), n_outputs,
+                                   result.output or "y")
+            results.append(replace(
+                result, check="custom-gradient",
+                message=f"{label}: grad_fn {what} for input {result.input}"
+                        f" ({result.message})", **where))
+        elif result.check in ("jacobian", "connected", "custom-gradient"):
+            results.append(replace(result, check="custom-gradient",
+                                   message=f"{label}: {result.message}", **where))
+    if not results and not site.violations:
+        results.append(CheckResult(
+            "custom-gradient", "pass",
+            f"{label}: grad_fn returns uᵀJ, checked on its own against finite differences",
+            location=site.definition))
+    return results
+
+
+def merge_shape_findings(core: Sequence[CheckResult],
+                         site_results: Sequence[CheckResult]) -> list[CheckResult]:
+    """Site-level grad-shape findings replace the core's anonymous ones."""
+    if not any(r.check == "grad-shape" and r.status == "fail" for r in site_results):
+        return list(core)
+    return [r for r in core if r.check != "grad-shape"]
+

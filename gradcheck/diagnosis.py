@@ -1,0 +1,155 @@
+"""Run the core checks, then say where and why: per-custom_gradient verdicts and graph breaks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from gradcheck import autodiff
+from gradcheck.checks import CheckOptions, run_checks
+from gradcheck.custom_gradient_checks import (
+    merge_shape_findings,
+    shape_diagnosis,
+    translate,
+    violation_results,
+)
+from gradcheck.errors import GradcheckError
+from gradcheck.graph_breaks import USUAL_CAUSES, locate_cuts
+from gradcheck.inputs import Arguments, NamedArgument, name_arguments
+from gradcheck.instrument import Observer, Site
+from gradcheck.report import CheckResult, Report
+from gradcheck.tf_runtime import tensorflow
+
+SITE_KINDS = frozenset({"jacobian", "grad-shape", "connected", "custom-gradient"})
+# Findings that explain a cut path when autodiff and finite differences disagree.
+CUT_SYMPTOMS = frozenset({"connected", "jacobian", "vjp"})
+
+
+def _site_arguments(site: Site) -> list[NamedArgument]:
+    args, kwargs = site.calls[0]
+    return name_arguments(site.forward, Arguments(tuple(args), dict(kwargs), site.name))
+
+
+def _shape_evidence(site: Site, named: Sequence[NamedArgument]) -> Callable[[CheckResult], str | None]:
+    """Call the site with a random upstream and name what its wrong-shaped gradient is."""
+
+    def evidence(result: CheckResult) -> str | None:
+        tf = tensorflow()
+        index = next((i for i, n in enumerate(named) if n.name == result.input), None)
+        if index is None or site.decorated is None:
+            return None
+        args = [n.value for n in named]
+        x = tf.constant(args[index])
+        args[index] = x
+        try:
+            with tf.GradientTape(persistent=True) as tape:
+                tape.watch(x)
+                y = site.decorated(*args)
+                raw = site.forward(*args)[0]
+            if not isinstance(y, tf.Tensor):
+                return None
+            upstream = np.random.default_rng(1).standard_normal(tuple(y.shape))
+            grad = tape.gradient(y, x, output_gradients=tf.constant(upstream, y.dtype))
+            try:
+                jacobian = np.asarray(tape.jacobian(raw, x, experimental_use_pfor=False))
+            except Exception:
+                jacobian = None
+        except Exception:
+            return None
+        if grad is None:
+            return None
+        return shape_diagnosis(np.asarray(grad), upstream, jacobian, tuple(x.shape),
+                               tuple(y.shape))
+
+    return evidence
+
+
+def site_results(site: Site, top_function: Callable[..., Any], top_report: Report,
+                 options: CheckOptions) -> list[CheckResult]:
+    """Check one custom_gradient on its own (or reuse the top-level report if it is f)."""
+    results = violation_results(site)
+    if not site.calls or site.decorated is None:
+        return results
+    try:
+        named = _site_arguments(site)
+        if site.decorated is top_function:
+            report = top_report
+        else:
+            site_options = replace(options, kinds=SITE_KINDS, upstream=())
+            report = run_checks(site.decorated, named, site_options, site.name)
+    except GradcheckError as error:
+        return results + [CheckResult(
+            "custom-gradient", "skip",
+            f"custom_gradient {site.name} could not be checked on its own: {error.message}",
+            location=site.definition)]
+    return results + translate(site, report, _shape_evidence(site, named))
+
+
+def _failing_inputs(checks: Sequence[CheckResult], kinds: frozenset[str]) -> set[str]:
+    return {c.input for c in checks if c.check in kinds and c.failed and c.input}
+
+
+def graph_break_results(function: Callable[..., Any], named: Sequence[NamedArgument],
+                        options: CheckOptions, checks: Sequence[CheckResult],
+                        explained: set[str]) -> tuple[list[CheckResult], list[CheckResult]]:
+    """Cuts for inputs whose gradient is missing or wrong; the checks, annotated with them."""
+    suspects = _failing_inputs(checks, CUT_SYMPTOMS) - explained
+    if not suspects:
+        return [], list(checks)
+    program, _ = autodiff.prepare(function, named, options.dtype)
+    found: list[CheckResult] = []
+    annotated = list(checks)
+    for index, slot in enumerate(program.slots):
+        if slot.name not in suspects:
+            continue
+        cuts, note = locate_cuts(program, index)
+        if not cuts:
+            why = f" ({note})" if note else ""
+            found.append(CheckResult(
+                "graph-break", "warn",
+                f"could not locate where the gradient path from {slot.name} is lost{why};"
+                f" usual causes: {USUAL_CAUSES}", input=slot.name))
+            continue
+        found += [CheckResult("graph-break", "fail", cut.message, input=slot.name,
+                              location=cut.location) for cut in cuts]
+        first = cuts[0]
+        annotated = [
+            replace(c, location=c.location or first.location,
+                    message=f"{c.message}; likely cause: {first.cause}"
+                            f"{' at ' + first.location if first.location else ''}")
+            if c.input == slot.name and c.failed and c.check in CUT_SYMPTOMS else c
+            for c in annotated
+        ]
+    return found, annotated
+
+
+def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
+             options: CheckOptions, label: str, observer: Observer | None = None) -> Report:
+    """The full report: site and graph-break findings first, then the core checks."""
+    report = run_checks(function, named, options, label)
+    sites: list[CheckResult] = []
+    for site in observer.sites if observer is not None else ():
+        sites += site_results(site, function, report, options)
+    core = merge_shape_findings(report.checks, sites)
+    wrong_sites = [r for r in sites if r.failed]
+    if wrong_sites:
+        core = blame(core, wrong_sites)
+    explained = {c.input for c in core if c.input} if wrong_sites else set()
+    breaks, core = graph_break_results(function, named, options, core, explained)
+    return replace(report, checks=tuple(sites + breaks + core))
+
+
+def blame(core: Sequence[CheckResult], wrong_sites: Sequence[CheckResult]) -> list[CheckResult]:
+    """Point f's own failing checks at the custom_gradient found wrong on its own."""
+    first = wrong_sites[0]
+    culprit = first.message.split(":", 1)[0]
+    where = f" (grad_fn at {first.location})" if first.location else ""
+    return [
+        replace(c, location=c.location or first.location,
+                message=f"{c.message}; likely cause: {culprit}{where}")
+        if c.failed and c.check in CUT_SYMPTOMS | {"jvp", "fast"} else c
+        for c in core
+    ]

@@ -1,0 +1,425 @@
+"""Fast mode: random projections ⟨u, J v⟩ from reverse mode against central differences along v."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gradcheck import numerics
+from gradcheck.autodiff import BATCH_OVERHEAD, first_line, flatten_outputs, point_bytes
+from gradcheck.locations import exception_location
+from gradcheck.tf_runtime import tensorflow
+
+if TYPE_CHECKING:
+    from gradcheck.checks import Checker, CheckOptions
+    from gradcheck.autodiff import Program, Recording
+
+# Random-sign terms (tolerated per-element errors seen through a random projection) are allowed
+# this many standard deviations before a probe fails.
+PROJECTION_SAFETY = 5.0
+# Narrowing down a failing block follows at most this many failing slices per bisection level.
+MAX_BRANCHES = 4
+# ... and stops once it has spent this many evaluations of f.
+MAX_NARROWING_EVALUATIONS = 400
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    mode: str  # "full" or "fast"
+    reason: str
+
+
+def _size(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _human(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}PiB"
+
+
+def full_mode_bytes(program: Program, output_shapes: Sequence[Sequence[int]]
+                    ) -> tuple[int, str]:
+    """The largest memory full mode needs for one input: its 4n FD points or its Jacobian."""
+    worst, what = 0, ""
+    outputs = sum(_size(s) for s in output_shapes)
+    for slot in program.sources:
+        n = _size(slot.shape)
+        batch = 4 * n * point_bytes(slot.shape, output_shapes)
+        jacobian = 8 * n * outputs * BATCH_OVERHEAD // 4
+        if batch > worst:
+            worst, what = batch, f"the {4 * n} finite-difference points for {slot.name}"
+        if jacobian > worst:
+            worst, what = jacobian, f"the Jacobian with respect to {slot.name}"
+    return worst, what
+
+
+def choose_mode(options: CheckOptions, program: Program,
+                output_shapes: Sequence[Sequence[int]]) -> ModeChoice:
+    if options.mode == "full":
+        return ModeChoice("full", "--mode full")
+    if options.mode == "fast":
+        return ModeChoice("fast", "--mode fast was asked for")
+    needed, what = full_mode_bytes(program, output_shapes)
+    if needed > options.max_memory:
+        return ModeChoice("fast", f"--mode auto chose it: {what} would take about"
+                                  f" {_human(needed)}, over the memory budget"
+                                  f" (--max-memory {_human(options.max_memory)})")
+    return ModeChoice("full", "within the memory budget")
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One comparison of ⟨Jᵀu, d⟩ (autodiff) with the central difference of ⟨u, f⟩ along d."""
+
+    autodiff: float
+    finite_difference: float
+    error_estimate: float
+    allowed: float
+
+    @property
+    def error(self) -> float:
+        return abs(self.autodiff - self.finite_difference)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.error <= self.allowed)
+
+
+@dataclass
+class Probe:
+    index: int
+    upstreams: list[np.ndarray]
+    directions: dict[int, np.ndarray]
+    gradients: dict[int, np.ndarray]
+    result: Projection | None = None
+
+
+@dataclass
+class Counter:
+    evaluations: int = 0
+    backward_passes: int = 0
+
+
+@dataclass
+class FastChecker:
+    """Runs the probes for every differentiable input at once and narrows failures down."""
+
+    checker: Checker
+    reason: str
+    counter: Counter = field(default_factory=Counter)
+
+    @property
+    def program(self) -> Program:
+        return self.checker.program
+
+    @property
+    def recording(self) -> Recording:
+        return self.checker.recording
+
+    def run(self) -> None:
+        options, findings = self.checker.options, self.checker.findings
+        probes = max(1, options.probes)
+        rng = np.random.default_rng(options.seed)
+        sources = [i for i, s in enumerate(self.program.slots) if s.differentiable]
+        outputs = self.checker.diff_outputs
+        findings.notes.append(f"fast mode (random projections) was used: {self.reason}")
+        report = options.progress
+        failed: list[Probe] = []
+        results: list[Probe] = []
+        usable = list(sources)
+        disconnected: set[int] = set()
+        for p in range(probes):
+            # The first probe uses the resolved upstream, so it also checks the VJP the user asked for.
+            upstreams = (list(self.checker.upstreams) if p == 0 else
+                         [rng.choice([-1.0, 1.0], size=self.recording.outputs[k].shape)
+                          for k in outputs])
+            directions = {i: self._direction(i, rng) for i in usable}
+            gradients = self._gradients(outputs, upstreams, usable, disconnected)
+            if gradients is None:
+                return
+            usable = [i for i in usable if i in gradients]
+            if not usable:
+                return
+            probe = Probe(p, upstreams, {i: directions[i] for i in usable}, gradients)
+            probe.result = self.project(outputs, upstreams, probe.directions, gradients)
+            results.append(probe)
+            if not probe.result.ok:
+                failed.append(probe)
+            if report is not None:
+                report("fast mode: random projections", p + 1, probes)
+        self._report(results, failed, outputs, usable, disconnected)
+
+    def _direction(self, slot_index: int, rng: np.random.Generator) -> np.ndarray:
+        """A random-sign direction scaled like the full-mode steps, so t*d is a sensible step."""
+        slot = self.program.slots[slot_index]
+        x = np.asarray(slot.value.numpy(), dtype=np.float64)
+        return rng.choice([-1.0, 1.0], size=slot.shape) * np.maximum(np.abs(x), 1.0)
+
+    def _gradients(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
+                   usable: Sequence[int], disconnected: set[int]
+                   ) -> dict[int, np.ndarray] | None:
+        """Jᵀu for every usable input in one backward pass; None (and a finding) when it raises."""
+        tf = tensorflow()
+        targets = [self.recording.outputs[k].tensor for k in outputs]
+        sources = [self.program.slots[i].value for i in usable]
+        grads = [tf.constant(u, dtype=t.dtype) for u, t in zip(upstreams, targets)]
+        self.counter.backward_passes += 1
+        findings = self.checker.findings
+        try:
+            values = self.recording.tape.gradient(targets, sources, output_gradients=grads)
+        except Exception as exc:  # a grad_fn that raises is a finding
+            findings.add("custom-gradient", "fail",
+                         f"computing the gradient raised {first_line(exc)}",
+                         location=exception_location(exc))
+            return None
+        result: dict[int, np.ndarray] = {}
+        for i, value in zip(usable, values):
+            slot = self.program.slots[i]
+            if value is None:
+                disconnected.add(i)
+                result[i] = np.zeros(slot.shape)
+                continue
+            dense = np.asarray(tf.convert_to_tensor(value), dtype=np.float64)
+            if dense.shape != slot.shape:
+                findings.add(
+                    "grad-shape", "fail",
+                    f"the gradient with respect to {slot.name} has shape {dense.shape}, but"
+                    f" {slot.name} has shape {slot.shape}: a gradient (and a custom_gradient"
+                    " grad_fn) must return uᵀJ with its input's shape",
+                    input=slot.name, details={"gradient_shape": dense.shape,
+                                              "input_shape": slot.shape})
+                continue
+            result[i] = dense
+        return result
+
+    def evaluate(self, deltas: dict[int, np.ndarray], outputs: Sequence[int]) -> list[np.ndarray]:
+        """f at x + delta (per input), as float64 arrays of the selected outputs."""
+        tf = tensorflow()
+        replacements: dict[int, Any] = {}
+        saved: dict[int, Any] = {}
+        self.counter.evaluations += 1
+        try:
+            for i, delta in deltas.items():
+                slot = self.program.slots[i]
+                x = np.asarray(slot.value.numpy(), dtype=np.float64)
+                value = tf.constant(x + delta, dtype=slot.dtype)
+                if slot.is_variable:
+                    saved[i] = slot.value.numpy()
+                    slot.value.assign(value)
+                else:
+                    replacements[i] = value
+            leaves = flatten_outputs(self.program.call(replacements))
+        finally:
+            for i, original in saved.items():
+                self.program.slots[i].value.assign(original)
+        return [np.asarray(leaves[k].tensor, dtype=np.float64) for k in outputs]
+
+    def _along(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
+               directions: dict[int, np.ndarray], factor: float) -> tuple[float, float]:
+        """⟨u, f(x + factor*t*d)⟩ and Σ|u||f| there (the scale of its rounding error)."""
+        t = self.step()
+        values = self.evaluate({i: factor * t * d for i, d in directions.items()}, outputs)
+        inner = sum(float(np.sum(u * v)) for u, v in zip(upstreams, values))
+        scale = sum(float(np.sum(np.abs(u * v))) for u, v in zip(upstreams, values))
+        return inner, scale
+
+    def step(self) -> float:
+        eps = self.checker.options.eps
+        return numerics.machine_eps(self.program.compute_dtype) ** (1.0 / 3.0) if eps is None \
+            else eps
+
+    def project(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
+                directions: dict[int, np.ndarray], gradients: dict[int, np.ndarray]
+                ) -> Projection:
+        """Compare ⟨Jᵀu, d⟩ with central differences along d; x±2t only when x±t is in doubt."""
+        tolerance = self.checker.tolerance
+        eps = numerics.machine_eps(self.checker.tolerance_dtype)
+        t = self.step()
+        autodiff = sum(float(np.sum(gradients[i] * d)) for i, d in directions.items())
+        spread = float(np.sqrt(sum(np.sum((gradients[i] * d) ** 2)
+                                   for i, d in directions.items())))
+        norm_u = float(np.sqrt(sum(np.sum(u * u) for u in upstreams)))
+        norm_d = float(np.sqrt(sum(np.sum(d * d) for d in directions.values())))
+        allowed = PROJECTION_SAFETY * (tolerance.atol * norm_u * norm_d + tolerance.rtol * spread)
+        plus1, scale_p1 = self._along(outputs, upstreams, directions, 1.0)
+        minus1, scale_m1 = self._along(outputs, upstreams, directions, -1.0)
+        d1 = (plus1 - minus1) / (2 * t)
+        rounding = eps * (scale_p1 + scale_m1) / t
+        first = Projection(autodiff, d1, rounding,
+                           allowed + tolerance.rtol * abs(d1)
+                           + numerics.ERROR_ESTIMATE_SAFETY * rounding)
+        if first.ok:
+            return first
+        plus2, scale_p2 = self._along(outputs, upstreams, directions, 2.0)
+        minus2, scale_m2 = self._along(outputs, upstreams, directions, -2.0)
+        d2 = (plus2 - minus2) / (4 * t)
+        extrapolated = (4 * d1 - d2) / 3
+        estimate = abs(d1 - d2) + eps * (scale_p1 + scale_m1 + scale_p2 + scale_m2) / t
+        return Projection(autodiff, extrapolated, estimate,
+                          allowed + tolerance.rtol * abs(extrapolated)
+                          + numerics.ERROR_ESTIMATE_SAFETY * estimate)
+
+    def _block_gradient(self, k: int, upstream: np.ndarray, slot_index: int) -> np.ndarray:
+        tf = tensorflow()
+        target = self.recording.outputs[k].tensor
+        slot = self.program.slots[slot_index]
+        self.counter.backward_passes += 1
+        value = self.recording.tape.gradient(
+            target, slot.value, output_gradients=tf.constant(upstream, dtype=target.dtype))
+        if value is None:
+            return np.zeros(slot.shape)
+        return np.asarray(tf.convert_to_tensor(value), dtype=np.float64).reshape(slot.shape)
+
+    def narrow(self, probe: Probe, outputs: Sequence[int]
+               ) -> list[tuple[int, int, Projection, list[tuple[int, int]]]]:
+        """Failing (output, input) blocks of a failing probe, each with its failing element slices."""
+        blocks: list[tuple[int, int, Projection, list[tuple[int, int]]]] = []
+        single = len(outputs) == 1 and len(probe.directions) == 1
+        for position, k in enumerate(outputs):
+            upstream = probe.upstreams[position]
+            for i, direction in probe.directions.items():
+                if single and probe.result is not None:
+                    gradient, block = probe.gradients[i], probe.result
+                else:
+                    gradient = self._block_gradient(k, upstream, i)
+                    block = self.project([k], [upstream], {i: direction}, {i: gradient})
+                if block.ok:
+                    continue
+                slices = self._bisect(k, upstream, i, direction, gradient)
+                blocks.append((k, i, block, slices))
+        return blocks
+
+    def _bisect(self, k: int, upstream: np.ndarray, slot_index: int, direction: np.ndarray,
+                gradient: np.ndarray) -> list[tuple[int, int]]:
+        """Halve the failing element ranges of one block until they are single elements."""
+        n = direction.size
+        flat_d, flat_g = direction.reshape(-1), gradient.reshape(-1)
+        failing = [(0, n)]
+        budget = self.counter.evaluations + MAX_NARROWING_EVALUATIONS
+        while any(stop - start > 1 for start, stop in failing):
+            if self.counter.evaluations >= budget:
+                break
+            found: list[tuple[int, int]] = []
+            for start, stop in failing:
+                if stop - start <= 1:
+                    found.append((start, stop))
+                    continue
+                middle = (start + stop) // 2
+                check = (k, upstream, slot_index, flat_d, flat_g)
+                if self._slice_fails(*check, start, middle):
+                    found.append((start, middle))
+                    if self._slice_fails(*check, middle, stop):
+                        found.append((middle, stop))
+                else:  # the parent failed, so the error is in the other half
+                    found.append((middle, stop))
+            if found == failing:
+                break
+            failing = found[:MAX_BRANCHES]
+        return failing
+
+    def _slice_fails(self, k: int, upstream: np.ndarray, slot_index: int, flat_d: np.ndarray,
+                     flat_g: np.ndarray, start: int, stop: int) -> bool:
+        mask = np.zeros_like(flat_d)
+        mask[start:stop] = flat_d[start:stop]
+        shape = self.program.slots[slot_index].shape
+        projection = self.project([k], [upstream], {slot_index: mask.reshape(shape)},
+                                  {slot_index: flat_g.reshape(shape)})
+        return not projection.ok
+
+    def _report(self, results: list[Probe], failed: list[Probe], outputs: Sequence[int],
+                usable: Sequence[int], disconnected: set[int]) -> None:
+        findings = self.checker.findings
+        names = [self.program.slots[i].name for i in usable]
+        single_input = names[0] if len(names) == 1 else None
+        worst = max(results, key=lambda p: p.result.error / max(p.result.allowed, 1e-300)
+                    if p.result else 0.0)
+        assert worst.result is not None
+        can_miss = (f"{len(results)} random projection(s) ran (seed {self.checker.options.seed});"
+                    f" an error whose effect on ⟨u, J v⟩ stays below the tolerance (here about"
+                    f" {worst.result.allowed:.1e}) is missed, so errors in a few small elements"
+                    " can go unseen: --mode full checks every element")
+        details: dict[str, Any] = {
+            "mode_reason": self.reason, "probes": len(results),
+            "failed_probes": [p.index for p in failed],
+            "evaluations": self.counter.evaluations,
+            "backward_passes": self.counter.backward_passes,
+        }
+        if not failed:
+            findings.add(
+                "fast", "pass",
+                f"⟨u, J v⟩ from tape.gradient matches central differences along v for every"
+                f" probe (largest discrepancy {worst.result.error:.1e}, allowed"
+                f" {worst.result.allowed:.1e}); {can_miss}",
+                input=single_input, max_abs_err=worst.result.error, details=details)
+            for i in disconnected:
+                if self.checker.wants("connected"):
+                    name = self.program.slots[i].name
+                    findings.add("connected", "pass",
+                                 f"autodiff returns None for {name} and the random projections"
+                                 f" agree that the outputs do not depend on {name}", input=name)
+            return
+        probe = failed[0]
+        blocks = self.narrow(probe, outputs)
+        details["evaluations"] = self.counter.evaluations
+        details["backward_passes"] = self.counter.backward_passes
+        head = (f"probe {probe.index + 1} of {len(results)} failed"
+                f" ({len(failed)} of {len(results)} failed)")
+        if not blocks:
+            assert probe.result is not None
+            findings.add("fast", "fail",
+                         f"{head}: ⟨Jᵀu, v⟩ = {probe.result.autodiff:.6g} from tape.gradient,"
+                         f" central differences along v give {probe.result.finite_difference:.6g}"
+                         f" (allowed {probe.result.allowed:.1e}); no single (output, input) block"
+                         f" fails on its own; {can_miss}",
+                         input=single_input, max_abs_err=probe.result.error, details=details)
+            return
+        for k, i, block, slices in blocks:
+            self._block_finding(head, k, i, block, slices, details, disconnected, can_miss)
+
+    def _block_finding(self, head: str, k: int, i: int, block: Projection,
+                       slices: list[tuple[int, int]], details: dict[str, Any],
+                       disconnected: set[int], can_miss: str) -> None:
+        slot = self.program.slots[i]
+        output = self.recording.outputs[k]
+        where_text = ", ".join(_fmt_slice(slot.shape, a, b) for a, b in slices)
+        first = tuple(int(v) for v in np.unravel_index(slices[0][0], slot.shape)) \
+            if slot.shape else ()
+        block_details = {**details, "elements": [list(s) for s in slices]}
+        where = {"input": slot.name, "output": output.name}
+        if i in disconnected and self.checker.wants("connected"):
+            self.checker.findings.add(
+                "connected", "fail",
+                f"the gradient path from {slot.name} to {output.name} is cut: autodiff returns"
+                f" None, but central differences along random directions show {output.name}"
+                f" depends on {slot.name} (around {where_text})",
+                worst_index=first, details=block_details, **where)
+            return
+        self.checker.findings.add(
+            "fast", "fail",
+            f"{head}: for {output.name} and {slot.name}, ⟨Jᵀu, v⟩ from tape.gradient is"
+            f" {block.autodiff:.6g} but central differences along v give"
+            f" {block.finite_difference:.6g} (allowed {block.allowed:.1e}); the gradient is wrong"
+            f" around {slot.name}{where_text}; {can_miss}",
+            worst_index=first, max_abs_err=block.error, details=block_details, **where)
+
+
+def _fmt_slice(shape: tuple[int, ...], start: int, stop: int) -> str:
+    def index(flat: int) -> str:
+        return "[" + ", ".join(str(int(v)) for v in np.unravel_index(flat, shape)) + "]" \
+            if shape else "[]"
+    if stop - start == 1:
+        return index(start)
+    return f"{index(start)}..{index(stop - 1)} ({stop - start} elements)"
+
+
+def run_fast(checker: Checker, reason: str) -> None:
+    """Add the fast-mode findings (and notes) to the checker."""
+    FastChecker(checker, reason).run()
+

@@ -1,0 +1,78 @@
+"""The jvp check: forward-mode JVPs (ForwardAccumulator) against reverse-mode VJPs, ⟨u, Jv⟩ = ⟨Jᵀu, v⟩."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gradcheck.autodiff import first_line, flatten_outputs
+from gradcheck.tf_runtime import tensorflow
+
+if TYPE_CHECKING:
+    from gradcheck.autodiff import Slot
+    from gradcheck.checks import Checker
+
+# Both sides are autodiff: they may differ by rounding only, which the tolerance covers many times.
+JVP_SAFETY = 10.0
+
+
+def check_jvp(checker: Checker) -> None:
+    """One random tangent v per input: Σₖ⟨uₖ, Jₖv⟩ (forward mode) against ⟨Σₖ Jₖᵀuₖ, v⟩."""
+    rng = np.random.default_rng(checker.options.seed + 7919)
+    for slot_index, slot in enumerate(checker.program.slots):
+        if slot.differentiable:
+            _check_one(checker, slot_index, slot, rng)
+
+
+def _check_one(checker: Checker, slot_index: int, slot: Slot, rng: np.random.Generator) -> None:
+    tf = tensorflow()
+    outputs = checker.diff_outputs
+    upstreams = [rng.standard_normal(checker.outputs[k].shape) for k in outputs]
+    tangent = rng.standard_normal(slot.shape)
+    where = {"input": slot.name,
+             "output": checker.outputs[outputs[0]].name if len(outputs) == 1 else None}
+    reverse = checker.recording.gradient(outputs, slot, upstreams)
+    if reverse.error is not None or (reverse.value is not None and reverse.shape != slot.shape):
+        checker.findings.add("jvp", "skip", f"no reverse-mode VJP for {slot.name} to compare"
+                             " with (see the checks above)", **where)
+        return
+    try:
+        with tf.autodiff.ForwardAccumulator(
+                slot.value, tf.constant(tangent, dtype=slot.dtype)) as accumulator:
+            leaves = flatten_outputs(checker.program.call())
+            jvps = [accumulator.jvp(leaves[k].tensor) for k in outputs]
+    except Exception as exc:  # forward mode is not defined for every op
+        checker.findings.add("jvp", "skip", f"forward mode could not run for {slot.name}:"
+                             f" {first_line(exc)}", **where)
+        return
+    forward_terms = [u * np.asarray(j, dtype=np.float64) for u, j in zip(upstreams, jvps)
+                     if j is not None]
+    reverse_terms = (np.zeros(slot.shape) if reverse.value is None
+                     else reverse.value * tangent)
+    forward = float(sum(np.sum(t) for t in forward_terms))
+    backward = float(np.sum(reverse_terms))
+    scale = max(float(sum(np.sum(np.abs(t)) for t in forward_terms)),
+                float(np.sum(np.abs(reverse_terms))))
+    tolerance = checker.tolerance
+    allowed = JVP_SAFETY * (tolerance.atol + tolerance.rtol * scale)
+    error = abs(forward - backward)
+    details = {"forward": forward, "reverse": backward, "allowed": allowed}
+    if all(j is None for j in jvps) and reverse.value is None:
+        checker.findings.add("jvp", "pass", f"forward and reverse mode agree that the outputs"
+                             f" do not depend on {slot.name}", details=details, **where)
+        return
+    if error <= allowed:
+        checker.findings.add(
+            "jvp", "pass",
+            f"forward mode ⟨u, Jv⟩ = {forward:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
+            f" {backward:.6g} for a random v and u", max_abs_err=error,
+            max_rel_err=error / scale if scale else 0.0, details=details, **where)
+        return
+    checker.findings.add(
+        "jvp", "fail",
+        f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {forward:.6g} but reverse mode"
+        f" (tape.gradient) gives ⟨Jᵀu, v⟩ = {backward:.6g} for {slot.name}: the two modes"
+        " disagree, so a gradient (often a custom_gradient grad_fn) is inconsistent",
+        max_abs_err=error, max_rel_err=error / scale if scale else None, details=details,
+        **where)

@@ -1,0 +1,252 @@
+"""Observe every tf.custom_gradient while the user's module loads and runs (the forward
+function, the upstreams its grad_fn receives and what it returns), repairing contract slips
+that would otherwise crash TensorFlow so that the rest of the checks can still run."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import inspect
+import textwrap
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gradcheck.locations import format_location
+from gradcheck.tf_runtime import tensorflow
+
+MAX_CALLS_KEPT = 4
+
+
+@dataclass
+class Violation:
+    """A broken grad_fn contract seen while TensorFlow computed a gradient."""
+
+    kind: str  # "count", "variables", "variable-count", "dtype", "none", "raised"
+    message: str
+    input_index: int | None = None
+
+
+@dataclass
+class Site:
+    """One function decorated with tf.custom_gradient."""
+
+    name: str
+    forward: Callable[..., Any]
+    definition: str | None
+    grad_fn_location: str | None = None
+    grad_fn_accepts_variables: bool = False
+    # Concrete arguments of the first eager calls: what the per-site value check replays.
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    reads_variables: list[str] = field(default_factory=list)
+    parameter_names: list[str] = field(default_factory=list)
+    # The function as TensorFlow decorated it: what the per-site check differentiates.
+    decorated: Callable[..., Any] | None = None
+
+    def add_violation(self, violation: Violation) -> None:
+        if all(v.message != violation.message for v in self.violations):
+            self.violations.append(violation)
+
+
+@dataclass
+class Observer:
+    sites: list[Site] = field(default_factory=list)
+
+
+def _source_location(function: Callable[..., Any]) -> str | None:
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    if code is None:
+        return None
+    try:
+        lines, start = inspect.getsourcelines(code)
+    except (OSError, TypeError):
+        return format_location(code.co_filename, code.co_firstlineno)
+    for offset, line in enumerate(lines):
+        if line.lstrip().startswith(("def ", "async def ")):
+            return format_location(code.co_filename, start + offset)
+    return format_location(code.co_filename, code.co_firstlineno)
+
+
+def return_location(function: Callable[..., Any]) -> str | None:
+    """The grad_fn's own `return` line when it has exactly one, else its `def` line."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    try:
+        lines, start = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return _source_location(function)
+    definition = tree.body[0] if tree.body else None
+    returns = []
+    if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        nested = {id(n) for node in ast.walk(definition) if node is not definition
+                  and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                  for n in ast.walk(node)}
+        returns = [n for n in ast.walk(definition)
+                   if isinstance(n, ast.Return) and id(n) not in nested]
+    if len(returns) == 1:
+        return format_location(code.co_filename, start + returns[0].lineno - 1)
+    return _source_location(function)
+
+
+def _parameter_names(function: Callable[..., Any]) -> list[str]:
+    try:
+        return list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def accepts_variables(function: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "variables" or p.kind == p.VAR_KEYWORD for p in parameters)
+
+
+def _is_eager(values: Any) -> bool:
+    tf = tensorflow()
+    return tf.executing_eagerly() and all(
+        not isinstance(v, tf.Tensor) or hasattr(v, "numpy") for v in tf.nest.flatten(values)
+    )
+
+
+def _snapshot(values: Any) -> Any:
+    tf = tensorflow()
+    return tf.nest.map_structure(
+        lambda v: tf.constant(v.numpy()) if isinstance(v, (tf.Tensor, tf.Variable)) else v,
+        values,
+    )
+
+
+def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool) -> list[Any]:
+    """Check count and dtype of the input gradients; return a list TensorFlow will accept."""
+    tf = tensorflow()
+    flat_args = tf.nest.flatten(args)
+    flat = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+    if len(flat) != len(flat_args) and eager:
+        site.add_violation(Violation(
+            "count",
+            f"grad_fn of {site.name} returned {len(flat)} gradient(s) for {len(flat_args)}"
+            f" input(s); it must return exactly one per input, in order",
+        ))
+    flat = (flat + [None] * len(flat_args))[: len(flat_args)]
+    repaired = []
+    for index, (grad, arg) in enumerate(zip(flat, flat_args)):
+        arg_dtype = getattr(arg, "dtype", None)
+        grad_dtype = getattr(grad, "dtype", None)
+        if grad is not None and arg_dtype is not None and grad_dtype is not None \
+                and grad_dtype != arg_dtype and getattr(arg_dtype, "is_floating", False):
+            if eager:
+                name = (site.parameter_names[index] if index < len(site.parameter_names)
+                        else f"#{index}")
+                site.add_violation(Violation(
+                    "dtype",
+                    f"grad_fn of {site.name} returned a {grad_dtype.name} gradient for input"
+                    f" {name} of dtype {arg_dtype.name}; each gradient must have its input's"
+                    f" dtype (tf.cast it)", index,
+                ))
+            grad = tf.cast(grad, arg_dtype)
+        repaired.append(grad)
+    return repaired
+
+
+def _observed_grad_fn(site: Site, args: tuple[Any, ...],
+                      grad_fn: Callable[..., Any]) -> Callable[..., Any]:
+    site.grad_fn_location = site.grad_fn_location or return_location(grad_fn)
+    site.grad_fn_accepts_variables = accepts_variables(grad_fn)
+
+    def grad_wrapper(*upstreams: Any, variables: Any = None) -> Any:
+        eager = _is_eager(upstreams)
+        if not variables:
+            return _repair(site, args, grad_fn(*upstreams), eager)
+        names = [v.name for v in variables]
+        site.reads_variables = names
+        if not site.grad_fn_accepts_variables:
+            if eager:
+                site.add_violation(Violation(
+                    "variables",
+                    f"{site.name} reads tf.Variable(s) {', '.join(names)} but its grad_fn has no"
+                    " `variables=None` keyword: TensorFlow refuses it ('grad_fn must accept"
+                    " keyword argument variables'); add the keyword and return"
+                    " (input_grads, variable_grads)",
+                ))
+            return _repair(site, args, grad_fn(*upstreams), eager), [None] * len(variables)
+        returned = grad_fn(*upstreams, variables=variables)
+        if not (isinstance(returned, (list, tuple)) and len(returned) == 2):
+            if eager:
+                site.add_violation(Violation(
+                    "variable-count",
+                    f"grad_fn of {site.name} takes variables= but did not return the pair"
+                    " (input_grads, variable_grads)",
+                ))
+            return _repair(site, args, returned, eager), [None] * len(variables)
+        input_grads, variable_grads = returned
+        variable_grads = list(variable_grads) if isinstance(variable_grads, (list, tuple)) \
+            else [variable_grads]
+        if len(variable_grads) != len(variables) and eager:
+            site.add_violation(Violation(
+                "variable-count",
+                f"grad_fn of {site.name} returned {len(variable_grads)} variable gradient(s)"
+                f" for {len(variables)} variable(s) ({', '.join(names)}); return one per"
+                " variable, in the order of `variables`",
+            ))
+        variable_grads = (variable_grads + [None] * len(variables))[: len(variables)]
+        return _repair(site, args, input_grads, eager), variable_grads
+
+    return grad_wrapper
+
+
+def make_decorator(observer: Observer, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A stand-in for tf.custom_gradient that records every decorated function."""
+
+    def custom_gradient(f: Callable[..., Any] | None = None) -> Any:
+        if f is None:
+            return custom_gradient
+        site = Site(getattr(f, "__name__", "custom_gradient"), f, _source_location(f),
+                    parameter_names=_parameter_names(f))
+        observer.sites.append(site)
+
+        @functools.wraps(f)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            result, grad_fn = f(*args, **kwargs)
+            if len(site.calls) < MAX_CALLS_KEPT and _is_eager((args, kwargs)):
+                site.calls.append((_snapshot(args), _snapshot(kwargs)))
+            return result, _observed_grad_fn(site, args, grad_fn)
+
+        site.decorated = original(forward)
+        return site.decorated
+
+    return custom_gradient
+
+
+@contextlib.contextmanager
+def observing_custom_gradients(enabled: bool = True) -> Iterator[Observer]:
+    """Replace tf.custom_gradient while the user's code is imported and checked."""
+    observer = Observer()
+    if not enabled:
+        yield observer
+        return
+    tf = tensorflow()
+    original = tf.custom_gradient
+    tf.custom_gradient = make_decorator(observer, original)
+    try:
+        yield observer
+    finally:
+        tf.custom_gradient = original
+
+
+def site_arrays(call: tuple[tuple[Any, ...], dict[str, Any]]) -> list[np.ndarray | None]:
+    """The recorded positional arguments as arrays (None where not a float tensor)."""
+    tf = tensorflow()
+    arrays: list[np.ndarray | None] = []
+    for value in tf.nest.flatten(call[0]):
+        dtype = getattr(value, "dtype", None)
+        floating = getattr(dtype, "is_floating", False)
+        arrays.append(np.asarray(value) if floating else None)
+    return arrays

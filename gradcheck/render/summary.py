@@ -1,0 +1,86 @@
+"""The `gradcheck run` summary: one row per configured check, worst first, then a verdict line."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group, RenderableType
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from gradcheck.render.table import render_table, status_text
+from gradcheck.runner import CheckOutcome, RunResult
+
+
+def _counts(outcome: CheckOutcome) -> str:
+    if outcome.report is None:
+        return f"exit code {int(outcome.exit_code)}"
+    report = outcome.report
+    return ", ".join(f"{report.count(s)} {s}" for s in ("fail", "error", "warn", "pass", "skip")
+                     if report.count(s))
+
+
+def _finding(outcome: CheckOutcome) -> tuple[str, str]:
+    """The worst finding's message and location (or the error that stopped the check)."""
+    if outcome.report is None:
+        return outcome.error or "error", ""
+    worst = outcome.report.sorted_checks()[0] if outcome.report.checks else None
+    if worst is None or worst.status == "pass":
+        return "all checks pass", ""
+    return f"{worst.check}: {worst.message}", worst.location or ""
+
+
+def summary_table(result: RunResult) -> Table:
+    table = Table(title="gradcheck run", title_justify="left", header_style="bold",
+                  pad_edge=False)
+    for name, options in (("status", {"no_wrap": True}), ("check", {}), ("results", {}),
+                          ("location", {"no_wrap": True}),
+                          ("finding", {"ratio": 1, "min_width": 40}),
+                          ("time", {"justify": "right", "no_wrap": True})):
+        table.add_column(name, **options)  # type: ignore[arg-type]
+    for outcome in result.sorted_outcomes():
+        message, location = _finding(outcome)
+        table.add_row(status_text(outcome.status), outcome.name, _counts(outcome), location,
+                      message, f"{outcome.seconds:.1f}s")
+    return table
+
+
+def verdict_line(result: RunResult) -> Text:
+    counts = ", ".join(f"{result.count(status)} {word}" for status, word in
+                       (("error", "errors"), ("fail", "failed"), ("warn", "with warnings"),
+                        ("pass", "passed")) if result.count(status))
+    seconds = sum(o.seconds for o in result.outcomes)
+    line = Text()
+    line.append("OK " if result.ok else "FAILED ", style="bold green" if result.ok else "bold red")
+    line.append(f"{len(result.outcomes)} checks: {counts} in {seconds:.1f}s"
+                f" (exit code {int(result.exit_code)})")
+    return line
+
+
+def render_run(result: RunResult, *, quiet: bool = False,
+               tracebacks: bool = False) -> RenderableType:
+    """Details of every failing check, then the summary table and the verdict line."""
+    if quiet:
+        return verdict_line(result)
+    parts: list[RenderableType] = []
+    for outcome in result.outcomes:
+        if outcome.status not in ("fail", "error"):
+            continue
+        parts.append(Rule(f"{outcome.name} ({outcome.target})", align="left"))
+        if outcome.report is not None:
+            parts.append(render_table(outcome.report))
+            continue
+        if tracebacks and outcome.user_traceback:
+            parts.append(Text(outcome.user_traceback.rstrip()))
+        parts.append(Text(f"Error: {outcome.error}", style="bold magenta"))
+    parts += [summary_table(result), verdict_line(result)]
+    return Group(*parts)
+
+
+def render_run_text(result: RunResult, width: int = 160) -> str:
+    """The same, as plain text (for -o FILE)."""
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, no_color=True, color_system=None, force_terminal=False,
+            highlight=False).print(render_run(result))
+    return buffer.getvalue()

@@ -1,0 +1,148 @@
+"""`gradcheck run`: isolation, exit-code precedence, modules loaded once, JSON and table output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from gradcheck.config import load_config
+from gradcheck.exit_codes import ExitCode
+from gradcheck.runner import RunResult, outcome_dict, run_all
+from tests.conftest import FIXTURES
+
+SAMPLE = FIXTURES / "ci_project" / "pyproject.toml"
+BAD = FIXTURES / "bad"
+
+
+@pytest.fixture(scope="module")
+def sample() -> RunResult:
+    return run_all(load_config(str(SAMPLE)).checks)
+
+
+def write_config(folder: Path, *tables: str, top: str = "") -> Path:
+    path = folder / "gradcheck.toml"
+    checks = "".join(f"[[tool.gradcheck.check]]\n{table}\n" for table in tables)
+    path.write_text(f"[tool.gradcheck]\n{top}\n{checks}")
+    return path
+
+
+def test_sample_project_every_check_runs_and_the_worst_code_wins(sample: RunResult) -> None:
+    by_name = {o.name: o for o in sample.outcomes}
+    assert [o.name for o in sample.outcomes] == [
+        "softplus", "moments", "clipped-identity", "missing-function"]
+    assert {name: (o.status, int(o.exit_code)) for name, o in by_name.items()} == {
+        "softplus": ("pass", 0), "moments": ("pass", 0), "clipped-identity": ("fail", 1),
+        "missing-function": ("error", 2)}
+    assert sample.exit_code == ExitCode.USAGE_ERROR and not sample.ok
+    assert [o.name for o in sample.sorted_outcomes()] == [
+        "missing-function", "clipped-identity", "softplus", "moments"]
+    clipped = by_name["clipped-identity"].report
+    assert clipped is not None and clipped.target == "ops:clipped_identity"
+    vjp = [r for r in clipped.checks if r.check == "vjp"]
+    assert vjp and vjp[0].status == "fail" and vjp[0].max_rel_err == pytest.approx(0.5, rel=1e-3)
+    assert by_name["missing-function"].error == (
+        "attribute 'no_such_function' not found in module 'ops'")
+
+
+def test_a_crashing_or_hanging_check_never_stops_the_others(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        f'name = "raises"\ntarget = "{BAD}/raises.py:f"',
+        f'name = "hangs"\ntarget = "{BAD}/hangs.py:f"\ntimeout = 0.5',
+        f'name = "good"\ntarget = "{FIXTURES}/two_in_two_out.py:f"',
+        f'name = "no-file"\ntarget = "{BAD}/absent.py:f"',
+        f'name = "cut-path"\ntarget = "{FIXTURES}/variable_from_input.py:f"',
+    )
+    result = run_all(load_config(str(path)).checks)
+    assert {o.name: (o.status, int(o.exit_code)) for o in result.outcomes} == {
+        "raises": ("error", 3), "hangs": ("error", 3), "good": ("pass", 0),
+        "no-file": ("error", 2), "cut-path": ("fail", 1)}
+    assert result.exit_code == ExitCode.FUNCTION_ERROR
+    hangs = next(o for o in result.outcomes if o.name == "hangs")
+    assert hangs.error is not None and hangs.error.startswith(
+        "f did not finish within 0.5s (timeout 0.5); it was running ")
+    assert 0.4 < hangs.seconds < 5
+
+
+@pytest.mark.parametrize(("codes", "expected"), [
+    ((), 0), ((0, 0), 0), ((0, 1), 1), ((1, 2, 0), 2), ((2, 3, 1), 3), ((3, 0), 3),
+])
+def test_exit_code_is_the_highest_of_the_checks(codes: tuple[int, ...], expected: int) -> None:
+    from gradcheck.runner import CheckOutcome
+
+    outcomes = tuple(CheckOutcome(str(i), "m:f", None, ExitCode(c)) for i, c in enumerate(codes))
+    assert RunResult(outcomes).exit_code == expected
+
+
+def test_each_module_file_is_imported_once_per_run(tmp_path: Path) -> None:
+    module = tmp_path / "counted.py"
+    module.write_text(
+        "from pathlib import Path\nimport tensorflow as tf\n"
+        f"with open({str(tmp_path / 'imports.txt')!r}, 'a') as log:\n    log.write('x')\n"
+        "def f(x):\n    return tf.sin(x)\n"
+        "def g(x):\n    return x * x\n")
+    path = write_config(tmp_path, 'name = "f"\ntarget = "counted.py:f"\nshape = [[2]]',
+                        'name = "g"\ntarget = "counted.py:g"\nshape = [[2]]',
+                        'name = "f again"\ntarget = "counted.py:f"\ninput = ["[0.5]"]')
+    result = run_all(load_config(str(path)).checks)
+    assert [o.status for o in result.outcomes] == ["pass", "pass", "pass"]
+    assert (tmp_path / "imports.txt").read_text() == "x"
+
+
+def test_outcome_dict_is_the_single_target_json_or_error_object(sample: RunResult) -> None:
+    softplus, _, _, missing = (outcome_dict(o) for o in sample.outcomes)
+    assert {"name", "gradcheck", "target", "ok", "exit_code", "inputs", "outputs", "checks",
+            "seconds"} <= set(softplus)
+    assert softplus["name"] == "softplus" and softplus["ok"] is True
+    assert {c["check"] for c in softplus["checks"]} == {"jacobian", "vjp", "connected"}
+    assert missing == {"name": "missing-function", "gradcheck": softplus["gradcheck"],
+                       "target": "ops:no_such_function", "ok": False, "exit_code": 2,
+                       "error": "attribute 'no_such_function' not found in module 'ops'",
+                       "seconds": missing["seconds"]}
+
+
+def test_cli_run_json_with_k_and_output_file(tmp_path: Path, in_fixtures: Path,
+                                             run_cli: Callable[..., Result]) -> None:
+    out = tmp_path / "run.json"
+    result = run_cli(["run", "--config", "ci_project/pyproject.toml", "-k", "i",
+                      "--format", "json", "-o", str(out)])
+    payload = json.loads(result.stdout)
+    assert result.exit_code == 2 and payload["exit_code"] == 2 and payload["ok"] is False
+    assert [r["name"] for r in payload["reports"]] == ["clipped-identity", "missing-function"]
+    assert [r["exit_code"] for r in payload["reports"]] == [1, 2]
+    assert json.loads(out.read_text()) == payload
+    assert result.stderr == ""
+
+
+def test_cli_run_table_and_quiet(tmp_path: Path, run_cli: Callable[..., Result],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(SAMPLE.parent)  # the nearest pyproject.toml is the sample's
+    result = run_cli(["run", "-k", "clipped", "--no-color"])
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("clipped-identity (ops:clipped_identity) ─")
+    assert any("FAIL" in line and "clipped-identity" in line and "1 fail" not in line
+               for line in lines[1:]) or "FAIL" in result.stdout
+    assert lines[-1].startswith("FAILED 1 checks: 1 failed in ")
+    assert lines[-1].endswith("(exit code 1)")
+    quiet = run_cli(["run", "-k", "soft", "-q", "-o", str(tmp_path / "run.txt")])
+    assert quiet.exit_code == 0
+    assert quiet.stdout.startswith("OK 1 checks: 1 passed in ") and quiet.stdout.count("\n") == 1
+    written = (tmp_path / "run.txt").read_text()
+    assert "softplus" in written and written.rstrip().splitlines()[-1].startswith("OK 1 checks")
+
+
+def test_cli_timeout_is_the_default_and_a_checks_own_timeout_wins(
+        tmp_path: Path, run_cli: Callable[..., Result]) -> None:
+    path = write_config(
+        tmp_path, f'name = "own"\ntarget = "{BAD}/hangs.py:f"\ntimeout = 0.3',
+        f'name = "default"\ntarget = "{BAD}/hangs.py:f"', top="timeout = 600")
+    result = run_cli(["run", "--config", str(path), "--timeout", "0.4", "--format", "json"])
+    assert result.exit_code == 3
+    errors = [r["error"] for r in json.loads(result.stdout)["reports"]]
+    assert errors[0].startswith("f did not finish within 0.3s (timeout 0.3)")
+    assert errors[1].startswith("f did not finish within 0.4s (timeout 0.4)")
