@@ -7,9 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.checks import ALL_KINDS, DEFAULT_MAX_MEMORY, CheckOptions, run_checks
-from gradcheck.inputs import Arguments, name_arguments
+from gradcheck.checks import ALL_KINDS, DEFAULT_MAX_MEMORY, CheckOptions
+from gradcheck.diagnosis import diagnose
+from gradcheck.inputs import Arguments, name_arguments, resolve_arguments
+from gradcheck.instrument import observing_custom_gradients
 from gradcheck.report import Report
+from gradcheck.target import load_target
 
 
 def _upstream_specs(upstream: Any) -> tuple[Any, ...]:
@@ -25,7 +28,7 @@ def _upstream_specs(upstream: Any) -> tuple[Any, ...]:
 
 
 def check(
-    f: Callable[..., Any],
+    f: Callable[..., Any] | str,
     *args: Any,
     kwargs: Mapping[str, Any] | None = None,
     upstream: Any = None,
@@ -38,20 +41,33 @@ def check(
     dtype: str = "auto",
     max_memory: int = DEFAULT_MAX_MEMORY,
     kinds: frozenset[str] | None = None,
+    path: str = ".",
+    instrument: bool = True,
 ) -> Report:
-    """Check the gradients of f at the given arguments; never raises for a wrong gradient."""
-    arguments = Arguments(tuple(args), dict(kwargs or {}), "gradcheck.check")
-    named = name_arguments(f, arguments)
+    """Check the gradients of f at the given arguments; never raises for a wrong gradient.
+
+    f may be a callable or a TARGET string ('module:function', 'file.py:function'): a TARGET
+    is imported with every tf.custom_gradient observed, so each is also checked on its own.
+    Without arguments, a TARGET's `<function>_inputs` provides them.
+    """
     options = CheckOptions(
         upstream=_upstream_specs(upstream), atol=atol, rtol=rtol, eps=eps, mode=mode,
         probes=probes, seed=seed, dtype=dtype, max_memory=max_memory,
         kinds=ALL_KINDS if kinds is None else frozenset(kinds),
     )
-    label = getattr(f, "__qualname__", getattr(f, "__name__", repr(f)))
-    return run_checks(f, named, options, label)
+    arguments = Arguments(tuple(args), dict(kwargs or {}), "gradcheck.check")
+    if not isinstance(f, str):
+        label = getattr(f, "__qualname__", getattr(f, "__name__", repr(f)))
+        return diagnose(f, name_arguments(f, arguments), options, label)
+    with observing_custom_gradients(instrument) as observer:
+        target = load_target(f, path)
+        if not (args or kwargs):
+            arguments = resolve_arguments(target.name, target.module)
+        named = name_arguments(target.function, arguments)
+        return diagnose(target.function, named, options, f, observer)
 
 
-def assert_gradients(f: Callable[..., Any], *args: Any, **options: Any) -> Report:
+def assert_gradients(f: Callable[..., Any] | str, *args: Any, **options: Any) -> Report:
     """Like check(), but raise AssertionError with the report table when a check fails."""
     report = check(f, *args, **options)
     if not report.ok:

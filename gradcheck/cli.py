@@ -33,6 +33,8 @@ def _input_options(function: Callable[..., Any]) -> Callable[..., Any]:
                      help="Directory put first on sys.path."),
         click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
                      help="Seed for --shape and random upstreams."),
+        click.option("--no-instrument", "no_instrument", is_flag=True,
+                     help="Do not observe tf.custom_gradient functions while loading."),
     )):
         function = decorator(function)
     return function
@@ -180,6 +182,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             target=target, path=options["path"], input_specs=tuple(options["input_specs"]),
             shapes=tuple(options["shapes"]), inputs_attr=options["inputs_attr"],
             upstream_specs=tuple(options.get("upstream_specs", ())),
+            instrument=not options["no_instrument"],
         )
         check_options = CheckOptions(
             atol=options["atol"], rtol=options["rtol"], eps=options["eps"],
@@ -248,11 +251,23 @@ def _show(report: Any, text: str, output_format: str, command: str,
     console = make_console(options["no_color"])
     console.print(render_table(report, show_matrices=command == "jacobian",
                                quiet=options["quiet"]))
+    _annotate_for_github(report)
     if report.explain is not None and not options["quiet"]:
         from gradcheck.render.explain import render_explanation
 
         console.print()
         console.print(render_explanation(report.explain))
+
+
+def _annotate_for_github(report: Any) -> None:
+    """Under GitHub Actions, failures with a location become ::error annotations."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    from gradcheck.render.annotations import render_github_annotations
+
+    text = render_github_annotations(report)
+    if text:
+        click.echo(text)
 
 
 def _explain_wanted(command: str, options: dict[str, Any]) -> bool:
@@ -379,6 +394,7 @@ def _formatted_run(result: Any, output_format: str) -> str:
 def demo(no_color: bool, verbose: bool) -> None:
     """Run the bundled examples and show that each gets the verdict it should."""
     from rich.table import Table
+    from rich.text import Text
 
     from gradcheck.checks import COMMAND_KINDS, CheckOptions
     from gradcheck.demo import DEMO_CASES, fixtures_dir, matches, upstream_specs
@@ -399,16 +415,18 @@ def demo(no_color: bool, verbose: bool) -> None:
                                                          explain=verbose and case.command == "vjp"))
         except GradcheckError as error:
             all_matched = False
-            table.add_row(status_text("error"), case.file, case.story, error.message, "no")
+            table.add_row(status_text("error"), case.file, case.story, Text(error.message), "no")
             continue
         failing = {r.check for r in report.checks if r.status in ("fail", "error", "warn")}
         matched = matches(case, report.ok, failing)
         all_matched &= matched
         worst = report.sorted_checks()[0] if report.checks else None
-        finding = f"{worst.check}: {worst.message}" if worst and worst.status != "pass" else (
-            "all checks pass")
+        finding = "all checks pass"
+        if worst and worst.status != "pass":
+            where = f" [{worst.location}]" if worst.location else ""
+            finding = f"{worst.check}{where}: {worst.message}"
         table.add_row(status_text("pass" if report.ok else "fail"), f"{case.file}:{case.function}",
-                      case.story, finding, "yes" if matched else "NO")
+                      case.story, Text(finding), "yes" if matched else "NO")
         if verbose:
             console.print(render_table(report, show_matrices=True))
             if report.explain is not None:

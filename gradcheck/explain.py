@@ -68,7 +68,7 @@ def tensor_view(value: np.ndarray | None) -> dict[str, Any] | None:
     array = np.asarray(value, dtype=np.float64)
     view: dict[str, Any] = {"shape": list(array.shape)}
     if array.size <= SHOWN_SIZE:
-        view["values"] = array.tolist()
+        view["values"] = (array + 0.0).tolist()  # + 0.0 turns -0.0 into 0.0
         return view
     view["values"] = None
     view["summary"] = {
@@ -137,7 +137,8 @@ def _misconception(plain: np.ndarray | None, upstream: np.ndarray, vjp: np.ndarr
 def _short(array: np.ndarray) -> str:
     if array.size > 8:
         return f"a {_shape(array.shape)} tensor"
-    return np.array2string(np.asarray(array), precision=6, separator=", ", suppress_small=True)
+    return np.array2string(np.asarray(array, dtype=np.float64) + 0.0, separator=", ",
+                           formatter={"float_kind": lambda v: f"{v:.6g}"}).replace("\n", "")
 
 
 def _coincide(target: TargetFacts, x_name: str, x_shape: tuple[int, ...],
@@ -147,6 +148,11 @@ def _coincide(target: TargetFacts, x_name: str, x_shape: tuple[int, ...],
     if target.jacobian is None:
         return (f"{y} does not depend on {x_name} through TensorFlow: tape.gradient({y},"
                 f" {x_name}) is None (not zeros), with or without output_gradients")
+    if target.plain is not None and tuple(target.plain.shape) != tuple(x_shape):
+        return (f"tape.gradient({y}, {x_name}) has shape {_shape(target.plain.shape)}, not"
+                f" {x_name}'s shape {_shape(x_shape)}: a gradient function broke the"
+                f" custom_gradient contract (grad_fn(u) must return uᵀJ with its input's shape;"
+                f" see grad-shape), so J here is from {target.jacobian_source}")
     if not np.any(target.jacobian):
         return (f"J is zero at this point: tape.gradient({y}, {x_name}) returns zeros with or"
                 f" without output_gradients")

@@ -14,8 +14,8 @@ from gradcheck.locations import exception_location
 from gradcheck.tf_runtime import tensorflow
 
 if TYPE_CHECKING:
-    from gradcheck.checks import Checker, CheckOptions
     from gradcheck.autodiff import Program, Recording
+    from gradcheck.checks import Checker, CheckOptions
 
 # Random-sign terms (tolerated per-element errors seen through a random projection) are allowed
 # this many standard deviations before a probe fails.
@@ -114,6 +114,14 @@ class FastChecker:
     checker: Checker
     reason: str
     counter: Counter = field(default_factory=Counter)
+    points: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def point(self, slot_index: int) -> np.ndarray:
+        """The input's value as float64, read once."""
+        if slot_index not in self.points:
+            value = self.program.slots[slot_index].value.numpy()
+            self.points[slot_index] = np.asarray(value, dtype=np.float64)
+        return self.points[slot_index]
 
     @property
     def program(self) -> Program:
@@ -136,7 +144,7 @@ class FastChecker:
         usable = list(sources)
         disconnected: set[int] = set()
         for p in range(probes):
-            # The first probe uses the resolved upstream, so it also checks the VJP the user asked for.
+            # Probe 0 uses the resolved upstream: it also checks the VJP the user asked for.
             upstreams = (list(self.checker.upstreams) if p == 0 else
                          [rng.choice([-1.0, 1.0], size=self.recording.outputs[k].shape)
                           for k in outputs])
@@ -159,8 +167,8 @@ class FastChecker:
     def _direction(self, slot_index: int, rng: np.random.Generator) -> np.ndarray:
         """A random-sign direction scaled like the full-mode steps, so t*d is a sensible step."""
         slot = self.program.slots[slot_index]
-        x = np.asarray(slot.value.numpy(), dtype=np.float64)
-        return rng.choice([-1.0, 1.0], size=slot.shape) * np.maximum(np.abs(x), 1.0)
+        scale = np.maximum(np.abs(self.point(slot_index)), 1.0)
+        return rng.choice([-1.0, 1.0], size=slot.shape) * scale
 
     def _gradients(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
                    usable: Sequence[int], disconnected: set[int]
@@ -208,8 +216,7 @@ class FastChecker:
         try:
             for i, delta in deltas.items():
                 slot = self.program.slots[i]
-                x = np.asarray(slot.value.numpy(), dtype=np.float64)
-                value = tf.constant(x + delta, dtype=slot.dtype)
+                value = tf.constant(self.point(i) + delta, dtype=slot.dtype)
                 if slot.is_variable:
                     saved[i] = slot.value.numpy()
                     slot.value.assign(value)
@@ -279,7 +286,7 @@ class FastChecker:
 
     def narrow(self, probe: Probe, outputs: Sequence[int]
                ) -> list[tuple[int, int, Projection, list[tuple[int, int]]]]:
-        """Failing (output, input) blocks of a failing probe, each with its failing element slices."""
+        """Failing (output, input) blocks of a failing probe, each with its failing slices."""
         blocks: list[tuple[int, int, Projection, list[tuple[int, int]]]] = []
         single = len(outputs) == 1 and len(probe.directions) == 1
         for position, k in enumerate(outputs):

@@ -1,4 +1,4 @@
-"""The jvp check: forward-mode JVPs (ForwardAccumulator) against reverse-mode VJPs, ⟨u, Jv⟩ = ⟨Jᵀu, v⟩."""
+"""The jvp check: forward-mode JVPs against reverse-mode VJPs through ⟨u, Jv⟩ = ⟨Jᵀu, v⟩."""
 
 from __future__ import annotations
 

@@ -99,9 +99,12 @@ def _finite_difference_line(entry: dict[str, Any]) -> Text:
         "finite differences")
     line = Text(f"uᵀJ from {kind}: ")
     line.append(matrix_text(entry["finite_difference"]).replace("\n", "; "))
-    error = entry["max_abs_err"]
+    error, vjp = entry["max_abs_err"], entry["vjp"]
     if error is not None:
         line.append(f"  (tape.gradient with output_gradients differs by {error:.2g})", style="dim")
+    elif vjp is not None and vjp["shape"] != entry["shape"]:
+        line.append(f"  (tape.gradient returned shape {tuple(vjp['shape'])}, not"
+                    f" {tuple(entry['shape'])})", style="bold red")
     return line
 
 

@@ -46,14 +46,20 @@ def summary_table(result: RunResult) -> Table:
     return table
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def verdict_line(result: RunResult) -> Text:
-    counts = ", ".join(f"{result.count(status)} {word}" for status, word in
-                       (("error", "errors"), ("fail", "failed"), ("warn", "with warnings"),
-                        ("pass", "passed")) if result.count(status))
+    counts = ", ".join(
+        _plural(result.count("error"), "error") if status == "error"
+        else f"{result.count(status)} {word}"
+        for status, word in (("error", ""), ("fail", "failed"), ("warn", "with warnings"),
+                             ("pass", "passed")) if result.count(status))
     seconds = sum(o.seconds for o in result.outcomes)
     line = Text()
     line.append("OK " if result.ok else "FAILED ", style="bold green" if result.ok else "bold red")
-    line.append(f"{len(result.outcomes)} checks: {counts} in {seconds:.1f}s"
+    line.append(f"{_plural(len(result.outcomes), 'check')}: {counts} in {seconds:.1f}s"
                 f" (exit code {int(result.exit_code)})")
     return line
 

@@ -64,10 +64,11 @@ def checks_table(report: Report) -> Table:
 
 
 def _row(result: CheckResult) -> list[Any]:
+    # Text, not markup: messages hold brackets such as y['mean'] or [0, 1].
     return [
-        status_text(result.status), result.check, result.input or "", result.output or "",
-        _number(result.max_abs_err), _number(result.max_rel_err), _index(result.worst_index),
-        result.location or "", result.message,
+        status_text(result.status), result.check, Text(result.input or ""),
+        Text(result.output or ""), _number(result.max_abs_err), _number(result.max_rel_err),
+        _index(result.worst_index), Text(result.location or ""), Text(result.message),
     ]
 
 

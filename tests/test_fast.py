@@ -1,0 +1,103 @@
+"""Fast mode: random projections catch and localise wrong gradients, and pass correct ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradcheck
+from gradcheck.checks import CheckOptions
+from gradcheck.fast import choose_mode, full_mode_bytes
+from tests.conftest import fixture_module, fixture_target
+
+
+def _by_kind(report: gradcheck.Report, kind: str) -> list[gradcheck.CheckResult]:
+    return [c for c in report.checks if c.check == kind]
+
+
+def test_million_input_wrong_grad_fn_is_caught_and_localised() -> None:
+    module = fixture_module("large_wrong_grad")
+    report = gradcheck.check(module.f, *module.f_inputs, probes=1, kinds={"fast"})
+    assert not report.ok
+    (failure,) = _by_kind(report, "fast")
+    assert failure.status == "fail" and failure.input == "x"
+    assert failure.worst_index == (3,)
+    assert failure.details["elements"] == [[3, 4], [314_159, 314_160], [999_999, 1_000_000]]
+    assert any("--mode auto chose it" in note and "--max-memory" in note for note in report.notes)
+
+
+def test_million_input_correct_grad_passes_in_a_few_evaluations() -> None:
+    module = fixture_module("large_correct")
+    report = gradcheck.check(module.f, *module.f_inputs, kinds={"fast"})
+    assert report.ok
+    (result,) = _by_kind(report, "fast")
+    assert result.status == "pass"
+    # x±t along each of the 8 directions, one backward pass each: no x±2t was needed.
+    assert result.details["probes"] == 8
+    assert result.details["evaluations"] == 16
+    assert result.details["backward_passes"] == 8
+    assert "8 random projection(s) ran" in result.message and "--mode full" in result.message
+
+
+def test_explicit_fast_mode_localises_one_wrong_element_of_a_small_input() -> None:
+    f = fixture_module("large_wrong_grad").f
+    x = np.linspace(-3.0, 3.0, 1000)
+    x[700] = 25.0
+    report = gradcheck.check(f, x, mode="fast", kinds={"fast"})
+    (failure,) = _by_kind(report, "fast")
+    assert failure.status == "fail"
+    assert failure.details["elements"] == [[700, 701]]
+    assert "x[700]" in failure.message
+    assert "fast mode (random projections) was used: --mode fast was asked for" in report.notes
+
+
+def test_fast_mode_finds_a_wrong_grad_fn_on_every_element() -> None:
+    module = fixture_module("custom_gradient_wrong_values")
+    report = gradcheck.check(module.softplus, *module.softplus_inputs, mode="fast",
+                             kinds={"fast"})
+    (failure,) = _by_kind(report, "fast")
+    assert failure.status == "fail"
+    assert failure.max_abs_err is not None and failure.max_abs_err > 0.1
+
+
+def test_fast_mode_sees_a_cut_gradient_path() -> None:
+    module = fixture_module("variable_from_input")
+    report = gradcheck.check(module.f, *module.f_inputs, mode="fast")
+    connected = _by_kind(report, "connected")
+    assert [c.status for c in connected] == ["fail"]
+    assert "autodiff returns None" in connected[0].message
+
+
+def test_fast_mode_on_the_command_line(run_cli) -> None:
+    result = run_cli(["check", fixture_target("custom_gradient_correct"), "--mode", "fast",
+                      "--probes", "3", "--format", "json"])
+    assert result.exit_code == 0
+    import json
+
+    report = json.loads(result.output)
+    (fast,) = [c for c in report["checks"] if c["check"] == "fast"]
+    assert fast["status"] == "pass" and fast["details"]["probes"] == 3
+
+
+def test_auto_mode_chooses_by_memory_budget() -> None:
+    module = fixture_module("dense_layer")
+    program_like = gradcheck.check(module.f, *module.f_inputs, kinds={"fast"}, mode="auto")
+    assert not _by_kind(program_like, "fast")  # 300 inputs fit in 1GiB: full mode
+    from gradcheck import autodiff
+    from gradcheck.inputs import Arguments, name_arguments
+
+    named = name_arguments(module.f, Arguments(module.f_inputs, {}, "test"))
+    program, _ = autodiff.prepare(module.f, named, "auto")
+    needed, what = full_mode_bytes(program, [(300,)])
+    assert needed == 4 * 300 * 8 * 600 and "finite-difference points for x" in what
+    assert choose_mode(CheckOptions(max_memory=needed - 1), program, [(300,)]).mode == "fast"
+    assert choose_mode(CheckOptions(max_memory=needed), program, [(300,)]).mode == "full"
+    assert choose_mode(CheckOptions(mode="full", max_memory=1), program, [(300,)]).mode == "full"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fast_mode_has_no_false_alarm_on_a_dense_correct_function(seed: int) -> None:
+    module = fixture_module("dense_layer")
+    report = gradcheck.check(module.f, *module.f_inputs, mode="fast", seed=seed, probes=4)
+    assert report.ok, [c.message for c in report.checks if c.failed]
+    assert [c.status for c in _by_kind(report, "fast")] == ["pass"]
