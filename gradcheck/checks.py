@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck import autodiff, explain, fast, forward, numerics, symmetric
-from gradcheck.autodiff import GradientOutcome, OutputLeaf, Recording, Slot
+from gradcheck.autodiff import BatchEvaluator, GradientOutcome, OutputLeaf, Recording, Slot
 from gradcheck.errors import InputError
 from gradcheck.inputs import NamedArgument, resolve_upstreams
 from gradcheck.locations import exception_location
@@ -73,7 +73,7 @@ class SourceAnalysis:
     kink_masks: dict[int, np.ndarray] = field(default_factory=dict)
     strategy: str = "vectorised"
     # Central differences come first (x±h); x±2h is evaluated only where a verdict needs it.
-    evaluator: autodiff.BatchEvaluator | None = None
+    evaluator: BatchEvaluator | None = None
     steps: np.ndarray | None = None
     first: dict[int, np.ndarray] = field(default_factory=dict)
     centres: dict[int, np.ndarray] = field(default_factory=dict)
@@ -143,7 +143,8 @@ class Checker:
         x = np.asarray(slot.value.numpy(), dtype=np.float64)
         h = numerics.step_sizes(x, self.program.compute_dtype, self.options.eps)
         evaluations = evaluator.evaluate_perturbations(
-            h, numerics.FIRST_FACTORS, progress=self._progress(f"finite differences for {slot.name}"))
+            h, numerics.FIRST_FACTORS,
+            progress=self._progress(f"finite differences for {slot.name}"))
         fd = {
             k: numerics.central_difference(values, centre, h, self.outputs[k].dtype)
             for k, values, centre in zip(self.diff_outputs, evaluations, centres)
@@ -215,7 +216,7 @@ class Checker:
         if self.wants("connected"):
             self.findings.add("connected", "pass",
                               f"{output.name} is connected to {slot.name}", **where)
-        block, error = self.recording.jacobian(k, slot)
+        block, error = self.recording.jacobian(k, slot, self.options.max_memory)
         analysis.autodiff[k] = block
         if block is None:
             self.findings.add("jacobian", "error",
@@ -223,7 +224,8 @@ class Checker:
                               "tape.jacobian returned None although tape.gradient did not",
                               **where)
             return
-        self.refine(analysis, numerics.in_doubt(block, fd, self.tolerance, int(np.prod(slot.shape))))
+        self.refine(analysis,
+                    numerics.in_doubt(block, fd, self.tolerance, int(np.prod(slot.shape))))
         analysis.kink_masks[k] = self._judge_jacobian(block, analysis.fd[k], output, slot)
 
     def reference(self, analysis: SourceAnalysis, k: int) -> np.ndarray:

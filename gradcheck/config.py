@@ -274,7 +274,7 @@ def load_config(config_file: str | None = None, start: Path | None = None) -> Ru
             raise ConfigError(f"config file {config_file!r} not found")
         if not source.is_file():
             raise ConfigError(f"config file {config_file!r} is not a file")
-    shown = config_file or str(source)
+    shown = config_file or relative_path(source)
     try:
         with source.open("rb") as handle:
             data = tomllib.load(handle)

@@ -56,7 +56,8 @@ def shape_diagnosis(grad: np.ndarray, upstream: np.ndarray, jacobian: np.ndarray
                 return "returned the full Jacobian J"
             try:
                 if _close(grad, jacobian * upstream, scale):
-                    return "returned J * upstream (the Jacobian scaled by u, not contracted with it)"
+                    return ("returned J * upstream (the Jacobian scaled by u, not contracted"
+                            " with it)")
             except ValueError:
                 pass
             expanded = upstream.reshape(out_shape + (1,) * len(in_shape))
@@ -96,15 +97,13 @@ def translate(site: Site, report: Report,
     for result in report.checks:
         if result.status not in ("fail", "error"):
             continue
-        where = {"input": result.input, "output": result.output, "location": location}
         if result.check == "grad-shape":
             evidence = shape_evidence(result)
             shapes = result.details
             message = (f"{label}: grad_fn {evidence or 'returned the wrong shape'}: shape"
                        f" {tuple(shapes.get('gradient_shape', ()))} for input {result.input} of"
                        f" shape {tuple(shapes.get('input_shape', ()))}; {FIX_HINT}")
-            results.append(replace(result, message=message, details={**result.details},
-                                   **where))
+            results.append(replace(result, message=message, location=location))
         elif result.check == "jacobian" and result.details.get("autodiff") is not None:
             what = value_diagnosis(np.asarray(result.details["autodiff"]),
                                    np.asarray(result.details["finite_difference"]),
@@ -113,10 +112,10 @@ def translate(site: Site, report: Report,
             results.append(replace(
                 result, check="custom-gradient",
                 message=f"{label}: grad_fn {what} for input {result.input}"
-                        f" ({result.message})", **where))
+                        f" ({result.message})", location=location))
         elif result.check in ("jacobian", "connected", "custom-gradient"):
             results.append(replace(result, check="custom-gradient",
-                                   message=f"{label}: {result.message}", **where))
+                                   message=f"{label}: {result.message}", location=location))
     if not results and not site.violations:
         results.append(CheckResult(
             "custom-gradient", "pass",

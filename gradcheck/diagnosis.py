@@ -33,7 +33,9 @@ def _site_arguments(site: Site) -> list[NamedArgument]:
     return name_arguments(site.forward, Arguments(tuple(args), dict(kwargs), site.name))
 
 
-def _shape_evidence(site: Site, named: Sequence[NamedArgument]) -> Callable[[CheckResult], str | None]:
+def _shape_evidence(
+    site: Site, named: Sequence[NamedArgument]
+) -> Callable[[CheckResult], str | None]:
     """Call the site with a random upstream and name what its wrong-shaped gradient is."""
 
     def evidence(result: CheckResult) -> str | None:

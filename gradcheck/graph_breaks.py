@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -74,11 +75,9 @@ def variable_creations(program: Program, slot_index: int) -> list[Cut]:
                 ))
             return next_creator(**kwargs)
 
-        with tf.variable_creator_scope(creator):
-            try:
-                program.call()
-            except Exception:  # f ran fine before; a failure here is not ours to report
-                pass
+        # f ran fine before; a failure here is not ours to report.
+        with tf.variable_creator_scope(creator), contextlib.suppress(Exception):
+            program.call()
     return cuts
 
 
@@ -106,7 +105,6 @@ def _trace_failure(exc: BaseException, slot_name: str) -> Cut | None:
 
 
 def _op_cut(op: Any, slot_name: str) -> Cut | None:
-    tf = tensorflow()
     location = _frames_location(op.traceback)
     if op.type in STOP_OPS:
         return Cut("stop-gradient", location,
@@ -143,7 +141,6 @@ def _op_cut(op: Any, slot_name: str) -> Cut | None:
         return Cut("no-gradient", location,
                    f"{op.type} on the path from {slot_name} is marked not differentiable",
                    "use a differentiable op")
-    del tf
     return None
 
 

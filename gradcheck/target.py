@@ -112,6 +112,11 @@ def _import_file(file_part: str) -> ModuleType:
         if isinstance(cached, LoadError):
             raise LoadError(cached.message, user_traceback=cached.user_traceback)
         return cached
+    imported = sys.modules.get(key.stem)
+    if cache is not None and imported is not None and getattr(imported, "__file__", None) and (
+            Path(str(imported.__file__)).resolve() == key):  # already imported by dotted name
+        cache[key] = imported
+        return imported
     try:
         module = _exec_file(file_part)
     except LoadError as exc:

@@ -85,11 +85,12 @@ def test_each_module_file_is_imported_once_per_run(tmp_path: Path) -> None:
         f"with open({str(tmp_path / 'imports.txt')!r}, 'a') as log:\n    log.write('x')\n"
         "def f(x):\n    return tf.sin(x)\n"
         "def g(x):\n    return x * x\n")
-    path = write_config(tmp_path, 'name = "f"\ntarget = "counted.py:f"\nshape = [[2]]',
+    path = write_config(tmp_path, 'name = "g dotted"\ntarget = "counted:g"\nshape = [[3]]',
+                        'name = "f"\ntarget = "counted.py:f"\nshape = [[2]]',
                         'name = "g"\ntarget = "counted.py:g"\nshape = [[2]]',
                         'name = "f again"\ntarget = "counted.py:f"\ninput = ["[0.5]"]')
     result = run_all(load_config(str(path)).checks)
-    assert [o.status for o in result.outcomes] == ["pass", "pass", "pass"]
+    assert [o.status for o in result.outcomes] == ["pass", "pass", "pass", "pass"]
     assert (tmp_path / "imports.txt").read_text() == "x"
 
 

@@ -38,7 +38,7 @@ def summary_table(result: RunResult) -> Table:
                           ("location", {"no_wrap": True}),
                           ("finding", {"ratio": 1, "min_width": 40}),
                           ("time", {"justify": "right", "no_wrap": True})):
-        table.add_column(name, **options)  # type: ignore[arg-type]
+        table.add_column(name, **options)
     for outcome in result.sorted_outcomes():
         message, location = _finding(outcome)
         table.add_row(status_text(outcome.status), outcome.name, _counts(outcome), location,

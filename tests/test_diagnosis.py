@@ -1,0 +1,126 @@
+"""Pinpointing: each fixture's finding has the right kind, status and source line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from click.testing import Result
+
+import gradcheck
+from gradcheck.report import CheckResult, Report
+
+from .conftest import FIXTURES, fixture_target
+
+# (fixture, function, check kind, status, line of the finding, words in its message)
+LOCATED = [
+    ("composed_custom_gradients", "f", "custom-gradient", "fail", 21,
+     "custom_gradient scaled_square (line 17): grad_fn is off by a constant factor of 2"),
+    ("variables_missing_keyword", "f", "custom-gradient", "fail", 13,
+     "has no `variables=None` keyword"),
+    ("too_many_gradients", "weighted", "custom-gradient", "fail", 11,
+     "returned 3 gradient(s) for 2 input(s)"),
+    ("float32_gradient", "cube", "custom-gradient", "fail", 11,
+     "returned a float32 gradient for input x of dtype float64"),
+    ("custom_gradient_full_jacobian", "f", "grad-shape", "fail", 12,
+     "grad_fn returned J * upstream"),
+    ("custom_gradient_mistakes", "transposed", "custom-gradient", "fail", 13,
+     "uses J where Jᵀ is needed"),
+    ("custom_gradient_mistakes", "sign_flipped", "custom-gradient", "fail", 23,
+     "has the wrong sign"),
+    ("custom_gradient_mistakes", "ignores_second_upstream", "custom-gradient", "fail", 33,
+     "ignores the upstream of y[1]"),
+    ("custom_gradient_mistakes", "summed", "grad-shape", "fail", 43,
+     "returned a scalar (a summed result)"),
+    ("stop_gradient_only_path", "f", "graph-break", "fail", 7, "tf.stop_gradient blocks"),
+    ("integer_cast_partial", "normalise", "graph-break", "fail", 7, "a cast to int64"),
+    ("numpy_round_trip", "f", "graph-break", "fail", 9, ".numpy() copies the value"),
+    ("variable_from_input", "f", "graph-break", "fail", 7, "tf.Variable created from x"),
+]
+CLEAN = [
+    ("custom_gradient_correct", "f"),
+    ("variables_correct", "f"),
+    ("no_false_alarms", "f"),
+    ("two_in_two_out", "f"),
+]
+
+
+def findings(report: Report, check: str) -> list[CheckResult]:
+    return [c for c in report.checks if c.check == check]
+
+
+@pytest.mark.parametrize(("name", "function", "check", "status", "line", "words"), LOCATED)
+def test_api_locates_the_bug(name: str, function: str, check: str, status: str, line: int,
+                             words: str) -> None:
+    report = gradcheck.check(str(FIXTURES / f"{name}.py") + f":{function}")
+    assert not report.ok
+    matching = [c for c in findings(report, check) if c.status == status and words in c.message]
+    assert matching, [(c.check, c.status, c.message) for c in report.checks]
+    location = matching[0].location
+    assert location is not None and location.endswith(f"{name}.py:{line}")
+    # Findings that say where come before the core checks.
+    assert report.checks.index(matching[0]) < len(report.checks) - 1
+
+
+@pytest.mark.parametrize(("name", "function", "check", "status", "line", "words"), LOCATED[::3])
+def test_cli_locates_the_bug(run_cli: Callable[..., Result], name: str, function: str,
+                             check: str, status: str, line: int, words: str) -> None:
+    result = run_cli(["check", fixture_target(name, function), "--format", "json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    matching = [c for c in data["checks"] if c["check"] == check and c["status"] == status
+                and words in c["message"]]
+    assert matching and matching[0]["location"].endswith(f"{name}.py:{line}")
+
+
+@pytest.mark.parametrize(("name", "function"), CLEAN)
+def test_no_false_alarm(name: str, function: str) -> None:
+    report = gradcheck.check(str(FIXTURES / f"{name}.py") + f":{function}")
+    assert report.ok, [(c.check, c.status, c.message) for c in report.checks if c.failed]
+    assert not findings(report, "graph-break")
+
+
+def test_composition_names_only_the_wrong_custom_gradient() -> None:
+    report = gradcheck.check(str(FIXTURES / "composed_custom_gradients.py") + ":f")
+    verdicts = {c.message.split(" (")[0]: c.status for c in findings(report, "custom-gradient")}
+    assert verdicts == {"custom_gradient scaled_square": "fail",
+                        "custom_gradient stable_softplus": "pass"}
+    jacobian = [c for c in findings(report, "jacobian") if c.failed][0]
+    assert "likely cause: custom_gradient scaled_square" in jacobian.message
+    assert jacobian.location is not None and jacobian.location.endswith(":21")
+
+
+def test_partial_cut_points_the_jacobian_failure_at_the_cast() -> None:
+    report = gradcheck.check(str(FIXTURES / "integer_cast_partial.py") + ":normalise")
+    connected = findings(report, "connected")[0]
+    assert connected.status == "pass"  # not None: the cut is partial
+    jacobian = findings(report, "jacobian")[0]
+    assert jacobian.status == "fail" and jacobian.location is not None
+    assert jacobian.location.endswith("integer_cast_partial.py:7")
+    assert "likely cause: a cast to int64" in jacobian.message
+
+
+def test_callable_api_still_finds_graph_breaks() -> None:
+    module = __import__("numpy_round_trip")
+    report = gradcheck.check(module.f, *module.f_inputs)
+    cut = findings(report, "graph-break")[0]
+    assert cut.status == "fail" and cut.location is not None
+    assert cut.location.endswith("numpy_round_trip.py:9")
+
+
+def test_no_instrument_turns_observation_off(run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", fixture_target("composed_custom_gradients"), "--format", "json",
+                      "--no-instrument"])
+    checks = json.loads(result.stdout)["checks"]
+    assert not [c for c in checks if c["check"] == "custom-gradient"]
+    assert any(c["check"] == "jacobian" and c["status"] == "fail" for c in checks)
+
+
+def test_github_annotations(run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", fixture_target("stop_gradient_only_path"), "-q"],
+                     env={"GITHUB_ACTIONS": "true"})
+    annotations = [line for line in result.stdout.splitlines() if line.startswith("::error")]
+    assert len(annotations) == 1
+    assert annotations[0].startswith("::error file=")
+    assert "stop_gradient_only_path.py,line=7,title=gradcheck graph-break::" in annotations[0]

@@ -1,0 +1,118 @@
+"""Scaling fallbacks: unvectorisable functions, chunking under a memory budget, lazy x±2h."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import gradcheck
+from gradcheck import autodiff, numerics
+from gradcheck.inputs import Arguments, name_arguments
+from tests.conftest import fixture_module
+
+
+def _program(module_name: str, function: str = "f") -> autodiff.Program:
+    module = fixture_module(module_name)
+    f = getattr(module, function)
+    named = name_arguments(f, Arguments(getattr(module, f"{function}_inputs"), {}, "test"))
+    program, _ = autodiff.prepare(f, named, "auto")
+    return program
+
+
+def test_a_function_that_cannot_be_vectorised_falls_back_to_a_loop() -> None:
+    module = fixture_module("python_branch")
+    report = gradcheck.check(module.f, *module.f_inputs, mode="full")
+    assert report.ok, [c.message for c in report.checks if c.failed]
+    assert any(c.check == "jacobian" and c.status == "pass" for c in report.checks)
+    assert any("evaluated f point by point" in note and "vectorised evaluation failed" in note
+               for note in report.notes)
+
+
+def test_a_jacobian_over_the_budget_switches_auto_to_fast_mode() -> None:
+    module = fixture_module("dense_layer")
+    report = gradcheck.check(module.f, *module.f_inputs, max_memory=1 << 20)
+    kinds = {c.check for c in report.checks}
+    assert "fast" in kinds and "jacobian" not in kinds
+    assert report.ok
+    assert any("--mode auto chose it" in n and "--max-memory 1.0MiB" in n for n in report.notes)
+
+
+def test_full_mode_under_a_small_budget_chunks_and_stays_exact() -> None:
+    module = fixture_module("dense_layer")
+    (x,) = module.f_inputs
+    report = gradcheck.check(module.f, x, mode="full", max_memory=1 << 20, kinds={"jacobian"})
+    (jacobian,) = [c for c in report.checks if c.check == "jacobian"]
+    assert jacobian.status == "pass"
+    assert jacobian.max_abs_err is not None and jacobian.max_abs_err < 1e-6
+
+
+def test_chunked_autodiff_jacobian_equals_the_whole_one() -> None:
+    program = _program("dense_layer")
+    recording = autodiff.record(program)
+    slot = program.sources[0]
+    whole, _ = recording.jacobian(0, slot)
+    chunked, error = recording.jacobian(0, slot, max_memory=8 * 301 * 16 * 100)
+    assert error is None and whole is not None and chunked is not None
+    np.testing.assert_array_equal(chunked, whole)
+    analytic = fixture_module("dense_layer").jacobian(np.asarray(slot.value))
+    np.testing.assert_allclose(chunked, analytic, rtol=1e-12, atol=1e-12)
+
+
+def test_chunked_evaluations_equal_one_batch() -> None:
+    program = _program("dense_layer")
+    recording = autodiff.record(program)
+    slot = program.sources[0]
+    centre = [np.asarray(recording.outputs[0].tensor)]
+    x = np.asarray(slot.value)
+    h = numerics.step_sizes(x, "float64")
+    small = autodiff.BatchEvaluator(program, 0, [0], centre, max_memory=1 << 20)
+    large = autodiff.BatchEvaluator(program, 0, [0], centre, max_memory=1 << 30)
+    assert small.chunk_size() < 2 * x.size <= large.chunk_size()
+    calls: list[tuple[int, int]] = []
+    (chunked,) = small.evaluate_perturbations(h, numerics.FIRST_FACTORS,
+                                              progress=lambda d, t: calls.append((d, t)))
+    (whole,) = large.evaluate_perturbations(h, numerics.FIRST_FACTORS)
+    assert len(calls) > 1 and calls[-1] == (x.size, x.size)
+    np.testing.assert_allclose(chunked, whole, rtol=1e-13, atol=1e-13)
+
+
+def test_refining_every_element_reproduces_the_full_richardson_table() -> None:
+    x = np.array([0.3, -1.2, 2.0])
+    h = numerics.step_sizes(x, "float64")
+
+    def f(points: np.ndarray) -> np.ndarray:
+        return np.stack([np.sin(points) * np.sum(points**2, axis=-1, keepdims=True)])[0]
+
+    centre = f(x[None])[0]
+    full = numerics.finite_difference(f(numerics.perturbed_points(x, h, 0, 3)), centre, h,
+                                      "float64")
+    elements = np.arange(3)
+    first = f(numerics.points_along(x, h, elements, numerics.FIRST_FACTORS))
+    second = f(numerics.points_along(x, h, elements, numerics.SECOND_FACTORS))
+    cheap = numerics.central_difference(first, centre, h, "float64")
+    refined = numerics.refine(cheap, first, second, centre, h, elements, "float64")
+    np.testing.assert_array_equal(refined.jacobian, full.jacobian)
+    np.testing.assert_array_equal(refined.error_estimate, full.error_estimate)
+    assert not np.array_equal(cheap.jacobian, full.jacobian)
+
+
+def test_only_columns_that_disagree_are_in_doubt() -> None:
+    x = np.array([0.3, -1.2, 2.0])
+    h = numerics.step_sizes(x, "float64")
+    first = np.sin(numerics.points_along(x, h, np.arange(3), numerics.FIRST_FACTORS))
+    cheap = numerics.central_difference(first, np.sin(x), h, "float64")
+    exact = np.diag(np.cos(x))
+    tolerance = numerics.tolerance_for("float64")
+    assert numerics.in_doubt(exact, cheap, tolerance, 3).tolist() == []
+    wrong = exact.copy()
+    wrong[0, 2] = 0.5
+    assert numerics.in_doubt(wrong, cheap, tolerance, 3).tolist() == [2]
+
+
+def test_a_wrong_gradient_gets_the_extrapolated_verdict() -> None:
+    module = fixture_module("custom_gradient_wrong_values")
+    report = gradcheck.check(module.softplus, *module.softplus_inputs, mode="full",
+                             kinds={"jacobian"})
+    (jacobian,) = [c for c in report.checks if c.check == "jacobian"]
+    assert jacobian.status == "fail"
+    # The error estimate comes from Richardson (x±2h), not from rounding alone.
+    assert jacobian.details["fd_error_estimate"] > 1e-12
