@@ -37,6 +37,9 @@ LOCATED = [
     ("integer_cast_partial", "normalise", "graph-break", "fail", 7, "a cast to int64"),
     ("numpy_round_trip", "f", "graph-break", "fail", 9, ".numpy() copies the value"),
     ("variable_from_input", "f", "graph-break", "fail", 7, "tf.Variable created from x"),
+    ("assign_into_variable", "f", "graph-break", "fail", 9, "assigned into a tf.Variable"),
+    ("python_float", "f", "graph-break", "fail", 7, "float()"),
+    ("numpy_function_path", "f", "graph-break", "fail", 8, "tf.numpy_function"),
 ]
 CLEAN = [
     ("custom_gradient_correct", "f"),
@@ -99,6 +102,13 @@ def test_partial_cut_points_the_jacobian_failure_at_the_cast() -> None:
     assert jacobian.status == "fail" and jacobian.location is not None
     assert jacobian.location.endswith("integer_cast_partial.py:7")
     assert "likely cause: a cast to int64" in jacobian.message
+
+
+def test_several_cuts_are_all_listed() -> None:
+    report = gradcheck.check(str(FIXTURES / "two_cuts.py") + ":f")
+    cuts = {(c.location or "").rpartition(":")[2]: c.message for c in findings(report, "graph-break")}
+    assert set(cuts) == {"7", "8"}
+    assert "tf.stop_gradient" in cuts["7"] and "int64" in cuts["8"]
 
 
 def test_callable_api_still_finds_graph_breaks() -> None:

@@ -212,3 +212,12 @@ def test_demo_includes_the_natgrad_example() -> None:
     assert matches(case, report.ok, warned)
     assert report.explain is not None
     np.testing.assert_allclose(report.explain["inputs"][0]["vjp"]["values"], DL_DETA1)
+
+
+def test_cut_path_is_none_not_zeros_while_finite_differences_see_the_dependence() -> None:
+    entry = explained("variable_from_input", "f", ("[1.0, -1.0]",))["inputs"][0]
+    target = entry["targets"][0]
+    assert entry["plain"] is None and entry["vjp"] is None
+    assert target["jacobian_source"] == "none" and "None (not zeros)" in target["coincide"]
+    assert np.any(values(entry["finite_difference"]))
+    assert "the path is cut" in render(explained("variable_from_input", "f", ("[1.0, -1.0]",)))

@@ -24,7 +24,7 @@ def test_forward_and_reverse_agree_for_a_correct_function() -> None:
 
 def test_a_wrong_grad_fn_makes_the_modes_disagree() -> None:
     module = fixture_module("custom_gradient_wrong_values")
-    report = gradcheck.check(module.softplus, *module.softplus_inputs, kinds={"jvp"})
+    report = gradcheck.check(module.softplus, *module.softplus_inputs, kinds=frozenset({"jvp"}))
     (result,) = _jvp(report)
     assert result.status == "fail"
     x = np.array(module.softplus_inputs[0])

@@ -39,7 +39,7 @@ def test_a_jacobian_over_the_budget_switches_auto_to_fast_mode() -> None:
 def test_full_mode_under_a_small_budget_chunks_and_stays_exact() -> None:
     module = fixture_module("dense_layer")
     (x,) = module.f_inputs
-    report = gradcheck.check(module.f, x, mode="full", max_memory=1 << 20, kinds={"jacobian"})
+    report = gradcheck.check(module.f, x, mode="full", max_memory=1 << 20, kinds=frozenset({"jacobian"}))
     (jacobian,) = [c for c in report.checks if c.check == "jacobian"]
     assert jacobian.status == "pass"
     assert jacobian.max_abs_err is not None and jacobian.max_abs_err < 1e-6
@@ -111,7 +111,7 @@ def test_only_columns_that_disagree_are_in_doubt() -> None:
 def test_a_wrong_gradient_gets_the_extrapolated_verdict() -> None:
     module = fixture_module("custom_gradient_wrong_values")
     report = gradcheck.check(module.softplus, *module.softplus_inputs, mode="full",
-                             kinds={"jacobian"})
+                             kinds=frozenset({"jacobian"}))
     (jacobian,) = [c for c in report.checks if c.check == "jacobian"]
     assert jacobian.status == "fail"
     # The error estimate comes from Richardson (x±2h), not from rounding alone.

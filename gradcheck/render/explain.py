@@ -102,6 +102,9 @@ def _finite_difference_line(entry: dict[str, Any]) -> Text:
     error, vjp = entry["max_abs_err"], entry["vjp"]
     if error is not None:
         line.append(f"  (tape.gradient with output_gradients differs by {error:.2g})", style="dim")
+    elif vjp is None and np.any(np.asarray(entry["finite_difference"]["values"] or 0.0)):
+        line.append("  (tape.gradient returned None although finite differences see a"
+                    " dependence: the path is cut, see connected)", style="bold red")
     elif vjp is not None and vjp["shape"] != entry["shape"]:
         line.append(f"  (tape.gradient returned shape {tuple(vjp['shape'])}, not"
                     f" {tuple(entry['shape'])})", style="bold red")
