@@ -33,6 +33,8 @@ LOCATED = [
      "ignores the upstream of y[1]"),
     ("custom_gradient_mistakes", "summed", "grad-shape", "fail", 43,
      "returned a scalar (a summed result)"),
+    ("custom_gradient_mistakes", "drops_weight_gradient", "custom-gradient", "fail", 59,
+     "grad_fn returns None for input w, but finite differences show y depends on it"),
     ("stop_gradient_only_path", "f", "graph-break", "fail", 7, "tf.stop_gradient blocks"),
     ("integer_cast_partial", "normalise", "graph-break", "fail", 7, "a cast to int64"),
     ("numpy_round_trip", "f", "graph-break", "fail", 9, ".numpy() copies the value"),
@@ -106,7 +108,8 @@ def test_partial_cut_points_the_jacobian_failure_at_the_cast() -> None:
 
 def test_several_cuts_are_all_listed() -> None:
     report = gradcheck.check(str(FIXTURES / "two_cuts.py") + ":f")
-    cuts = {(c.location or "").rpartition(":")[2]: c.message for c in findings(report, "graph-break")}
+    cuts = {(c.location or "").rpartition(":")[2]: c.message
+            for c in findings(report, "graph-break")}
     assert set(cuts) == {"7", "8"}
     assert "tf.stop_gradient" in cuts["7"] and "int64" in cuts["8"]
 
