@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -43,33 +44,79 @@ def summary_line(report: Report) -> Text:
 
 
 COLUMNS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("status", {"no_wrap": True}), ("check", {"no_wrap": True}), ("input", {}), ("output", {}),
+    ("status", {"no_wrap": True, "min_width": 6}), ("check", {"no_wrap": True}),
+    ("input", {"no_wrap": True}), ("output", {"no_wrap": True}),
     ("max abs", {"justify": "right", "no_wrap": True}),
     ("max rel", {"justify": "right", "no_wrap": True}), ("worst", {"no_wrap": True}),
-    ("location", {"no_wrap": True}), ("message", {"ratio": 1, "min_width": 40}),
+    ("location", {"no_wrap": True}),
+    ("message", {"no_wrap": True, "overflow": "ellipsis", "min_width": 24, "max_width": 72}),
 )
+MESSAGE_COLUMN = len(COLUMNS) - 1
+# Below this width the table drops its message column (the findings below still say it all)
+# and shows locations as file:line.
+ROOMY_WIDTH = 150
 
 
-def checks_table(report: Report) -> Table:
-    """Columns that are empty in every row are left out."""
-    rows = [_row(result) for result in report.sorted_checks()]
-    keep = [i for i in range(len(COLUMNS)) if i in (0, 1, 8) or any(str(r[i]) for r in rows)]
-    table = Table(show_header=True, header_style="bold", expand=False, pad_edge=False)
-    for i in keep:
-        name, options = COLUMNS[i]
-        table.add_column(name, **options)
-    for row in rows:
-        table.add_row(*(row[i] for i in keep))
-    return table
+def headline(message: str) -> str:
+    """The first clause of a message: what fits on one table line."""
+    return message.split("; ", 1)[0]
 
 
-def _row(result: CheckResult) -> list[Any]:
+def _short_location(location: str) -> str:
+    path, _, line = location.rpartition(":")
+    return f"{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}" if path else location
+
+
+class ChecksTable:
+    """One line per check, laid out for the width it is drawn at."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        roomy = options.max_width >= ROOMY_WIDTH
+        rows = [_row(result, roomy) for result in self.report.sorted_checks()]
+        keep = [i for i in range(len(COLUMNS))
+                if i in (0, 1) or (i == MESSAGE_COLUMN and roomy)
+                or (i != MESSAGE_COLUMN and any(str(r[i]) for r in rows))]
+        table = Table(show_header=True, header_style="bold", expand=False, pad_edge=False)
+        for i in keep:
+            name, column_options = COLUMNS[i]
+            table.add_column(name, **column_options)
+        for row in rows:
+            table.add_row(*(row[i] for i in keep))
+        yield table
+
+
+def checks_table(report: Report) -> ChecksTable:
+    return ChecksTable(report)
+
+
+def _row(result: CheckResult, roomy: bool) -> list[Any]:
     # Text, not markup: messages hold brackets such as y['mean'] or [0, 1].
+    location = result.location or ""
     return [
         status_text(result.status), result.check, Text(result.input or ""),
         Text(result.output or ""), _number(result.max_abs_err), _number(result.max_rel_err),
-        _index(result.worst_index), Text(result.location or ""), Text(result.message),
+        _index(result.worst_index), Text(location if roomy else _short_location(location)),
+        Text(headline(result.message)),
     ]
+
+
+def findings(report: Report) -> list[RenderableType]:
+    """Every check that did not pass, with its whole message (cause and fix), wrapped."""
+    shown: list[RenderableType] = []
+    for number, result in enumerate(
+        (r for r in report.sorted_checks() if r.status not in ("pass", "skip")), start=1
+    ):
+        title = Text(f"{number}. ")
+        title.append_text(status_text(result.status))
+        pair = " -> ".join(p for p in (result.input, result.output) if p)
+        title.append(f" {result.check}" + (f" ({pair})" if pair else ""), style="bold")
+        if result.location:
+            title.append(f"  {result.location}", style="cyan")
+        shown += [title, Padding(Text(result.message), (0, 0, 0, 3), expand=False)]
+    return shown
 
 
 def _matrix_text(values: Any) -> str:
@@ -105,6 +152,7 @@ def render_table(report: Report, *, show_matrices: bool = False,
     if quiet:
         return summary_line(report)
     parts: list[RenderableType] = [checks_table(report)]
+    parts += findings(report)
     if show_matrices:
         parts += jacobian_matrices(report)
     parts += [Text(f"note: {note}", style="dim") for note in report.notes]
