@@ -399,7 +399,7 @@ def demo(no_color: bool, verbose: bool) -> None:
     from gradcheck.checks import COMMAND_KINDS, CheckOptions
     from gradcheck.demo import DEMO_CASES, fixtures_dir, matches, upstream_specs
     from gradcheck.pipeline import TargetRequest, check_request
-    from gradcheck.render.table import render_table, status_text
+    from gradcheck.render.table import headline, render_table, status_text
 
     console = make_console(no_color)
     directory = fixtures_dir()
@@ -424,7 +424,7 @@ def demo(no_color: bool, verbose: bool) -> None:
         finding = "all checks pass"
         if worst and worst.status != "pass":
             where = f" [{worst.location}]" if worst.location else ""
-            finding = f"{worst.check}{where}: {worst.message}"
+            finding = f"{worst.check}{where}: {headline(worst.message)}"
         table.add_row(status_text("pass" if report.ok else "fail"), f"{case.file}:{case.function}",
                       case.story, Text(finding), "yes" if matched else "NO")
         if verbose:

@@ -118,7 +118,7 @@ def translate(site: Site, report: Report,
                 result, check="custom-gradient",
                 message=f"{label}: grad_fn returns None for input {result.input}, but finite"
                         f" differences show {result.output} depends on it", location=location))
-        elif result.check in ("jacobian", "custom-gradient"):
+        elif result.check in ("jacobian", "custom-gradient", "fast"):
             results.append(replace(result, check="custom-gradient",
                                    message=f"{label}: {result.message}", location=location))
     if not results and not site.violations:

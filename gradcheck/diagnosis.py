@@ -23,7 +23,7 @@ from gradcheck.instrument import Observer, Site
 from gradcheck.report import CheckResult, Report
 from gradcheck.tf_runtime import tensorflow
 
-SITE_KINDS = frozenset({"jacobian", "grad-shape", "connected", "custom-gradient"})
+SITE_KINDS = frozenset({"jacobian", "grad-shape", "connected", "custom-gradient", "fast"})
 # Findings that explain a cut path when autodiff and finite differences disagree.
 CUT_SYMPTOMS = frozenset({"connected", "jacobian", "vjp"})
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import re
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -39,38 +40,33 @@ class NamedArgument:
     keyword: str | None = None
 
 
-def _load_npy(path: Path, what: str) -> np.ndarray:
+@contextlib.contextmanager
+def _reading(path: Path, what: str) -> Iterator[None]:
+    """Turn NumPy's many ways of failing on a bad file into one-line input errors."""
     try:
-        array = np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        if "pickle" in str(exc).lower():
-            raise InputError(
-                f"{what} {str(path)!r} holds Python objects (pickled data); gradcheck loads"
-                " .npy files with allow_pickle=False: save a numeric array"
-            ) from exc
-        raise InputError(f"cannot read {what} {str(path)!r}: {exc}") from exc
-    except (OSError, EOFError) as exc:
-        raise InputError(f"cannot read {what} {str(path)!r}: {exc or 'empty file'}") from exc
-    return _numeric(array, f"{what} {str(path)!r}")
-
-
-def _load_npz(path: Path, what: str) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            return {
-                key: _numeric(archive[key], f"{what} {str(path)!r}[{key!r}]") for key in archive
-            }
+        yield
     except InputError:
         raise
     except ValueError as exc:
         if "pickle" in str(exc).lower():
             raise InputError(
                 f"{what} {str(path)!r} holds Python objects (pickled data); gradcheck loads"
-                " .npz files with allow_pickle=False: save numeric arrays"
+                f" {path.suffix} files with allow_pickle=False: save numeric arrays"
             ) from exc
         raise InputError(f"cannot read {what} {str(path)!r}: {exc}") from exc
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise InputError(f"cannot read {what} {str(path)!r}: {exc or 'empty file'}") from exc
+
+
+def _load_npy(path: Path, what: str) -> np.ndarray:
+    with _reading(path, what):
+        array = np.load(path, allow_pickle=False)
+    return _numeric(array, f"{what} {str(path)!r}")
+
+
+def _load_npz(path: Path, what: str) -> dict[str, np.ndarray]:
+    with _reading(path, what), np.load(path, allow_pickle=False) as archive:
+        return {key: _numeric(archive[key], f"{what} {str(path)!r}[{key!r}]") for key in archive}
 
 
 def _numeric(array: np.ndarray, what: str) -> np.ndarray:

@@ -82,7 +82,7 @@ MATRIX = [
         " (4,) = 4 elements, could only read 3 elements. (file seems not fully written?)"),
     bad("npy-pickled-objects", (*CHECK_F, "-i", "{data}/objects.npy"),
         "input '{data}/objects.npy' holds Python objects (pickled data); gradcheck loads .npy"
-        " files with allow_pickle=False: save a numeric array"),
+        " files with allow_pickle=False: save numeric arrays"),
     bad("npy-strings", (*CHECK_F, "-i", "{data}/strings.npy"),
         "input '{data}/strings.npy' has dtype <U5; inputs must be numeric arrays"),
     bad("npy-complex", (*CHECK_F, "-i", "{data}/complex.npy"),
