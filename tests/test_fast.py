@@ -81,7 +81,8 @@ def test_fast_mode_on_the_command_line(run_cli) -> None:
 
 def test_auto_mode_chooses_by_memory_budget() -> None:
     module = fixture_module("dense_layer")
-    program_like = gradcheck.check(module.f, *module.f_inputs, kinds=frozenset({"fast"}), mode="auto")
+    program_like = gradcheck.check(module.f, *module.f_inputs, kinds=frozenset({"fast"}),
+                                   mode="auto")
     assert not _by_kind(program_like, "fast")  # 300 inputs fit in 1GiB: full mode
     from gradcheck import autodiff
     from gradcheck.inputs import Arguments, name_arguments

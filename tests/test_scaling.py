@@ -39,7 +39,8 @@ def test_a_jacobian_over_the_budget_switches_auto_to_fast_mode() -> None:
 def test_full_mode_under_a_small_budget_chunks_and_stays_exact() -> None:
     module = fixture_module("dense_layer")
     (x,) = module.f_inputs
-    report = gradcheck.check(module.f, x, mode="full", max_memory=1 << 20, kinds=frozenset({"jacobian"}))
+    report = gradcheck.check(module.f, x, mode="full", max_memory=1 << 20,
+                             kinds=frozenset({"jacobian"}))
     (jacobian,) = [c for c in report.checks if c.check == "jacobian"]
     assert jacobian.status == "pass"
     assert jacobian.max_abs_err is not None and jacobian.max_abs_err < 1e-6
