@@ -214,8 +214,10 @@ class Checker:
                                            "input_shape": slot.shape}, **where)
             return
         if self.wants("connected"):
+            sparse = (" (tape.gradient returned IndexedSlices, densified for the checks)"
+                      if outcome.indexed_slices else "")
             self.findings.add("connected", "pass",
-                              f"{output.name} is connected to {slot.name}", **where)
+                              f"{output.name} is connected to {slot.name}{sparse}", **where)
         block, error = self.recording.jacobian(k, slot, self.options.max_memory)
         analysis.autodiff[k] = block
         if block is None:

@@ -93,6 +93,7 @@ def test_gather_indexed_slices_are_densified_and_ints_passed_through() -> None:
         ("table", True), ("indices", False)]
     jacobian = only(report, "jacobian")
     assert jacobian.details["shape"] == [2, 2, 3, 2]
+    assert "IndexedSlices" in only(report, "connected").message
 
 
 def test_unused_input_is_none_and_that_is_fine() -> None:
