@@ -105,9 +105,9 @@ def _describe_outcome_shape(outcome: GradientOutcome) -> str:
 def _grad_shape_message(output: OutputLeaf, slot: Slot, outcome: GradientOutcome) -> str:
     return (
         f"the gradient of {output.name} with respect to {slot.name} has shape {outcome.shape},"
-        f" but {slot.name} has shape {slot.shape}: a gradient (and a custom_gradient grad_fn)"
-        f" must return uᵀJ with its input's shape, e.g."
-        f" tf.linalg.matvec(J, upstream, transpose_a=True), not J * upstream"
+        f" but {slot.name} has shape {slot.shape}: a gradient must have its source's shape; a"
+        f" tf.custom_gradient grad_fn must return uᵀJ with its input's shape, e.g."
+        f" tf.linalg.matvec(J, upstream, transpose_a=True)"
     )
 
 

@@ -19,10 +19,11 @@ USUAL_CAUSES = (
 )
 VALUE_INDEPENDENT_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"})
 STOP_OPS = frozenset({"StopGradient", "PreventGradient"})
-PIECEWISE_CONSTANT_OPS = frozenset({
-    "Round", "Floor", "Ceil", "Rint", "ArgMax", "ArgMin", "Equal", "NotEqual", "Less",
-    "LessEqual", "Greater", "GreaterEqual", "Sign",
-})
+# Zero gradient almost everywhere: a cause only when f is meant to vary continuously through
+# them (e.g. fine quantisation), so they are listed only when no definite cut is found.
+# Comparisons are left out: their booleans usually select between branches that do carry
+# the gradient (tf.where, clip_by_norm).
+PIECEWISE_CONSTANT_OPS = frozenset({"Round", "Floor", "Ceil", "Rint", "ArgMax", "ArgMin", "Sign"})
 PYTHON_FUNCTION_OPS = frozenset({"PyFunc", "PyFuncStateless"})
 VARIABLE_WRITE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp",
                                 "AssignSubVariableOp"})
@@ -214,7 +215,8 @@ def graph_cuts(program: Program, slot_index: int) -> tuple[list[Cut], str | None
             cut = _op_cut(op, slot.name)
             if cut is not None:
                 cuts.append(cut)
-    return cuts, None
+    definite = [cut for cut in cuts if cut.kind != "piecewise-constant"]
+    return definite or cuts, None
 
 
 def locate_cuts(program: Program, slot_index: int) -> tuple[list[Cut], str | None]:

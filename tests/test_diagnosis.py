@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 
 import pytest
+import tensorflow as tf
 from click.testing import Result
 
 import gradcheck
@@ -39,6 +40,9 @@ LOCATED = [
     ("integer_cast_partial", "normalise", "graph-break", "fail", 7, "a cast to int64"),
     ("numpy_round_trip", "f", "graph-break", "fail", 9, ".numpy() copies the value"),
     ("variable_from_input", "f", "graph-break", "fail", 7, "tf.Variable created from x"),
+    ("rounding_quantiser", "f", "graph-break", "fail", 7, "Round on the path from x"),
+    ("variables_wrong_count", "f", "custom-gradient", "fail", 14,
+     "returned 2 variable gradient(s) for 1 variable(s)"),
     ("assign_into_variable", "f", "graph-break", "fail", 9, "assigned into a tf.Variable"),
     ("python_float", "f", "graph-break", "fail", 7, "float()"),
     ("numpy_function_path", "f", "graph-break", "fail", 8, "tf.numpy_function"),
@@ -112,6 +116,17 @@ def test_several_cuts_are_all_listed() -> None:
             for c in findings(report, "graph-break")}
     assert set(cuts) == {"7", "8"}
     assert "tf.stop_gradient" in cuts["7"] and "int64" in cuts["8"]
+
+
+def test_a_cut_that_cannot_be_located_is_said_honestly() -> None:
+    variable = tf.Variable([0.5, 1.5], dtype=tf.float64)
+    report = gradcheck.check(lambda v: tf.exp(tf.stop_gradient(v * 2.0)), variable)
+    unlocated = findings(report, "graph-break")
+    assert [c.status for c in unlocated] == ["warn"]
+    assert unlocated[0].location is None
+    assert "could not locate where the gradient path from v is lost" in unlocated[0].message
+    assert "does not follow tf.Variable arguments" in unlocated[0].message
+    assert "usual causes:" in unlocated[0].message
 
 
 def test_callable_api_still_finds_graph_breaks() -> None:
