@@ -13,8 +13,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from gradcheck.locations import format_location
 from gradcheck.tf_runtime import tensorflow
 
@@ -55,6 +53,18 @@ class Site:
 @dataclass
 class Observer:
     sites: list[Site] = field(default_factory=list)
+
+    def start_check(self) -> None:
+        """A new check begins: forget the calls and findings of the previous one."""
+        for site in self.sites:
+            site.calls.clear()
+            site.violations.clear()
+            site.reads_variables.clear()
+
+
+# The observer in force: nested observation (a `gradcheck run` over many checks sharing
+# modules loaded once) reuses it, so that decorators applied at the first import still report.
+_active: list[Observer] = []
 
 
 def _source_location(function: Callable[..., Any]) -> str | None:
@@ -228,25 +238,21 @@ def make_decorator(observer: Observer, original: Callable[..., Any]) -> Callable
 @contextlib.contextmanager
 def observing_custom_gradients(enabled: bool = True) -> Iterator[Observer]:
     """Replace tf.custom_gradient while the user's code is imported and checked."""
-    observer = Observer()
     if not enabled:
-        yield observer
+        yield Observer()
         return
+    if _active:
+        _active[-1].start_check()
+        yield _active[-1]
+        return
+    observer = Observer()
     tf = tensorflow()
     original = tf.custom_gradient
     tf.custom_gradient = make_decorator(observer, original)
+    _active.append(observer)
     try:
         yield observer
     finally:
+        _active.pop()
         tf.custom_gradient = original
 
-
-def site_arrays(call: tuple[tuple[Any, ...], dict[str, Any]]) -> list[np.ndarray | None]:
-    """The recorded positional arguments as arrays (None where not a float tensor)."""
-    tf = tensorflow()
-    arrays: list[np.ndarray | None] = []
-    for value in tf.nest.flatten(call[0]):
-        dtype = getattr(value, "dtype", None)
-        floating = getattr(dtype, "is_floating", False)
-        arrays.append(np.asarray(value) if floating else None)
-    return arrays

@@ -107,12 +107,14 @@ def run_one(check: CheckConfig, timeout: float | None = None) -> CheckOutcome:
 def run_all(checks: Sequence[CheckConfig], timeout: float | None = None,
             progress: Callable[[CheckConfig, CheckOutcome | None], Any] | None = None) -> RunResult:
     """Run every check in order; `progress(check, None)` before and `(check, outcome)` after."""
+    from gradcheck.instrument import observing_custom_gradients
     from gradcheck.target import module_cache
     from gradcheck.tf_runtime import tensorflow
 
     tensorflow()  # imported before any time limit starts: its start-up is nobody's fault
     outcomes = []
-    with module_cache():
+    # Modules load once per run, so custom gradients are observed across all the checks.
+    with module_cache(), observing_custom_gradients():
         for check in checks:
             if progress is not None:
                 progress(check, None)

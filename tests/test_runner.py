@@ -48,6 +48,17 @@ def test_sample_project_every_check_runs_and_the_worst_code_wins(sample: RunResu
         "attribute 'no_such_function' not found in module 'ops'")
 
 
+def test_custom_gradients_are_observed_in_every_check_of_a_run(sample: RunResult) -> None:
+    # ops.py is imported once, by the first check; the third still sees its custom gradient.
+    clipped = {o.name: o for o in sample.outcomes}["clipped-identity"].report
+    assert clipped is not None
+    sites = [r for r in clipped.checks if r.check == "custom-gradient"]
+    assert [r.status for r in sites] == ["fail"]
+    assert "clipped_identity (line 16): grad_fn is off by a constant factor of 2" in (
+        sites[0].message)
+    assert sites[0].location is not None and sites[0].location.endswith("ops.py:18")
+
+
 def test_a_crashing_or_hanging_check_never_stops_the_others(tmp_path: Path) -> None:
     path = write_config(
         tmp_path,
