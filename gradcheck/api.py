@@ -15,6 +15,13 @@ from gradcheck.report import Report
 from gradcheck.target import load_target
 
 
+def _is_numeric_nest(value: Any) -> bool:
+    """[2.0, 3.0] or [[1.0], [2.0]] is one upstream; a list of arrays is one per output."""
+    if isinstance(value, (list, tuple)):
+        return all(_is_numeric_nest(v) for v in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _upstream_specs(upstream: Any) -> tuple[Any, ...]:
     if upstream is None:
         return ()
@@ -22,7 +29,7 @@ def _upstream_specs(upstream: Any) -> tuple[Any, ...]:
         return (upstream,)
     if isinstance(upstream, Mapping):
         return ({key: np.asarray(value) for key, value in upstream.items()},)
-    if isinstance(upstream, (list, tuple)):
+    if isinstance(upstream, (list, tuple)) and not _is_numeric_nest(upstream):
         return tuple(u if isinstance(u, str) else np.asarray(u) for u in upstream)
     return (np.asarray(upstream),)
 
@@ -43,17 +50,19 @@ def check(
     kinds: frozenset[str] | None = None,
     path: str = ".",
     instrument: bool = True,
+    explain: bool = False,
 ) -> Report:
     """Check the gradients of f at the given arguments; never raises for a wrong gradient.
 
     f may be a callable or a TARGET string ('module:function', 'file.py:function'): a TARGET
     is imported with every tf.custom_gradient observed, so each is also checked on its own.
-    Without arguments, a TARGET's `<function>_inputs` provides them.
+    Without arguments, a TARGET's `<function>_inputs` provides them. `explain=True` adds
+    what tape.gradient returns with and without output_gradients (Report.explain).
     """
     options = CheckOptions(
         upstream=_upstream_specs(upstream), atol=atol, rtol=rtol, eps=eps, mode=mode,
         probes=probes, seed=seed, dtype=dtype, max_memory=max_memory,
-        kinds=ALL_KINDS if kinds is None else frozenset(kinds),
+        kinds=ALL_KINDS if kinds is None else frozenset(kinds), explain=explain,
     )
     arguments = Arguments(tuple(args), dict(kwargs or {}), "gradcheck.check")
     if not isinstance(f, str):

@@ -129,3 +129,12 @@ def test_assert_gradients_raises_with_the_table() -> None:
     with pytest.raises(AssertionError) as info:
         gradcheck.assert_gradients(module.f, *module.f_inputs)
     assert "grad-shape" in str(info.value) and "FAIL" in str(info.value)
+
+
+def test_api_explain_carries_the_vjp_explanation() -> None:
+    report = gradcheck.check(tf.sin, np.array([0.1, 0.2]), upstream=[2.0, 3.0], explain=True)
+    assert report.explain is not None
+    explained = report.explain["inputs"][0]
+    assert explained["input"] == "x"
+    # tape.gradient with output_gradients=u is uᵀJ = u * cos(x) for the elementwise sine.
+    assert np.allclose(explained["vjp"], [2.0 * np.cos(0.1), 3.0 * np.cos(0.2)])
