@@ -137,4 +137,4 @@ def test_api_explain_carries_the_vjp_explanation() -> None:
     explained = report.explain["inputs"][0]
     assert explained["input"] == "x"
     # tape.gradient with output_gradients=u is uᵀJ = u * cos(x) for the elementwise sine.
-    assert np.allclose(explained["vjp"], [2.0 * np.cos(0.1), 3.0 * np.cos(0.2)])
+    assert np.allclose(explained["vjp"]["values"], [2.0 * np.cos(0.1), 3.0 * np.cos(0.2)])
