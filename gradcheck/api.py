@@ -69,7 +69,7 @@ def check(
         label = getattr(f, "__qualname__", getattr(f, "__name__", repr(f)))
         return diagnose(f, name_arguments(f, arguments), options, label)
     with observing_custom_gradients(instrument) as observer:
-        target = load_target(f, path)
+        target = load_target(f, path, fresh=instrument)
         if not (args or kwargs):
             arguments = resolve_arguments(target.name, target.module)
         named = name_arguments(target.function, arguments)

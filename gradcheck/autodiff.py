@@ -336,7 +336,9 @@ def record(program: Program) -> Recording:
             result = program.call()
         except (Exception, SystemExit) as exc:
             raise function_raised(program.function, exc) from exc
-    return Recording(program, tape, flatten_outputs(result))
+    # Outputs are y, y[0], y['mean']... unless an argument is already called y.
+    base = "out" if any(slot.name == "y" for slot in program.slots) else "y"
+    return Recording(program, tape, flatten_outputs(result, base))
 
 
 def _require_agreement(arrays: Sequence[np.ndarray], row: int,

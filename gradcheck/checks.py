@@ -226,9 +226,35 @@ class Checker:
                               "tape.jacobian returned None although tape.gradient did not",
                               **where)
             return
-        self.refine(analysis,
-                    numerics.in_doubt(block, fd, self.tolerance, int(np.prod(slot.shape))))
+        size = int(np.prod(slot.shape))
+        self.refine(analysis, numerics.in_doubt(block, fd, self.tolerance, size))
+        x = np.abs(np.asarray(slot.value.numpy(), dtype=np.float64))
+        # The default step is relative to max(|x|, 1): too big for tiny x (log, sqrt near 0),
+        # so the last retry makes it relative to |x| itself.
+        relative = np.where(x > 0, 1.0 / np.clip(x, 1e-8, 1.0), 1.0)
+        for divisor in (*numerics.SMALLER_STEPS, relative):
+            doubt = np.union1d(
+                numerics.in_doubt(block, analysis.fd[k], self.tolerance, size),
+                numerics.noisy_columns(analysis.fd[k], self.tolerance, size))
+            if doubt.size == 0:
+                break
+            self.retry_smaller(analysis, doubt, divisor)
         analysis.kink_masks[k] = self._judge_jacobian(block, analysis.fd[k], output, slot)
+
+    def retry_smaller(self, analysis: SourceAnalysis, elements: np.ndarray,
+                      divisor: float | np.ndarray) -> None:
+        """Columns still in doubt, again with steps `divisor` times smaller."""
+        if analysis.evaluator is None or analysis.steps is None:
+            return
+        small = analysis.steps / divisor
+        first = analysis.evaluator.evaluate_perturbations(
+            small, numerics.FIRST_FACTORS, elements=elements)
+        second = analysis.evaluator.evaluate_perturbations(
+            small, numerics.SECOND_FACTORS, elements=elements)
+        for k, ones, twos in zip(self.diff_outputs, first, second):
+            analysis.fd[k] = numerics.with_smaller_steps(
+                analysis.fd[k], ones, twos, analysis.centres[k], small, elements,
+                self.outputs[k].dtype)
 
     def reference(self, analysis: SourceAnalysis, k: int) -> np.ndarray:
         """The FD Jacobian, with autodiff standing in at kinks (where FD cannot judge)."""
@@ -236,7 +262,7 @@ class Checker:
         block, mask = analysis.autodiff.get(k), analysis.kink_masks.get(k)
         if block is None or mask is None or not mask.any():
             return fd
-        return np.where(mask, block, fd)
+        return np.where(mask & np.isfinite(block), block, fd)
 
     def _check_disconnected(self, analysis: SourceAnalysis, k: int, output: OutputLeaf) -> None:
         slot, fd = analysis.slot, analysis.fd[k]
@@ -268,8 +294,9 @@ class Checker:
         """Judge one block; return the mask of elements at kinks (excluded from the verdict)."""
         where = {"input": slot.name, "output": output.name}
         plain = numerics.compare(block, fd.jacobian, self.tolerance, fd.error_estimate)
-        kinks = fd.kink & ~np.isclose(block, fd.jacobian, rtol=self.tolerance.rtol,
-                                      atol=self.tolerance.atol)
+        # A NaN or inf from autodiff is a finding even at a kink.
+        kinks = fd.kink & np.isfinite(block) & ~np.isclose(
+            block, fd.jacobian, rtol=self.tolerance.rtol, atol=self.tolerance.atol)
         comparison = plain
         if plain.ok:
             kinks = np.zeros_like(kinks)
@@ -292,9 +319,22 @@ class Checker:
             "fd_error_estimate": float(np.max(fd.error_estimate, initial=0.0)),
             "atol": self.tolerance.atol, "rtol": self.tolerance.rtol,
         }
+        if comparison.ok and not numerics.compare(block, fd.jacobian, self.tolerance).ok \
+                and numerics.inconclusive(fd, self.tolerance):
+            self.findings.add(
+                "jacobian", "warn",
+                f"inconclusive: finite differences are too noisy here to confirm autodiff"
+                f" (their error estimate reaches {details['fd_error_estimate']:.2g} against"
+                f" |J| up to {float(np.max(np.abs(fd.jacobian), initial=0.0)):.2g}; autodiff"
+                f" differs by up to {comparison.max_abs_err:.2g}); check f's precision"
+                f" (--dtype) or the step (--eps)",
+                details=details, **_comparison_fields(comparison), **where)
+            return kinks
         if comparison.ok:
             message = (f"autodiff matches finite differences (max rel err"
-                       f" {comparison.max_rel_err:.1e}, tolerance rtol={self.tolerance.rtol:g})")
+                       f" {comparison.max_rel_err:.1e}; allowed rtol={self.tolerance.rtol:g},"
+                       f" atol={self.tolerance.atol:g}, plus the finite-difference error"
+                       f" estimate)")
             self.findings.add("jacobian", "pass", message, details=details,
                               **_comparison_fields(comparison), **where)
             return kinks
@@ -525,6 +565,13 @@ def run_checks(
         [program.compute_dtype] + [recording.outputs[k].dtype for k in diff_outputs])
     tolerance = numerics.tolerance_for(tolerance_dtype, options.atol, options.rtol)
     checker = Checker(recording, options, tolerance, tolerance_dtype, upstreams, diff_outputs)
+    if tolerance_dtype != program.compute_dtype:
+        # f returns lower precision than its inputs (a Keras layer, a tf.cast inside):
+        # steps sized for the inputs' dtype would drown in the outputs' rounding.
+        program.notes.append(
+            f"{name} returns {tolerance_dtype} outputs for {program.compute_dtype} inputs:"
+            f" finite-difference steps and tolerances are {tolerance_dtype}'s")
+        program.compute_dtype = tolerance_dtype
     checker.findings.notes.extend(program.notes)
     checker.findings.notes.extend(s.note for s in program.slots if s.note)
     checker.findings.notes.extend(

@@ -145,6 +145,16 @@ def report_error(error: GradcheckError, output_format: str, show_traceback: bool
     return int(error.exit_code)
 
 
+def _requested_format(arguments: list[str]) -> str | None:
+    """--format as written on a command line click could not parse."""
+    for index, argument in enumerate(arguments):
+        if argument == "--format" and index + 1 < len(arguments):
+            return arguments[index + 1]
+        if argument.startswith("--format="):
+            return argument.partition("=")[2]
+    return None
+
+
 class GradcheckGroup(click.Group):
     """Click's own usage errors become one `Error:` line and exit code 2."""
 
@@ -154,6 +164,11 @@ class GradcheckGroup(click.Group):
             result = super().main(*args, **kwargs)
         except click.UsageError as exc:
             click.echo(f"Error: {exc.format_message()}", err=True)
+            arguments = list(kwargs.get("args") or (args[0] if args else sys.argv[1:]))
+            if _requested_format(arguments) == "json":
+                from gradcheck.render.json_format import render_error_json
+
+                click.echo(render_error_json(exc.format_message(), int(ExitCode.USAGE_ERROR)))
             sys.exit(int(ExitCode.USAGE_ERROR))
         except click.Abort:
             click.echo("Error: aborted", err=True)

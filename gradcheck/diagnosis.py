@@ -72,9 +72,8 @@ def _shape_evidence(
 def site_results(site: Site, top_function: Callable[..., Any], top_report: Report,
                  options: CheckOptions) -> list[CheckResult]:
     """Check one custom_gradient on its own (or reuse the top-level report if it is f)."""
-    results = violation_results(site)
     if not site.calls or site.decorated is None:
-        return results
+        return violation_results(site)
     try:
         named = _site_arguments(site)
         if site.decorated is top_function:
@@ -83,11 +82,29 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
             site_options = replace(options, kinds=SITE_KINDS, upstream=())
             report = run_checks(site.decorated, named, site_options, site.name)
     except GradcheckError as error:
-        return results + [CheckResult(
+        return violation_results(site) + [CheckResult(
             "custom-gradient", "skip",
             f"custom_gradient {site.name} could not be checked on its own: {error.message}",
             location=site.definition)]
-    return results + translate(site, report, _shape_evidence(site, named))
+    # Violations seen while the site ran on its own (eagerly) count too.
+    return violation_results(site) + translate(site, report, _shape_evidence(site, named))
+
+
+def record_eager_calls(function: Callable[..., Any], named: Sequence[NamedArgument],
+                       options: CheckOptions, observer: Observer) -> None:
+    """Inside a tf.function, custom gradients only ever see symbolic tensors: run f once
+    eagerly so that each one records concrete arguments to be checked on its own."""
+    if not observer.sites or all(site.calls for site in observer.sites):
+        return
+    tf = tensorflow()
+    previous = tf.config.functions_run_eagerly()
+    tf.config.run_functions_eagerly(True)
+    try:
+        autodiff.prepare(function, named, options.dtype)
+    except GradcheckError:
+        pass  # f already ran fine in the core checks; nothing more to learn here
+    finally:
+        tf.config.run_functions_eagerly(previous)
 
 
 def _failing_inputs(checks: Sequence[CheckResult], kinds: frozenset[str]) -> set[str]:
@@ -102,12 +119,15 @@ def graph_break_results(function: Callable[..., Any], named: Sequence[NamedArgum
     if not suspects:
         return [], list(checks)
     program, _ = autodiff.prepare(function, named, options.dtype)
+    lost = _failing_inputs(checks, frozenset({"connected"}))
     found: list[CheckResult] = []
     annotated = list(checks)
     for index, slot in enumerate(program.slots):
         if slot.name not in suspects:
             continue
         cuts, note = locate_cuts(program, index)
+        if not cuts and slot.name not in lost:
+            continue  # values are wrong but the path is there: nothing to locate
         if not cuts:
             why = f" ({note})" if note else ""
             found.append(CheckResult(
@@ -132,6 +152,8 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
              options: CheckOptions, label: str, observer: Observer | None = None) -> Report:
     """The full report: site and graph-break findings first, then the core checks."""
     report = run_checks(function, named, options, label)
+    if observer is not None:
+        record_eager_calls(function, named, options, observer)
     sites: list[CheckResult] = []
     for site in observer.sites if observer is not None else ():
         sites += site_results(site, function, report, options)

@@ -17,6 +17,10 @@ ERROR_ESTIMATE_SAFETY = 4.0
 # The second difference f(x+h) - 2f(x) + f(x-h) grows like h^2 where f is smooth (x4 when h
 # doubles) but like h at a kink (x2) and not at all at a jump (x1).
 KINK_RATIO = 3.0
+# A finite-difference error estimate above this fraction of |J| makes a pass meaningless.
+NOISY_FRACTION = 1e-2
+# When a column fails, the steps are tried again this many times smaller.
+SMALLER_STEPS = (8.0, 64.0, 512.0)
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,62 @@ def refine(
     return FiniteDifference(jacobian=blocks[0], error_estimate=blocks[1], kink=blocks[2])
 
 
+def with_smaller_steps(
+    fd: FiniteDifference,
+    first: np.ndarray,
+    second: np.ndarray,
+    centre: np.ndarray,
+    h_small: np.ndarray,
+    elements: np.ndarray,
+    output_dtype: str,
+) -> FiniteDifference:
+    """Recompute the listed columns with steps h_small; keep each where its error estimate
+    is smaller. The default step scales with |x|, too coarse where f oscillates faster."""
+    index = np.asarray(elements, dtype=np.int64)
+    if index.size == 0:
+        return fd
+    n, m = h_small.size, int(np.prod(np.shape(centre), dtype=np.int64))
+    ones = np.asarray(first, dtype=np.float64).reshape((index.size, 2, m))
+    twos = np.asarray(second, dtype=np.float64).reshape((index.size, 2, m))
+    f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
+    extrapolated, estimate, kink = _richardson(
+        ones[:, 0], ones[:, 1], twos[:, 0], twos[:, 1], f0, h_small.reshape(-1)[index][:, None],
+        machine_eps(output_dtype))
+    old_estimate = np.asarray(fd.error_estimate).reshape(m, n)[:, index].T
+    old_value = np.asarray(fd.jacobian).reshape(m, n)[:, index].T
+    # Smaller steps win when they are more certain, or when the two disagree beyond both
+    # estimates: then the coarse estimate was fooled (f oscillating on the scale of the step).
+    inconsistent = np.abs(extrapolated - old_value) > ERROR_ESTIMATE_SAFETY * (
+        estimate + old_estimate)
+    unusable = ~np.all(np.isfinite(old_value) & np.isfinite(old_estimate), axis=1)
+    better = (np.max(estimate, axis=1) < np.max(old_estimate, axis=1)) | np.any(
+        inconsistent, axis=1) | unusable
+    better &= np.all(np.isfinite(extrapolated) & np.isfinite(estimate), axis=1)
+    blocks = []
+    for old, new in ((fd.jacobian, extrapolated), (fd.error_estimate, estimate),
+                     (fd.kink, kink)):
+        flat = np.array(old).reshape(m, n)
+        flat[:, index[better]] = new[better].T
+        blocks.append(flat.reshape(np.shape(old)))
+    return FiniteDifference(jacobian=blocks[0], error_estimate=blocks[1], kink=blocks[2])
+
+
+def inconclusive(fd: FiniteDifference, tolerance: Tolerance) -> bool:
+    """True when finite differences are too noisy to confirm anything: their error estimate
+    is a sizeable fraction of the Jacobian itself."""
+    scale = float(np.max(np.abs(fd.jacobian), initial=0.0))
+    worst = float(np.max(fd.error_estimate, initial=0.0))
+    return worst > max(NOISY_FRACTION * scale, tolerance.atol)
+
+
+def noisy_columns(fd: FiniteDifference, tolerance: Tolerance, in_size: int) -> np.ndarray:
+    """Flat input elements whose column's error estimate is a sizeable fraction of it."""
+    estimate = np.asarray(fd.error_estimate).reshape(-1, in_size)
+    scale = np.max(np.abs(np.asarray(fd.jacobian).reshape(-1, in_size)), axis=0)
+    return np.flatnonzero(
+        np.max(estimate, axis=0) > np.maximum(NOISY_FRACTION * scale, tolerance.atol))
+
+
 def in_doubt(autodiff: np.ndarray, fd: FiniteDifference, tolerance: Tolerance,
              in_size: int) -> np.ndarray:
     """Flat input elements whose column does not already agree with autodiff within tolerance.
@@ -234,7 +294,8 @@ def compare(
         excess = np.where(ignore, 0.0, excess)
         abs_err = np.where(ignore, 0.0, abs_err)
         rel_err = np.where(ignore, 0.0, rel_err)
-    bad = excess > 1.0
+    # NaN or inf in either side is never a match (NaN > 1 would be False).
+    bad = (excess > 1.0) | ~np.isfinite(excess)
     worst = None
     if excess.size:
         worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(excess)), excess.shape))

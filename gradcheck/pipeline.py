@@ -38,7 +38,8 @@ def check_request(
     tensorflow()
     with observing_custom_gradients(request.instrument) as observer:
         target: Target = load_target(request.target, request.path,
-                                     import_context or contextlib.nullcontext)
+                                     import_context or contextlib.nullcontext,
+                                     fresh=request.instrument)
         arguments = resolve_arguments(
             target.name, target.module,
             input_specs=request.input_specs, shapes=request.shapes, seed=options.seed,

@@ -22,8 +22,8 @@ from gradcheck.errors import LoadError
 from gradcheck.timeout import TimeLimitExceeded
 
 FORMAT_HINT = "'module:function' or 'path/to/file.py:function'"
-# Set by module_cache(): each .py file is executed once per `gradcheck run`.
-_FILE_MODULES: ContextVar[dict[Path, ModuleType | LoadError] | None] = ContextVar(
+# Set by module_cache(): each .py file (or dotted module) is executed once per `gradcheck run`.
+_FILE_MODULES: ContextVar[dict[Path | str, ModuleType | LoadError] | None] = ContextVar(
     "gradcheck_file_modules", default=None)
 
 
@@ -157,11 +157,21 @@ def _exec_file(file_part: str) -> ModuleType:
     return module
 
 
-def _import_module(module_name: str, search_path: str) -> ModuleType:
+def _import_module(module_name: str, search_path: str, fresh: bool = False) -> ModuleType:
     if not all(part.isidentifier() for part in module_name.split(".")):
         raise LoadError(f"TARGET module {module_name!r} is not a valid module name")
+    cache = _FILE_MODULES.get()
+    already = module_name in sys.modules
     try:
-        return importlib.import_module(module_name)
+        if fresh and already and (cache is None or module_name not in cache):
+            # Imported before gradcheck could observe it (e.g. by the user's own tests):
+            # execute it again so that its decorators run under observation.
+            module = importlib.reload(sys.modules[module_name])
+        else:
+            module = importlib.import_module(module_name)
+        if cache is not None:
+            cache[module_name] = module
+        return module
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if module_name == missing or module_name.startswith(missing + "."):
@@ -176,12 +186,13 @@ def _import_module(module_name: str, search_path: str) -> ModuleType:
         raise _import_failure(module_name, exc) from exc
 
 
-def import_module(module_part: str, search_path: str = ".") -> ModuleType:
-    """Import the module part of a TARGET (a dotted name or a .py file)."""
+def import_module(module_part: str, search_path: str = ".", fresh: bool = False) -> ModuleType:
+    """Import the module part of a TARGET (a dotted name or a .py file); `fresh` executes a
+    dotted module again if it was imported before (once per run under module_cache)."""
     _add_to_sys_path(os.path.abspath(search_path))
     if _is_file_spec(module_part):
         return _import_file(module_part)
-    return _import_module(module_part, search_path)
+    return _import_module(module_part, search_path, fresh)
 
 
 def resolve_attribute(module: ModuleType, module_part: str, attr_path: str) -> Any:
@@ -219,6 +230,7 @@ def load_target(
     spec: str,
     search_path: str = ".",
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
+    fresh: bool = False,
 ) -> Target:
     """Import TARGET and return the callable it names, with loader errors in plain words."""
     module_part, attr_path = split_spec(spec)
@@ -226,7 +238,7 @@ def load_target(
         raise LoadError(f"--path {search_path!r} is not a directory")
     context = import_context() if import_context is not None else contextlib.nullcontext()
     with context:
-        module = import_module(module_part, search_path)
+        module = import_module(module_part, search_path, fresh)
     function = resolve_attribute(module, module_part, attr_path)
     if inspect.isclass(function):
         raise LoadError(

@@ -46,15 +46,15 @@ def summary_line(report: Report) -> Text:
 COLUMNS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("status", {"no_wrap": True, "min_width": 6}), ("check", {"no_wrap": True}),
     ("input", {"no_wrap": True}), ("output", {"no_wrap": True}),
-    ("max abs", {"justify": "right", "no_wrap": True}),
-    ("max rel", {"justify": "right", "no_wrap": True}), ("worst", {"no_wrap": True}),
-    ("location", {"no_wrap": True}),
-    ("message", {"no_wrap": True, "overflow": "ellipsis", "min_width": 24, "max_width": 72}),
+    ("max abs", {"justify": "right", "no_wrap": True, "min_width": 8}),
+    ("max rel", {"justify": "right", "no_wrap": True, "min_width": 8}),
+    ("worst", {"no_wrap": True}), ("location", {"no_wrap": True}),
+    ("message", {"no_wrap": True, "overflow": "ellipsis", "min_width": 20}),
 )
 MESSAGE_COLUMN = len(COLUMNS) - 1
-# Below this width the table drops its message column (the findings below still say it all)
-# and shows locations as file:line.
+# Below this width locations are shown as file:line.
 ROOMY_WIDTH = 150
+MIN_MESSAGE_WIDTH = 30
 
 
 def headline(message: str) -> str:
@@ -77,11 +77,19 @@ class ChecksTable:
         roomy = options.max_width >= ROOMY_WIDTH
         rows = [_row(result, roomy) for result in self.report.sorted_checks()]
         keep = [i for i in range(len(COLUMNS))
-                if i in (0, 1) or (i == MESSAGE_COLUMN and roomy)
-                or (i != MESSAGE_COLUMN and any(str(r[i]) for r in rows))]
+                if i in (0, 1) or (i != MESSAGE_COLUMN and any(str(r[i]) for r in rows))]
+        # The message takes whatever the other columns leave (each costs its text + 3), and
+        # is left out when that is too little: the findings below carry every message.
+        used = 1 + sum(3 + max(len(COLUMNS[i][0]), *(len(str(r[i])) for r in rows))
+                       for i in keep)
+        if options.max_width - used - 3 >= MIN_MESSAGE_WIDTH:
+            keep.append(MESSAGE_COLUMN)
         table = Table(show_header=True, header_style="bold", expand=False, pad_edge=False)
         for i in keep:
             name, column_options = COLUMNS[i]
+            if i == MESSAGE_COLUMN:
+                column_options = {**column_options,
+                                  "max_width": max(20, options.max_width - used - 3)}
             table.add_column(name, **column_options)
         for row in rows:
             table.add_row(*(row[i] for i in keep))
