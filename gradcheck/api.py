@@ -51,6 +51,7 @@ def check(
     path: str = ".",
     instrument: bool = True,
     explain: bool = False,
+    surrogates: tuple[str, ...] = (),
 ) -> Report:
     """Check the gradients of f at the given arguments; never raises for a wrong gradient.
 
@@ -63,6 +64,7 @@ def check(
         upstream=_upstream_specs(upstream), atol=atol, rtol=rtol, eps=eps, mode=mode,
         probes=probes, seed=seed, dtype=dtype, max_memory=max_memory,
         kinds=ALL_KINDS if kinds is None else frozenset(kinds), explain=explain,
+        surrogates=frozenset(surrogates),
     )
     arguments = Arguments(tuple(args), dict(kwargs or {}), "gradcheck.check")
     if not isinstance(f, str):

@@ -45,6 +45,9 @@ class CheckOptions:
     max_memory: int = DEFAULT_MAX_MEMORY
     kinds: frozenset[str] = ALL_KINDS
     explain: bool = False
+    # Names of custom gradients that deliberately differ from the true gradient
+    # (straight-through estimators, clipping): their mismatches are warnings.
+    surrogates: frozenset[str] = frozenset()
     # Called as progress(task, done, total) as work advances; the core never prints.
     progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
 

@@ -52,6 +52,9 @@ def _check_options(function: Callable[..., Any]) -> Callable[..., Any]:
                      help="Random directions in fast mode."),
         click.option("--dtype", type=click.Choice(["auto", "float32", "float64"]),
                      default="auto", show_default=True),
+        click.option("--surrogate", "surrogates", multiple=True, metavar="NAME",
+                     help="A custom_gradient that deliberately differs from the true gradient"
+                          " (straight-through, clipping): its mismatch is a warning."),
         click.option("--max-memory", "max_memory", default="1GiB", show_default=True,
                      help="Memory budget for batched evaluations and Jacobians."),
         click.option("--timeout", type=float, metavar="SECONDS",
@@ -204,6 +207,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             mode=options["mode"], probes=options["probes"], seed=options["seed"],
             dtype=options["dtype"], max_memory=parse_memory(options["max_memory"]),
             kinds=COMMAND_KINDS[command], explain=_explain_wanted(command, options),
+            surrogates=frozenset(options["surrogates"]),
             progress=(progress := _progress_bar(output_format, options["no_color"])),
         )
         try:

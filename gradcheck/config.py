@@ -51,6 +51,7 @@ class CheckConfig:
     probes: int = 8
     dtype: str = "auto"
     timeout: float | None = None  # this check's own; RunConfig.timeout is the default
+    surrogate: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ CHECK_KEYS: dict[str, Callable[[Any, str], Any]] = {
     "inputs": _target, "upstream": _strings, "command": _choice(COMMANDS),
     "seed": _integer(0), "mode": _choice(MODES), "atol": _number(False),
     "rtol": _number(False), "eps": _number(True), "probes": _integer(1),
-    "dtype": _choice(DTYPES), "timeout": _number(True),
+    "dtype": _choice(DTYPES), "timeout": _number(True), "surrogate": _strings,
 }
 TOP_KEYS: dict[str, Callable[[Any, str], Any]] = {
     "path": _string, "timeout": _number(True), "check": lambda value, where: value,

@@ -26,6 +26,10 @@ def value_diagnosis(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outpu
     a = np.asarray(autodiff, dtype=np.float64).reshape(out_size, -1)
     f = np.asarray(fd, dtype=np.float64).reshape(out_size, -1)
     scale = float(np.max(np.abs(f), initial=0.0)) + 1e-12
+    if np.any(a) and not np.any(f):
+        return ("returns a nonzero gradient where the forward is locally constant (finite"
+                " differences are zero): a straight-through estimator? If deliberate, declare"
+                " it with --surrogate")
     if not np.any(a) and np.any(f):
         if n_outputs > 1:
             return (f"ignores the upstream of {output}: that output's contribution"

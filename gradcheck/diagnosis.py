@@ -155,15 +155,41 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     if observer is not None:
         record_eager_calls(function, named, options, observer)
     sites: list[CheckResult] = []
+    surrogates: list[CheckResult] = []
     for site in observer.sites if observer is not None else ():
-        sites += site_results(site, function, report, options)
+        found = site_results(site, function, report, options)
+        if site.name in options.surrogates:
+            surrogates += [r for r in found if r.failed]
+            found = [_as_surrogate(r, site.name) for r in found]
+        sites += found
     core = merge_shape_findings(report.checks, sites)
     wrong_sites = [r for r in sites if r.failed]
     if wrong_sites:
         core = blame(core, wrong_sites)
-    explained = {c.input for c in core if c.input} if wrong_sites else set()
+    elif surrogates:
+        core = excuse(core, surrogates)
+    explained = {c.input for c in core if c.input} if wrong_sites or surrogates else set()
     breaks, core = graph_break_results(function, named, options, core, explained)
     return replace(report, checks=tuple(sites + breaks + core))
+
+
+def _as_surrogate(result: CheckResult, name: str) -> CheckResult:
+    if not result.failed:
+        return result
+    return replace(result, status="warn",
+                   message=f"{result.message}; declared a deliberate surrogate gradient"
+                           f" (--surrogate {name}), so not a failure")
+
+
+def excuse(core: Sequence[CheckResult], surrogates: Sequence[CheckResult]) -> list[CheckResult]:
+    """f's mismatches are expected when only declared surrogate gradients differ."""
+    culprit = surrogates[0].message.split(":", 1)[0]
+    return [
+        replace(c, status="warn", location=c.location or surrogates[0].location,
+                message=f"{c.message}; expected: {culprit} is a declared surrogate")
+        if c.failed and c.check in CUT_SYMPTOMS | {"jvp", "fast"} else c
+        for c in core
+    ]
 
 
 def blame(core: Sequence[CheckResult], wrong_sites: Sequence[CheckResult]) -> list[CheckResult]:

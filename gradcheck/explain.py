@@ -244,10 +244,16 @@ def _several(facts: InputFacts, targets: list[dict[str, Any]]) -> dict[str, Any]
             "compatible": False, "shape": None, "values": None, "difference": None,
             "max_abs_difference": None,
             "message": f"Σₖ tape.gradient(yₖ, {facts.name}) * uₖ cannot even be formed: {reason}"}
-    return {
-        "note": f"{facts.name} feeds {len(facts.targets)} targets ({names}): tape.gradient sums"
+    fed = [t.name for t in facts.targets if t.plain is not None]
+    if len(fed) > 1:
+        note = (f"{facts.name} feeds {len(fed)} targets ({', '.join(fed)}): tape.gradient sums"
                 f" their contributions, 1ᵀJ₁ + 1ᵀJ₂ + ... without output_gradients and"
-                f" u₁ᵀJ₁ + u₂ᵀJ₂ + ... with them",
+                f" u₁ᵀJ₁ + u₂ᵀJ₂ + ... with them")
+    else:
+        note = (f"tape.gradient over all {len(facts.targets)} targets ({names}) sums their"
+                f" contributions, but only {fed[0] if fed else 'none'} depends on {facts.name}")
+    return {
+        "note": note,
         "sum_of_contributions": tensor_view(contributions),
         "misconception": misconception,
     }

@@ -85,6 +85,7 @@ def run_one(check: CheckConfig, timeout: float | None = None) -> CheckOutcome:
     options = CheckOptions(
         atol=check.atol, rtol=check.rtol, eps=check.eps, mode=check.mode, probes=check.probes,
         seed=check.seed, dtype=check.dtype, kinds=COMMAND_KINDS[check.command],
+        surrogates=frozenset(check.surrogate),
     )
     function = check.target.rpartition(":")[2]
     start = time.perf_counter()

@@ -160,3 +160,9 @@ def test_missing_and_non_utf8_config_files(tmp_path: Path) -> None:
 def test_no_pyproject_anywhere_up_the_tree(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="give --config FILE$"):
         load_config(start=tmp_path)
+
+
+def test_surrogate_names_are_read() -> None:
+    run = parse_config(config({"target": "ops:f", "surrogate": ["ste_round", "clip"]}), SOURCE)
+    assert run.checks[0].surrogate == ("ste_round", "clip")
+    assert "surrogate" in error_of(config({"target": "ops:f", "surrogate": 3}))

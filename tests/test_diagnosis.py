@@ -152,3 +152,16 @@ def test_github_annotations(run_cli: Callable[..., Result]) -> None:
     assert len(annotations) == 1
     assert annotations[0].startswith("::error file=")
     assert "stop_gradient_only_path.py,line=7,title=gradcheck graph-break::" in annotations[0]
+
+
+def test_declared_surrogate_gradients_are_warnings(run_cli: Callable[..., Result]) -> None:
+    target = fixture_target("straight_through", "quantised_layer")
+    plain = json.loads(run_cli(["check", target, "--format", "json"]).stdout)
+    site = [c for c in plain["checks"] if c["check"] == "custom-gradient"][0]
+    assert site["status"] == "fail" and "straight-through estimator?" in site["message"]
+    assert site["location"].endswith("straight_through.py:10")
+    declared = run_cli(["check", target, "--format", "json", "--surrogate", "ste_round"])
+    assert declared.exit_code == 0
+    data = json.loads(declared.stdout)
+    assert {c["check"]: c["status"] for c in data["checks"] if c["status"] != "pass"} == {
+        "custom-gradient": "warn", "jacobian": "warn", "vjp": "warn"}
