@@ -335,8 +335,8 @@ class Checker:
             return kinks
         if comparison.ok:
             message = (f"autodiff matches finite differences (max rel err"
-                       f" {comparison.max_rel_err:.1e}; allowed rtol={self.tolerance.rtol:g},"
-                       f" atol={self.tolerance.atol:g}, plus the finite-difference error"
+                       f" {comparison.max_rel_err:.1e}, within rtol={self.tolerance.rtol:g}"
+                       f" and atol={self.tolerance.atol:g} plus the finite-difference error"
                        f" estimate)")
             self.findings.add("jacobian", "pass", message, details=details,
                               **_comparison_fields(comparison), **where)
