@@ -334,9 +334,10 @@ class Checker:
                 details=details, **_comparison_fields(comparison), **where)
             return kinks
         if comparison.ok:
-            message = (f"autodiff matches finite differences (max rel err"
-                       f" {comparison.max_rel_err:.1e}, within rtol={self.tolerance.rtol:g}"
-                       f" and atol={self.tolerance.atol:g} plus the finite-difference error"
+            message = (f"autodiff matches finite differences (max abs err"
+                       f" {comparison.max_abs_err:.1e}, max rel err {comparison.max_rel_err:.1e},"
+                       f" each element within atol={self.tolerance.atol:g} +"
+                       f" rtol={self.tolerance.rtol:g}·|J| + the finite-difference error"
                        f" estimate)")
             self.findings.add("jacobian", "pass", message, details=details,
                               **_comparison_fields(comparison), **where)

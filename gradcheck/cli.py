@@ -145,6 +145,12 @@ def report_error(error: GradcheckError, output_format: str, show_traceback: bool
         from gradcheck.render.json_format import render_error_json
 
         click.echo(render_error_json(error.message, int(error.exit_code), target))
+    elif output_format == "junit" and target is not None:
+        from gradcheck.render.junit import render_junit
+        from gradcheck.runner import CheckOutcome
+
+        click.echo(render_junit([CheckOutcome(target, target, None, error.exit_code,
+                                              error=error.message)]), nl=False)
     return int(error.exit_code)
 
 

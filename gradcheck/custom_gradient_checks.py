@@ -45,7 +45,9 @@ def value_diagnosis(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outpu
     if a.shape[0] == a.shape[1] > 1 and _close(a, f.T, scale):
         return "uses J where Jᵀ is needed (it returns J·u instead of uᵀJ): transpose it"
     if a.shape[0] > 1 and np.allclose(a, a[0]) and not _close(a, f, scale):
-        return "ignores the upstream: it returns the same gradient whatever u is"
+        return ("gives every output element the same gradient row: it sums the upstream"
+                " (e.g. over the batch axis, tf.reduce_sum(upstream)) or ignores it, instead"
+                " of weighting each output's row by its own upstream element")
     return "returns wrong values"
 
 

@@ -25,7 +25,7 @@ from gradcheck.tf_runtime import tensorflow
 
 SITE_KINDS = frozenset({"jacobian", "grad-shape", "connected", "custom-gradient", "fast"})
 # Findings that explain a cut path when autodiff and finite differences disagree.
-CUT_SYMPTOMS = frozenset({"connected", "jacobian", "vjp"})
+CUT_SYMPTOMS = frozenset({"connected", "jacobian", "vjp", "fast"})
 
 
 def _site_arguments(site: Site) -> list[NamedArgument]:
@@ -170,7 +170,14 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
         core = excuse(core, surrogates)
     explained = {c.input for c in core if c.input} if wrong_sites or surrogates else set()
     breaks, core = graph_break_results(function, named, options, core, explained)
-    return replace(report, checks=tuple(sites + breaks + core))
+    notes = report.notes
+    unexplained = [c for c in core if c.failed and c.location is None]
+    if observer is None and unexplained:
+        notes += (
+            "custom gradients are checked on their own, with their grad_fn's line, only when"
+            " gradcheck imports the module itself: pass 'path/to/module.py:function' or"
+            " 'package.module:function' instead of the function object",)
+    return replace(report, checks=tuple(sites + breaks + core), notes=notes)
 
 
 def _as_surrogate(result: CheckResult, name: str) -> CheckResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -9,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradcheck import numerics
-from gradcheck.autodiff import BATCH_OVERHEAD, first_line, flatten_outputs, point_bytes
+from gradcheck.autodiff import first_line, flatten_outputs, point_bytes
+from gradcheck.errors import UsageError
 from gradcheck.locations import exception_location
 from gradcheck.tf_runtime import tensorflow
 
@@ -44,33 +46,50 @@ def _human(size: float) -> str:
     return f"{size:.1f}PiB"
 
 
+# Jacobian-sized float64 arrays full mode keeps per input (see full_mode_bytes).
+FULL_MODE_ARRAYS = 6
+
+
 def full_mode_bytes(program: Program, output_shapes: Sequence[Sequence[int]]
                     ) -> tuple[int, str]:
-    """The largest memory full mode needs for one input: its 4n FD points or its Jacobian."""
+    """What full mode holds at once for its largest input: Jacobian-sized arrays (autodiff,
+    the x±h evaluations, finite differences, their error estimates...) and one chunk."""
     worst, what = 0, ""
     outputs = sum(_size(s) for s in output_shapes)
     for slot in program.sources:
         n = _size(slot.shape)
-        batch = 4 * n * point_bytes(slot.shape, output_shapes)
-        jacobian = 8 * n * outputs * BATCH_OVERHEAD // 4
-        if batch > worst:
-            worst, what = batch, f"the {4 * n} finite-difference points for {slot.name}"
-        if jacobian > worst:
-            worst, what = jacobian, f"the Jacobian with respect to {slot.name}"
+        held = 8 * n * outputs * FULL_MODE_ARRAYS + point_bytes(slot.shape, output_shapes)
+        if held > worst:
+            worst, what = held, f"full mode on {slot.name} ({n} inputs x {outputs} outputs)"
     return worst, what
+
+
+def physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 1 << 62  # unknown: do not refuse
 
 
 def choose_mode(options: CheckOptions, program: Program,
                 output_shapes: Sequence[Sequence[int]]) -> ModeChoice:
-    if options.mode == "full":
-        return ModeChoice("full", "--mode full")
     if options.mode == "fast":
         return ModeChoice("fast", "--mode fast was asked for")
     needed, what = full_mode_bytes(program, output_shapes)
+    if options.mode == "full":
+        # Asked for explicitly, full mode may exceed the budget (which then sizes its chunks),
+        # but not the machine: better a clear refusal than the out-of-memory killer.
+        limit = max(options.max_memory, int(0.8 * physical_memory()))
+        if needed > limit:
+            raise UsageError(
+                f"--mode full: {what} would hold about {_human(needed)} of Jacobian-sized"
+                f" arrays, more than this machine can spare ({_human(limit)}); use --mode"
+                " fast, or check a smaller input")
+        return ModeChoice("full", "--mode full")
     if needed > options.max_memory:
-        return ModeChoice("fast", f"--mode auto chose it: {what} would take about"
-                                  f" {_human(needed)}, over the memory budget"
-                                  f" (--max-memory {_human(options.max_memory)})")
+        return ModeChoice("fast", f"--mode auto chose it: {what} would hold about"
+                                  f" {_human(needed)} of Jacobian-sized arrays, over the memory"
+                                  f" budget (--max-memory {_human(options.max_memory)})")
     return ModeChoice("full", "within the memory budget")
 
 
@@ -115,6 +134,10 @@ class FastChecker:
     reason: str
     counter: Counter = field(default_factory=Counter)
     points: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def _full_mode_bytes(self) -> int:
+        shapes = [self.recording.outputs[k].shape for k in self.checker.diff_outputs]
+        return full_mode_bytes(self.program, shapes)[0]
 
     def point(self, slot_index: int) -> np.ndarray:
         """The input's value as float64, read once."""
@@ -351,7 +374,9 @@ class FastChecker:
         can_miss = (f"{len(results)} random projection(s) ran (seed {self.checker.options.seed});"
                     f" an error whose effect on ⟨u, J v⟩ stays below the tolerance (here about"
                     f" {worst.result.allowed:.1e}) is missed, so errors in a few small elements"
-                    " can go unseen: --mode full checks every element")
+                    " can go unseen: --mode full checks every element (it needs about"
+                    f" {_human(self._full_mode_bytes())}"
+                    " of --max-memory)")
         details: dict[str, Any] = {
             "mode_reason": self.reason, "probes": len(results),
             "failed_probes": [p.index for p in failed],

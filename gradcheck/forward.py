@@ -7,14 +7,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gradcheck.autodiff import first_line, flatten_outputs
+from gradcheck.numerics import machine_eps
 from gradcheck.tf_runtime import tensorflow
 
 if TYPE_CHECKING:
     from gradcheck.autodiff import Slot
     from gradcheck.checks import Checker
 
-# Both sides are autodiff: they may differ by rounding only, which the tolerance covers many times.
-JVP_SAFETY = 10.0
+# Both sides are autodiff, with no finite differences: they may differ by rounding only,
+# allowed as this many machine epsilons of the sum of the terms' magnitudes.
+JVP_ROUNDING = 1e4
 
 
 def check_jvp(checker: Checker) -> None:
@@ -54,8 +56,8 @@ def _check_one(checker: Checker, slot_index: int, slot: Slot, rng: np.random.Gen
     backward = float(np.sum(reverse_terms))
     scale = max(float(sum(np.sum(np.abs(t)) for t in forward_terms)),
                 float(np.sum(np.abs(reverse_terms))))
-    tolerance = checker.tolerance
-    allowed = JVP_SAFETY * (tolerance.atol + tolerance.rtol * scale)
+    eps = machine_eps(checker.tolerance_dtype)
+    allowed = JVP_ROUNDING * eps * scale + np.finfo(np.float64).tiny
     error = abs(forward - backward)
     details = {"forward": forward, "reverse": backward, "allowed": allowed}
     if all(j is None for j in jvps) and reverse.value is None:

@@ -128,6 +128,8 @@ def _op_cut(op: Any, slot_name: str) -> Cut | None:
                    f"{op.type} on the path from {slot_name} is piecewise constant: its gradient"
                    " is zero or None",
                    "use a smooth surrogate if a gradient is wanted here")
+    if op.outputs and all(out.dtype.is_bool for out in op.outputs):
+        return None  # comparisons and logic: booleans select branches, they carry no values
     try:
         from tensorflow.python.framework import ops as tf_ops
 

@@ -238,9 +238,17 @@ def resolve_arguments(
     inputs_attr: str | None = None,
     load_attribute: Callable[[str], Any] | None = None,
 ) -> Arguments:
-    """Pick the arguments by the documented precedence: -i, --shape, --inputs, convention."""
+    """Pick the arguments by the documented precedence: -i, --shape, --inputs, convention.
+    Keyword-only -i values combine with --shape (random positionals, given keywords)."""
     if input_specs:
-        return _from_specs(input_specs)
+        given = _from_specs(input_specs)
+        if shapes and not given.args:
+            shaped = _from_shapes(shapes, seed)
+            return Arguments(shaped.args, given.kwargs, f"{shaped.source} and -i/--input")
+        if shapes:
+            raise InputError("positional inputs come from -i or from --shape, not both;"
+                             " give keyword arguments with -i NAME=VALUE next to --shape")
+        return given
     if shapes:
         return _from_shapes(shapes, seed)
     if inputs_attr:

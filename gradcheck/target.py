@@ -157,6 +157,18 @@ def _exec_file(file_part: str) -> ModuleType:
     return module
 
 
+def _reload_if_possible(module: ModuleType) -> ModuleType:
+    """Imported before gradcheck could observe it (e.g. by the user's own tests): execute it
+    again so that its decorators run under observation. Modules that cannot run twice (a
+    gradient registered by name) keep their first import, unobserved."""
+    try:
+        return importlib.reload(module)
+    except (KeyboardInterrupt, TimeLimitExceeded):
+        raise
+    except Exception:
+        return sys.modules.get(module.__name__, module)
+
+
 def _import_module(module_name: str, search_path: str, fresh: bool = False) -> ModuleType:
     if not all(part.isidentifier() for part in module_name.split(".")):
         raise LoadError(f"TARGET module {module_name!r} is not a valid module name")
@@ -164,9 +176,7 @@ def _import_module(module_name: str, search_path: str, fresh: bool = False) -> M
     already = module_name in sys.modules
     try:
         if fresh and already and (cache is None or module_name not in cache):
-            # Imported before gradcheck could observe it (e.g. by the user's own tests):
-            # execute it again so that its decorators run under observation.
-            module = importlib.reload(sys.modules[module_name])
+            module = _reload_if_possible(sys.modules[module_name])
         else:
             module = importlib.import_module(module_name)
         if cache is not None:

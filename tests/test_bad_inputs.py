@@ -178,7 +178,8 @@ MATRIX = [
         "tool.gradcheck.check[1].target: missing"),
     bad("config-unknown-key", ("run", "--config", "{data}/unknown_key.toml"),
         "tool.gradcheck.check[0].atoll: unknown key; known keys are atol, command, dtype, eps,"
-        " input, inputs, mode, name, path, probes, rtol, seed, shape, target, timeout, upstream"),
+        " input, inputs, mode, name, path, probes, rtol, seed, shape, surrogate, target, timeout,"
+        " upstream"),
     bad("config-not-found", ("run", "--config", "{data}/nope.toml"),
         "config file '{data}/nope.toml' not found"),
     bad("run-k-matches-nothing", ("run", "--config", "ci_project/pyproject.toml", "-k", "zzz"),

@@ -19,7 +19,8 @@ def test_value_mistakes_are_named() -> None:
     assert value_diagnosis(np.zeros((2, 2)), J, 2, 2, "y[1]").startswith(
         "ignores the upstream of y[1]")
     same_rows = np.array([[-2.0, 2.5], [-2.0, 2.5]])
-    assert value_diagnosis(same_rows, J, 2, 1, "y").startswith("ignores the upstream")
+    assert value_diagnosis(same_rows, J, 2, 1, "y").startswith(
+        "gives every output element the same gradient row: it sums the upstream")
     assert value_diagnosis(J + np.array([[0.0, 0.1], [0.0, 0.0]]), J, 2, 1, "y") == (
         "returns wrong values")
 

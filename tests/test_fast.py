@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import gradcheck
+from gradcheck.autodiff import point_bytes
 from gradcheck.checks import CheckOptions
+from gradcheck.errors import UsageError
 from gradcheck.fast import choose_mode, full_mode_bytes
 from tests.conftest import fixture_module, fixture_target
 
@@ -90,10 +92,16 @@ def test_auto_mode_chooses_by_memory_budget() -> None:
     named = name_arguments(module.f, Arguments(module.f_inputs, {}, "test"))
     program, _ = autodiff.prepare(module.f, named, "auto")
     needed, what = full_mode_bytes(program, [(300,)])
-    assert needed == 4 * 300 * 8 * 600 and "finite-difference points for x" in what
+    # Jacobian-sized float64 arrays (300 x 300, six of them) and one evaluation point.
+    assert needed == 8 * 300 * 300 * 6 + point_bytes((300,), [(300,)])
+    assert what == "full mode on x (300 inputs x 300 outputs)"
     assert choose_mode(CheckOptions(max_memory=needed - 1), program, [(300,)]).mode == "fast"
     assert choose_mode(CheckOptions(max_memory=needed), program, [(300,)]).mode == "full"
+    # Asked for, full mode goes over the budget (which then sizes chunks), not over the machine.
     assert choose_mode(CheckOptions(mode="full", max_memory=1), program, [(300,)]).mode == "full"
+    huge = [(10**7,)]
+    with pytest.raises(UsageError, match=r"--mode full: full mode on x \(300 inputs x 1000000"):
+        choose_mode(CheckOptions(mode="full"), program, huge)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
