@@ -12,7 +12,7 @@ from click.testing import Result
 import gradcheck
 from gradcheck.report import CheckResult, Report
 
-from .conftest import FIXTURES, fixture_target
+from .conftest import FIXTURES, fixture_module, fixture_target
 
 # (fixture, function, check kind, status, line of the finding, words in its message)
 LOCATED = [
@@ -130,7 +130,7 @@ def test_a_cut_that_cannot_be_located_is_said_honestly() -> None:
 
 
 def test_callable_api_still_finds_graph_breaks() -> None:
-    module = __import__("numpy_round_trip")
+    module = fixture_module("numpy_round_trip")
     report = gradcheck.check(module.f, *module.f_inputs)
     cut = findings(report, "graph-break")[0]
     assert cut.status == "fail" and cut.location is not None

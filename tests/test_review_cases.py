@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from collections.abc import Callable
+from pathlib import Path
+from xml.etree import ElementTree
 
+import numpy as np
 import tensorflow as tf
 from click.testing import Result
 
 import gradcheck
 from gradcheck.report import Report
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, fixture_module, fixture_target
 
 
 def run(name: str, function: str) -> Report:
@@ -66,3 +71,46 @@ def test_click_usage_errors_still_print_json(run_cli: Callable[..., Result]) -> 
     assert json.loads(result.stdout) == {
         "gradcheck": "0.1.0", "target": None, "ok": False, "exit_code": 2,
         "error": "Missing argument 'TARGET'."}
+
+
+def test_callable_api_blames_no_comparison_and_hints_at_targets() -> None:
+    module = fixture_module("leaky_wrong_slope")
+    report = gradcheck.check(module.leaky, *module.leaky_inputs)
+    assert statuses(report, "jacobian") == {"fail"}
+    assert not [c for c in report.checks if c.check == "graph-break"]
+    assert any("pass 'path/to/module.py:function'" in note for note in report.notes)
+    located = run("leaky_wrong_slope", "leaky")
+    site = [c for c in located.checks if c.check == "custom-gradient" and c.failed][0]
+    assert site.location is not None and site.location.endswith("leaky_wrong_slope.py:11")
+
+
+def test_a_module_that_cannot_be_imported_twice_is_still_checked(tmp_path: Path) -> None:
+    package = tmp_path / "onceonly"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "ops.py").write_text(
+        "import tensorflow as tf\n\n\n@tf.RegisterGradient('OnceOnlyGrad')\n"
+        "def _grad(op, grad):\n    return grad\n\n\ndef sq(x):\n    return x * x\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.import_module("onceonly.ops")
+        report = gradcheck.check("onceonly.ops:sq", np.ones(3))
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert report.ok
+
+
+def test_shape_combines_with_keyword_inputs(run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", fixture_target("two_in_two_out"), "--shape", "3",
+                      "-i", "scale=[1.0, 2.0, 3.0]", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert [i["name"] for i in json.loads(result.stdout)["inputs"]] == ["x", "scale"]
+
+
+def test_junit_on_a_loading_error_is_an_error_testcase(run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", "no_such_module_z:f", "--format", "junit"])
+    assert result.exit_code == 2
+    case = ElementTree.fromstring(result.stdout).find("./testsuite/testcase")
+    assert case is not None and case.get("name") == "setup"
+    error = case.find("error")
+    assert error is not None and "could not import module" in (error.get("message") or "")
