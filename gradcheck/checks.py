@@ -347,15 +347,24 @@ class Checker:
         if self._symmetric_warning("jacobian", f"tape.jacobian of {output.name}", slot,
                                    comparison, verdict, details, where):
             return kinks
+        self._mismatch("jacobian", "autodiff and finite differences disagree",
+                       ("autodiff", block), ("finite differences", fd.jacobian),
+                       comparison, verdict, details, where)
+        return kinks
+
+    def _mismatch(self, check: str, lead: str, actual: tuple[str, np.ndarray],
+                  expected: tuple[str, np.ndarray], comparison: Comparison,
+                  verdict: symmetric.SymmetricVerdict | None, details: dict[str, Any],
+                  where: dict[str, Any]) -> None:
+        """A failure naming how many elements disagree and the worst one."""
         index = comparison.worst_index or ()
         self.findings.add(
-            "jacobian", "fail",
-            f"autodiff and finite differences disagree in {comparison.n_bad} of"
-            f" {comparison.size} elements; worst {_fmt_index(index)}: autodiff"
-            f" {block[index]:.6g}, finite differences {fd.jacobian[index]:.6g}"
+            check, "fail",
+            f"{lead} in {comparison.n_bad} of {comparison.size} elements; worst"
+            f" {_fmt_index(index)}: {actual[0]} {np.asarray(actual[1])[index]:.6g},"
+            f" {expected[0]} {np.asarray(expected[1])[index]:.6g}"
             + (symmetric.mismatch_note(verdict) if verdict else ""),
             details=details, **_comparison_fields(comparison), **where)
-        return kinks
 
     def _symmetric_warning(self, check: str, what: str, slot: Slot, elementwise: Comparison,
                            verdict: symmetric.SymmetricVerdict | None, details: dict[str, Any],
@@ -410,14 +419,9 @@ class Checker:
         if self._symmetric_warning("vjp", "tape.gradient(..., output_gradients=u)", slot,
                                    comparison, verdict, details, where):
             return
-        index = comparison.worst_index or ()
-        self.findings.add(
-            "vjp", "fail",
-            f"tape.gradient(..., output_gradients=u) differs from uᵀJ (finite differences) in"
-            f" {comparison.n_bad} of {comparison.size} elements; worst {_fmt_index(index)}:"
-            f" {np.asarray(actual)[index]:.6g} vs {np.asarray(expected)[index]:.6g}"
-            + (symmetric.mismatch_note(verdict) if verdict else ""),
-            details=details, **_comparison_fields(comparison), **where)
+        self._mismatch("vjp", "tape.gradient(..., output_gradients=u) differs from uᵀJ (finite"
+                       " differences)", ("tape.gradient", actual), ("uᵀJ", expected),
+                       comparison, verdict, details, where)
 
     def _fd_vjp(self, analysis: SourceAnalysis) -> tuple[np.ndarray, np.ndarray]:
         """Σₖ uₖᵀJₖ from finite differences, and its error estimate."""
