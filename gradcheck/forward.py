@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,
 # allowed as this many machine epsilons of the sum of the terms' magnitudes.
-JVP_ROUNDING = 1e4
+JVP_ROUNDING = 300.0
 
 
 def check_jvp(checker: Checker) -> None:
