@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -253,6 +254,7 @@ class Recording:
     program: Program
     tape: Any
     outputs: list[OutputLeaf]
+    call_seconds: float = 0.0  # one call of f, warm (after prepare's first)
 
     def gradient(self, output_indices: Sequence[int], source: Slot,
                  upstreams: Sequence[np.ndarray] | None) -> GradientOutcome:
@@ -332,13 +334,15 @@ def record(program: Program) -> Recording:
     with tf.GradientTape(persistent=True) as tape:
         for slot in program.sources:
             tape.watch(slot.value)
+        start = time.perf_counter()
         try:
             result = program.call()
         except (Exception, SystemExit) as exc:
             raise function_raised(program.function, exc) from exc
     # Outputs are y, y[0], y['mean']... unless an argument is already called y.
     base = "out" if any(slot.name == "y" for slot in program.slots) else "y"
-    return Recording(program, tape, flatten_outputs(result, base))
+    return Recording(program, tape, flatten_outputs(result, base),
+                     time.perf_counter() - start)
 
 
 def _require_agreement(arrays: Sequence[np.ndarray], row: int,

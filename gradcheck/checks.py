@@ -592,7 +592,8 @@ def run_checks(
         checker.findings.results.append(changed)
     analyses: list[SourceAnalysis] = []
     choice = fast.choose_mode(options, program,
-                              [recording.outputs[k].shape for k in diff_outputs])
+                              [recording.outputs[k].shape for k in diff_outputs],
+                              recording.call_seconds)
     if choice.mode == "fast" and changed is None:
         fast.run_fast(checker, choice.reason)
     for index, slot in enumerate(program.slots):

@@ -48,6 +48,10 @@ def _human(size: float) -> str:
 
 # Jacobian-sized float64 arrays full mode keeps per input (see full_mode_bytes).
 FULL_MODE_ARRAYS = 6
+# Under --mode auto, full mode is kept while its 2n evaluations of f (timed eagerly, an
+# overestimate of vectorised batches) stay below this, or the input is small anyway.
+AUTO_FULL_SECONDS = 60.0
+AUTO_MIN_FAST_INPUTS = 8192
 
 
 def full_mode_bytes(program: Program, output_shapes: Sequence[Sequence[int]]
@@ -72,7 +76,9 @@ def physical_memory() -> int:
 
 
 def choose_mode(options: CheckOptions, program: Program,
-                output_shapes: Sequence[Sequence[int]]) -> ModeChoice:
+                output_shapes: Sequence[Sequence[int]], call_seconds: float = 0.0) -> ModeChoice:
+    """Full mode unless asked otherwise or, under auto, it would not fit the memory budget or
+    would take minutes (2n evaluations of f, estimated from one eager call)."""
     if options.mode == "fast":
         return ModeChoice("fast", "--mode fast was asked for")
     needed, what = full_mode_bytes(program, output_shapes)
@@ -90,7 +96,14 @@ def choose_mode(options: CheckOptions, program: Program,
         return ModeChoice("fast", f"--mode auto chose it: {what} would hold about"
                                   f" {_human(needed)} of Jacobian-sized arrays, over the memory"
                                   f" budget (--max-memory {_human(options.max_memory)})")
-    return ModeChoice("full", "within the memory budget")
+    evaluations = 2 * max((_size(slot.shape) for slot in program.sources), default=0)
+    if evaluations > AUTO_MIN_FAST_INPUTS and evaluations * call_seconds > AUTO_FULL_SECONDS:
+        return ModeChoice("fast", f"--mode auto chose it: full mode would evaluate f"
+                                  f" {evaluations} times, about"
+                                  f" {evaluations * call_seconds:.0f} s at"
+                                  f" {call_seconds * 1e3:.2g} ms per call (--mode full to"
+                                  " insist)")
+    return ModeChoice("full", "within the memory and time budgets")
 
 
 @dataclass(frozen=True)

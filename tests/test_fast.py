@@ -110,3 +110,18 @@ def test_fast_mode_has_no_false_alarm_on_a_dense_correct_function(seed: int) -> 
     report = gradcheck.check(module.f, *module.f_inputs, mode="fast", seed=seed, probes=4)
     assert report.ok, [c.message for c in report.checks if c.failed]
     assert [c.status for c in _by_kind(report, "fast")] == ["pass"]
+
+
+def test_auto_mode_also_weighs_the_time_of_full_mode() -> None:
+    module = fixture_module("dense_layer")
+    from gradcheck import autodiff
+    from gradcheck.inputs import Arguments, name_arguments
+
+    big = np.zeros(10_000)
+    named = name_arguments(module.f, Arguments((module.f_inputs[0],), {}, "test"))
+    program, _ = autodiff.prepare(module.f, named, "auto")
+    program.slots[0].shape = big.shape  # what the choice reads: the input's size
+    slow = choose_mode(CheckOptions(max_memory=1 << 40), program, [(1,)], call_seconds=0.01)
+    assert slow.mode == "fast" and "evaluate f 20000 times, about 200 s" in slow.reason
+    quick = choose_mode(CheckOptions(max_memory=1 << 40), program, [(1,)], call_seconds=1e-4)
+    assert quick.mode == "full"
