@@ -212,7 +212,8 @@ def resolve_attribute(module: ModuleType, module_part: str, attr_path: str) -> A
     for part in attr_path.split("."):
         if not hasattr(obj, part):
             where = f"module {module_part!r}" if not walked else repr(".".join(walked))
-            names = [n for n in dir(obj) if not n.startswith("_")]
+            names = [n for n in dir(obj) if not n.startswith("_")
+                     and not inspect.ismodule(getattr(obj, n, None))]
             close = difflib.get_close_matches(part, names, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise LoadError(f"attribute {part!r} not found in {where}{hint}")

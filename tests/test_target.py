@@ -114,3 +114,10 @@ def test_missing_file() -> None:
     with pytest.raises(LoadError) as info:
         load_target("does/not/exist.py:f")
     assert info.value.message == "file 'does/not/exist.py' not found"
+
+
+def test_suggestions_never_name_an_imported_module(tmp_path: Path) -> None:
+    path = write(tmp_path, "uses_numpy.py", "import numpy as np\n\ndef norm(x):\n    return x\n")
+    with pytest.raises(LoadError) as info:
+        load_target(f"{path}:nope")
+    assert info.value.message == f"attribute 'nope' not found in module {path!r}"
