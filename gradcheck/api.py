@@ -10,9 +10,8 @@ import numpy as np
 from gradcheck.checks import ALL_KINDS, DEFAULT_MAX_MEMORY, CheckOptions
 from gradcheck.diagnosis import diagnose
 from gradcheck.inputs import Arguments, name_arguments, resolve_arguments
-from gradcheck.instrument import observing_custom_gradients
+from gradcheck.pipeline import check_target
 from gradcheck.report import Report
-from gradcheck.target import load_target
 
 
 def _is_numeric_nest(value: Any) -> bool:
@@ -70,12 +69,11 @@ def check(
     if not isinstance(f, str):
         label = getattr(f, "__qualname__", getattr(f, "__name__", repr(f)))
         return diagnose(f, name_arguments(f, arguments), options, label)
-    with observing_custom_gradients(instrument) as observer:
-        target = load_target(f, path, fresh=instrument)
-        if not (args or kwargs):
-            arguments = resolve_arguments(target.name, target.module)
-        named = name_arguments(target.function, arguments)
-        return diagnose(target.function, named, options, f, observer)
+    given = arguments if args or kwargs else None
+    return check_target(
+        f, path, options,
+        lambda target: given or resolve_arguments(target.name, target.module),
+        instrument=instrument)
 
 
 def assert_gradients(f: Callable[..., Any] | str, *args: Any, **options: Any) -> Report:

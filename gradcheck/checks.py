@@ -231,17 +231,14 @@ class Checker:
             return
         size = int(np.prod(slot.shape))
         self.refine(analysis, numerics.in_doubt(block, fd, self.tolerance, size))
-        x = np.abs(np.asarray(slot.value.numpy(), dtype=np.float64))
-        # The default step is relative to max(|x|, 1): too big for tiny x (log, sqrt near 0),
-        # so the last retry makes it relative to |x| itself.
-        relative = np.where(x > 0, 1.0 / np.clip(x, 1e-8, 1.0), 1.0)
-        for divisor in (*numerics.SMALLER_STEPS, relative):
+        for divisor in (*numerics.SMALLER_STEPS, None):
             doubt = np.union1d(
                 numerics.in_doubt(block, analysis.fd[k], self.tolerance, size),
                 numerics.noisy_columns(analysis.fd[k], self.tolerance, size))
             if doubt.size == 0:
                 break
-            self.retry_smaller(analysis, doubt, divisor)
+            self.retry_smaller(analysis, doubt, divisor if divisor is not None
+                               else numerics.relative_divisor(slot.value.numpy()))
         analysis.kink_masks[k] = self._judge_jacobian(block, analysis.fd[k], output, slot)
 
     def retry_smaller(self, analysis: SourceAnalysis, elements: np.ndarray,
@@ -560,6 +557,16 @@ def run_checks(
     target_label: str,
 ) -> Report:
     """Evaluate f, compare autodiff with finite differences, and report every finding."""
+    return check_program(function, named, options, target_label)[0]
+
+
+def check_program(
+    function: Callable[..., Any],
+    named: Sequence[NamedArgument],
+    options: CheckOptions,
+    target_label: str,
+) -> tuple[Report, autodiff.Program]:
+    """run_checks, also returning f bound to its arguments (for diagnosis to reuse)."""
     program, first_result = autodiff.prepare(function, named, options.dtype)
     recording = autodiff.record(program)
     name = autodiff.function_name(function)
@@ -615,4 +622,4 @@ def run_checks(
         checks=tuple(checker.findings.results),
         notes=tuple(checker.findings.notes),
         explain=checker.explanation(analyses) if options.explain and analyses else None,
-    )
+    ), program

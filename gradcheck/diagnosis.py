@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck import autodiff
-from gradcheck.checks import CheckOptions, run_checks
+from gradcheck.checks import CheckOptions, check_program, run_checks
 from gradcheck.custom_gradient_checks import (
     merge_shape_findings,
     shape_diagnosis,
@@ -111,14 +111,12 @@ def _failing_inputs(checks: Sequence[CheckResult], kinds: frozenset[str]) -> set
     return {c.input for c in checks if c.check in kinds and c.failed and c.input}
 
 
-def graph_break_results(function: Callable[..., Any], named: Sequence[NamedArgument],
-                        options: CheckOptions, checks: Sequence[CheckResult],
+def graph_break_results(program: autodiff.Program, checks: Sequence[CheckResult],
                         explained: set[str]) -> tuple[list[CheckResult], list[CheckResult]]:
     """Cuts for inputs whose gradient is missing or wrong; the checks, annotated with them."""
     suspects = _failing_inputs(checks, CUT_SYMPTOMS) - explained
     if not suspects:
         return [], list(checks)
-    program, _ = autodiff.prepare(function, named, options.dtype)
     lost = _failing_inputs(checks, frozenset({"connected"}))
     found: list[CheckResult] = []
     annotated = list(checks)
@@ -151,7 +149,7 @@ def graph_break_results(function: Callable[..., Any], named: Sequence[NamedArgum
 def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
              options: CheckOptions, label: str, observer: Observer | None = None) -> Report:
     """The full report: site and graph-break findings first, then the core checks."""
-    report = run_checks(function, named, options, label)
+    report, program = check_program(function, named, options, label)
     if observer is not None:
         record_eager_calls(function, named, options, observer)
     sites: list[CheckResult] = []
@@ -169,7 +167,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     elif surrogates:
         core = excuse(core, surrogates)
     explained = {c.input for c in core if c.input} if wrong_sites or surrogates else set()
-    breaks, core = graph_break_results(function, named, options, core, explained)
+    breaks, core = graph_break_results(program, core, explained)
     notes = report.notes
     unexplained = [c for c in core if c.failed and c.location is None]
     if observer is None and unexplained:

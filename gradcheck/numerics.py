@@ -228,6 +228,13 @@ def with_smaller_steps(
     return FiniteDifference(jacobian=blocks[0], error_estimate=blocks[1], kink=blocks[2])
 
 
+def relative_divisor(x: np.ndarray) -> np.ndarray:
+    """Divides the default step (relative to max(|x|, 1)) down to one relative to |x|
+    itself: the last retry, for tiny x where the default crosses zero (log, sqrt)."""
+    magnitude = np.abs(np.asarray(x, dtype=np.float64))
+    return np.where(magnitude > 0, 1.0 / np.clip(magnitude, 1e-8, 1.0), 1.0)
+
+
 def inconclusive(fd: FiniteDifference, tolerance: Tolerance) -> bool:
     """True when finite differences are too noisy to confirm anything: their error estimate
     is a sizeable fraction of the Jacobian itself."""

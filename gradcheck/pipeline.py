@@ -10,7 +10,7 @@ from typing import Any
 
 from gradcheck.checks import CheckOptions
 from gradcheck.diagnosis import diagnose
-from gradcheck.inputs import name_arguments, parse_upstreams, resolve_arguments
+from gradcheck.inputs import Arguments, name_arguments, parse_upstreams, resolve_arguments
 from gradcheck.instrument import observing_custom_gradients
 from gradcheck.report import Report
 from gradcheck.target import Target, load_attribute, load_target
@@ -36,17 +36,33 @@ def check_request(
     """Load, bind inputs, check. Raises GradcheckError subclasses for exit codes 2 and 3."""
     upstream = parse_upstreams(request.upstream_specs)
     tensorflow()
-    with observing_custom_gradients(request.instrument) as observer:
-        target: Target = load_target(request.target, request.path,
-                                     import_context or contextlib.nullcontext,
-                                     fresh=request.instrument)
-        arguments = resolve_arguments(
+
+    def arguments_for(target: Target) -> Arguments:
+        return resolve_arguments(
             target.name, target.module,
             input_specs=request.input_specs, shapes=request.shapes, seed=options.seed,
             inputs_attr=request.inputs_attr,
             load_attribute=lambda spec: load_attribute(spec, request.path),
         )
-        named = name_arguments(target.function, arguments)
-        return diagnose(target.function, named, replace(options, upstream=tuple(upstream)),
-                        request.target, observer)
+
+    return check_target(request.target, request.path, replace(options, upstream=tuple(upstream)),
+                        arguments_for, instrument=request.instrument,
+                        import_context=import_context)
+
+
+def check_target(
+    spec: str,
+    path: str,
+    options: CheckOptions,
+    arguments_for: Callable[[Target], Arguments],
+    *,
+    instrument: bool = True,
+    import_context: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> Report:
+    """Import TARGET with its custom gradients observed, bind its arguments, diagnose."""
+    with observing_custom_gradients(instrument) as observer:
+        target = load_target(spec, path, import_context or contextlib.nullcontext,
+                             fresh=instrument)
+        named = name_arguments(target.function, arguments_for(target))
+        return diagnose(target.function, named, options, spec, observer)
 
