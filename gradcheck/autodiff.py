@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck import instrument
 from gradcheck.errors import FunctionError, InputError
 from gradcheck.inputs import NamedArgument
 from gradcheck.locations import exception_location
 from gradcheck.numerics import STEP_FACTORS, machine_eps, points_along
-from gradcheck.tf_runtime import tensorflow
+from gradcheck.tf_runtime import silenced_stderr_fd, tensorflow
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 # TensorFlow's op errors start with the graph function's name and end with the op's (empty) name.
@@ -81,6 +82,13 @@ def _is_float(value: Any) -> bool:
     return _dtype_name(value) in FLOAT_DTYPES
 
 
+def _own_dtype(value: Any) -> str:
+    """The dtype TensorFlow would give the argument: float32 for Python floats and lists."""
+    if isinstance(value, (list, tuple, float)):
+        return "float32"
+    return _dtype_name(value) or "float32"
+
+
 def _as_differentiable_candidate(value: Any) -> Any:
     """Lists and floats of numbers become arrays; anything else is left as given."""
     if isinstance(value, (list, tuple, float)):
@@ -107,11 +115,20 @@ class Program:
         return [slot for slot in self.slots if slot.differentiable]
 
     def call(self, replacements: dict[int, Any] | None = None) -> Any:
+        """f(*args, **kwargs), each tensor argument a new tensor object on every call.
+
+        Libraries cache results by input tensor identity (TFP bijectors): a reused tensor
+        would return the previous call's output, recorded on no tape. tf.identity keeps the
+        path to the watched tensor, so tapes and forward accumulators see through it.
+        """
+        tf = tensorflow()
         replacements = replacements or {}
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for index, slot in enumerate(self.slots):
             value = replacements.get(index, slot.value)
+            if isinstance(value, tf.Tensor):
+                value = tf.identity(value)
             if slot.keyword is not None:
                 kwargs[slot.keyword] = value
             else:
@@ -133,7 +150,7 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot
                      tuple(copy.shape), is_variable=True)
             )
         elif _is_float(value) and not isinstance(value, tf.Variable):
-            target = dtype or _dtype_name(value) or "float64"
+            target = dtype or _own_dtype(argument.value)
             tensor = tf.cast(tf.convert_to_tensor(value), target)
             slots.append(
                 Slot(argument.name, argument.position, keyword, tensor, True, target,
@@ -149,18 +166,36 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot
     return slots
 
 
-def prepare(
-    function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str
-) -> tuple[Program, Any]:
-    """Bind the arguments and call f once; 'auto' promotes floats to float64 when f accepts it."""
-    if dtype_mode == "auto":
-        candidates: list[str | None] = ["float64", None]
-    elif dtype_mode in ("float32", "float64"):
-        candidates = [dtype_mode]
-    else:
-        raise InputError(f"--dtype must be auto, float32 or float64, not {dtype_mode!r}")
-    failures: list[BaseException] = []
-    for dtype in candidates:
+def _candidate_dtypes(dtype_mode: str) -> list[str | None]:
+    """The dtypes to try in order; None is each argument's own (a literal's is float32)."""
+    if dtype_mode in ("auto", "float64"):
+        return ["float64", None]
+    if dtype_mode == "float32":
+        return ["float32"]
+    raise InputError(f"--dtype must be auto, float32 or float64, not {dtype_mode!r}")
+
+
+def _gradient_problem(program: Program) -> str | None:
+    """Why gradients cannot be taken in the program's dtype (a grad_fn raising, or returning
+    another dtype than its input's), or None."""
+    tf = tensorflow()
+    mark = instrument.checkpoint()
+    try:
+        with tf.GradientTape() as tape:
+            for slot in program.sources:
+                tape.watch(slot.value)
+            leaves = [leaf for leaf in flatten_outputs(program.call()) if leaf.differentiable]
+        tape.gradient([leaf.tensor for leaf in leaves], [slot.value for slot in program.sources])
+    except Exception as exc:
+        return first_line(exc)
+    slips = instrument.violations_since(mark, "dtype")
+    return slips[0].message if slips else None
+
+
+def _candidate_programs(function: Callable[..., Any], named: Sequence[NamedArgument],
+                        dtype_mode: str) -> list[Program]:
+    programs: list[Program] = []
+    for dtype in _candidate_dtypes(dtype_mode):
         slots = _build_slots(named, dtype)
         if not any(slot.differentiable for slot in slots):
             kinds = ", ".join(f"{s.name} is {s.dtype}" for s in slots) or "no arguments"
@@ -169,19 +204,49 @@ def prepare(
                 " '[1.0, 2.0]'"
             )
         program = Program(function, slots, dtype or _common_dtype(slots))
+        if all(p.compute_dtype != program.compute_dtype for p in programs):
+            programs.append(program)
+    return programs
+
+
+def prepare(
+    function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str
+) -> tuple[Program, Any]:
+    """Bind the arguments and call f once, in float64 when f and its gradients accept it.
+
+    Promotion is gradcheck's choice, so it must never cause a finding: when f or a grad_fn
+    raises or mixes dtypes in float64 only, f is checked in its arguments' own dtype.
+    """
+    programs = _candidate_programs(function, named, dtype_mode)
+    problems: list[str] = []
+    ran: list[Program] = []
+    error: BaseException | None = None
+    for program in programs:
+        mark = instrument.checkpoint()
         try:
             result = program.call()
         except (Exception, SystemExit) as exc:  # the user's function raised (or called exit)
-            failures.append(exc)
+            instrument.rollback(mark)
+            problems.append(f"{function_name(function)} does not accept"
+                            f" {program.compute_dtype} inputs ({first_line(exc)})")
+            error = error or exc
             continue
-        if failures:
-            program.notes.append(
-                f"{function_name(function)} does not accept float64 inputs"
-                f" ({first_line(failures[0])}); checked in {program.compute_dtype}"
-                f" with {program.compute_dtype} tolerances"
-            )
-        return program, result
-    raise function_raised(function, failures[-1])
+        problem = _gradient_problem(program) if len(programs) > 1 else None
+        if problem is None:
+            if problems:
+                program.notes.append(
+                    f"{problems[0]}; checked in {program.compute_dtype}, the arguments' own"
+                    f" dtype, with {program.compute_dtype} tolerances")
+            return program, result
+        instrument.rollback(mark)
+        problems.append(f"the gradients of {function_name(function)} cannot be taken in"
+                        f" {program.compute_dtype} ({problem})")
+        ran.append(program)
+    if not ran:
+        assert error is not None
+        raise function_raised(function, error)
+    # The problem is the same in every dtype: the user's own, reported in the first one.
+    return ran[0], ran[0].call()
 
 
 def function_raised(function: Callable[..., Any], exc: BaseException,
@@ -256,24 +321,70 @@ class Recording:
     outputs: list[OutputLeaf]
     call_seconds: float = 0.0  # one call of f, warm (after prepare's first)
 
+    # Set when TensorFlow's own way failed and a slower, equivalent one gave the answer.
+    workarounds: list[str] = field(default_factory=list)
+    fresh_tapes: bool = False
+
     def gradient(self, output_indices: Sequence[int], source: Slot,
                  upstreams: Sequence[np.ndarray] | None) -> GradientOutcome:
-        tf = tensorflow()
-        targets = [self.outputs[i].tensor for i in output_indices]
-        grads = None
-        if upstreams is not None:
-            grads = [tf.constant(u, dtype=t.dtype) for u, t in zip(upstreams, targets)]
+        """tape.gradient on the recorded tape; when that raises, once more on a fresh tape
+        (tf.py_function gives its gradient only once per tape): only an error that a fresh
+        recording repeats is the user's."""
+        if self.fresh_tapes:
+            return self.fresh_gradient(output_indices, source, upstreams)
         try:
-            result = self.tape.gradient(targets, source.value, output_gradients=grads)
+            with silenced_stderr_fd():
+                result = self.tape.gradient(
+                    self._targets(self.outputs, output_indices), source.value,
+                    output_gradients=self._upstreams(output_indices, upstreams))
         except Exception as exc:  # a grad_fn that raises is a finding, not a crash
+            retried = self.fresh_gradient(output_indices, source, upstreams)
+            if retried.error is None:
+                self.fresh_tapes = True
+                self._note(f"the recorded tape could not give the gradient again"
+                           f" ({first_line(exc)}); gradients were taken on a fresh tape per call")
+                return retried
             return GradientOutcome(None, None, None, error=exc, error_traceback=user_traceback(exc))
         return _outcome(result)
 
+    def fresh_gradient(self, output_indices: Sequence[int], source: Slot,
+                       upstreams: Sequence[np.ndarray] | None) -> GradientOutcome:
+        """Call f again under a new tape and take one gradient from it."""
+        tf = tensorflow()
+        try:
+            with tf.GradientTape() as tape:
+                tape.watch(source.value)
+                outputs = flatten_outputs(self.program.call())
+            result = tape.gradient(self._targets(outputs, output_indices), source.value,
+                                   output_gradients=self._upstreams(output_indices, upstreams))
+        except Exception as exc:
+            return GradientOutcome(None, None, None, error=exc, error_traceback=user_traceback(exc))
+        return _outcome(result)
+
+    @staticmethod
+    def _targets(outputs: Sequence[OutputLeaf], output_indices: Sequence[int]) -> list[Any]:
+        return [outputs[i].tensor for i in output_indices]
+
+    def _upstreams(self, output_indices: Sequence[int],
+                   upstreams: Sequence[np.ndarray] | None) -> list[Any] | None:
+        if upstreams is None:
+            return None
+        tf = tensorflow()
+        return [tf.constant(u, dtype=self.outputs[i].tensor.dtype)
+                for u, i in zip(upstreams, output_indices)]
+
+    def _note(self, text: str) -> None:
+        if text not in self.workarounds:
+            self.workarounds.append(text)
+
     def jacobian(self, output_index: int, source: Slot, max_memory: int | None = None
                  ) -> tuple[np.ndarray | None, str | None]:
-        """The autodiff block (out + in), vectorised first; an error message when both ways fail.
+        """The autodiff block (out + in), vectorised first; an error message when every way fails.
 
         When the vectorised Jacobian would not fit in max_memory it is built in chunks of rows.
+        When TensorFlow's Jacobian paths fail (or the vectorised one returns None while
+        tape.gradient does not), rows are VJPs with one-hot upstreams on fresh tapes, as
+        tf.test.compute_gradient builds them.
         """
         target = self.outputs[output_index].tensor
         rows = int(np.prod(target.shape, dtype=np.int64))
@@ -286,14 +397,43 @@ class Recording:
         messages = []
         for use_pfor in (True, False):
             try:
-                block = self.tape.jacobian(target, source.value, experimental_use_pfor=use_pfor)
+                with silenced_stderr_fd():
+                    block = self.tape.jacobian(target, source.value,
+                                               experimental_use_pfor=use_pfor)
             except Exception as exc:
                 messages.append(first_line(exc))
                 continue
             if block is None:
-                return None, None
+                messages.append("tape.jacobian returned None")
+                continue
+            if messages:
+                self._note(f"the vectorised tape.jacobian failed ({messages[0]}); the"
+                           " while-loop tape.jacobian(experimental_use_pfor=False) was used")
             return np.asarray(block, dtype=np.float64), None
-        return None, messages[-1]
+        return self._jacobian_by_rows(output_index, source, messages)
+
+    def _jacobian_by_rows(self, output_index: int, source: Slot, messages: list[str]
+                          ) -> tuple[np.ndarray | None, str | None]:
+        shape = self.outputs[output_index].shape
+        size = int(np.prod(shape, dtype=np.int64))
+        rows = []
+        for i in range(size):
+            upstream = np.zeros(size)
+            upstream[i] = 1.0
+            outcome = self.fresh_gradient([output_index], source, [upstream.reshape(shape)])
+            if outcome.error is not None:
+                return None, messages[-1] if messages else first_line(outcome.error)
+            if outcome.value is None:
+                if all(m == "tape.jacobian returned None" for m in messages):
+                    return None, None
+                rows.append(np.zeros(source.shape))
+            elif outcome.shape != source.shape:
+                return None, messages[-1]
+            else:
+                rows.append(outcome.value)
+        self._note(f"tape.jacobian failed ({messages[0]}); the Jacobian was built from"
+                   f" {size} VJPs with one-hot upstreams, each on a fresh tape")
+        return np.stack(rows).reshape(shape + source.shape), None
 
     def _jacobian_in_chunks(self, target: Any, source: Slot, rows_per_chunk: int
                             ) -> np.ndarray | None:
@@ -339,10 +479,13 @@ def record(program: Program) -> Recording:
             result = program.call()
         except (Exception, SystemExit) as exc:
             raise function_raised(program.function, exc) from exc
-    # Outputs are y, y[0], y['mean']... unless an argument is already called y.
-    base = "out" if any(slot.name == "y" for slot in program.slots) else "y"
-    return Recording(program, tape, flatten_outputs(result, base),
+    return Recording(program, tape, flatten_outputs(result, output_base(program)),
                      time.perf_counter() - start)
+
+
+def output_base(program: Program) -> str:
+    """Outputs are y, y[0], y['mean']... unless an argument is already called y."""
+    return "out" if any(slot.name == "y" for slot in program.slots) else "y"
 
 
 def _require_agreement(arrays: Sequence[np.ndarray], row: int,

@@ -94,6 +94,7 @@ def _comparison_fields(comparison: Comparison) -> dict[str, Any]:
         "max_abs_err": comparison.max_abs_err,
         "max_rel_err": comparison.max_rel_err,
         "worst_index": comparison.worst_index,
+        "excess": comparison.excess,
     }
 
 
@@ -332,10 +333,10 @@ class Checker:
             return kinks
         if comparison.ok:
             message = (f"autodiff matches finite differences (max abs err"
-                       f" {comparison.max_abs_err:.1e}, max rel err {comparison.max_rel_err:.1e},"
-                       f" each element within atol={self.tolerance.atol:g} +"
-                       f" rtol={self.tolerance.rtol:g}·|J| + the finite-difference error"
-                       f" estimate)")
+                       f" {comparison.max_abs_err:.1e}, {comparison.max_rel_err:.1e} of max |J|;"
+                       f" the worst element uses {comparison.excess:.2g} of its allowed error"
+                       f" atol={self.tolerance.atol:g} + rtol={self.tolerance.rtol:g}·|J| + the"
+                       f" finite-difference error estimate)")
             self.findings.add("jacobian", "pass", message, details=details,
                               **_comparison_fields(comparison), **where)
             return kinks
@@ -360,6 +361,7 @@ class Checker:
             f"{lead} in {comparison.n_bad} of {comparison.size} elements; worst"
             f" {_fmt_index(index)}: {actual[0]} {np.asarray(actual[1])[index]:.6g},"
             f" {expected[0]} {np.asarray(expected[1])[index]:.6g}"
+            f" ({comparison.excess:.3g}× the allowed error)"
             + (symmetric.mismatch_note(verdict) if verdict else ""),
             details=details, **_comparison_fields(comparison), **where)
 
@@ -378,7 +380,8 @@ class Checker:
         self.findings.add(check, "warn",
                           symmetric.convention_message(what, slot.name, elementwise, verdict),
                           details=details, max_abs_err=found.max_abs_err,
-                          max_rel_err=found.max_rel_err, worst_index=verdict.worst_index, **where)
+                          max_rel_err=found.max_rel_err, excess=found.excess,
+                          worst_index=verdict.worst_index, **where)
         return True
 
     def check_vjp(self, analysis: SourceAnalysis) -> None:
@@ -408,7 +411,9 @@ class Checker:
         if comparison.ok:
             self.findings.add("vjp", "pass",
                               f"tape.gradient(..., output_gradients=u) matches uᵀJ from finite"
-                              f" differences (max rel err {comparison.max_rel_err:.1e})",
+                              f" differences (max abs err {comparison.max_abs_err:.1e},"
+                              f" {comparison.max_rel_err:.1e} of max |uᵀJ|, {comparison.excess:.2g}"
+                              f" of the allowed error)",
                               details=details, **_comparison_fields(comparison), **where)
             return
         probe = self.symmetric.get(slot.name)
@@ -525,7 +530,7 @@ def _output_change(then: OutputLeaf, now: OutputLeaf) -> tuple[str, float | None
 def _changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequence[int],
                            name: str) -> CheckResult | None:
     """A `nondeterminism` failure when two calls with the same inputs disagree."""
-    before = autodiff.flatten_outputs(first)
+    before = autodiff.flatten_outputs(first, autodiff.output_base(recording.program))
     if [o.name for o in before] != [o.name for o in recording.outputs]:
         output, (what, largest, index) = None, ("its outputs changed structure", None, None)
     else:
@@ -614,6 +619,7 @@ def check_program(
     if checker.wants("jvp") and changed is None:
         forward.check_jvp(checker)
     checker.check_upstreams(options.upstream)
+    checker.findings.notes.extend(recording.workarounds)
     inputs, outputs = _tensor_infos(recording)
     return Report(
         target=target_label,

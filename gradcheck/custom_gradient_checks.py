@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -16,8 +16,8 @@ FIX_HINT = (
 )
 
 
-def _close(a: np.ndarray, b: np.ndarray, scale: float) -> bool:
-    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= 1e-6 * scale + 1e-9))
+def _close(a: np.ndarray, b: np.ndarray, scale: float, rtol: float = 1e-6) -> bool:
+    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= rtol * scale + 1e-9))
 
 
 def value_diagnosis(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outputs: int,
@@ -51,32 +51,53 @@ def value_diagnosis(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outpu
     return "returns wrong values"
 
 
+@dataclass(frozen=True)
+class ShapeMistake:
+    """What a wrong-shaped grad_fn returned, and the fix when one follows from it."""
+
+    what: str
+    fix: str = FIX_HINT
+
+
 def shape_diagnosis(grad: np.ndarray, upstream: np.ndarray, jacobian: np.ndarray | None,
-                    in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
-    """Name the usual wrong-shape mistakes: J, J * u, unsummed rows, Jᵀ, a scalar."""
+                    in_shape: tuple[int, ...], out_shape: tuple[int, ...],
+                    rtol: float = 1e-6) -> ShapeMistake:
+    """Name the usual wrong-shape mistakes: J, J * u, unsummed rows, Jᵀ, a scalar; `jacobian`
+    is the true one (to within rtol of its scale), or None when unknown."""
     shape = tuple(grad.shape)
     if shape == out_shape + in_shape:
         if jacobian is not None:
             scale = float(np.max(np.abs(jacobian), initial=0.0)) + 1e-12
-            if _close(grad, jacobian, scale):
-                return "returned the full Jacobian J"
+            if _close(grad, jacobian, scale, rtol):
+                return ShapeMistake("returned the full Jacobian J")
             try:
-                if _close(grad, jacobian * upstream, scale):
-                    return ("returned J * upstream (the Jacobian scaled by u, not contracted"
-                            " with it)")
+                if _close(grad, jacobian * upstream, scale * float(np.max(np.abs(upstream))),
+                          rtol):
+                    return ShapeMistake("returned J * upstream (the Jacobian scaled by u,"
+                                        " not contracted with it)")
             except ValueError:
                 pass
+            if len(in_shape) == 1 and in_shape == out_shape and _close(
+                    grad, jacobian.T * upstream, scale * float(np.max(np.abs(upstream))), rtol):
+                return ShapeMistake(
+                    "returned Jᵀ * upstream: the transposed Jacobian (entry [j, i] = ∂yᵢ/∂xⱼ)"
+                    " multiplied elementwise by the upstream u instead of contracted with it",
+                    "summed over its last axis it is uᵀJ: return tf.linalg.matvec(that matrix,"
+                    " upstream), i.e. tf.reduce_sum(matrix * upstream, axis=-1)")
             expanded = upstream.reshape(out_shape + (1,) * len(in_shape))
-            if _close(grad, expanded * jacobian, scale):
-                return "scaled the Jacobian's rows by u but did not sum over the outputs"
-        return "returned a Jacobian-shaped tensor (the full J or J * upstream)"
+            if _close(grad, expanded * jacobian, scale * float(np.max(np.abs(upstream))),
+                      rtol):
+                return ShapeMistake(
+                    "scaled the Jacobian's rows by u but did not sum over the outputs",
+                    "summed over the output axes it is uᵀJ: tf.reduce_sum(rows, axis=0)")
+        return ShapeMistake("returned a Jacobian-shaped tensor (the full J or J * upstream)")
     if shape == in_shape + out_shape and in_shape != out_shape:
-        return "returned a transposed-Jacobian-shaped tensor"
+        return ShapeMistake("returned a transposed-Jacobian-shaped tensor")
     if shape == () and in_shape != ():
-        return "returned a scalar (a summed result)"
+        return ShapeMistake("returned a scalar (a summed result)")
     if shape == out_shape:
-        return "returned a tensor shaped like the output, not like the input"
-    return f"returned shape {shape}"
+        return ShapeMistake("returned a tensor shaped like the output, not like the input")
+    return ShapeMistake(f"returned shape {shape}")
 
 
 def site_label(site: Site) -> str:
@@ -92,8 +113,31 @@ def violation_results(site: Site) -> list[CheckResult]:
     ]
 
 
+def variable_results(site: Site) -> list[CheckResult]:
+    """tf.Variables created on every call of the site, in grad_fn or in the forward."""
+    label = site_label(site)
+    found = [CheckResult(
+        "custom-gradient", "fail",
+        f"{label}: grad_fn creates a tf.Variable on every call: the vectorised"
+        " tape.jacobian (experimental_use_pfor=True, the default) then returns None without"
+        " a word (or raises, on a persistent tape) while tape.gradient works, and a"
+        " tf.function refuses to create it after its first call; use tf.constant (or any"
+        " tensor) for fixed values inside grad_fn", location=location)
+        for location in site.grad_fn_variables]
+    found += [CheckResult(
+        "graph-break", "warn",
+        f"{label} creates a tf.Variable in its forward pass: a tf.Variable copies its"
+        " initial value, so built from the inputs outside a custom_gradient this line cuts the"
+        " gradient path (tape.gradient returns None; here grad_fn alone carries the gradient),"
+        " and a tf.function refuses to create variables on every call; build the output from"
+        " tensors (tf.stack, tf.concat) instead", location=location)
+        for location in site.forward_variables]
+    return found
+
+
 def translate(site: Site, report: Report,
-              shape_evidence: Callable[[CheckResult], str | None]) -> list[CheckResult]:
+              shape_evidence: Callable[[CheckResult], ShapeMistake | None]
+              ) -> list[CheckResult]:
     """Re-label the findings of a check run on the site alone: its name, its grad_fn line."""
     label = site_label(site)
     location = site.grad_fn_location or site.definition
@@ -104,11 +148,12 @@ def translate(site: Site, report: Report,
         if result.status not in ("fail", "error"):
             continue
         if result.check == "grad-shape":
-            evidence = shape_evidence(result)
+            mistake = shape_evidence(result) or ShapeMistake("returned the wrong shape")
             shapes = result.details
-            message = (f"{label}: grad_fn {evidence or 'returned the wrong shape'}: shape"
+            message = (f"{label}: grad_fn returns shape"
                        f" {tuple(shapes.get('gradient_shape', ()))} for input {result.input} of"
-                       f" shape {tuple(shapes.get('input_shape', ()))}; {FIX_HINT}")
+                       f" shape {tuple(shapes.get('input_shape', ()))}: it {mistake.what};"
+                       f" {mistake.fix}")
             results.append(replace(result, message=message, location=location))
         elif result.check == "jacobian" and result.details.get("autodiff") is not None:
             what = value_diagnosis(np.asarray(result.details["autodiff"]),
@@ -125,8 +170,10 @@ def translate(site: Site, report: Report,
                 message=f"{label}: grad_fn returns None for input {result.input}, but finite"
                         f" differences show {result.output} depends on it", location=location))
         elif result.check in ("jacobian", "custom-gradient", "fast"):
+            # A grad_fn that raised is located at its raise; the rest at grad_fn's return.
             results.append(replace(result, check="custom-gradient",
-                                   message=f"{label}: {result.message}", location=location))
+                                   message=f"{label}: {result.message}",
+                                   location=result.location or location))
     if not results and not site.violations:
         results.append(CheckResult(
             "custom-gradient", "pass",

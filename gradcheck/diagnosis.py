@@ -8,12 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck import autodiff
+from gradcheck import autodiff, numerics
 from gradcheck.checks import CheckOptions, check_program, run_checks
 from gradcheck.custom_gradient_checks import (
+    ShapeMistake,
     merge_shape_findings,
     shape_diagnosis,
     translate,
+    variable_results,
     violation_results,
 )
 from gradcheck.errors import GradcheckError
@@ -33,12 +35,46 @@ def _site_arguments(site: Site) -> list[NamedArgument]:
     return name_arguments(site.forward, Arguments(tuple(args), dict(kwargs), site.name))
 
 
+# Above this many input elements, a wrong-shaped grad_fn is described by shape alone.
+SHAPE_EVIDENCE_SIZE = 256
+
+
+def _forward_jacobian(site: Site, args: list[Any], index: int, out_shape: tuple[int, ...]
+                      ) -> tuple[np.ndarray | None, float]:
+    """The true Jacobian of the site's forward by central differences (its autodiff may be
+    cut, e.g. by a tf.Variable), in float64 when the forward accepts it; and its precision."""
+    tf = tensorflow()
+    x = np.asarray(args[index], dtype=np.float64)
+    if x.size > SHAPE_EVIDENCE_SIZE:
+        return None, 0.0
+    for dtype in dict.fromkeys(("float64", tf.convert_to_tensor(args[index]).dtype.name)):
+        h = numerics.step_sizes(x, dtype)
+
+        def value(point: np.ndarray, dtype: str = dtype) -> np.ndarray:
+            moved = list(args)
+            moved[index] = tf.constant(point, dtype)
+            return np.asarray(site.forward(*moved)[0], dtype=np.float64)
+
+        try:
+            columns = []
+            for j in range(x.size):
+                step = np.zeros(x.size)
+                step[j] = h.flat[j]
+                step = step.reshape(x.shape)
+                columns.append((value(x + step) - value(x - step)) / (2 * h.flat[j]))
+        except Exception:
+            continue
+        jacobian = np.stack(columns, axis=-1).reshape(out_shape + x.shape)
+        return jacobian, numerics.DEFAULT_TOLERANCES.get(dtype, numerics.Tolerance(0, 1e-3)).rtol
+    return None, 0.0
+
+
 def _shape_evidence(
     site: Site, named: Sequence[NamedArgument]
-) -> Callable[[CheckResult], str | None]:
+) -> Callable[[CheckResult], ShapeMistake | None]:
     """Call the site with a random upstream and name what its wrong-shaped gradient is."""
 
-    def evidence(result: CheckResult) -> str | None:
+    def evidence(result: CheckResult) -> ShapeMistake | None:
         tf = tensorflow()
         index = next((i for i, n in enumerate(named) if n.name == result.input), None)
         if index is None or site.decorated is None:
@@ -47,24 +83,20 @@ def _shape_evidence(
         x = tf.constant(args[index])
         args[index] = x
         try:
-            with tf.GradientTape(persistent=True) as tape:
+            with tf.GradientTape() as tape:
                 tape.watch(x)
                 y = site.decorated(*args)
-                raw = site.forward(*args)[0]
             if not isinstance(y, tf.Tensor):
                 return None
             upstream = np.random.default_rng(1).standard_normal(tuple(y.shape))
             grad = tape.gradient(y, x, output_gradients=tf.constant(upstream, y.dtype))
-            try:
-                jacobian = np.asarray(tape.jacobian(raw, x, experimental_use_pfor=False))
-            except Exception:
-                jacobian = None
+            jacobian, rtol = _forward_jacobian(site, args, index, tuple(y.shape))
         except Exception:
             return None
         if grad is None:
             return None
         return shape_diagnosis(np.asarray(grad), upstream, jacobian, tuple(x.shape),
-                               tuple(y.shape))
+                               tuple(y.shape), rtol)
 
     return evidence
 
@@ -73,7 +105,7 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
                  options: CheckOptions) -> list[CheckResult]:
     """Check one custom_gradient on its own (or reuse the top-level report if it is f)."""
     if not site.calls or site.decorated is None:
-        return violation_results(site)
+        return violation_results(site) + variable_results(site)
     try:
         named = _site_arguments(site)
         if site.decorated is top_function:
@@ -87,7 +119,8 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
             f"custom_gradient {site.name} could not be checked on its own: {error.message}",
             location=site.definition)]
     # Violations seen while the site ran on its own (eagerly) count too.
-    return violation_results(site) + translate(site, report, _shape_evidence(site, named))
+    return (translate(site, report, _shape_evidence(site, named)) + violation_results(site)
+            + variable_results(site))
 
 
 def record_eager_calls(function: Callable[..., Any], named: Sequence[NamedArgument],
@@ -161,6 +194,9 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
             found = [_as_surrogate(r, site.name) for r in found]
         sites += found
     core = merge_shape_findings(report.checks, sites)
+    if observer is not None and any(site.decorated is function for site in observer.sites):
+        # f is itself the custom gradient: its site findings are the core's, re-labelled.
+        core = [c for c in core if not (c.check == "custom-gradient" and c.failed)]
     wrong_sites = [r for r in sites if r.failed]
     if wrong_sites:
         core = blame(core, wrong_sites)

@@ -48,8 +48,9 @@ def _check_one(checker: Checker, slot_index: int, slot: Slot, rng: np.random.Gen
         checker.findings.add("jvp", "skip", f"forward mode could not run for {slot.name}:"
                              f" {first_line(exc)}", **where)
         return
-    forward_terms = [u * np.asarray(j, dtype=np.float64) for u, j in zip(upstreams, jvps)
-                     if j is not None]
+    # A JVP may come back as IndexedSlices (gather, segment ops): densify it.
+    forward_terms = [u * np.asarray(tf.convert_to_tensor(j), dtype=np.float64)
+                     for u, j in zip(upstreams, jvps) if j is not None]
     reverse_terms = (np.zeros(slot.shape) if reverse.value is None
                      else reverse.value * tangent)
     forward = float(sum(np.sum(t) for t in forward_terms))
@@ -69,12 +70,14 @@ def _check_one(checker: Checker, slot_index: int, slot: Slot, rng: np.random.Gen
             "jvp", "pass",
             f"forward mode ⟨u, Jv⟩ = {forward:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
             f" {backward:.6g} for a random v and u", max_abs_err=error,
-            max_rel_err=error / scale if scale else 0.0, details=details, **where)
+            max_rel_err=error / scale if scale else 0.0, excess=error / allowed,
+            details=details, **where)
         return
     checker.findings.add(
         "jvp", "fail",
         f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {forward:.6g} but reverse mode"
         f" (tape.gradient) gives ⟨Jᵀu, v⟩ = {backward:.6g} for {slot.name}: the two modes"
         " disagree, so a gradient (often a custom_gradient grad_fn) is inconsistent",
-        max_abs_err=error, max_rel_err=error / scale if scale else None, details=details,
+        max_abs_err=error, max_rel_err=error / scale if scale else None,
+        excess=error / allowed, details=details,
         **where)

@@ -91,7 +91,7 @@ def _from_literal(text: str, what: str) -> Any:
     if isinstance(value, int):
         return value
     if isinstance(value, float):
-        return np.asarray(value, dtype=np.float64)
+        return value
     if isinstance(value, dict):
         raise InputError(f"{what} {text!r}: use NAME=VALUE for keyword arguments, not a dict")
     try:
@@ -100,7 +100,10 @@ def _from_literal(text: str, what: str) -> Any:
         raise InputError(f"{what} {text!r} is not a rectangular array") from exc
     if array.dtype == object:
         raise InputError(f"{what} {text!r} is not a rectangular array of numbers")
-    return _numeric(array, f"{what} {text!r}")
+    array = _numeric(array, f"{what} {text!r}")
+    # Floats stay Python floats, as written: a literal has no dtype of its own (TensorFlow
+    # would make it float32), unlike a float64 .npy array.
+    return array.tolist() if np.issubdtype(array.dtype, np.floating) else array
 
 
 def looks_like_file(text: str) -> bool:
@@ -224,7 +227,8 @@ def _from_specs(specs: Sequence[str]) -> Arguments:
 def _from_shapes(shapes: Sequence[str], seed: int) -> Arguments:
     rng = np.random.default_rng(seed)
     return Arguments(
-        tuple(rng.standard_normal(parse_shape(s)) for s in shapes), {}, f"--shape (seed {seed})"
+        tuple(rng.standard_normal(parse_shape(s)).tolist() for s in shapes), {},
+        f"--shape (seed {seed})"
     )
 
 
@@ -311,7 +315,7 @@ def parse_upstreams(specs: Sequence[str]) -> list[Any]:
             parsed.append(spec)
             continue
         value = parse_value(spec, "upstream")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float, list)) and not isinstance(value, bool):
             value = np.asarray(value, dtype=np.float64)
         if not isinstance(value, (np.ndarray, dict)):
             raise InputError(f"upstream {spec!r} must be an array, 'ones' or 'random'")

@@ -9,6 +9,7 @@ import contextlib
 import functools
 import inspect
 import textwrap
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,9 @@ class Site:
     parameter_names: list[str] = field(default_factory=list)
     # The function as TensorFlow decorated it: what the per-site check differentiates.
     decorated: Callable[..., Any] | None = None
+    # Where tf.Variables are created on each call: in the forward, or inside grad_fn.
+    forward_variables: list[str | None] = field(default_factory=list)
+    grad_fn_variables: list[str | None] = field(default_factory=list)
 
     def add_violation(self, violation: Violation) -> None:
         if all(v.message != violation.message for v in self.violations):
@@ -60,6 +64,52 @@ class Observer:
             site.calls.clear()
             site.violations.clear()
             site.reads_variables.clear()
+            site.forward_variables.clear()
+            site.grad_fn_variables.clear()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """How much each site had recorded at one moment (see rollback)."""
+
+    sizes: dict[int, tuple[int, int]]
+
+
+def checkpoint() -> Checkpoint:
+    sites = _active[-1].sites if _active else []
+    return Checkpoint({id(site): (len(site.calls), len(site.violations)) for site in sites})
+
+
+def rollback(mark: Checkpoint) -> None:
+    """Forget what the sites recorded since the checkpoint: calls that gradcheck made in a
+    dtype it then gave up (the per-site checks replay the recorded calls)."""
+    for site in _active[-1].sites if _active else []:
+        calls, violations = mark.sizes.get(id(site), (0, 0))
+        del site.calls[calls:]
+        del site.violations[violations:]
+
+
+def violations_since(mark: Checkpoint, kind: str) -> list[Violation]:
+    return [violation for site in (_active[-1].sites if _active else [])
+            for violation in site.violations[mark.sizes.get(id(site), (0, 0))[1]:]
+            if violation.kind == kind]
+
+
+@contextlib.contextmanager
+def _noting_variables(found: list[str | None], code: Any) -> Iterator[None]:
+    """Record the line of every tf.Variable created inside `code` while the block runs."""
+    tf = tensorflow()
+    filename = getattr(code, "co_filename", None)
+
+    def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+        frames = [f for f in traceback.extract_stack() if f.filename == filename]
+        location = format_location(frames[-1].filename, frames[-1].lineno) if frames else None
+        if location not in found:
+            found.append(location)
+        return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(creator):
+        yield
 
 
 # The observer in force: nested observation (a `gradcheck run` over many checks sharing
@@ -172,6 +222,10 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...],
     site.grad_fn_accepts_variables = accepts_variables(grad_fn)
 
     def grad_wrapper(*upstreams: Any, variables: Any = None) -> Any:
+        with _noting_variables(site.grad_fn_variables, getattr(grad_fn, "__code__", None)):
+            return _checked_grad_fn(*upstreams, variables=variables)
+
+    def _checked_grad_fn(*upstreams: Any, variables: Any = None) -> Any:
         eager = _is_eager(upstreams)
         if not variables:
             return _repair(site, args, grad_fn(*upstreams), eager)
@@ -224,7 +278,8 @@ def make_decorator(observer: Observer, original: Callable[..., Any]) -> Callable
 
         @functools.wraps(f)
         def forward(*args: Any, **kwargs: Any) -> Any:
-            result, grad_fn = f(*args, **kwargs)
+            with _noting_variables(site.forward_variables, getattr(f, "__code__", None)):
+                result, grad_fn = f(*args, **kwargs)
             if len(site.calls) < MAX_CALLS_KEPT and _is_eager((args, kwargs)):
                 site.calls.append((_snapshot(args), _snapshot(kwargs)))
             return result, _observed_grad_fn(site, args, grad_fn)

@@ -271,11 +271,23 @@ def in_doubt(autodiff: np.ndarray, fd: FiniteDifference, tolerance: Tolerance,
 class Comparison:
     ok: bool
     max_abs_err: float
+    # Relative to the block's scale (max |expected|), never elementwise on near-zero entries.
     max_rel_err: float
     worst_index: tuple[int, ...] | None
     n_bad: int
     size: int
     max_error_estimate: float
+    # The largest |actual - expected| / allowed: the number that decides (> 1 fails).
+    excess: float = 0.0
+
+
+def block_scale(expected: np.ndarray, actual: np.ndarray) -> float:
+    """What errors in a block are relative to: its largest reference entry (else autodiff's)."""
+    finite = np.abs(expected[np.isfinite(expected)])
+    scale = float(np.max(finite, initial=0.0))
+    if scale == 0.0:
+        scale = float(np.max(np.abs(actual[np.isfinite(actual)]), initial=0.0))
+    return scale
 
 
 def compare(
@@ -292,28 +304,30 @@ def compare(
     abs_err = np.abs(actual - expected)
     if not np.all(np.isfinite(actual)):
         abs_err = np.where(np.isfinite(actual), abs_err, np.inf)
-    scale = np.maximum(np.abs(expected), np.abs(actual))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rel_err = np.where(abs_err == 0, 0.0, abs_err / np.where(scale == 0, 1.0, scale))
     allowed = tolerance.atol + tolerance.rtol * np.abs(expected) + ERROR_ESTIMATE_SAFETY * estimate
-    excess = abs_err / allowed
+    with np.errstate(invalid="ignore", divide="ignore"):
+        excess = np.where(abs_err == 0, 0.0, abs_err / allowed)
     if ignore is not None:
         excess = np.where(ignore, 0.0, excess)
         abs_err = np.where(ignore, 0.0, abs_err)
-        rel_err = np.where(ignore, 0.0, rel_err)
     # NaN or inf in either side is never a match (NaN > 1 would be False).
     bad = (excess > 1.0) | ~np.isfinite(excess)
     worst = None
     if excess.size:
-        worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(excess)), excess.shape))
+        ranked = np.where(np.isfinite(excess), excess, np.inf)
+        worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(ranked)), excess.shape))
+    max_abs = float(np.max(abs_err)) if abs_err.size else 0.0
+    scale = block_scale(expected, actual)
     return Comparison(
         ok=not bool(np.any(bad)),
-        max_abs_err=float(np.max(abs_err)) if abs_err.size else 0.0,
-        max_rel_err=float(np.max(rel_err)) if rel_err.size else 0.0,
+        max_abs_err=max_abs,
+        max_rel_err=(max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))),
         worst_index=worst,
         n_bad=int(np.sum(bad)),
         size=int(excess.size),
         max_error_estimate=float(np.max(estimate)) if estimate.size else 0.0,
+        excess=float(np.max(np.where(np.isfinite(excess), excess, np.inf))) if excess.size
+        else 0.0,
     )
 
 

@@ -26,6 +26,8 @@ class CheckResult:
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     worst_index: tuple[int, ...] | None = None
+    # The largest error / allowed ratio: the number that decided the verdict (> 1 fails).
+    excess: float | None = None
     details: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

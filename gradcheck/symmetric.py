@@ -180,8 +180,10 @@ def convention_message(what: str, input_name: str, elementwise: Comparison,
         f"{what} differs from element-by-element finite differences in {elementwise.n_bad} of"
         f" {elementwise.size} elements (max abs err {elementwise.max_abs_err:.3g}), but it is"
         f" their symmetric part (G + Gᵀ)/2 and matches finite differences under symmetric"
-        f" perturbations E_ij + E_ji of {input_name} (max rel err"
-        f" {verdict.comparison.max_rel_err:.1e} over {verdict.directions.count} directions):"
+        f" perturbations E_ij + E_ji of {input_name} (max abs err"
+        f" {verdict.comparison.max_abs_err:.1e}, {verdict.comparison.max_rel_err:.1e} of the"
+        f" largest entry, {verdict.comparison.excess:.2g}× the allowed error, over"
+        f" {verdict.directions.count} directions):"
         f" TensorFlow's convention for ops on symmetric matrices (Cholesky, logdet,"
         f" cholesky_solve...), which read one triangle and return the symmetric part. Correct"
         f" when {input_name} is symmetric; wrong if {input_name} is meant to be a general matrix"
@@ -195,8 +197,8 @@ def mismatch_note(verdict: SymmetricVerdict) -> str:
         return ""
     if not verdict.comparison.ok:
         return (f"; under symmetric perturbations E_ij + E_ji it still disagrees (worst"
-                f" {_index(verdict.worst_index)}, max rel err"
-                f" {verdict.comparison.max_rel_err:.1e}), so this is not TensorFlow's"
+                f" {_index(verdict.worst_index)}, {verdict.comparison.excess:.3g}× the allowed"
+                f" error), so this is not TensorFlow's"
                 f" symmetric-matrix convention")
     return ("; it agrees under symmetric perturbations E_ij + E_ji, but autodiff is not"
             " symmetric, so it is not the symmetrised gradient of TensorFlow's convention"

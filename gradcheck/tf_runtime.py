@@ -10,8 +10,9 @@ from typing import Any
 
 
 @contextlib.contextmanager
-def _silenced_stderr_fd() -> Iterator[None]:
-    """TensorFlow's C++ start-up chatter goes to file descriptor 2; hide it during import."""
+def silenced_stderr_fd() -> Iterator[None]:
+    """TensorFlow's C++ chatter goes to file descriptor 2: hide it (start-up, or attempts
+    that gradcheck expects may fail, such as a tape used twice)."""
     try:
         fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
@@ -33,7 +34,7 @@ def tensorflow() -> Any:
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    with _silenced_stderr_fd():
+    with silenced_stderr_fd():
         import tensorflow as tf
 
         tf.get_logger().setLevel("ERROR")

@@ -37,6 +37,7 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
         "max_abs_err": result.max_abs_err,
         "max_rel_err": result.max_rel_err,
         "worst_index": list(result.worst_index) if result.worst_index is not None else None,
+        "excess": result.excess,
         "details": dict(result.details),
     }
 

@@ -21,6 +21,10 @@ def _number(value: float | None) -> str:
     return "" if value is None else f"{value:.2e}"
 
 
+def _ratio(value: float | None) -> str:
+    return "" if value is None else f"{value:.2g}"
+
+
 def _index(index: tuple[int, ...] | None) -> str:
     return "" if index is None else "[" + ",".join(str(i) for i in index) + "]"
 
@@ -48,6 +52,7 @@ COLUMNS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("input", {"no_wrap": True}), ("output", {"no_wrap": True}),
     ("max abs", {"justify": "right", "no_wrap": True, "min_width": 8}),
     ("max rel", {"justify": "right", "no_wrap": True, "min_width": 8}),
+    ("err/allowed", {"justify": "right", "no_wrap": True}),
     ("worst", {"no_wrap": True}), ("location", {"no_wrap": True}),
     ("message", {"no_wrap": True, "overflow": "ellipsis", "min_width": 20}),
 )
@@ -106,7 +111,7 @@ def _row(result: CheckResult, roomy: bool) -> list[Any]:
     return [
         status_text(result.status), result.check, Text(result.input or ""),
         Text(result.output or ""), _number(result.max_abs_err), _number(result.max_rel_err),
-        _index(result.worst_index), Text(location if roomy else _short_location(location)),
+        _ratio(result.excess), _index(result.worst_index), Text(location if roomy else _short_location(location)),
         Text(headline(result.message)),
     ]
 
