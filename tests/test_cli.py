@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 from click.testing import Result
 
 from .conftest import fixture_target
@@ -64,18 +67,42 @@ def test_upstream_of_wrong_shape_is_exit_2(run_cli: Run) -> None:
     assert "Traceback" not in result.output
 
 
-def test_keyword_input_and_shape_inputs(run_cli: Run) -> None:
-    result = run_cli(["check", fixture_target("two_in_two_out"), "-i", "[1.0, 2.0]",
-                      "-i", "scale=[0.5, 0.25]"])
+def _jacobian_blocks(data: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    return {(c["output"], c["input"]): c["details"]["autodiff"] for c in data["checks"]
+            if c["check"] == "jacobian"}
+
+
+def test_keyword_input_is_used_instead_of_the_module_inputs(run_cli: Run) -> None:
+    # two_in_two_out's f_inputs has three elements per argument; these have two.
+    result = run_cli(["jacobian", fixture_target("two_in_two_out"), "-i", "[1.0, 2.0]",
+                      "-i", "scale=[0.5, 0.25]", "--format", "json"])
     assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [(i["name"], i["shape"]) for i in data["inputs"]] == [("x", [2]), ("scale", [2])]
+    blocks = _jacobian_blocks(data)
+    # y[0] = x * scale: d/dx = diag(scale), d/dscale = diag(x).
+    np.testing.assert_array_equal(blocks[("y[0]", "x")], [[0.5, 0.0], [0.0, 0.25]])
+    np.testing.assert_array_equal(blocks[("y[0]", "scale")], [[1.0, 0.0], [0.0, 2.0]])
+
+
+def test_shape_inputs_are_random_of_that_shape(run_cli: Run) -> None:
     shaped = run_cli(["check", fixture_target("two_in_two_out"), "--shape", "4",
                       "--shape", "4", "--seed", "3", "--format", "json"])
-    assert json.loads(shaped.stdout)["inputs"][0]["shape"] == [4]
+    assert shaped.exit_code == 0, shaped.output
+    assert [i["shape"] for i in json.loads(shaped.stdout)["inputs"]] == [[4], [4]]
 
 
-def test_inputs_provider(run_cli: Run, in_fixtures: Path) -> None:
-    result = run_cli(["check", "two_in_two_out:f", "--inputs", "two_in_two_out:f_inputs"])
+def test_inputs_provider_is_used_instead_of_the_module_inputs(run_cli: Run,
+                                                              tmp_path: Path) -> None:
+    provider = tmp_path / "provide.py"
+    provider.write_text("def args():\n    return ([1.0, 2.0],), {'scale': [0.5, 0.25]}\n")
+    result = run_cli(["jacobian", fixture_target("two_in_two_out"), "--inputs",
+                      f"{provider}:args", "--format", "json"])
     assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [(i["name"], i["shape"]) for i in data["inputs"]] == [("x", [2]), ("scale", [2])]
+    np.testing.assert_array_equal(_jacobian_blocks(data)[("y[0]", "scale")],
+                                  [[1.0, 0.0], [0.0, 2.0]])
 
 
 def test_output_file_written_only_with_a_report(run_cli: Run, tmp_path: Path) -> None:
@@ -115,15 +142,155 @@ def test_usage_error_is_one_line(run_cli: Run) -> None:
 
 
 def test_quiet_prints_only_the_summary(run_cli: Run) -> None:
-    result = run_cli(["check", fixture_target("custom_gradient_correct"), "-q"])
-    assert result.stdout.strip().splitlines() == [
-        f"OK {fixture_target('custom_gradient_correct')}: "
-        + result.stdout.strip().split(": ", 1)[1]
-    ]
+    target = fixture_target("custom_gradient_correct")
+    result = run_cli(["check", target, "-q"])
+    assert result.exit_code == 0
+    # custom-gradient, connected, jacobian, vjp and jvp: five checks, all passing.
+    assert result.stdout == f"OK {target}: 5 passed\n"
+
+
+# Each bundled example's verdict and, when it fails, the finding's check kind and line:
+# written out here, independently of gradcheck/demo.py's own expectations.
+DEMO_VERDICTS = {
+    "custom_gradient_correct.py:f": ("PASS", None, None),
+    "custom_gradient_full_jacobian.py:f": ("FAIL", "grad-shape", 12),
+    "variable_from_input.py:f": ("FAIL", "graph-break", 7),
+    "composed_custom_gradients.py:f": ("FAIL", "custom-gradient", 21),
+    "custom_gradient_mistakes.py:transposed": ("FAIL", "custom-gradient", 13),
+    "variables_missing_keyword.py:f": ("FAIL", "custom-gradient", 13),
+    "stop_gradient_only_path.py:f": ("FAIL", "graph-break", 7),
+    "numpy_round_trip.py:f": ("FAIL", "graph-break", 9),
+    "integer_cast_partial.py:normalise": ("FAIL", "graph-break", 7),
+    "no_false_alarms.py:f": ("PASS", None, None),
+    "two_in_two_out.py:f": ("PASS", None, None),
+    "dict_output.py:moments": ("PASS", None, None),
+    "float32_only.py:f": ("PASS", None, None),
+    "gather_indexed_slices.py:f": ("PASS", None, None),
+    "natgrad.py:expectation_to_meanvarsqrt": ("PASS", "jacobian", None),  # the symmetric warning
+}
 
 
 def test_demo_runs_every_bundled_example(run_cli: Run) -> None:
-    result = run_cli(["demo"])
+    result = run_cli(["demo"], env={"COLUMNS": "2000"})  # wide: one line per example
     assert result.exit_code == 0, result.output
-    assert "every example got its expected verdict" in result.stdout
-    assert "custom_gradient_full_jacobian.py" in result.stdout
+    rows = {}
+    for line in result.stdout.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("│").split("│")]
+        if len(cells) == 5 and cells[0] in ("PASS", "FAIL", "ERROR"):
+            verdict, example, _story, finding, as_expected = cells
+            rows[example] = (verdict, finding, as_expected)
+    assert set(rows) == set(DEMO_VERDICTS)
+    for example, (verdict, kind, line) in DEMO_VERDICTS.items():
+        shown, found, as_expected = rows[example]
+        assert (shown, as_expected) == (verdict, "yes"), example
+        if kind is None:
+            assert found == "all checks pass", example
+        elif line is None:
+            assert found.startswith(f"{kind}: "), example
+        else:
+            file = example.partition(":")[0]
+            assert re.match(rf"{kind} \[\S*{re.escape(file)}:{line}\]: ", found), (example, found)
+
+
+def test_a_grad_fn_that_raises_is_a_failed_check_at_its_line(run_cli: Run) -> None:
+    result = run_cli(["check", fixture_target("custom_gradient_raises"), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr == ""  # a finding, not an `Error:`
+    data = json.loads(result.stdout)
+    assert data["ok"] is False and data["exit_code"] == 1 and "error" not in data
+    raised = [c for c in data["checks"] if c["check"] == "custom-gradient"]
+    assert raised and all(c["status"] == "fail" for c in raised)
+    assert all("raised ValueError: grad_fn not implemented for this case" in c["message"]
+               for c in raised)
+    # Named after the custom gradient (defined at line 7), located inside its grad_fn
+    # (def at line 10), with the raising line 11 shown.
+    assert any(c["message"].startswith("custom_gradient f (line 7): ") for c in raised)
+    lines = {c["location"].rpartition("custom_gradient_raises.py:")[2] for c in raised}
+    assert "11" in lines and lines <= {"10", "11"}
+    assert not [c for c in data["checks"] if c["status"] == "pass"]
+
+
+SLIGHTLY_WRONG = fixture_target("slightly_wrong_gradient")  # grad_fn 1e-4 too large
+
+
+def _only(data: dict[str, Any], check: str) -> dict[str, Any]:
+    (found,) = [c for c in data["checks"] if c["check"] == check]
+    return found
+
+
+@pytest.mark.parametrize(("flags", "code", "status", "dtype", "atol", "rtol"), [
+    ((), 1, "fail", "float64", 1e-8, 1e-6),
+    (("--rtol", "1e-3"), 0, "pass", "float64", 1e-8, 1e-3),
+    (("--atol", "1e-3"), 0, "pass", "float64", 1e-3, 1e-6),
+    (("--dtype", "float32"), 0, "pass", "float32", 1e-4, 1e-3),
+])
+def test_tolerance_and_dtype_flags_decide_the_verdict(
+        run_cli: Run, flags: tuple[str, ...], code: int, status: str, dtype: str, atol: float,
+        rtol: float) -> None:
+    result = run_cli(["jacobian", SLIGHTLY_WRONG, "--format", "json", *flags])
+    assert result.exit_code == code, result.output
+    data = json.loads(result.stdout)
+    assert data["inputs"][0]["dtype"] == dtype
+    jacobian = _only(data, "jacobian")
+    assert jacobian["status"] == status
+    assert (jacobian["details"]["atol"], jacobian["details"]["rtol"]) == (atol, rtol)
+    assert jacobian["max_rel_err"] == pytest.approx(1e-4, rel=0.1)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the jvp check (gradcheck/forward.py) allows only 300 machine epsilons and ignores"
+    " --atol/--rtol, so `check` fails a gradient the user's tolerance accepts"))
+def test_a_loose_rtol_passes_every_check_of_the_check_command(run_cli: Run) -> None:
+    result = run_cli(["check", SLIGHTLY_WRONG, "--rtol", "1e-3", "--format", "json"])
+    failed = [(c["check"], c["status"]) for c in json.loads(result.stdout)["checks"]
+              if c["status"] not in ("pass", "warn")]
+    assert result.exit_code == 0 and not failed, failed
+
+
+def test_eps_sets_the_finite_difference_step(run_cli: Run) -> None:
+    default = run_cli(["jacobian", SLIGHTLY_WRONG, "--format", "json"])
+    tiny = run_cli(["jacobian", SLIGHTLY_WRONG, "--format", "json", "--eps", "1e-13"])
+    # A step of 1e-13 drowns the differences in rounding (about 1e-16 / 1e-13 of |f|): the
+    # error estimate grows a million-fold and can no longer resolve the 1e-4 error.
+    assert default.exit_code == 1 and tiny.exit_code == 0
+    assert _only(json.loads(default.stdout), "jacobian")["details"]["fd_error_estimate"] < 1e-8
+    noisy = _only(json.loads(tiny.stdout), "jacobian")
+    assert noisy["status"] == "pass" and noisy["details"]["fd_error_estimate"] > 1e-4
+
+
+def test_float32_input_is_promoted_to_float64_or_kept_with_dtype_float32(
+        run_cli: Run, tmp_path: Path) -> None:
+    np.save(tmp_path / "x.npy", np.array([0.5, -1.0, 2.0], dtype=np.float32))
+    args = ["jacobian", fixture_target("two_in_two_out"), "-i", str(tmp_path / "x.npy"),
+            "-i", "scale=[1.0, 2.0, 3.0]", "--format", "json"]
+    promoted = json.loads(run_cli(args).stdout)
+    assert [i["dtype"] for i in promoted["inputs"]] == ["float64", "float64"]
+    assert {c["details"]["rtol"] for c in promoted["checks"] if c["check"] == "jacobian"} == {
+        1e-6}
+    kept = json.loads(run_cli([*args, "--dtype", "float32"]).stdout)
+    assert [i["dtype"] for i in kept["inputs"]] == ["float32", "float32"]
+    assert {c["details"]["rtol"] for c in kept["checks"] if c["check"] == "jacobian"} == {1e-3}
+
+
+def test_max_memory_from_the_command_line_chooses_the_mode(run_cli: Run) -> None:
+    # 400 inputs x 400 outputs: full mode holds about 7.3MiB of Jacobian-sized arrays.
+    args = ["check", fixture_target("custom_gradient_wrong_values", "softplus"), "--shape", "400",
+            "--format", "json"]
+    tight = json.loads(run_cli([*args, "--max-memory", "1MiB"]).stdout)
+    assert {"fast"} <= {c["check"] for c in tight["checks"]}
+    assert "jacobian" not in {c["check"] for c in tight["checks"]}
+    assert any("over the memory budget (--max-memory 1.0MiB)" in note for note in tight["notes"])
+    roomy = json.loads(run_cli([*args, "--max-memory", "16MiB"]).stdout)
+    assert "jacobian" in {c["check"] for c in roomy["checks"]}
+    assert "fast" not in {c["check"] for c in roomy["checks"]}
+
+
+@pytest.mark.parametrize(("size", "message"), [
+    ("lots", "Error: --max-memory 'lots' must be a size like 512MiB or 2GiB"),
+    ("12XB", "Error: --max-memory '12XB' must be a size like 512MiB or 2GiB"),
+    ("1KiB", "Error: --max-memory '1KiB' is below 1MiB"),
+])
+def test_malformed_max_memory_is_one_error_line(run_cli: Run, size: str, message: str) -> None:
+    result = run_cli(["check", fixture_target("custom_gradient_correct"), "--max-memory", size])
+    assert result.exit_code == 2
+    assert result.stderr == message + "\n" and result.stdout == ""

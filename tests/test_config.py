@@ -166,4 +166,8 @@ def test_no_pyproject_anywhere_up_the_tree(tmp_path: Path) -> None:
 def test_surrogate_names_are_read() -> None:
     run = parse_config(config({"target": "ops:f", "surrogate": ["ste_round", "clip"]}), SOURCE)
     assert run.checks[0].surrogate == ("ste_round", "clip")
-    assert "surrogate" in error_of(config({"target": "ops:f", "surrogate": 3}))
+    assert error_of(config({"target": "ops:f", "surrogate": 3})) == (
+        "tool.gradcheck.check[0].surrogate: expected a string or an array of strings, got"
+        " integer")
+    assert error_of(config({"target": "ops:f", "surrogate": ["ste_round", 3]})) == (
+        "tool.gradcheck.check[0].surrogate[1]: expected a string, got 3 (integer)")

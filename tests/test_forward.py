@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import gradcheck
 from gradcheck.checks import COMMAND_KINDS
@@ -23,15 +24,20 @@ def test_forward_and_reverse_agree_for_a_correct_function() -> None:
 
 
 def test_a_wrong_grad_fn_makes_the_modes_disagree() -> None:
-    module = fixture_module("custom_gradient_wrong_values")
-    report = gradcheck.check(module.softplus, *module.softplus_inputs, kinds=frozenset({"jvp"}))
+    module = fixture_module("custom_gradient_wrong_values")  # grad_fn sigmoid(-x), not sigmoid(x)
+    # With every element equal, whatever the random u and v: forward mode differentiates the
+    # real forward ops, sigmoid(x) Σ uᵢvᵢ, reverse mode runs the grad_fn, sigmoid(-x) Σ uᵢvᵢ;
+    # their ratio is sigmoid(x) / sigmoid(-x) = eˣ.
+    report = gradcheck.check(module.softplus, [0.5, 0.5, 0.5], kinds=frozenset({"jvp"}))
     (result,) = _jvp(report)
-    assert result.status == "fail"
-    x = np.array(module.softplus_inputs[0])
-    # Forward mode differentiates the real forward ops: sigmoid(x), the correct derivative.
-    assert "ForwardAccumulator" in result.message
-    assert result.details["forward"] != result.details["reverse"]
-    assert np.isfinite(result.details["forward"]) and x.size == 3
+    assert (result.check, result.status, result.input, result.output) == ("jvp", "fail", "x", "y")
+    forward, reverse = result.details["forward"], result.details["reverse"]
+    assert forward / reverse == pytest.approx(np.exp(0.5), rel=1e-9)
+    assert result.max_abs_err == pytest.approx(abs(forward - reverse), rel=1e-12)
+    assert result.max_abs_err > 1e6 * result.details["allowed"]
+    assert (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {forward:.6g} but reverse mode"
+            f" (tape.gradient) gives ⟨Jᵀu, v⟩ = {reverse:.6g} for x") in result.message
+    assert not report.ok and report.exit_code == 1
 
 
 def test_a_grad_fn_of_the_wrong_shape_is_skipped_not_compared() -> None:

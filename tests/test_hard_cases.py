@@ -1,4 +1,4 @@
-"""Cases found in review: precision hidden inside f, tf.function, hard points, NaN, names."""
+"""Hard cases: precision hidden inside f, tf.function, hard points, NaN, clashing names."""
 
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import Result
 
@@ -159,3 +161,52 @@ def test_cli_timeout_is_the_default_and_a_checks_own_timeout_wins(
     errors = [r["error"] for r in json.loads(result.stdout)["reports"]]
     assert errors[0].startswith("f did not finish within 0.3s (timeout 0.3)")
     assert errors[1].startswith("f did not finish within 0.4s (timeout 0.4)")
+
+
+def test_every_check_key_takes_effect_in_run(tmp_path: Path,
+                                             run_cli: Callable[..., Result]) -> None:
+    # Pairs of checks differing by one key; each key must change the verdict or the JSON.
+    wrong = f'target = "{FIXTURES}/slightly_wrong_gradient.py:f"\ncommand = "jacobian"'
+    two = f'target = "{FIXTURES}/two_in_two_out.py:f"'
+    ste = f'target = "{FIXTURES}/straight_through.py:quantised_layer"'
+    path = write_config(
+        tmp_path,
+        f'name = "default"\n{wrong}', f'name = "atol"\n{wrong}\natol = 1e-3',
+        f'name = "rtol"\n{wrong}\nrtol = 1e-3', f'name = "dtype"\n{wrong}\ndtype = "float32"',
+        f'name = "eps"\n{wrong}\neps = 1e-13',
+        f'name = "seed 0"\n{two}\nshape = [[3], [3]]',
+        f'name = "seed 5"\n{two}\nshape = [[3], [3]]\nseed = 5',
+        f'name = "mode"\n{two}\nmode = "fast"', f'name = "probes"\n{two}\nmode = "fast"\nprobes = 3',
+        f'name = "ste"\n{ste}', f'name = "surrogate"\n{ste}\nsurrogate = "ste_round"',
+    )
+    result = run_cli(["run", "--config", str(path), "--format", "json"])
+    reports = {r["name"]: r for r in json.loads(result.stdout)["reports"]}
+
+    def checks(name: str, kind: str) -> list[dict[str, Any]]:
+        return [c for c in reports[name]["checks"] if c["check"] == kind]
+
+    codes = {name: r["exit_code"] for name, r in reports.items()}
+    assert codes == {"default": 1, "atol": 0, "rtol": 0, "dtype": 0, "eps": 0, "seed 0": 0,
+                     "seed 5": 0, "mode": 0, "probes": 0, "ste": 1, "surrogate": 0}
+    assert result.exit_code == 1
+    tolerances = {name: (checks(name, "jacobian")[0]["details"]["atol"],
+                         checks(name, "jacobian")[0]["details"]["rtol"])
+                  for name in ("default", "atol", "rtol", "dtype")}
+    assert tolerances == {"default": (1e-8, 1e-6), "atol": (1e-3, 1e-6),
+                          "rtol": (1e-8, 1e-3), "dtype": (1e-4, 1e-3)}
+    assert reports["dtype"]["inputs"][0]["dtype"] == "float32"
+    assert reports["default"]["inputs"][0]["dtype"] == "float64"
+    # A 1e-13 step: rounding noise dominates the finite differences and their error estimate.
+    assert checks("default", "jacobian")[0]["details"]["fd_error_estimate"] < 1e-8
+    assert checks("eps", "jacobian")[0]["details"]["fd_error_estimate"] > 1e-4
+    # --shape draws the arguments from the seed: d(x * scale)/dx = diag(scale) differs.
+    seeded = [np.diag(next(c for c in checks(name, "jacobian")
+                           if (c["output"], c["input"]) == ("y[0]", "x"))["details"]["autodiff"])
+              for name in ("seed 0", "seed 5")]
+    assert not np.allclose(*seeded)
+    assert checks("seed 0", "fast") == [] and len(checks("seed 0", "jacobian")) == 4
+    assert checks("mode", "jacobian") == []
+    assert [c["details"]["probes"] for c in checks("mode", "fast")] == [8]
+    assert [c["details"]["probes"] for c in checks("probes", "fast")] == [3]
+    assert [c["status"] for c in checks("ste", "custom-gradient")] == ["fail"]
+    assert [c["status"] for c in checks("surrogate", "custom-gradient")] == ["warn"]

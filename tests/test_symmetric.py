@@ -171,3 +171,17 @@ def test_natgrad_dl_deta2_is_the_symmetric_part_and_a_warning() -> None:
     assert only(report, "jacobian", input="eta2", output="y['L']").status == "warn"
     # eta1 moves eta2 - eta1 eta1ᵀ symmetrically: no convention involved, a plain pass.
     assert only(report, "vjp", input="eta1").status == "pass"
+
+
+def test_a_correct_custom_gradient_on_a_symmetric_matrix_is_no_false_alarm() -> None:
+    # cholesky_custom's grad_fn returns TensorFlow's own gradient: the symmetric part.
+    report = run("symmetric_ops", "cholesky_custom")
+    assert report.ok and report.exit_code == 0
+    assert not [c for c in report.checks if c.status in ("fail", "error")]
+    site = only(report, "custom-gradient")
+    assert site.status == "pass"
+    assert site.message.startswith("custom_gradient cholesky_custom (line 57): grad_fn returns uᵀJ")
+    jacobian = only(report, "jacobian", input="a")
+    assert jacobian.status == "warn" and "symmetric part (G + Gᵀ)/2" in jacobian.message
+    assert jacobian.max_rel_err is not None and jacobian.max_rel_err < 1e-8
+    assert only(report, "vjp", input="a").status == "warn"

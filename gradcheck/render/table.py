@@ -111,7 +111,8 @@ def _row(result: CheckResult, roomy: bool) -> list[Any]:
     return [
         status_text(result.status), result.check, Text(result.input or ""),
         Text(result.output or ""), _number(result.max_abs_err), _number(result.max_rel_err),
-        _ratio(result.excess), _index(result.worst_index), Text(location if roomy else _short_location(location)),
+        _ratio(result.excess), _index(result.worst_index),
+        Text(location if roomy else _short_location(location)),
         Text(headline(result.message)),
     ]
 
