@@ -53,7 +53,10 @@ def _reading(path: Path, what: str) -> Iterator[None]:
                 f"{what} {str(path)!r} holds Python objects (pickled data); gradcheck loads"
                 f" {path.suffix} files with allow_pickle=False: save numeric arrays"
             ) from exc
-        raise InputError(f"cannot read {what} {str(path)!r}: {exc}") from exc
+        text = str(exc)
+        if "could only read" in text or "cannot reshape array" in text:
+            text = "the file holds fewer elements than its header declares (truncated?)"
+        raise InputError(f"cannot read {what} {str(path)!r}: {text}") from exc
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise InputError(f"cannot read {what} {str(path)!r}: {exc or 'empty file'}") from exc
 

@@ -27,15 +27,35 @@ def test_value_mistakes_are_named() -> None:
 
 def test_shape_mistakes_are_named() -> None:
     u = np.array([0.5, -2.0])
-    assert shape_diagnosis(J, u, J, (2,), (2,)) == "returned the full Jacobian J"
-    assert shape_diagnosis(J * u, u, J, (2,), (2,)).startswith("returned J * upstream")
-    assert shape_diagnosis(u[:, None] * J, u, J, (2,), (2,)).startswith(
+
+    def what(grad: np.ndarray, upstream: np.ndarray, jacobian: np.ndarray,
+             in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
+        return shape_diagnosis(grad, upstream, jacobian, in_shape, out_shape).what
+
+    assert what(J, u, J, (2,), (2,)) == "returned the full Jacobian J"
+    assert what(J * u, u, J, (2,), (2,)).startswith("returned J * upstream")
+    assert what(u[:, None] * J, u, J, (2,), (2,)).startswith(
         "scaled the Jacobian's rows by u")
-    assert shape_diagnosis(np.float64(1.0) * np.ones(()), u, J, (2,), (2,)) == (
+    assert what(np.float64(1.0) * np.ones(()), u, J, (2,), (2,)) == (
         "returned a scalar (a summed result)")
     tall = np.ones((3, 2))
-    assert shape_diagnosis(tall.T, np.ones(3), tall, (2,), (3,)) == (
+    assert what(tall.T, np.ones(3), tall, (2,), (3,)) == (
         "returned a transposed-Jacobian-shaped tensor")
+
+
+def test_transposed_jacobian_times_upstream_gets_the_contraction_as_its_fix() -> None:
+    """The seed question's grad_fn: dg = Jᵀ, returned dg * upstream; the fix sums axis -1."""
+    u = np.array([0.5, -2.0])
+    mistake = shape_diagnosis(J.T * u, u, J, (2,), (2,))
+    assert mistake.what.startswith("returned Jᵀ * upstream")
+    assert "tf.linalg.matvec(that matrix, upstream)" in mistake.fix
+    np.testing.assert_allclose((J.T * u).sum(axis=-1), u @ J)
+    # Near the true J only within float32 precision: still named with rtol 1e-3.
+    noisy = J * (1 + 1e-5)
+    assert shape_diagnosis(noisy, u, J, (2,), (2,), rtol=1e-3).what == (
+        "returned the full Jacobian J")
+    assert shape_diagnosis(noisy, u, None, (2,), (2,)).what.startswith(
+        "returned a Jacobian-shaped tensor")
 
 
 def test_return_location_finds_the_single_return() -> None:

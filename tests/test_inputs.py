@@ -21,11 +21,14 @@ from gradcheck.inputs import (
 from .conftest import fixture_module
 
 
-def test_literals_become_arrays_and_ints_stay_ints() -> None:
+def test_float_literals_stay_python_floats_and_ints_become_arrays() -> None:
+    """A literal has no dtype of its own (TensorFlow would make it float32), unlike a .npy."""
     value = parse_value("[1.0, 2.0]")
-    assert isinstance(value, np.ndarray) and value.dtype == np.float64
+    assert value == [1.0, 2.0] and isinstance(value[0], float)
     assert parse_value("3") == 3
-    assert parse_value("2.5").shape == ()
+    assert parse_value("2.5") == 2.5
+    ints = parse_value("[1, 2]")
+    assert isinstance(ints, np.ndarray) and ints.dtype.kind == "i"
     assert parse_value("'text'") == "text"
 
 
@@ -60,7 +63,7 @@ def test_keyword_inputs_and_order() -> None:
 def test_shapes_are_seeded() -> None:
     first = resolve_arguments("f", None, shapes=["2,3"], seed=4)
     second = resolve_arguments("f", None, shapes=["2,3"], seed=4)
-    assert first.args[0].shape == (2, 3)
+    assert np.shape(first.args[0]) == (2, 3)
     np.testing.assert_array_equal(first.args[0], second.args[0])
     with pytest.raises(InputError, match="every dimension must be positive"):
         parse_shape("0,3")

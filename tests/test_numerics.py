@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
 from gradcheck import numerics
 
@@ -71,7 +72,20 @@ def test_compare_reports_worst_element() -> None:
     result = numerics.compare(actual, expected, numerics.tolerance_for("float64"))
     assert not result.ok and result.worst_index == (1, 0) and result.n_bad == 1
     assert result.max_abs_err == 0.5
-    assert abs(result.max_rel_err - 0.5 / 3.5) < 1e-12
+    # Relative to the block's scale (max |expected| = 4), not elementwise.
+    assert abs(result.max_rel_err - 0.5 / 4.0) < 1e-12
+    allowed = 1e-8 + 1e-6 * 3.0
+    assert abs(result.excess - 0.5 / allowed) < 1e-6 * result.excess
+
+
+def test_relative_error_is_against_the_block_scale_not_noise_entries() -> None:
+    """Entries that are both ~1e-11 noise must not read as a 100% error next to a pass."""
+    expected = np.array([[2.0, 1e-11], [3.0, -2e-11]])
+    actual = np.array([[2.0, -1e-11], [3.0, 3e-11]])
+    result = numerics.compare(actual, expected, numerics.tolerance_for("float64"))
+    assert result.ok
+    assert result.max_rel_err == pytest.approx(5e-11 / 3.0)
+    assert result.excess < 0.01
 
 
 def test_contract_is_u_transpose_j() -> None:

@@ -1,0 +1,110 @@
+"""gradcheck's own machinery (promotion, naming, reused tensors, tapes) causes no finding."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from click.testing import Result
+
+import gradcheck
+
+from .conftest import fixture_module, fixture_target
+
+harness = fixture_module("harness_transparency")
+
+
+def _statuses(report: gradcheck.report.Report) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for c in report.checks:
+        found.setdefault(c.check, set()).add(c.status)
+    return found
+
+
+def test_an_argument_called_y_is_not_nondeterminism() -> None:
+    report = gradcheck.check(harness.atan2, np.array([1.0, -2.0]), np.array([0.5, 3.0]))
+    assert report.ok, report.checks
+    assert "nondeterminism" not in _statuses(report)
+    assert {c.output for c in report.checks if c.output} == {"out"}
+    assert {c.input for c in report.checks if c.check == "jacobian"} == {"y", "x"}
+
+
+def test_tfp_bijector_cache_does_not_cut_the_gradient() -> None:
+    """TFP caches forward results by input tensor: a reused tensor gets a tape-less result."""
+    report = gradcheck.check(harness.softplus_bijector, np.array([0.5, -1.0, 2.0]))
+    assert report.ok, [c.message for c in report.checks if c.failed]
+    assert _statuses(report)["connected"] == {"pass"}
+    assert _statuses(report)["jacobian"] == {"pass"}
+
+
+def test_py_function_gets_a_verdict_through_fresh_tapes() -> None:
+    report = gradcheck.check(harness.py_square, np.array([1.0, 2.0, 3.0]))
+    assert report.ok, [c.message for c in report.checks if c.failed]
+    assert _statuses(report)["jacobian"] == {"pass"}
+    assert any("fresh tape" in note for note in report.notes)
+
+
+def test_py_function_with_a_wrong_gradient_still_fails() -> None:
+    @tf.custom_gradient
+    def wrong(x: tf.Tensor) -> tuple[tf.Tensor, Callable[[tf.Tensor], tf.Tensor]]:
+        return harness.py_square(x), lambda u: u * 3.0 * x
+
+    report = gradcheck.check(wrong, np.array([1.0, 2.0, 3.0]))
+    assert "fail" in _statuses(report)["jacobian"]
+
+
+@pytest.mark.parametrize("function", ["segment_sum"])
+def test_indexed_slices_in_forward_mode(function: str) -> None:
+    report = gradcheck.check(getattr(harness, function), np.array([1.0, 2.0, 3.0, 4.0]))
+    assert report.ok, [c.message for c in report.checks if c.failed]
+    assert _statuses(report)["jvp"] == {"pass"}
+
+
+def test_scatter_nd_in_forward_mode() -> None:
+    report = gradcheck.check(lambda x: tf.scatter_nd([[0], [2]], x, [4]), np.array([1.0, 2.0]))
+    assert report.ok and _statuses(report)["jvp"] == {"pass"}
+
+
+def test_float32_literal_in_grad_fn_is_checked_in_float32(run_cli: Callable[..., Result]
+                                                           ) -> None:
+    result = run_cli(["check", fixture_target("harness_transparency", "scaled"),
+                      "-i", "[1.0, 2.0]", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["inputs"][0]["dtype"] == "float32"
+    assert any("cannot be taken in float64" in n and "checked in float32" in n
+               for n in report["notes"])
+
+
+def test_promotion_fallback_still_finds_a_wrong_grad_fn(run_cli: Callable[..., Result]
+                                                        ) -> None:
+    result = run_cli(["check", fixture_target("harness_transparency", "scaled_wrong"),
+                      "-i", "[1.0, 2.0]", "--format", "json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    wrong = [c for c in report["checks"] if c["status"] == "fail"]
+    assert wrong and all("double tensor" not in c["message"] for c in wrong)
+    assert any(c["check"] == "custom-gradient" and c["location"].endswith(":35")
+               for c in wrong)
+
+
+def test_a_grad_fn_that_fails_in_every_dtype_is_the_users_bug(run_cli: Callable[..., Result]
+                                                               ) -> None:
+    result = run_cli(["check", fixture_target("harness_transparency", "raises_everywhere"),
+                      "-i", "[1.0, 2.0]", "--format", "json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    raised = [c for c in report["checks"] if c["check"] == "custom-gradient"
+              and c["status"] == "fail"]
+    assert len(raised) == 1 and "raised InvalidArgumentError" in raised[0]["message"]
+    assert raised[0]["location"].endswith(":43")
+
+
+def test_a_float64_npy_input_is_not_demoted(tmp_path: object) -> None:
+    """A typed float64 input keeps its dtype: a float32 grad_fn for it is a real finding."""
+    report = gradcheck.check(harness.scaled, tf.constant([1.0, 2.0], tf.float64))
+    assert not report.ok
+    assert report.inputs[0].dtype == "float64"
