@@ -16,6 +16,7 @@ from gradcheck.report import CheckResult, Report
 from .conftest import FIXTURES, fixture_module, fixture_target
 
 # (fixture, function, check kind, status, line of the finding, words in its message)
+Words = str | tuple[str, ...]
 LOCATED = [
     ("composed_custom_gradients", "f", "custom-gradient", "fail", 21,
      "custom_gradient scaled_square (line 17): grad_fn is off by a constant factor of 2"),
@@ -26,7 +27,7 @@ LOCATED = [
     ("float32_gradient", "cube", "custom-gradient", "fail", 11,
      "returned a float32 gradient for input x of dtype float64"),
     ("custom_gradient_full_jacobian", "f", "grad-shape", "fail", 12,
-     "grad_fn returned J * upstream"),
+     ("custom_gradient f (line 7): ", "returned J * upstream")),
     ("custom_gradient_mistakes", "transposed", "custom-gradient", "fail", 13,
      "uses J where Jᵀ is needed"),
     ("custom_gradient_mistakes", "sign_flipped", "custom-gradient", "fail", 23,
@@ -47,22 +48,23 @@ LOCATED = [
     ("assign_into_variable", "f", "graph-break", "fail", 9, "assigned into a tf.Variable"),
     ("python_float", "f", "graph-break", "fail", 7, "float()"),
     ("numpy_function_path", "f", "graph-break", "fail", 8, "tf.numpy_function"),
+    # (several phrases: all must appear)
     ("custom_gradient_jacobian_mistakes", "full_jacobian", "grad-shape", "fail", 19,
-     "custom_gradient full_jacobian (line 15): grad_fn returned the full Jacobian J: shape"
-     " (2, 2) for input x of shape (2,)"),
+     ("custom_gradient full_jacobian (line 15): ", "returned the full Jacobian J",
+      "(2, 2) for input x of shape (2,)")),
     ("custom_gradient_jacobian_mistakes", "rows_scaled", "grad-shape", "fail", 29,
-     "custom_gradient rows_scaled (line 25): grad_fn scaled the Jacobian's rows by u but did"
-     " not sum over the outputs"),
+     ("custom_gradient rows_scaled (line 25): ",
+      "scaled the Jacobian's rows by u but did not sum over the outputs")),
     ("custom_gradient_jacobian_mistakes", "transposed_shape", "grad-shape", "fail", 39,
-     "custom_gradient transposed_shape (line 35): grad_fn returned a transposed-Jacobian-shaped"
-     " tensor: shape (2, 3) for input x of shape (2,)"),
+     ("custom_gradient transposed_shape (line 35): ",
+      "returned a transposed-Jacobian-shaped tensor", "(2, 3) for input x of shape (2,)")),
     ("custom_gradient_jacobian_mistakes", "sums_upstream", "custom-gradient", "fail", 49,
-     "custom_gradient sums_upstream (line 45): grad_fn gives every output element the same"
-     " gradient row: it sums the upstream"),
+     ("custom_gradient sums_upstream (line 45): ",
+      "gives every output element the same gradient row: it sums the upstream")),
     ("custom_gradient_wrong_values", "softplus", "custom-gradient", "fail", 11,
-     "custom_gradient softplus (line 7): grad_fn returns wrong values for input x"),
+     ("custom_gradient softplus (line 7): ", "returns wrong values for input x")),
     ("leaky_wrong_slope", "leaky", "custom-gradient", "fail", 11,
-     "custom_gradient leaky (line 7): grad_fn returns wrong values for input x"),
+     ("custom_gradient leaky (line 7): ", "returns wrong values for input x")),
 ]
 CLEAN = [
     ("custom_gradient_correct", "f"),
@@ -76,12 +78,17 @@ def findings(report: Report, check: str) -> list[CheckResult]:
     return [c for c in report.checks if c.check == check]
 
 
+def says(message: str, words: Words) -> bool:
+    return all(w in message for w in ((words,) if isinstance(words, str) else words))
+
+
 @pytest.mark.parametrize(("name", "function", "check", "status", "line", "words"), LOCATED)
 def test_api_locates_the_bug(name: str, function: str, check: str, status: str, line: int,
-                             words: str) -> None:
+                             words: Words) -> None:
     report = gradcheck.check(str(FIXTURES / f"{name}.py") + f":{function}")
     assert not report.ok
-    matching = [c for c in findings(report, check) if c.status == status and words in c.message]
+    matching = [c for c in findings(report, check)
+                if c.status == status and says(c.message, words)]
     assert matching, [(c.check, c.status, c.message) for c in report.checks]
     location = matching[0].location
     assert location is not None and location.endswith(f"{name}.py:{line}")
@@ -91,12 +98,12 @@ def test_api_locates_the_bug(name: str, function: str, check: str, status: str, 
 
 @pytest.mark.parametrize(("name", "function", "check", "status", "line", "words"), LOCATED[::3])
 def test_cli_locates_the_bug(run_cli: Callable[..., Result], name: str, function: str,
-                             check: str, status: str, line: int, words: str) -> None:
+                             check: str, status: str, line: int, words: Words) -> None:
     result = run_cli(["check", fixture_target(name, function), "--format", "json"])
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     matching = [c for c in data["checks"] if c["check"] == check and c["status"] == status
-                and words in c["message"]]
+                and says(c["message"], words)]
     assert matching and matching[0]["location"].endswith(f"{name}.py:{line}")
 
 

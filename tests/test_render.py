@@ -33,7 +33,8 @@ def test_json_has_the_contract_fields() -> None:
         "check": "grad-shape", "status": "fail", "input": "x", "output": None,
         "message": "grad_fn of f returned shape (2, 2)",
         "location": "fixtures/seed_custom_gradient.py:9",
-        "max_abs_err": None, "max_rel_err": None, "worst_index": None, "details": {},
+        "max_abs_err": None, "max_rel_err": None, "worst_index": None, "excess": None,
+        "details": {},
     }
     assert data["checks"][0]["worst_index"] == [1]
     assert data["checks"][2]["max_abs_err"] is None  # NaN never reaches JSON
