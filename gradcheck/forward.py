@@ -58,7 +58,11 @@ def _check_one(checker: Checker, slot_index: int, slot: Slot, rng: np.random.Gen
     scale = max(float(sum(np.sum(np.abs(t)) for t in forward_terms)),
                 float(np.sum(np.abs(reverse_terms))))
     eps = machine_eps(checker.tolerance_dtype)
-    allowed = JVP_ROUNDING * eps * scale + np.finfo(np.float64).tiny
+    # Tolerances the user gave explicitly also bound how far the two modes may differ.
+    given = checker.options
+    accepted = (given.rtol or 0.0) * scale + (given.atol or 0.0) * float(
+        np.sum(np.abs(tangent)) * sum(np.sum(np.abs(u)) for u in upstreams))
+    allowed = JVP_ROUNDING * eps * scale + accepted + np.finfo(np.float64).tiny
     error = abs(forward - backward)
     details = {"forward": forward, "reverse": backward, "allowed": allowed}
     if all(j is None for j in jvps) and reverse.value is None:
