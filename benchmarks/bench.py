@@ -22,8 +22,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 import gradcheck  # noqa: E402
-from gradcheck import autodiff, numerics  # noqa: E402
-from gradcheck.tf_runtime import tensorflow  # noqa: E402
+from gradcheck.numerics import differences  # noqa: E402
+from gradcheck.tf import program  # noqa: E402
+from gradcheck.tf.runtime import tensorflow  # noqa: E402
 
 
 class PeakMemory:
@@ -74,10 +75,11 @@ def the_limit(f: Callable[..., Any], x: np.ndarray) -> tuple[float, np.ndarray]:
         tape.watch(xt)
         y = f(xt)
     jacobian = tape.jacobian(y, xt)
-    program = autodiff.Program(f, [autodiff.Slot("x", 0, None, xt, True, "float64", x.shape)],
+    bound = program.Program(f, [program.Slot("x", 0, None, xt, True, "float64", x.shape)],
                                "float64")
-    evaluator = autodiff.BatchEvaluator(program, 0, [0], [np.asarray(y)], 1 << 30)
-    evaluator.evaluate_perturbations(numerics.step_sizes(x, "float64"), numerics.FIRST_FACTORS)
+    evaluator = program.BatchEvaluator(bound, 0, [0], [np.asarray(y)], 1 << 30)
+    evaluator.evaluate_perturbations(differences.step_sizes(x, "float64"),
+                                     differences.FIRST_FACTORS)
     return time.perf_counter() - start, np.asarray(jacobian)
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.checks import ALL_KINDS, DEFAULT_MAX_MEMORY, CheckOptions
-from gradcheck.diagnosis import diagnose
-from gradcheck.inputs import Arguments, name_arguments, resolve_arguments
+from gradcheck.diagnosis.diagnose import diagnose
+from gradcheck.load.inputs import Arguments, name_arguments, resolve_arguments
+from gradcheck.options import ALL_KINDS, DEFAULT_MAX_MEMORY, CheckOptions
 from gradcheck.pipeline import check_target
 from gradcheck.report import Report
 

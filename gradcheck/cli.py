@@ -12,9 +12,8 @@ from typing import Any
 
 import click
 
-from gradcheck.errors import GradcheckError, UsageError
-from gradcheck.exit_codes import ExitCode
-from gradcheck.report import VERSION
+from gradcheck.errors import ExitCode, GradcheckError, UsageError
+from gradcheck.report import VERSION, Status
 
 FORMATS = ("table", "json", "junit")
 
@@ -147,7 +146,7 @@ def report_error(error: GradcheckError, output_format: str, show_traceback: bool
         click.echo(render_error_json(error.message, int(error.exit_code), target))
     elif output_format == "junit" and target is not None:
         from gradcheck.render.junit import render_junit
-        from gradcheck.runner import CheckOutcome
+        from gradcheck.report import CheckOutcome
 
         click.echo(render_junit([CheckOutcome(target, target, None, error.exit_code,
                                               error=error.message)]), nl=False)
@@ -199,7 +198,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     output_format = options["output_format"]
     try:
         validate_numbers(options["atol"], options["rtol"], options["eps"], options["probes"])
-        from gradcheck.checks import COMMAND_KINDS, CheckOptions
+        from gradcheck.options import options_from
         from gradcheck.pipeline import TargetRequest
 
         request = TargetRequest(
@@ -208,12 +207,9 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             upstream_specs=tuple(options.get("upstream_specs", ())),
             instrument=not options["no_instrument"],
         )
-        check_options = CheckOptions(
-            atol=options["atol"], rtol=options["rtol"], eps=options["eps"],
-            mode=options["mode"], probes=options["probes"], seed=options["seed"],
-            dtype=options["dtype"], max_memory=parse_memory(options["max_memory"]),
-            kinds=COMMAND_KINDS[command], explain=_explain_wanted(command, options),
-            surrogates=frozenset(options["surrogates"]),
+        check_options = options_from(
+            command, {**options, "max_memory": parse_memory(options["max_memory"])},
+            explain=_explain_wanted(command, options),
             progress=(progress := _progress_bar(output_format, options["no_color"])),
         )
         try:
@@ -234,15 +230,15 @@ def _progress_bar(output_format: str, no_color: bool) -> Any:
     """A rich bar on stderr for long work: only for tables, only on a terminal."""
     if output_format != "table" or not sys.stderr.isatty():
         return None
-    from gradcheck.progress import DelayedProgress
+    from gradcheck.render.progress import DelayedProgress
 
     return DelayedProgress(make_console(no_color, stderr=True))
 
 
 def _checked_in_time(request: Any, check_options: Any, timeout: float | None) -> Any:
+    from gradcheck.load.timeout import run_with_time_limit, validate_timeout
     from gradcheck.pipeline import check_request
-    from gradcheck.tf_runtime import tensorflow
-    from gradcheck.timeout import run_with_time_limit, validate_timeout
+    from gradcheck.tf.runtime import tensorflow
 
     validate_timeout(timeout)
     if timeout is not None:
@@ -258,7 +254,7 @@ def _formatted(report: Any, output_format: str, command: str) -> str:
         return render_json(report)
     if output_format == "junit":
         from gradcheck.render.junit import render_junit
-        from gradcheck.runner import CheckOutcome
+        from gradcheck.report import CheckOutcome
 
         return render_junit([CheckOutcome(report.target, report.target, report, report.exit_code)])
     from gradcheck.render.text import render_text
@@ -346,9 +342,9 @@ def check(target: str, **options: Any) -> None:
 def run(config_file: str | None, pattern: str | None, timeout: float | None,
         **options: Any) -> None:
     """Run the checks configured in [tool.gradcheck], for CI (exit code: the worst check's)."""
-    from gradcheck.config import load_config
+    from gradcheck.load.config import load_config
+    from gradcheck.load.timeout import validate_timeout
     from gradcheck.runner import run_all
-    from gradcheck.timeout import validate_timeout
 
     output_format = options["output_format"]
     try:
@@ -421,8 +417,8 @@ def demo(no_color: bool, verbose: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from gradcheck.checks import COMMAND_KINDS, CheckOptions
     from gradcheck.demo import DEMO_CASES, fixtures_dir, matches, upstream_specs
+    from gradcheck.options import options_from
     from gradcheck.pipeline import TargetRequest, check_request
     from gradcheck.render.table import headline, render_table, status_text
 
@@ -436,8 +432,8 @@ def demo(no_color: bool, verbose: bool) -> None:
         request = TargetRequest(target=f"{directory / case.file}:{case.function}",
                                 path=str(directory), upstream_specs=upstream_specs(case, directory))
         try:
-            report = check_request(request, CheckOptions(kinds=COMMAND_KINDS[case.command],
-                                                         explain=verbose and case.command == "vjp"))
+            report = check_request(request, options_from(
+                case.command, {}, explain=verbose and case.command == "vjp"))
         except GradcheckError as error:
             all_matched = False
             table.add_row(status_text("error"), case.file, case.story, Text(error.message), "no")
@@ -447,7 +443,7 @@ def demo(no_color: bool, verbose: bool) -> None:
         all_matched &= matched
         worst = report.sorted_checks()[0] if report.checks else None
         finding = "all checks pass"
-        if worst and worst.status != "pass":
+        if worst and worst.status != Status.PASS:
             where = f" [{worst.location}]" if worst.location else ""
             finding = f"{worst.check}{where}: {headline(worst.message)}"
         table.add_row(status_text("pass" if report.ok else "fail"), f"{case.file}:{case.function}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def upstream_specs(case: DemoCase, directory: Path) -> tuple[str, ...]:
                  for spec in case.upstream)
 
 
-def matches(case: DemoCase, ok: bool, failing_checks: set[str]) -> bool:
+def matches(case: DemoCase, ok: bool, failing_checks: Set[str]) -> bool:
     if case.expect_ok:
         return ok and (case.expect_check is None or case.expect_check in failing_checks)
     return not ok and (case.expect_check is None or case.expect_check in failing_checks)

@@ -1,8 +1,16 @@
-"""Errors that stop a run before a report exists, each with its exit code."""
+"""Exit codes (the one place that defines them) and the errors that stop a run before a
+report exists, each with its exit code."""
 
 from __future__ import annotations
 
-from gradcheck.exit_codes import ExitCode
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    CHECK_FAILED = 1
+    USAGE_ERROR = 2
+    FUNCTION_ERROR = 3
 
 
 class GradcheckError(Exception):

@@ -8,13 +8,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gradcheck.checks import CheckOptions
-from gradcheck.diagnosis import diagnose
-from gradcheck.inputs import Arguments, name_arguments, parse_upstreams, resolve_arguments
-from gradcheck.instrument import observing_custom_gradients
+from gradcheck.diagnosis.diagnose import diagnose
+from gradcheck.load.inputs import Arguments, name_arguments, parse_upstreams, resolve_arguments
+from gradcheck.load.target import Target, load_attribute, load_target
+from gradcheck.options import CheckOptions
 from gradcheck.report import Report
-from gradcheck.target import Target, load_attribute, load_target
-from gradcheck.tf_runtime import tensorflow
+from gradcheck.tf.instrument import observing_custom_gradients
+from gradcheck.tf.runtime import tensorflow
 
 
 @dataclass(frozen=True)

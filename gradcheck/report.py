@@ -3,22 +3,57 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any
 
-from gradcheck.exit_codes import ExitCode
+from gradcheck.errors import ExitCode
 
 VERSION = "0.1.0"
 
-STATUSES = ("pass", "fail", "warn", "skip", "error")
-FAILING_STATUSES = frozenset({"fail", "error"})
+
+
+class Status(str, enum.Enum):
+    """A check's verdict; compares equal to its JSON spelling."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    SKIP = "skip"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Kind(str, enum.Enum):
+    """What was checked (the contract's check names)."""
+
+    JACOBIAN = "jacobian"
+    VJP = "vjp"
+    GRAD_SHAPE = "grad-shape"
+    CONNECTED = "connected"
+    GRAPH_BREAK = "graph-break"
+    CUSTOM_GRADIENT = "custom-gradient"
+    UPSTREAM = "upstream"
+    KINK = "kink"
+    NONDETERMINISM = "nondeterminism"
+    FAST = "fast"
+    JVP = "jvp"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STATUSES = tuple(Status)
+FAILING_STATUSES = frozenset({Status.FAIL, Status.ERROR})
 # Worst first: used to sort rows and to pick a summary status.
-STATUS_RANK = {"error": 0, "fail": 1, "warn": 2, "skip": 3, "pass": 4}
+STATUS_RANK = {Status.ERROR: 0, Status.FAIL: 1, Status.WARN: 2, Status.SKIP: 3, Status.PASS: 4}
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
-    check: str
-    status: str
+    check: Kind
+    status: Status
     message: str
     input: str | None = None
     output: str | None = None
@@ -31,8 +66,9 @@ class CheckResult:
     details: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown status {self.status!r}")
+        # Spelled as in JSON or as the enums; unknown spellings raise ValueError.
+        object.__setattr__(self, "check", Kind(self.check))
+        object.__setattr__(self, "status", Status(self.status))
 
     @property
     def failed(self) -> bool:
@@ -70,3 +106,46 @@ class Report:
 
     def count(self, status: str) -> int:
         return sum(1 for result in self.checks if result.status == status)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckOutcome:
+    """One configured check: its report, or the error that stopped it."""
+
+    name: str
+    target: str
+    report: Report | None
+    exit_code: ExitCode
+    seconds: float = 0.0
+    error: str | None = None
+    user_traceback: str | None = None
+
+    @property
+    def status(self) -> Status:
+        """pass, warn, fail or error (an error: no report, exit code 2 or 3)."""
+        if self.report is None:
+            return Status.ERROR
+        if not self.report.ok:
+            return Status.FAIL
+        return Status.WARN if self.report.count(Status.WARN) else Status.PASS
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    outcomes: tuple[CheckOutcome, ...]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """The highest code of any check: 3 beats 2 beats 1 beats 0."""
+        return max((o.exit_code for o in self.outcomes), default=ExitCode.OK)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == ExitCode.OK
+
+    def sorted_outcomes(self) -> tuple[CheckOutcome, ...]:
+        """Worst first (error, fail, warn, pass), keeping the configured order among equals."""
+        return tuple(sorted(self.outcomes, key=lambda o: STATUS_RANK[o.status]))
+
+    def count(self, status: str) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.status == status)

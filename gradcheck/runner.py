@@ -6,61 +6,16 @@ import dataclasses
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from gradcheck.config import CheckConfig
-from gradcheck.errors import GradcheckError
-from gradcheck.exit_codes import ExitCode
-from gradcheck.report import STATUS_RANK, Report
-
-
-@dataclass(frozen=True)
-class CheckOutcome:
-    """One configured check: its report, or the error that stopped it."""
-
-    name: str
-    target: str
-    report: Report | None
-    exit_code: ExitCode
-    seconds: float = 0.0
-    error: str | None = None
-    user_traceback: str | None = None
-
-    @property
-    def status(self) -> str:
-        """pass, warn, fail or error (an error: no report, exit code 2 or 3)."""
-        if self.report is None:
-            return "error"
-        if not self.report.ok:
-            return "fail"
-        return "warn" if self.report.count("warn") else "pass"
-
-
-@dataclass(frozen=True)
-class RunResult:
-    outcomes: tuple[CheckOutcome, ...]
-
-    @property
-    def exit_code(self) -> ExitCode:
-        """The highest code of any check: 3 beats 2 beats 1 beats 0."""
-        return max((o.exit_code for o in self.outcomes), default=ExitCode.OK)
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == ExitCode.OK
-
-    def sorted_outcomes(self) -> tuple[CheckOutcome, ...]:
-        """Worst first (error, fail, warn, pass), keeping the configured order among equals."""
-        return tuple(sorted(self.outcomes, key=lambda o: STATUS_RANK[o.status]))
-
-    def count(self, status: str) -> int:
-        return sum(1 for outcome in self.outcomes if outcome.status == status)
+from gradcheck.errors import ExitCode, GradcheckError
+from gradcheck.load.config import CheckConfig
+from gradcheck.report import CheckOutcome, RunResult
 
 
 def _unexpected(name: str, exc: Exception) -> tuple[str, str]:
-    from gradcheck.autodiff import first_line
-    from gradcheck.locations import exception_location
+    from gradcheck.load.locations import exception_location
+    from gradcheck.tf.program import first_line
 
     where = exception_location(exc)
     text = "".join(traceback.format_exception(exc))
@@ -74,19 +29,15 @@ def run_one(check: CheckConfig, timeout: float | None = None) -> CheckOutcome:
 
     `timeout` applies when the check has no `timeout` key of its own.
     """
-    from gradcheck.checks import COMMAND_KINDS, CheckOptions
+    from gradcheck.load.timeout import run_with_time_limit
+    from gradcheck.options import options_from
     from gradcheck.pipeline import TargetRequest, check_request
-    from gradcheck.timeout import run_with_time_limit
 
     request = TargetRequest(
         target=check.load_target, path=check.path, input_specs=check.input,
         shapes=check.shape, inputs_attr=check.inputs, upstream_specs=check.upstream,
     )
-    options = CheckOptions(
-        atol=check.atol, rtol=check.rtol, eps=check.eps, mode=check.mode, probes=check.probes,
-        seed=check.seed, dtype=check.dtype, kinds=COMMAND_KINDS[check.command],
-        surrogates=frozenset(check.surrogate),
-    )
+    options = options_from(check.command, dataclasses.asdict(check))
     function = check.target.rpartition(":")[2]
     start = time.perf_counter()
     try:
@@ -108,9 +59,9 @@ def run_one(check: CheckConfig, timeout: float | None = None) -> CheckOutcome:
 def run_all(checks: Sequence[CheckConfig], timeout: float | None = None,
             progress: Callable[[CheckConfig, CheckOutcome | None], Any] | None = None) -> RunResult:
     """Run every check in order; `progress(check, None)` before and `(check, outcome)` after."""
-    from gradcheck.instrument import observing_custom_gradients
-    from gradcheck.target import module_cache
-    from gradcheck.tf_runtime import tensorflow
+    from gradcheck.load.target import module_cache
+    from gradcheck.tf.instrument import observing_custom_gradients
+    from gradcheck.tf.runtime import tensorflow
 
     tensorflow()  # imported before any time limit starts: its start-up is nobody's fault
     outcomes = []

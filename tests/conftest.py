@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck.cli import cli
-from gradcheck.target import import_module
+from gradcheck.load.target import import_module
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

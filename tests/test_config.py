@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gradcheck.config import ConfigError, load_config, parse_config
-from gradcheck.exit_codes import ExitCode
+from gradcheck.errors import ExitCode
+from gradcheck.load.config import ConfigError, load_config, parse_config
 from tests.conftest import FIXTURES
 
 SAMPLE = FIXTURES / "ci_project" / "pyproject.toml"

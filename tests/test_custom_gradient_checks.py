@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck.custom_gradient_checks import shape_diagnosis, value_diagnosis
-from gradcheck.instrument import return_location
+from gradcheck.diagnosis.custom_gradients import shape_diagnosis, value_diagnosis
 from gradcheck.render.annotations import render_github_annotations
 from gradcheck.report import CheckResult, Report
+from gradcheck.tf.instrument import return_location
 
 J = np.array([[1.0, 2.0], [-3.0, 0.5]])
 

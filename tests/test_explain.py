@@ -11,9 +11,9 @@ import pytest
 from click.testing import Result
 from rich.console import Console
 
-from gradcheck.checks import COMMAND_KINDS, CheckOptions
+from gradcheck.checks.explain import FORMULAS, InputFacts, TargetFacts, explain
 from gradcheck.demo import DEMO_CASES, fixtures_dir, matches, upstream_specs
-from gradcheck.explain import FORMULAS, InputFacts, TargetFacts, explain
+from gradcheck.options import COMMAND_KINDS, CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.explain import render_explanation
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.autodiff import point_bytes
-from gradcheck.checks import CheckOptions
+from gradcheck.checks.fast import choose_mode, full_mode_bytes
 from gradcheck.errors import UsageError
-from gradcheck.fast import choose_mode, full_mode_bytes
+from gradcheck.options import CheckOptions
+from gradcheck.tf.program import point_bytes
 from tests.conftest import fixture_module, fixture_target
 
 
@@ -86,8 +86,8 @@ def test_auto_mode_chooses_by_memory_budget() -> None:
     program_like = gradcheck.check(module.f, *module.f_inputs, kinds=frozenset({"fast"}),
                                    mode="auto")
     assert not _by_kind(program_like, "fast")  # 300 inputs fit in 1GiB: full mode
-    from gradcheck import autodiff
-    from gradcheck.inputs import Arguments, name_arguments
+    from gradcheck.load.inputs import Arguments, name_arguments
+    from gradcheck.tf import program as autodiff
 
     named = name_arguments(module.f, Arguments(module.f_inputs, {}, "test"))
     program, _ = autodiff.prepare(module.f, named, "auto")
@@ -114,8 +114,8 @@ def test_fast_mode_has_no_false_alarm_on_a_dense_correct_function(seed: int) -> 
 
 def test_auto_mode_also_weighs_the_time_of_full_mode() -> None:
     module = fixture_module("dense_layer")
-    from gradcheck import autodiff
-    from gradcheck.inputs import Arguments, name_arguments
+    from gradcheck.load.inputs import Arguments, name_arguments
+    from gradcheck.tf import program as autodiff
 
     big = np.zeros(10_000)
     named = name_arguments(module.f, Arguments((module.f_inputs[0],), {}, "test"))

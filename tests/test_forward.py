@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.checks import COMMAND_KINDS
+from gradcheck.options import COMMAND_KINDS
 from tests.conftest import fixture_module
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gradcheck.errors import InputError
-from gradcheck.inputs import (
+from gradcheck.load.inputs import (
     Arguments,
     name_arguments,
     parse_shape,

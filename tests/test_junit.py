@@ -9,10 +9,9 @@ from pathlib import Path
 
 from click.testing import Result
 
-from gradcheck.exit_codes import ExitCode
+from gradcheck.errors import ExitCode
 from gradcheck.render.junit import render_junit
-from gradcheck.report import CheckResult, Report, TensorInfo
-from gradcheck.runner import CheckOutcome
+from gradcheck.report import CheckOutcome, CheckResult, Report, TensorInfo
 
 # The junit-10.xsd rules (Jenkins xUnit / Surefire): children and attributes per element.
 SCHEMA: dict[str, tuple[set[str], set[str], set[str]]] = {

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from click.testing import Result
 
-from gradcheck.config import load_config
-from gradcheck.exit_codes import ExitCode
-from gradcheck.runner import RunResult, outcome_dict, run_all
+from gradcheck.errors import ExitCode
+from gradcheck.load.config import load_config
+from gradcheck.report import RunResult
+from gradcheck.runner import outcome_dict, run_all
 from tests.conftest import FIXTURES
 
 SAMPLE = FIXTURES / "ci_project" / "pyproject.toml"
@@ -86,7 +87,7 @@ def test_a_crashing_or_hanging_check_never_stops_the_others(tmp_path: Path) -> N
     ((), 0), ((0, 0), 0), ((0, 1), 1), ((1, 2, 0), 2), ((2, 3, 1), 3), ((3, 0), 3),
 ])
 def test_exit_code_is_the_highest_of_the_checks(codes: tuple[int, ...], expected: int) -> None:
-    from gradcheck.runner import CheckOutcome
+    from gradcheck.report import CheckOutcome
 
     outcomes = tuple(CheckOutcome(str(i), "m:f", None, ExitCode(c)) for i, c in enumerate(codes))
     assert RunResult(outcomes).exit_code == expected
@@ -212,3 +213,16 @@ def test_every_check_key_takes_effect_in_run(tmp_path: Path,
     assert [c["details"]["probes"] for c in checks("probes", "fast")] == [3]
     assert [c["status"] for c in checks("ste", "custom-gradient")] == ["fail"]
     assert [c["status"] for c in checks("surrogate", "custom-gradient")] == ["warn"]
+
+
+def test_run_observes_a_file_that_an_earlier_check_in_this_process_imported(
+        tmp_path: Path, run_cli: Callable[..., Result]) -> None:
+    """A module left in sys.modules by an earlier check must still be executed (observed)
+    once per run: otherwise its custom gradients are invisible and a surrogate is not excused."""
+    target = f"{FIXTURES}/straight_through.py:quantised_layer"
+    assert run_cli(["check", target, "--format", "json"]).exit_code == 1
+    config = tmp_path / "pyproject.toml"
+    config.write_text(f'[tool.gradcheck]\n[[tool.gradcheck.check]]\ntarget = "{target}"\n'
+                      'surrogate = "ste_round"\n')
+    result = run_cli(["run", "--config", str(config), "--format", "json"])
+    assert result.exit_code == 0, result.stdout

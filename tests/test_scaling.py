@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 import gradcheck
-from gradcheck import autodiff, numerics
-from gradcheck.inputs import Arguments, name_arguments
+from gradcheck.load.inputs import Arguments, name_arguments
+from gradcheck.numerics import differences, judging, tolerances
+from gradcheck.tf import program as autodiff
 from tests.conftest import fixture_module
 
 
@@ -64,33 +65,33 @@ def test_chunked_evaluations_equal_one_batch() -> None:
     slot = program.sources[0]
     centre = [np.asarray(recording.outputs[0].tensor)]
     x = np.asarray(slot.value)
-    h = numerics.step_sizes(x, "float64")
+    h = differences.step_sizes(x, "float64")
     small = autodiff.BatchEvaluator(program, 0, [0], centre, max_memory=1 << 20)
     large = autodiff.BatchEvaluator(program, 0, [0], centre, max_memory=1 << 30)
     assert small.chunk_size() < 2 * x.size <= large.chunk_size()
     calls: list[tuple[int, int]] = []
-    (chunked,) = small.evaluate_perturbations(h, numerics.FIRST_FACTORS,
+    (chunked,) = small.evaluate_perturbations(h, differences.FIRST_FACTORS,
                                               progress=lambda d, t: calls.append((d, t)))
-    (whole,) = large.evaluate_perturbations(h, numerics.FIRST_FACTORS)
+    (whole,) = large.evaluate_perturbations(h, differences.FIRST_FACTORS)
     assert len(calls) > 1 and calls[-1] == (x.size, x.size)
     np.testing.assert_allclose(chunked, whole, rtol=1e-13, atol=1e-13)
 
 
 def test_refining_every_element_reproduces_the_full_richardson_table() -> None:
     x = np.array([0.3, -1.2, 2.0])
-    h = numerics.step_sizes(x, "float64")
+    h = differences.step_sizes(x, "float64")
 
     def f(points: np.ndarray) -> np.ndarray:
         return np.stack([np.sin(points) * np.sum(points**2, axis=-1, keepdims=True)])[0]
 
     centre = f(x[None])[0]
-    full = numerics.finite_difference(f(numerics.perturbed_points(x, h, 0, 3)), centre, h,
+    full = differences.finite_difference(f(differences.perturbed_points(x, h, 0, 3)), centre, h,
                                       "float64")
     elements = np.arange(3)
-    first = f(numerics.points_along(x, h, elements, numerics.FIRST_FACTORS))
-    second = f(numerics.points_along(x, h, elements, numerics.SECOND_FACTORS))
-    cheap = numerics.central_difference(first, centre, h, "float64")
-    refined = numerics.refine(cheap, first, second, centre, h, elements, "float64")
+    first = f(differences.points_along(x, h, elements, differences.FIRST_FACTORS))
+    second = f(differences.points_along(x, h, elements, differences.SECOND_FACTORS))
+    cheap = differences.central_difference(first, centre, h, "float64")
+    refined = differences.refine(cheap, first, second, centre, h, elements, "float64")
     np.testing.assert_array_equal(refined.jacobian, full.jacobian)
     np.testing.assert_array_equal(refined.error_estimate, full.error_estimate)
     assert not np.array_equal(cheap.jacobian, full.jacobian)
@@ -98,15 +99,15 @@ def test_refining_every_element_reproduces_the_full_richardson_table() -> None:
 
 def test_only_columns_that_disagree_are_in_doubt() -> None:
     x = np.array([0.3, -1.2, 2.0])
-    h = numerics.step_sizes(x, "float64")
-    first = np.sin(numerics.points_along(x, h, np.arange(3), numerics.FIRST_FACTORS))
-    cheap = numerics.central_difference(first, np.sin(x), h, "float64")
+    h = differences.step_sizes(x, "float64")
+    first = np.sin(differences.points_along(x, h, np.arange(3), differences.FIRST_FACTORS))
+    cheap = differences.central_difference(first, np.sin(x), h, "float64")
     exact = np.diag(np.cos(x))
-    tolerance = numerics.tolerance_for("float64")
-    assert numerics.in_doubt(exact, cheap, tolerance, 3).tolist() == []
+    tolerance = tolerances.tolerance_for("float64")
+    assert judging.in_doubt(exact, cheap, tolerance, 3).tolist() == []
     wrong = exact.copy()
     wrong[0, 2] = 0.5
-    assert numerics.in_doubt(wrong, cheap, tolerance, 3).tolist() == [2]
+    assert judging.in_doubt(wrong, cheap, tolerance, 3).tolist() == [2]
 
 
 def test_a_wrong_gradient_gets_the_extrapolated_verdict() -> None:

@@ -5,11 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradcheck.checks import COMMAND_KINDS, CheckOptions
-from gradcheck.numerics import tolerance_for
+from gradcheck.numerics.symmetric import (
+    Directions,
+    SymmetricProbe,
+    is_square_matrix,
+    symmetrise,
+)
+from gradcheck.numerics.tolerances import tolerance_for
+from gradcheck.options import COMMAND_KINDS, CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.report import CheckResult, Report
-from gradcheck.symmetric import Directions, SymmetricProbe, is_square_matrix, symmetrise
 
 from .conftest import FIXTURES, fixture_target
 

@@ -7,10 +7,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gradcheck.report import STATUS_RANK, CheckResult
+from gradcheck.report import STATUS_RANK, CheckResult, Status
 
 if TYPE_CHECKING:
-    from gradcheck.runner import CheckOutcome
+    from gradcheck.report import CheckOutcome
 
 # Characters XML 1.0 cannot carry at all (a user's exception text may hold them).
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -40,10 +40,10 @@ def _testcase(suite: ET.Element, classname: str, kind: str,
     worst = min(results, key=lambda r: STATUS_RANK[r.status])
     text = "\n".join(_line(r) for r in sorted(results, key=lambda r: STATUS_RANK[r.status]))
     if worst.status in ("fail", "error"):
-        tag = "failure" if worst.status == "fail" else "error"
+        tag = "failure" if worst.status == Status.FAIL else "error"
         ET.SubElement(case, tag, message=_headline(worst), type=kind).text = text
         return "failures" if tag == "failure" else "errors"
-    if worst.status == "skip":
+    if worst.status == Status.SKIP:
         ET.SubElement(case, "skipped", message=_headline(worst))
         return "skipped"
     ET.SubElement(case, "system-out").text = text

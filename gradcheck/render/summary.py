@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gradcheck.render.table import render_table, status_text
-from gradcheck.runner import CheckOutcome, RunResult
+from gradcheck.report import CheckOutcome, RunResult, Status
 
 
 def _counts(outcome: CheckOutcome) -> str:
@@ -26,7 +26,7 @@ def _finding(outcome: CheckOutcome) -> tuple[str, str]:
     if outcome.report is None:
         return outcome.error or "error", ""
     worst = outcome.report.sorted_checks()[0] if outcome.report.checks else None
-    if worst is None or worst.status == "pass":
+    if worst is None or worst.status == Status.PASS:
         return "all checks pass", ""
     return f"{worst.check}: {worst.message}", worst.location or ""
 

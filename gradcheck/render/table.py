@@ -10,7 +10,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from gradcheck.report import CheckResult, Report
+from gradcheck.report import CheckResult, Kind, Report
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "warn": "yellow",
                 "skip": "dim"}
@@ -145,7 +145,7 @@ def jacobian_matrices(report: Report) -> list[RenderableType]:
     """Autodiff next to finite differences for each small block; large blocks are summarised."""
     shown: list[RenderableType] = []
     for result in report.checks:
-        if result.check != "jacobian" or "shape" not in result.details:
+        if result.check != Kind.JACOBIAN or "shape" not in result.details:
             continue
         title = f"d{result.output}/d{result.input}  shape {tuple(result.details['shape'])}"
         autodiff, fd = result.details.get("autodiff"), result.details.get("finite_difference")

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from gradcheck.errors import LoadError, UsageError
-from gradcheck.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyword
-from gradcheck.target import relative_path, split_spec
+from gradcheck.load.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyword
+from gradcheck.load.target import relative_path, split_spec
 
 if sys.version_info >= (3, 11):
     import tomllib

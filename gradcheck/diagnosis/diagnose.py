@@ -8,9 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck import autodiff, numerics
-from gradcheck.checks import CheckOptions, check_program, run_checks
-from gradcheck.custom_gradient_checks import (
+from gradcheck.checks.run import check_program, run_checks
+from gradcheck.diagnosis.custom_gradients import (
     ShapeMistake,
     merge_shape_findings,
     shape_diagnosis,
@@ -18,12 +17,15 @@ from gradcheck.custom_gradient_checks import (
     variable_results,
     violation_results,
 )
+from gradcheck.diagnosis.graph_breaks import USUAL_CAUSES, locate_cuts
 from gradcheck.errors import GradcheckError
-from gradcheck.graph_breaks import USUAL_CAUSES, locate_cuts
-from gradcheck.inputs import Arguments, NamedArgument, name_arguments
-from gradcheck.instrument import Observer, Site
-from gradcheck.report import CheckResult, Report
-from gradcheck.tf_runtime import tensorflow
+from gradcheck.load.inputs import Arguments, NamedArgument, name_arguments
+from gradcheck.numerics import differences, tolerances
+from gradcheck.options import CheckOptions
+from gradcheck.report import CheckResult, Kind, Report, Status
+from gradcheck.tf import program as autodiff
+from gradcheck.tf.instrument import Observer, Site
+from gradcheck.tf.runtime import tensorflow
 
 SITE_KINDS = frozenset({"jacobian", "grad-shape", "connected", "custom-gradient", "fast"})
 # Findings that explain a cut path when autodiff and finite differences disagree.
@@ -48,7 +50,7 @@ def _forward_jacobian(site: Site, args: list[Any], index: int, out_shape: tuple[
     if x.size > SHAPE_EVIDENCE_SIZE:
         return None, 0.0
     for dtype in dict.fromkeys(("float64", tf.convert_to_tensor(args[index]).dtype.name)):
-        h = numerics.step_sizes(x, dtype)
+        h = differences.step_sizes(x, dtype)
 
         def value(point: np.ndarray, dtype: str = dtype) -> np.ndarray:
             moved = list(args)
@@ -65,7 +67,7 @@ def _forward_jacobian(site: Site, args: list[Any], index: int, out_shape: tuple[
         except Exception:
             continue
         jacobian = np.stack(columns, axis=-1).reshape(out_shape + x.shape)
-        return jacobian, numerics.DEFAULT_TOLERANCES.get(dtype, numerics.Tolerance(0, 1e-3)).rtol
+        return jacobian, tolerances.tolerance_for(dtype).rtol
     return None, 0.0
 
 
@@ -115,7 +117,7 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
             report = run_checks(site.decorated, named, site_options, site.name)
     except GradcheckError as error:
         return violation_results(site) + [CheckResult(
-            "custom-gradient", "skip",
+            Kind.CUSTOM_GRADIENT, Status.SKIP,
             f"custom_gradient {site.name} could not be checked on its own: {error.message}",
             location=site.definition)]
     # Violations seen while the site ran on its own (eagerly) count too.
@@ -162,11 +164,11 @@ def graph_break_results(program: autodiff.Program, checks: Sequence[CheckResult]
         if not cuts:
             why = f" ({note})" if note else ""
             found.append(CheckResult(
-                "graph-break", "warn",
+                Kind.GRAPH_BREAK, Status.WARN,
                 f"could not locate where the gradient path from {slot.name} is lost{why};"
                 f" usual causes: {USUAL_CAUSES}", input=slot.name))
             continue
-        found += [CheckResult("graph-break", "fail", cut.message, input=slot.name,
+        found += [CheckResult(Kind.GRAPH_BREAK, Status.FAIL, cut.message, input=slot.name,
                               location=cut.location) for cut in cuts]
         first = cuts[0]
         annotated = [
@@ -196,7 +198,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     core = merge_shape_findings(report.checks, sites)
     if observer is not None and any(site.decorated is function for site in observer.sites):
         # f is itself the custom gradient: its site findings are the core's, re-labelled.
-        core = [c for c in core if not (c.check == "custom-gradient" and c.failed)]
+        core = [c for c in core if not (c.check == Kind.CUSTOM_GRADIENT and c.failed)]
     wrong_sites = [r for r in sites if r.failed]
     if wrong_sites:
         core = blame(core, wrong_sites)
@@ -217,7 +219,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
 def _as_surrogate(result: CheckResult, name: str) -> CheckResult:
     if not result.failed:
         return result
-    return replace(result, status="warn",
+    return replace(result, status=Status.WARN,
                    message=f"{result.message}; declared a deliberate surrogate gradient"
                            f" (--surrogate {name}), so not a failure")
 
@@ -226,7 +228,7 @@ def excuse(core: Sequence[CheckResult], surrogates: Sequence[CheckResult]) -> li
     """f's mismatches are expected when only declared surrogate gradients differ."""
     culprit = surrogates[0].message.split(":", 1)[0]
     return [
-        replace(c, status="warn", location=c.location or surrogates[0].location,
+        replace(c, status=Status.WARN, location=c.location or surrogates[0].location,
                 message=f"{c.message}; expected: {culprit} is a declared surrogate")
         if c.failed and c.check in CUT_SYMPTOMS | {"jvp", "fast"} else c
         for c in core

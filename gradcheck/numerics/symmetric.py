@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck import numerics
-from gradcheck.numerics import Comparison, FiniteDifference, Tolerance
+from gradcheck.numerics import differences, judging
+from gradcheck.numerics.differences import FiniteDifference
+from gradcheck.numerics.judging import Comparison
+from gradcheck.numerics.tolerances import Tolerance
 
 Evaluate = Callable[[np.ndarray], Sequence[np.ndarray]]
 
@@ -62,15 +64,15 @@ class Directions:
         """x ± h·D, x ± 2h·D for directions start..stop, in the order numerics expects."""
         flat_x = np.asarray(x, dtype=np.float64).reshape(-1)
         count = stop - start
-        points = np.tile(flat_x, (count, len(numerics.STEP_FACTORS), 1))
+        points = np.tile(flat_x, (count, len(differences.STEP_FACTORS), 1))
         rows = np.arange(count)
         first, second = self.first[start:stop], self.second[start:stop]
         off_diagonal = first != second
-        for k, factor in enumerate(numerics.STEP_FACTORS):
+        for k, factor in enumerate(differences.STEP_FACTORS):
             step = factor * h[start:stop]
             points[rows, k, first] += step
             points[rows[off_diagonal], k, second[off_diagonal]] += step[off_diagonal]
-        return points.reshape((len(numerics.STEP_FACTORS) * count, *self.shape))
+        return points.reshape((len(differences.STEP_FACTORS) * count, *self.shape))
 
 
 def swap_last_axes(block: np.ndarray) -> np.ndarray:
@@ -116,7 +118,7 @@ class SymmetricProbe:
         self.names = [name for name, _, _ in outputs]
         self.centres = [np.asarray(centre, dtype=np.float64) for _, centre, _ in outputs]
         self.output_dtypes = [dtype for _, _, dtype in outputs]
-        self.chunk = max(1, chunk_points // len(numerics.STEP_FACTORS))
+        self.chunk = max(1, chunk_points // len(differences.STEP_FACTORS))
         self._fd: list[FiniteDifference] | None = None
         self.failure: str | None = None
 
@@ -134,7 +136,7 @@ class SymmetricProbe:
                 self.failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
                 return None
             self._fd = [
-                numerics.finite_difference(np.concatenate(bucket), centre, self.step, dtype)
+                differences.finite_difference(np.concatenate(bucket), centre, self.step, dtype)
                 for bucket, centre, dtype in zip(parts, self.centres, self.output_dtypes)
             ]
         return self._fd
@@ -157,15 +159,15 @@ class SymmetricProbe:
         expected = np.zeros(self.directions.count)
         estimate = np.zeros(self.directions.count)
         for u, fd in zip(upstreams, fds):
-            expected = expected + numerics.contract(u, fd.jacobian)
-            estimate = estimate + numerics.contract(np.abs(u), fd.error_estimate)
+            expected = expected + judging.contract(u, fd.jacobian)
+            estimate = estimate + judging.contract(np.abs(u), fd.error_estimate)
         return self._verdict(gradient, expected, estimate, tolerance)
 
     def _verdict(self, actual: np.ndarray, expected: np.ndarray, estimate: np.ndarray,
                  tolerance: Tolerance) -> SymmetricVerdict:
-        comparison = numerics.compare(self.directions.project(actual), expected, tolerance,
+        comparison = judging.compare(self.directions.project(actual), expected, tolerance,
                                       estimate)
-        symmetric = numerics.compare(actual, swap_last_axes(actual), tolerance).ok
+        symmetric = judging.compare(actual, swap_last_axes(actual), tolerance).ok
         return SymmetricVerdict(comparison, symmetric, self.directions)
 
 

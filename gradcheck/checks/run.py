@@ -8,48 +8,22 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck import autodiff, explain, fast, forward, numerics, symmetric
-from gradcheck.autodiff import BatchEvaluator, GradientOutcome, OutputLeaf, Recording, Slot
+from gradcheck.checks import explain, fast
+from gradcheck.checks import jvp as forward
 from gradcheck.errors import InputError
-from gradcheck.inputs import NamedArgument, resolve_upstreams
-from gradcheck.locations import exception_location
-from gradcheck.numerics import Comparison, FiniteDifference, Tolerance
-from gradcheck.report import CheckResult, Report, TensorInfo
+from gradcheck.load.inputs import NamedArgument, resolve_upstreams
+from gradcheck.load.locations import exception_location
+from gradcheck.numerics import differences, judging, symmetric, tolerances
+from gradcheck.numerics.differences import FiniteDifference
+from gradcheck.numerics.judging import Comparison
+from gradcheck.numerics.tolerances import Tolerance
+from gradcheck.options import CheckOptions
+from gradcheck.report import CheckResult, Kind, Report, Status, TensorInfo
+from gradcheck.tf import program as autodiff
+from gradcheck.tf.program import BatchEvaluator, GradientOutcome, OutputLeaf, Recording, Slot
 
-ALL_KINDS = frozenset(
-    {"jacobian", "vjp", "grad-shape", "connected", "custom-gradient", "upstream", "kink",
-     "nondeterminism", "fast", "jvp"}
-)
-COMMAND_KINDS = {
-    "jacobian": frozenset({"jacobian", "grad-shape", "connected", "custom-gradient", "kink",
-                           "fast"}),
-    "vjp": frozenset({"vjp", "grad-shape", "connected", "custom-gradient", "upstream", "kink",
-                      "fast"}),
-    "check": ALL_KINDS,
-}
 # Blocks up to this many elements carry their matrices in the report details.
 SHOWN_BLOCK_SIZE = 64
-DEFAULT_MAX_MEMORY = 1 << 30
-
-
-@dataclass(frozen=True)
-class CheckOptions:
-    upstream: tuple[Any, ...] = ()
-    atol: float | None = None
-    rtol: float | None = None
-    eps: float | None = None
-    mode: str = "auto"
-    probes: int = 8
-    seed: int = 0
-    dtype: str = "auto"
-    max_memory: int = DEFAULT_MAX_MEMORY
-    kinds: frozenset[str] = ALL_KINDS
-    explain: bool = False
-    # Names of custom gradients that deliberately differ from the true gradient
-    # (straight-through estimators, clipping): their mismatches are warnings.
-    surrogates: frozenset[str] = frozenset()
-    # Called as progress(task, done, total) as work advances; the core never prints.
-    progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -59,7 +33,7 @@ class Findings:
     results: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def add(self, check: str, status: str, message: str, **fields: Any) -> None:
+    def add(self, check: Kind, status: Status, message: str, **fields: Any) -> None:
         self.results.append(CheckResult(check=check, status=status, message=message, **fields))
 
 
@@ -145,12 +119,12 @@ class Checker:
             self.program, slot_index, self.diff_outputs, centres, self.options.max_memory
         )
         x = np.asarray(slot.value.numpy(), dtype=np.float64)
-        h = numerics.step_sizes(x, self.program.compute_dtype, self.options.eps)
+        h = differences.step_sizes(x, self.program.compute_dtype, self.options.eps)
         evaluations = evaluator.evaluate_perturbations(
-            h, numerics.FIRST_FACTORS,
+            h, differences.FIRST_FACTORS,
             progress=self._progress(f"finite differences for {slot.name}"))
         fd = {
-            k: numerics.central_difference(values, centre, h, self.outputs[k].dtype)
+            k: differences.central_difference(values, centre, h, self.outputs[k].dtype)
             for k, values, centre in zip(self.diff_outputs, evaluations, centres)
         }
         if symmetric.is_square_matrix(slot.shape):
@@ -184,9 +158,9 @@ class Checker:
         if todo.size == 0:
             return
         second = analysis.evaluator.evaluate_perturbations(
-            analysis.steps, numerics.SECOND_FACTORS, elements=todo)
+            analysis.steps, differences.SECOND_FACTORS, elements=todo)
         for k, values in zip(self.diff_outputs, second):
-            analysis.fd[k] = numerics.refine(
+            analysis.fd[k] = differences.refine(
                 analysis.fd[k], analysis.first[k], values, analysis.centres[k], analysis.steps,
                 todo, self.outputs[k].dtype)
         analysis.refined[todo] = True
@@ -200,7 +174,7 @@ class Checker:
         if outcome.error is not None:
             analysis.shape_ok = False
             self.findings.add(
-                "custom-gradient", "fail",
+                Kind.CUSTOM_GRADIENT, Status.FAIL,
                 f"computing the gradient of {output.name} with respect to {slot.name} raised"
                 f" {autodiff.first_line(outcome.error)}",
                 location=exception_location(outcome.error), **where,
@@ -213,33 +187,34 @@ class Checker:
         if outcome.shape != slot.shape:
             analysis.shape_ok = False
             if self.wants("grad-shape"):
-                self.findings.add("grad-shape", "fail", _grad_shape_message(output, slot, outcome),
+                self.findings.add(Kind.GRAD_SHAPE, Status.FAIL,
+                                  _grad_shape_message(output, slot, outcome),
                                   details={"gradient_shape": outcome.shape,
                                            "input_shape": slot.shape}, **where)
             return
         if self.wants("connected"):
             sparse = (" (tape.gradient returned IndexedSlices, densified for the checks)"
                       if outcome.indexed_slices else "")
-            self.findings.add("connected", "pass",
+            self.findings.add(Kind.CONNECTED, Status.PASS,
                               f"{output.name} is connected to {slot.name}{sparse}", **where)
         block, error = self.recording.jacobian(k, slot, self.options.max_memory)
         analysis.autodiff[k] = block
         if block is None:
-            self.findings.add("jacobian", "error",
+            self.findings.add(Kind.JACOBIAN, Status.ERROR,
                               f"tape.jacobian failed: {error}" if error else
                               "tape.jacobian returned None although tape.gradient did not",
                               **where)
             return
         size = int(np.prod(slot.shape))
-        self.refine(analysis, numerics.in_doubt(block, fd, self.tolerance, size))
-        for divisor in (*numerics.SMALLER_STEPS, None):
+        self.refine(analysis, judging.in_doubt(block, fd, self.tolerance, size))
+        for divisor in (*differences.SMALLER_STEPS, None):
             doubt = np.union1d(
-                numerics.in_doubt(block, analysis.fd[k], self.tolerance, size),
-                numerics.noisy_columns(analysis.fd[k], self.tolerance, size))
+                judging.in_doubt(block, analysis.fd[k], self.tolerance, size),
+                judging.noisy_columns(analysis.fd[k], self.tolerance, size))
             if doubt.size == 0:
                 break
             self.retry_smaller(analysis, doubt, divisor if divisor is not None
-                               else numerics.relative_divisor(slot.value.numpy()))
+                               else differences.relative_divisor(slot.value.numpy()))
         analysis.kink_masks[k] = self._judge_jacobian(block, analysis.fd[k], output, slot)
 
     def retry_smaller(self, analysis: SourceAnalysis, elements: np.ndarray,
@@ -249,11 +224,11 @@ class Checker:
             return
         small = analysis.steps / divisor
         first = analysis.evaluator.evaluate_perturbations(
-            small, numerics.FIRST_FACTORS, elements=elements)
+            small, differences.FIRST_FACTORS, elements=elements)
         second = analysis.evaluator.evaluate_perturbations(
-            small, numerics.SECOND_FACTORS, elements=elements)
+            small, differences.SECOND_FACTORS, elements=elements)
         for k, ones, twos in zip(self.diff_outputs, first, second):
-            analysis.fd[k] = numerics.with_smaller_steps(
+            analysis.fd[k] = differences.with_smaller_steps(
                 analysis.fd[k], ones, twos, analysis.centres[k], small, elements,
                 self.outputs[k].dtype)
 
@@ -271,12 +246,12 @@ class Checker:
         if not self.wants("connected"):
             return
         exact_zero = Tolerance(atol=self.tolerance.atol, rtol=0.0)
-        self.refine(analysis, numerics.in_doubt(np.zeros_like(fd.jacobian), fd, exact_zero,
+        self.refine(analysis, judging.in_doubt(np.zeros_like(fd.jacobian), fd, exact_zero,
                                                 int(np.prod(slot.shape))))
         fd = analysis.fd[k]
-        if numerics.is_negligible(fd.jacobian, fd.error_estimate, self.tolerance):
+        if judging.is_negligible(fd.jacobian, fd.error_estimate, self.tolerance):
             self.findings.add(
-                "connected", "pass",
+                Kind.CONNECTED, Status.PASS,
                 f"autodiff returns None for d{output.name}/d{slot.name} and finite differences"
                 f" agree that {output.name} does not depend on {slot.name}", **where)
             return
@@ -284,7 +259,7 @@ class Checker:
         detached = "" if output.origin == "tensor" else (
             f"; {output.name} is a {output.origin} value, computed outside TensorFlow")
         self.findings.add(
-            "connected", "fail",
+            Kind.CONNECTED, Status.FAIL,
             f"the gradient path from {slot.name} to {output.name} is cut: autodiff returns None,"
             f" but finite differences show {output.name} depends on {slot.name} (|dy/dx| up to"
             f" {magnitude:.3g}){detached}",
@@ -294,7 +269,7 @@ class Checker:
                         slot: Slot) -> np.ndarray:
         """Judge one block; return the mask of elements at kinks (excluded from the verdict)."""
         where = {"input": slot.name, "output": output.name}
-        plain = numerics.compare(block, fd.jacobian, self.tolerance, fd.error_estimate)
+        plain = judging.compare(block, fd.jacobian, self.tolerance, fd.error_estimate)
         # A NaN or inf from autodiff is a finding even at a kink.
         kinks = fd.kink & np.isfinite(block) & ~np.isclose(
             block, fd.jacobian, rtol=self.tolerance.rtol, atol=self.tolerance.atol)
@@ -302,12 +277,12 @@ class Checker:
         if plain.ok:
             kinks = np.zeros_like(kinks)
         if not plain.ok and np.any(kinks):
-            comparison = numerics.compare(block, fd.jacobian, self.tolerance, fd.error_estimate,
+            comparison = judging.compare(block, fd.jacobian, self.tolerance, fd.error_estimate,
                                           ignore=fd.kink)
             if self.wants("kink"):
                 index = tuple(int(i) for i in np.argwhere(kinks)[0])
                 self.findings.add(
-                    "kink", "warn",
+                    Kind.KINK, Status.WARN,
                     f"{output.name} is not differentiable in {slot.name} at this point"
                     f" ({int(np.sum(kinks))} element(s), e.g. {_fmt_index(index)}): autodiff"
                     f" gives {block[index]:.6g}, finite differences across the kink"
@@ -320,10 +295,10 @@ class Checker:
             "fd_error_estimate": float(np.max(fd.error_estimate, initial=0.0)),
             "atol": self.tolerance.atol, "rtol": self.tolerance.rtol,
         }
-        if comparison.ok and not numerics.compare(block, fd.jacobian, self.tolerance).ok \
-                and numerics.inconclusive(fd, self.tolerance):
+        if comparison.ok and not judging.compare(block, fd.jacobian, self.tolerance).ok \
+                and judging.inconclusive(fd, self.tolerance):
             self.findings.add(
-                "jacobian", "warn",
+                Kind.JACOBIAN, Status.WARN,
                 f"inconclusive: finite differences are too noisy here to confirm autodiff"
                 f" (their error estimate reaches {details['fd_error_estimate']:.2g} against"
                 f" |J| up to {float(np.max(np.abs(fd.jacobian), initial=0.0)):.2g}; autodiff"
@@ -337,27 +312,27 @@ class Checker:
                        f" the worst element uses {comparison.excess:.2g} of its allowed error"
                        f" atol={self.tolerance.atol:g} + rtol={self.tolerance.rtol:g}·|J| + the"
                        f" finite-difference error estimate)")
-            self.findings.add("jacobian", "pass", message, details=details,
+            self.findings.add(Kind.JACOBIAN, Status.PASS, message, details=details,
                               **_comparison_fields(comparison), **where)
             return kinks
         probe = self.symmetric.get(slot.name)
         verdict = probe.judge_jacobian(output.name, block, self.tolerance) if probe else None
-        if self._symmetric_warning("jacobian", f"tape.jacobian of {output.name}", slot,
+        if self._symmetric_warning(Kind.JACOBIAN, f"tape.jacobian of {output.name}", slot,
                                    comparison, verdict, details, where):
             return kinks
-        self._mismatch("jacobian", "autodiff and finite differences disagree",
+        self._mismatch(Kind.JACOBIAN, "autodiff and finite differences disagree",
                        ("autodiff", block), ("finite differences", fd.jacobian),
                        comparison, verdict, details, where)
         return kinks
 
-    def _mismatch(self, check: str, lead: str, actual: tuple[str, np.ndarray],
+    def _mismatch(self, check: Kind, lead: str, actual: tuple[str, np.ndarray],
                   expected: tuple[str, np.ndarray], comparison: Comparison,
                   verdict: symmetric.SymmetricVerdict | None, details: dict[str, Any],
                   where: dict[str, Any]) -> None:
         """A failure naming how many elements disagree and the worst one."""
         index = comparison.worst_index or ()
         self.findings.add(
-            check, "fail",
+            check, Status.FAIL,
             f"{lead} in {comparison.n_bad} of {comparison.size} elements; worst"
             f" {_fmt_index(index)}: {actual[0]} {np.asarray(actual[1])[index]:.6g},"
             f" {expected[0]} {np.asarray(expected[1])[index]:.6g}"
@@ -365,7 +340,7 @@ class Checker:
             + (symmetric.mismatch_note(verdict) if verdict else ""),
             details=details, **_comparison_fields(comparison), **where)
 
-    def _symmetric_warning(self, check: str, what: str, slot: Slot, elementwise: Comparison,
+    def _symmetric_warning(self, check: Kind, what: str, slot: Slot, elementwise: Comparison,
                            verdict: symmetric.SymmetricVerdict | None, details: dict[str, Any],
                            where: dict[str, Any]) -> bool:
         """A failure that is TensorFlow's symmetric-matrix convention becomes a warning."""
@@ -377,7 +352,7 @@ class Checker:
             "max_rel_err": found.max_rel_err, "elementwise_max_abs_err": elementwise.max_abs_err,
             "elementwise_max_rel_err": elementwise.max_rel_err,
             "elementwise_mismatches": elementwise.n_bad}}
-        self.findings.add(check, "warn",
+        self.findings.add(check, Status.WARN,
                           symmetric.convention_message(what, slot.name, elementwise, verdict),
                           details=details, max_abs_err=found.max_abs_err,
                           max_rel_err=found.max_rel_err, excess=found.excess,
@@ -394,22 +369,23 @@ class Checker:
         if not self.wants("vjp"):
             return
         if outcome.error is not None or not analysis.shape_ok:
-            self.findings.add("vjp", "skip", f"no VJP for {slot.name}: its gradient is broken"
+            self.findings.add(Kind.VJP, Status.SKIP,
+                              f"no VJP for {slot.name}: its gradient is broken"
                               " (see the checks above)", **where)
             return
         actual = np.zeros(slot.shape) if outcome.value is None else outcome.value
         expected, estimate = self._fd_vjp(analysis)
-        comparison = numerics.compare(actual, expected, self.tolerance, estimate)
+        comparison = judging.compare(actual, expected, self.tolerance, estimate)
         if not comparison.ok and analysis.refined is not None and not analysis.refined.all():
-            # Same argument as numerics.in_doubt: only failing elements can change verdict.
+            # Same argument as judging.in_doubt: only failing elements can change verdict.
             failing = ~(np.abs(actual - expected) <= self.tolerance.atol + self.tolerance.rtol
-                        * np.abs(expected) + numerics.ERROR_ESTIMATE_SAFETY * estimate)
+                        * np.abs(expected) + tolerances.ERROR_ESTIMATE_SAFETY * estimate)
             self.refine(analysis, np.flatnonzero(failing))
             expected, estimate = self._fd_vjp(analysis)
-            comparison = numerics.compare(actual, expected, self.tolerance, estimate)
+            comparison = judging.compare(actual, expected, self.tolerance, estimate)
         details = {"vjp": _matrix(actual), "finite_difference": _matrix(expected)}
         if comparison.ok:
-            self.findings.add("vjp", "pass",
+            self.findings.add(Kind.VJP, Status.PASS,
                               f"tape.gradient(..., output_gradients=u) matches uᵀJ from finite"
                               f" differences (max abs err {comparison.max_abs_err:.1e},"
                               f" {comparison.max_rel_err:.1e} of max |uᵀJ|, {comparison.excess:.2g}"
@@ -418,10 +394,10 @@ class Checker:
             return
         probe = self.symmetric.get(slot.name)
         verdict = probe.judge_vjp(actual, self.upstreams, self.tolerance) if probe else None
-        if self._symmetric_warning("vjp", "tape.gradient(..., output_gradients=u)", slot,
+        if self._symmetric_warning(Kind.VJP, "tape.gradient(..., output_gradients=u)", slot,
                                    comparison, verdict, details, where):
             return
-        self._mismatch("vjp", "tape.gradient(..., output_gradients=u) differs from uᵀJ (finite"
+        self._mismatch(Kind.VJP, "tape.gradient(..., output_gradients=u) differs from uᵀJ (finite"
                        " differences)", ("tape.gradient", actual), ("uᵀJ", expected),
                        comparison, verdict, details, where)
 
@@ -429,12 +405,12 @@ class Checker:
         """Σₖ uₖᵀJₖ from finite differences, and its error estimate."""
         shape = analysis.slot.shape
         expected = sum(
-            (numerics.contract(u, self.reference(analysis, k))
+            (judging.contract(u, self.reference(analysis, k))
              for u, k in zip(self.upstreams, self.diff_outputs)),
             start=np.zeros(shape),
         )
         estimate = sum(
-            (numerics.contract(np.abs(u), analysis.fd[k].error_estimate)
+            (judging.contract(np.abs(u), analysis.fd[k].error_estimate)
              for u, k in zip(self.upstreams, self.diff_outputs)),
             start=np.zeros(shape),
         )
@@ -462,7 +438,8 @@ class Checker:
             plain = self.recording.gradient(self.diff_outputs, slot, None)
             vjp = analysis.vjp or self.recording.gradient(self.diff_outputs, slot, self.upstreams)
             error = plain.error or vjp.error
-            symmetric_vjp = any(r.check == "vjp" and r.status == "warn" and r.input == slot.name
+            symmetric_vjp = any(r.check == Kind.VJP and r.status == Status.WARN
+                                and r.input == slot.name
                                 and "symmetric_perturbations" in r.details
                                 for r in self.findings.results)
             facts.append(explain.InputFacts(
@@ -476,7 +453,7 @@ class Checker:
         for u, k in zip(self.upstreams, self.diff_outputs):
             if u.size > 1 and np.all(u == 1.0):
                 self.findings.add(
-                    "upstream", "warn",
+                    Kind.UPSTREAM, Status.WARN,
                     f"the upstream for {self.outputs[k].name} is all ones: uᵀJ is then the column"
                     " sums of J, which hides transposed or mixed-up rows; a random upstream"
                     " (the default) catches them", output=self.outputs[k].name)
@@ -516,7 +493,7 @@ def _output_change(then: OutputLeaf, now: OutputLeaf) -> tuple[str, float | None
     a = np.asarray(then.tensor, dtype=np.float64)
     b = np.asarray(now.tensor, dtype=np.float64)
     gap = np.abs(a - b)
-    allowed = 8 * numerics.machine_eps(now.dtype) * (np.abs(b) + np.max(np.abs(b), initial=0.0))
+    allowed = 8 * tolerances.machine_eps(now.dtype) * (np.abs(b) + np.max(np.abs(b), initial=0.0))
     bad = ~(gap <= allowed)  # NaN on one call only counts as a change
     if not np.any(bad):
         return None
@@ -540,7 +517,7 @@ def _changed_between_calls(first: Any, recording: Recording, diff_outputs: Seque
             return None
         output, (what, largest, index) = changes[0]
     return CheckResult(
-        "nondeterminism", "fail",
+        Kind.NONDETERMINISM, Status.FAIL,
         f"{name} returned different values on two calls with the same inputs: {what}; random"
         " ops (tf.random.*, dropout) or state that changes between calls make finite"
         " differences meaningless, so no gradient verdict is given: fix the randomness"
@@ -583,7 +560,7 @@ def check_program(
     )
     tolerance_dtype = _lowest_precision(
         [program.compute_dtype] + [recording.outputs[k].dtype for k in diff_outputs])
-    tolerance = numerics.tolerance_for(tolerance_dtype, options.atol, options.rtol)
+    tolerance = tolerances.tolerance_for(tolerance_dtype, options.atol, options.rtol)
     checker = Checker(recording, options, tolerance, tolerance_dtype, upstreams, diff_outputs)
     if tolerance_dtype != program.compute_dtype:
         # f returns lower precision than its inputs (a Keras layer, a tf.cast inside):

@@ -1,4 +1,4 @@
-"""Finite-difference maths, per-dtype tolerances and block comparisons (NumPy only)."""
+"""Central differences with lazy Richardson extrapolation and error estimates (NumPy only)."""
 
 from __future__ import annotations
 
@@ -6,46 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MACHINE_EPS = {
-    "float16": float(np.finfo(np.float16).eps),
-    "bfloat16": 2.0**-7,
-    "float32": float(np.finfo(np.float32).eps),
-    "float64": float(np.finfo(np.float64).eps),
-}
-# How far FD error estimates are trusted: the verdict allows this many estimates.
-ERROR_ESTIMATE_SAFETY = 4.0
+from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, machine_eps
+
 # The second difference f(x+h) - 2f(x) + f(x-h) grows like h^2 where f is smooth (x4 when h
 # doubles) but like h at a kink (x2) and not at all at a jump (x1).
 KINK_RATIO = 3.0
-# A finite-difference error estimate above this fraction of |J| makes a pass meaningless.
-NOISY_FRACTION = 1e-2
 # When a column fails, the steps are tried again this many times smaller.
 SMALLER_STEPS = (8.0, 64.0, 512.0)
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    atol: float
-    rtol: float
-
-
-DEFAULT_TOLERANCES = {
-    "float64": Tolerance(atol=1e-8, rtol=1e-6),
-    "float32": Tolerance(atol=1e-4, rtol=1e-3),
-    "float16": Tolerance(atol=1e-2, rtol=1e-2),
-    "bfloat16": Tolerance(atol=5e-2, rtol=5e-2),
-}
-
-
-def machine_eps(dtype: str) -> float:
-    return MACHINE_EPS.get(dtype, MACHINE_EPS["float32"])
-
-
-def tolerance_for(dtype: str, atol: float | None = None, rtol: float | None = None) -> Tolerance:
-    default = DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float32"])
-    return Tolerance(
-        atol=default.atol if atol is None else atol, rtol=default.rtol if rtol is None else rtol
-    )
 
 
 def step_sizes(x: np.ndarray, dtype: str, eps: float | None = None) -> np.ndarray:
@@ -233,112 +200,3 @@ def relative_divisor(x: np.ndarray) -> np.ndarray:
     itself: the last retry, for tiny x where the default crosses zero (log, sqrt)."""
     magnitude = np.abs(np.asarray(x, dtype=np.float64))
     return np.where(magnitude > 0, 1.0 / np.clip(magnitude, 1e-8, 1.0), 1.0)
-
-
-def inconclusive(fd: FiniteDifference, tolerance: Tolerance) -> bool:
-    """True when finite differences are too noisy to confirm anything: their error estimate
-    is a sizeable fraction of the Jacobian itself."""
-    scale = float(np.max(np.abs(fd.jacobian), initial=0.0))
-    worst = float(np.max(fd.error_estimate, initial=0.0))
-    return worst > max(NOISY_FRACTION * scale, tolerance.atol)
-
-
-def noisy_columns(fd: FiniteDifference, tolerance: Tolerance, in_size: int) -> np.ndarray:
-    """Flat input elements whose column's error estimate is a sizeable fraction of it."""
-    estimate = np.asarray(fd.error_estimate).reshape(-1, in_size)
-    scale = np.max(np.abs(np.asarray(fd.jacobian).reshape(-1, in_size)), axis=0)
-    return np.flatnonzero(
-        np.max(estimate, axis=0) > np.maximum(NOISY_FRACTION * scale, tolerance.atol))
-
-
-def in_doubt(autodiff: np.ndarray, fd: FiniteDifference, tolerance: Tolerance,
-             in_size: int) -> np.ndarray:
-    """Flat input elements whose column does not already agree with autodiff within tolerance.
-
-    An element that agrees with plain central differences d1 within atol + rtol*|d1| plus its
-    rounding allowance also passes `compare` against the extrapolated value e: |e - d1| is
-    |d1 - d2|/3, below the ERROR_ESTIMATE_SAFETY * |d1 - d2| that the allowance then adds.
-    Refining only the other elements therefore changes no verdict.
-    """
-    block = np.asarray(autodiff, dtype=np.float64)
-    agrees = np.abs(block - fd.jacobian) <= (
-        tolerance.atol + tolerance.rtol * np.abs(fd.jacobian)
-        + ERROR_ESTIMATE_SAFETY * fd.error_estimate)
-    return np.flatnonzero(~np.all(agrees.reshape(-1, in_size), axis=0))
-
-
-@dataclass(frozen=True)
-class Comparison:
-    ok: bool
-    max_abs_err: float
-    # Relative to the block's scale (max |expected|), never elementwise on near-zero entries.
-    max_rel_err: float
-    worst_index: tuple[int, ...] | None
-    n_bad: int
-    size: int
-    max_error_estimate: float
-    # The largest |actual - expected| / allowed: the number that decides (> 1 fails).
-    excess: float = 0.0
-
-
-def block_scale(expected: np.ndarray, actual: np.ndarray) -> float:
-    """What errors in a block are relative to: its largest reference entry (else autodiff's)."""
-    finite = np.abs(expected[np.isfinite(expected)])
-    scale = float(np.max(finite, initial=0.0))
-    if scale == 0.0:
-        scale = float(np.max(np.abs(actual[np.isfinite(actual)]), initial=0.0))
-    return scale
-
-
-def compare(
-    actual: np.ndarray,
-    expected: np.ndarray,
-    tolerance: Tolerance,
-    error_estimate: np.ndarray | float = 0.0,
-    ignore: np.ndarray | None = None,
-) -> Comparison:
-    """Elementwise |actual - expected| <= atol + rtol*|expected| + safety*error_estimate."""
-    actual = np.asarray(actual, dtype=np.float64)
-    expected = np.asarray(expected, dtype=np.float64)
-    estimate = np.broadcast_to(np.asarray(error_estimate, dtype=np.float64), expected.shape)
-    abs_err = np.abs(actual - expected)
-    if not np.all(np.isfinite(actual)):
-        abs_err = np.where(np.isfinite(actual), abs_err, np.inf)
-    allowed = tolerance.atol + tolerance.rtol * np.abs(expected) + ERROR_ESTIMATE_SAFETY * estimate
-    with np.errstate(invalid="ignore", divide="ignore"):
-        excess = np.where(abs_err == 0, 0.0, abs_err / allowed)
-    if ignore is not None:
-        excess = np.where(ignore, 0.0, excess)
-        abs_err = np.where(ignore, 0.0, abs_err)
-    # NaN or inf in either side is never a match (NaN > 1 would be False).
-    bad = (excess > 1.0) | ~np.isfinite(excess)
-    worst = None
-    if excess.size:
-        ranked = np.where(np.isfinite(excess), excess, np.inf)
-        worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(ranked)), excess.shape))
-    max_abs = float(np.max(abs_err)) if abs_err.size else 0.0
-    scale = block_scale(expected, actual)
-    return Comparison(
-        ok=not bool(np.any(bad)),
-        max_abs_err=max_abs,
-        max_rel_err=(max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))),
-        worst_index=worst,
-        n_bad=int(np.sum(bad)),
-        size=int(excess.size),
-        max_error_estimate=float(np.max(estimate)) if estimate.size else 0.0,
-        excess=float(np.max(np.where(np.isfinite(excess), excess, np.inf))) if excess.size
-        else 0.0,
-    )
-
-
-def contract(upstream: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
-    """uᵀJ for a block of shape out + in and an upstream of shape out."""
-    u = np.asarray(upstream, dtype=np.float64).reshape(-1)
-    in_shape = jacobian.shape[upstream.ndim :]
-    return (u @ np.asarray(jacobian, dtype=np.float64).reshape(u.size, -1)).reshape(in_shape)
-
-
-def is_negligible(block: np.ndarray, error_estimate: np.ndarray, tolerance: Tolerance) -> bool:
-    """True when an FD block is zero within its own error: no dependence detected."""
-    allowed = tolerance.atol + ERROR_ESTIMATE_SAFETY * np.asarray(error_estimate)
-    return bool(np.all(np.abs(block) <= allowed))

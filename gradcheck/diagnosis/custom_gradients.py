@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gradcheck.instrument import Site
-from gradcheck.report import CheckResult, Report
+from gradcheck.report import CheckResult, Kind, Report, Status
+from gradcheck.tf.instrument import Site
 
 FIX_HINT = (
     "a grad_fn receives the upstream u and must return uᵀJ with its input's shape, e.g."
@@ -107,7 +107,7 @@ def site_label(site: Site) -> str:
 
 def violation_results(site: Site) -> list[CheckResult]:
     return [
-        CheckResult("custom-gradient", "fail", f"{site_label(site)}: {v.message}",
+        CheckResult(Kind.CUSTOM_GRADIENT, Status.FAIL, f"{site_label(site)}: {v.message}",
                     location=site.grad_fn_location or site.definition)
         for v in site.violations
     ]
@@ -117,7 +117,7 @@ def variable_results(site: Site) -> list[CheckResult]:
     """tf.Variables created on every call of the site, in grad_fn or in the forward."""
     label = site_label(site)
     found = [CheckResult(
-        "custom-gradient", "fail",
+        Kind.CUSTOM_GRADIENT, Status.FAIL,
         f"{label}: grad_fn creates a tf.Variable on every call: the vectorised"
         " tape.jacobian (experimental_use_pfor=True, the default) then returns None without"
         " a word (or raises, on a persistent tape) while tape.gradient works, and a"
@@ -125,7 +125,7 @@ def variable_results(site: Site) -> list[CheckResult]:
         " tensor) for fixed values inside grad_fn", location=location)
         for location in site.grad_fn_variables]
     found += [CheckResult(
-        "graph-break", "warn",
+        Kind.GRAPH_BREAK, Status.WARN,
         f"{label} creates a tf.Variable in its forward pass: a tf.Variable copies its"
         " initial value, so built from the inputs outside a custom_gradient this line cuts the"
         " gradient path (tape.gradient returns None; here grad_fn alone carries the gradient),"
@@ -147,7 +147,7 @@ def translate(site: Site, report: Report,
     for result in report.checks:
         if result.status not in ("fail", "error"):
             continue
-        if result.check == "grad-shape":
+        if result.check == Kind.GRAD_SHAPE:
             mistake = shape_evidence(result) or ShapeMistake("returned the wrong shape")
             shapes = result.details
             message = (f"{label}: grad_fn returns shape"
@@ -155,28 +155,28 @@ def translate(site: Site, report: Report,
                        f" shape {tuple(shapes.get('input_shape', ()))}: it {mistake.what};"
                        f" {mistake.fix}")
             results.append(replace(result, message=message, location=location))
-        elif result.check == "jacobian" and result.details.get("autodiff") is not None:
+        elif result.check == Kind.JACOBIAN and result.details.get("autodiff") is not None:
             what = value_diagnosis(np.asarray(result.details["autodiff"]),
                                    np.asarray(result.details["finite_difference"]),
                                    sizes.get(result.output or "", 1), n_outputs,
                                    result.output or "y")
             results.append(replace(
-                result, check="custom-gradient",
+                result, check=Kind.CUSTOM_GRADIENT,
                 message=f"{label}: grad_fn {what} for input {result.input}"
                         f" ({result.message})", location=location))
-        elif result.check == "connected":
+        elif result.check == Kind.CONNECTED:
             results.append(replace(
-                result, check="custom-gradient",
+                result, check=Kind.CUSTOM_GRADIENT,
                 message=f"{label}: grad_fn returns None for input {result.input}, but finite"
                         f" differences show {result.output} depends on it", location=location))
         elif result.check in ("jacobian", "custom-gradient", "fast"):
             # A grad_fn that raised is located at its raise; the rest at grad_fn's return.
-            results.append(replace(result, check="custom-gradient",
+            results.append(replace(result, check=Kind.CUSTOM_GRADIENT,
                                    message=f"{label}: {result.message}",
                                    location=result.location or location))
     if not results and not site.violations:
         results.append(CheckResult(
-            "custom-gradient", "pass",
+            Kind.CUSTOM_GRADIENT, Status.PASS,
             f"{label}: grad_fn returns uᵀJ, checked on its own against finite differences",
             location=site.definition))
     return results
@@ -185,7 +185,7 @@ def translate(site: Site, report: Report,
 def merge_shape_findings(core: Sequence[CheckResult],
                          site_results: Sequence[CheckResult]) -> list[CheckResult]:
     """Site-level grad-shape findings replace the core's anonymous ones."""
-    if not any(r.check == "grad-shape" and r.status == "fail" for r in site_results):
+    if not any(r.check == Kind.GRAD_SHAPE and r.status == Status.FAIL for r in site_results):
         return list(core)
-    return [r for r in core if r.check != "grad-shape"]
+    return [r for r in core if r.check != Kind.GRAD_SHAPE]
 

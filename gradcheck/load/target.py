@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from gradcheck.errors import LoadError
-from gradcheck.timeout import TimeLimitExceeded
+from gradcheck.load.timeout import TimeLimitExceeded
 
 FORMAT_HINT = "'module:function' or 'path/to/file.py:function'"
 # Set by module_cache(): each .py file (or dotted module) is executed once per `gradcheck run`.
@@ -113,9 +113,9 @@ def _import_file(file_part: str) -> ModuleType:
             raise LoadError(cached.message, user_traceback=cached.user_traceback)
         return cached
     imported = sys.modules.get(key.stem)
-    if cache is not None and imported is not None and getattr(imported, "__file__", None) and (
-            Path(str(imported.__file__)).resolve() == key):  # already imported by dotted name
-        cache[key] = imported
+    if cache is not None and imported is not None and key.stem in cache and getattr(
+            imported, "__file__", None) and Path(str(imported.__file__)).resolve() == key:
+        cache[key] = imported  # imported by dotted name earlier in this run
         return imported
     try:
         module = _exec_file(file_part)

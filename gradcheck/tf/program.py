@@ -11,12 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck import instrument
 from gradcheck.errors import FunctionError, InputError
-from gradcheck.inputs import NamedArgument
-from gradcheck.locations import exception_location
-from gradcheck.numerics import STEP_FACTORS, machine_eps, points_along
-from gradcheck.tf_runtime import silenced_stderr_fd, tensorflow
+from gradcheck.load.inputs import NamedArgument
+from gradcheck.load.locations import exception_location
+from gradcheck.numerics.differences import STEP_FACTORS, points_along
+from gradcheck.numerics.tolerances import machine_eps
+from gradcheck.tf import instrument
+from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 # TensorFlow's op errors start with the graph function's name and end with the op's (empty) name.

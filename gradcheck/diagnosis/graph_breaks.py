@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gradcheck.autodiff import Program, flatten_outputs
-from gradcheck.locations import innermost_user_frame
-from gradcheck.tf_runtime import tensorflow
+from gradcheck.load.locations import innermost_user_frame
+from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.tf.runtime import tensorflow
 
 USUAL_CAUSES = (
     "tf.Variable(...) built from inputs, .numpy()/float()/NumPy ops on tensors,"

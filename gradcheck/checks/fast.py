@@ -9,15 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gradcheck import numerics
-from gradcheck.autodiff import first_line, flatten_outputs, point_bytes
 from gradcheck.errors import UsageError
-from gradcheck.locations import exception_location
-from gradcheck.tf_runtime import tensorflow
+from gradcheck.load.locations import exception_location
+from gradcheck.numerics import tolerances
+from gradcheck.report import Kind, Status
+from gradcheck.tf.program import first_line, flatten_outputs, point_bytes
+from gradcheck.tf.runtime import tensorflow
 
 if TYPE_CHECKING:
-    from gradcheck.autodiff import Program, Recording
-    from gradcheck.checks import Checker, CheckOptions
+    from gradcheck.checks.run import Checker
+    from gradcheck.options import CheckOptions
+    from gradcheck.tf.program import Program, Recording
 
 # Random-sign terms (tolerated per-element errors seen through a random projection) are allowed
 # this many standard deviations before a probe fails.
@@ -219,7 +221,7 @@ class FastChecker:
         try:
             values = self.recording.tape.gradient(targets, sources, output_gradients=grads)
         except Exception as exc:  # a grad_fn that raises is a finding
-            findings.add("custom-gradient", "fail",
+            findings.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
                          f"computing the gradient raised {first_line(exc)}",
                          location=exception_location(exc))
             return None
@@ -233,7 +235,7 @@ class FastChecker:
             dense = np.asarray(tf.convert_to_tensor(value), dtype=np.float64)
             if dense.shape != slot.shape:
                 findings.add(
-                    "grad-shape", "fail",
+                    Kind.GRAD_SHAPE, Status.FAIL,
                     f"the gradient with respect to {slot.name} has shape {dense.shape}, but"
                     f" {slot.name} has shape {slot.shape}: a gradient (and a custom_gradient"
                     " grad_fn) must return uᵀJ with its input's shape",
@@ -275,7 +277,7 @@ class FastChecker:
 
     def step(self) -> float:
         eps = self.checker.options.eps
-        return numerics.machine_eps(self.program.compute_dtype) ** (1.0 / 3.0) if eps is None \
+        return tolerances.machine_eps(self.program.compute_dtype) ** (1.0 / 3.0) if eps is None \
             else eps
 
     def project(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
@@ -283,7 +285,7 @@ class FastChecker:
                 ) -> Projection:
         """Compare ⟨Jᵀu, d⟩ with central differences along d; x±2t only when x±t is in doubt."""
         tolerance = self.checker.tolerance
-        eps = numerics.machine_eps(self.checker.tolerance_dtype)
+        eps = tolerances.machine_eps(self.checker.tolerance_dtype)
         t = self.step()
         autodiff = sum(float(np.sum(gradients[i] * d)) for i, d in directions.items())
         spread = float(np.sqrt(sum(np.sum((gradients[i] * d) ** 2)
@@ -297,7 +299,7 @@ class FastChecker:
         rounding = eps * (scale_p1 + scale_m1) / t
         first = Projection(autodiff, d1, rounding,
                            allowed + tolerance.rtol * abs(d1)
-                           + numerics.ERROR_ESTIMATE_SAFETY * rounding)
+                           + tolerances.ERROR_ESTIMATE_SAFETY * rounding)
         if first.ok:
             return first
         plus2, scale_p2 = self._along(outputs, upstreams, directions, 2.0)
@@ -307,7 +309,7 @@ class FastChecker:
         estimate = abs(d1 - d2) + eps * (scale_p1 + scale_m1 + scale_p2 + scale_m2) / t
         return Projection(autodiff, extrapolated, estimate,
                           allowed + tolerance.rtol * abs(extrapolated)
-                          + numerics.ERROR_ESTIMATE_SAFETY * estimate)
+                          + tolerances.ERROR_ESTIMATE_SAFETY * estimate)
 
     def _block_gradient(self, k: int, upstream: np.ndarray, slot_index: int) -> np.ndarray:
         tf = tensorflow()
@@ -398,7 +400,7 @@ class FastChecker:
         }
         if not failed:
             findings.add(
-                "fast", "pass",
+                Kind.FAST, Status.PASS,
                 f"⟨u, J v⟩ from tape.gradient matches central differences along v for every"
                 f" probe (largest discrepancy {worst.result.error:.1e}, allowed"
                 f" {worst.result.allowed:.1e}); {can_miss}",
@@ -406,7 +408,7 @@ class FastChecker:
             for i in disconnected:
                 if self.checker.wants("connected"):
                     name = self.program.slots[i].name
-                    findings.add("connected", "pass",
+                    findings.add(Kind.CONNECTED, Status.PASS,
                                  f"autodiff returns None for {name} and the random projections"
                                  f" agree that the outputs do not depend on {name}", input=name)
             return
@@ -418,7 +420,7 @@ class FastChecker:
                 f" ({len(failed)} of {len(results)} failed)")
         if not blocks:
             assert probe.result is not None
-            findings.add("fast", "fail",
+            findings.add(Kind.FAST, Status.FAIL,
                          f"{head}: ⟨Jᵀu, v⟩ = {probe.result.autodiff:.6g} from tape.gradient,"
                          f" central differences along v give {probe.result.finite_difference:.6g}"
                          f" (allowed {probe.result.allowed:.1e}); no single (output, input) block"
@@ -440,14 +442,14 @@ class FastChecker:
         where = {"input": slot.name, "output": output.name}
         if i in disconnected and self.checker.wants("connected"):
             self.checker.findings.add(
-                "connected", "fail",
+                Kind.CONNECTED, Status.FAIL,
                 f"the gradient path from {slot.name} to {output.name} is cut: autodiff returns"
                 f" None, but central differences along random directions show {output.name}"
                 f" depends on {slot.name} (around {where_text})",
                 worst_index=first, details=block_details, **where)
             return
         self.checker.findings.add(
-            "fast", "fail",
+            Kind.FAST, Status.FAIL,
             f"{head}: for {output.name} and {slot.name}, ⟨Jᵀu, v⟩ from tape.gradient is"
             f" {block.autodiff:.6g} but central differences along v give"
             f" {block.finite_difference:.6g} (allowed {block.allowed:.1e}); the gradient is wrong"

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradcheck.locations import format_location
-from gradcheck.tf_runtime import tensorflow
+from gradcheck.load.locations import format_location
+from gradcheck.tf.runtime import tensorflow
 
 MAX_CALLS_KEPT = 4
 

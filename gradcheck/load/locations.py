@@ -7,9 +7,9 @@ import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
-from gradcheck.target import relative_path
+from gradcheck.load.target import relative_path
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # gradcheck itself
 _LIBRARY_MARKERS = (
     f"{os.sep}site-packages{os.sep}",
     f"{os.sep}dist-packages{os.sep}",

@@ -6,13 +6,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gradcheck.autodiff import first_line, flatten_outputs
-from gradcheck.numerics import machine_eps
-from gradcheck.tf_runtime import tensorflow
+from gradcheck.numerics.tolerances import machine_eps
+from gradcheck.report import Kind, Status
+from gradcheck.tf.program import first_line, flatten_outputs
+from gradcheck.tf.runtime import tensorflow
 
 if TYPE_CHECKING:
-    from gradcheck.autodiff import Slot
-    from gradcheck.checks import Checker
+    from gradcheck.checks.run import Checker
+    from gradcheck.tf.program import Slot
 
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,
 # allowed as this many machine epsilons of the sum of the terms' magnitudes.
@@ -36,7 +37,8 @@ def _check_one(checker: Checker, slot_index: int, slot: Slot, rng: np.random.Gen
              "output": checker.outputs[outputs[0]].name if len(outputs) == 1 else None}
     reverse = checker.recording.gradient(outputs, slot, upstreams)
     if reverse.error is not None or (reverse.value is not None and reverse.shape != slot.shape):
-        checker.findings.add("jvp", "skip", f"no reverse-mode VJP for {slot.name} to compare"
+        checker.findings.add(Kind.JVP, Status.SKIP,
+                             f"no reverse-mode VJP for {slot.name} to compare"
                              " with (see the checks above)", **where)
         return
     try:
@@ -45,7 +47,7 @@ def _check_one(checker: Checker, slot_index: int, slot: Slot, rng: np.random.Gen
             leaves = flatten_outputs(checker.program.call())
             jvps = [accumulator.jvp(leaves[k].tensor) for k in outputs]
     except Exception as exc:  # forward mode is not defined for every op
-        checker.findings.add("jvp", "skip", f"forward mode could not run for {slot.name}:"
+        checker.findings.add(Kind.JVP, Status.SKIP, f"forward mode could not run for {slot.name}:"
                              f" {first_line(exc)}", **where)
         return
     # A JVP may come back as IndexedSlices (gather, segment ops): densify it.
@@ -66,19 +68,20 @@ def _check_one(checker: Checker, slot_index: int, slot: Slot, rng: np.random.Gen
     error = abs(forward - backward)
     details = {"forward": forward, "reverse": backward, "allowed": allowed}
     if all(j is None for j in jvps) and reverse.value is None:
-        checker.findings.add("jvp", "pass", f"forward and reverse mode agree that the outputs"
+        checker.findings.add(Kind.JVP, Status.PASS,
+                             f"forward and reverse mode agree that the outputs"
                              f" do not depend on {slot.name}", details=details, **where)
         return
     if error <= allowed:
         checker.findings.add(
-            "jvp", "pass",
+            Kind.JVP, Status.PASS,
             f"forward mode ⟨u, Jv⟩ = {forward:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
             f" {backward:.6g} for a random v and u", max_abs_err=error,
             max_rel_err=error / scale if scale else 0.0, excess=error / allowed,
             details=details, **where)
         return
     checker.findings.add(
-        "jvp", "fail",
+        Kind.JVP, Status.FAIL,
         f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {forward:.6g} but reverse mode"
         f" (tape.gradient) gives ⟨Jᵀu, v⟩ = {backward:.6g} for {slot.name}: the two modes"
         " disagree, so a gradient (often a custom_gradient grad_fn) is inconsistent",

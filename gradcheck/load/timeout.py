@@ -46,7 +46,9 @@ def run_with_time_limit(action: Callable[[], T], seconds: float | None, function
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except TimeLimitExceeded as exc:
-        from gradcheck.locations import innermost_user_frame  # it imports target, which needs us
+        from gradcheck.load.locations import (
+            innermost_user_frame,  # it imports target, which needs us
+        )
 
         where = innermost_user_frame(traceback.extract_tb(exc.__traceback__))
         limit = f"{seconds:g}s ({flag} {seconds:g})"

@@ -1,0 +1,1 @@
+"""Where and why: per-custom_gradient verdicts, graph breaks, attribution."""

@@ -1,0 +1,1 @@
+"""Loading targets, inputs and configuration; no TensorFlow."""

@@ -1,0 +1,1 @@
+"""Finite differences, tolerances and comparisons: NumPy only."""

@@ -1,0 +1,41 @@
+"""Per-dtype machine epsilons and default tolerances (NumPy only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MACHINE_EPS = {
+    "float16": float(np.finfo(np.float16).eps),
+    "bfloat16": 2.0**-7,
+    "float32": float(np.finfo(np.float32).eps),
+    "float64": float(np.finfo(np.float64).eps),
+}
+# How far FD error estimates are trusted: the verdict allows this many estimates.
+ERROR_ESTIMATE_SAFETY = 4.0
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+DEFAULT_TOLERANCES = {
+    "float64": Tolerance(atol=1e-8, rtol=1e-6),
+    "float32": Tolerance(atol=1e-4, rtol=1e-3),
+    "float16": Tolerance(atol=1e-2, rtol=1e-2),
+    "bfloat16": Tolerance(atol=5e-2, rtol=5e-2),
+}
+
+
+def machine_eps(dtype: str) -> float:
+    return MACHINE_EPS.get(dtype, MACHINE_EPS["float32"])
+
+
+def tolerance_for(dtype: str, atol: float | None = None, rtol: float | None = None) -> Tolerance:
+    default = DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES["float32"])
+    return Tolerance(
+        atol=default.atol if atol is None else atol, rtol=default.rtol if rtol is None else rtol
+    )

@@ -1,0 +1,52 @@
+"""What a check is asked to do: CheckOptions, the kinds each command runs, and the one
+mapping from flag-named settings (command line, configuration, API) to options."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradcheck.report import Kind
+
+ALL_KINDS = frozenset(Kind)
+COMMAND_KINDS = {
+    "jacobian": frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
+                           Kind.KINK, Kind.FAST}),
+    "vjp": frozenset({Kind.VJP, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
+                      Kind.UPSTREAM, Kind.KINK, Kind.FAST}),
+    "check": ALL_KINDS,
+}
+DEFAULT_MAX_MEMORY = 1 << 30
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    upstream: tuple[Any, ...] = ()
+    atol: float | None = None
+    rtol: float | None = None
+    eps: float | None = None
+    mode: str = "auto"
+    probes: int = 8
+    seed: int = 0
+    dtype: str = "auto"
+    max_memory: int = DEFAULT_MAX_MEMORY
+    kinds: frozenset[str] = ALL_KINDS
+    explain: bool = False
+    # Names of custom gradients that deliberately differ from the true gradient
+    # (straight-through estimators, clipping): their mismatches are warnings.
+    surrogates: frozenset[str] = frozenset()
+    # Called as progress(task, done, total) as work advances; the core never prints.
+    progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
+
+
+def options_from(command: str, settings: Mapping[str, Any], **overrides: Any) -> CheckOptions:
+    """CheckOptions from settings named like the flags (`surrogate` or `surrogates`, the
+    rest as CheckOptions' fields); unset (None) settings keep their defaults."""
+    names = {f.name for f in dataclasses.fields(CheckOptions)}
+    values: dict[str, Any] = {k: v for k, v in settings.items() if k in names and v is not None}
+    surrogates = settings.get("surrogates", settings.get("surrogate")) or ()
+    values.update(kinds=COMMAND_KINDS[command], surrogates=frozenset(surrogates))
+    values.update(overrides)
+    return CheckOptions(**values)

@@ -1,0 +1,1 @@
+"""The only package that touches TensorFlow: runtime, the bound program, instrumentation."""
