@@ -37,8 +37,13 @@ class CheckOptions:
     # Names of custom gradients that deliberately differ from the true gradient
     # (straight-through estimators, clipping): their mismatches are warnings.
     surrogates: frozenset[str] = frozenset()
+    # False: never vectorise (pfor, vectorized_map), e.g. after TensorFlow crashed doing so.
+    vectorise: bool = True
     # Called as progress(task, done, total) as work advances; the core never prints.
     progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
+    # Called with what is about to run (the vectorised tape.jacobian of y with respect to x,
+    # ...), so that a crash or a time-out in native code can be reported with its phase.
+    phase: Callable[[str], None] | None = field(default=None, compare=False)
 
 
 def options_from(command: str, settings: Mapping[str, Any], **overrides: Any) -> CheckOptions:

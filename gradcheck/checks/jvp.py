@@ -42,6 +42,8 @@ def _check_one(checker: Checker, slot_index: int, slot: Slot, rng: np.random.Gen
                              " with (see the checks above)", **where)
         return
     try:
+        checker.program.announce(f"the forward-mode JVP (tf.autodiff.ForwardAccumulator) for"
+                                 f" {slot.name}")
         with tf.autodiff.ForwardAccumulator(
                 slot.value, tf.constant(tangent, dtype=slot.dtype)) as accumulator:
             leaves = flatten_outputs(checker.program.call())

@@ -549,7 +549,11 @@ def check_program(
     target_label: str,
 ) -> tuple[Report, autodiff.Program]:
     """run_checks, also returning f bound to its arguments (for diagnosis to reuse)."""
+    if options.phase is not None:
+        options.phase(f"the first calls of {autodiff.function_name(function)} and its gradient")
     program, first_result = autodiff.prepare(function, named, options.dtype)
+    program.vectorise, program.phase = options.vectorise, options.phase
+    program.announce(f"{autodiff.function_name(function)} under a GradientTape")
     recording = autodiff.record(program)
     name = autodiff.function_name(function)
     diff_outputs = _validate_outputs(recording, name)

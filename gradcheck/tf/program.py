@@ -110,6 +110,14 @@ class Program:
     slots: list[Slot]
     compute_dtype: str
     notes: list[str] = field(default_factory=list)
+    # False: no pfor, no vectorized_map (a retry after TensorFlow crashed while vectorising).
+    vectorise: bool = True
+    # Told what is about to run, so that a crash or a time-out can name it.
+    phase: Callable[[str], None] | None = None
+
+    def announce(self, what: str) -> None:
+        if self.phase is not None:
+            self.phase(what)
 
     @property
     def sources(self) -> list[Slot]:
@@ -390,13 +398,17 @@ class Recording:
         target = self.outputs[output_index].tensor
         rows = int(np.prod(target.shape, dtype=np.int64))
         per_row = point_bytes(source.shape, [()]) * BATCH_OVERHEAD
-        if max_memory is not None and rows * per_row > max_memory:
+        of = f"{self.outputs[output_index].name} with respect to {source.name}"
+        if max_memory is not None and rows * per_row > max_memory and self.program.vectorise:
+            self.program.announce(f"the vectorised tape.jacobian of {of}, in chunks of rows")
             try:
                 return self._jacobian_in_chunks(target, source, max(1, max_memory // per_row)), None
             except Exception as exc:
                 return None, first_line(exc)
-        messages = []
-        for use_pfor in (True, False):
+        messages: list[str] = []
+        for use_pfor in (True, False) if self.program.vectorise else (False,):
+            self.program.announce(f"the {'vectorised' if use_pfor else 'while-loop'}"
+                                  f" tape.jacobian of {of}")
             try:
                 with silenced_stderr_fd():
                     block = self.tape.jacobian(target, source.value,
@@ -410,6 +422,9 @@ class Recording:
             if messages:
                 self._note(f"the vectorised tape.jacobian failed ({messages[0]}); the"
                            " while-loop tape.jacobian(experimental_use_pfor=False) was used")
+            elif not use_pfor:
+                self._note("tape.jacobian ran without vectorisation (experimental_use_pfor="
+                           "False)")
             return np.asarray(block, dtype=np.float64), None
         return self._jacobian_by_rows(output_index, source, messages)
 
@@ -524,10 +539,11 @@ class BatchEvaluator:
         self.centre_outputs = [np.asarray(c, dtype=np.float64) for c in centre_outputs]
         self.max_memory = max_memory
         slot = program.slots[slot_index]
-        self.vectorised: Any = None if slot.is_variable else self._vectorised_function()
+        usable = program.vectorise and not slot.is_variable
+        self.vectorised: Any = self._vectorised_function() if usable else None
         self.strategy = "vectorised" if self.vectorised is not None else "loop"
-        self.fallback_reason: str | None = None if self.vectorised is not None else (
-            f"{slot.name} is a tf.Variable" )
+        self.fallback_reason: str | None = None if usable else (
+            f"{slot.name} is a tf.Variable" if slot.is_variable else "vectorisation is off")
 
     def _outputs_of(self, result: Any) -> list[Any]:
         tf = tensorflow()
@@ -571,6 +587,8 @@ class BatchEvaluator:
         centre = np.asarray(slot.value.numpy(), dtype=np.float64)[None]
         # The unperturbed point rides along: if it disagrees with eager f(x), the batch is wrong.
         batch = np.concatenate([centre, points]) if points.size else centre
+        self.program.announce(f"the vectorised evaluation of f at {len(batch)} values of"
+                              f" {slot.name} (tf.vectorized_map)")
         values = self.vectorised(tf.constant(batch, dtype=slot.dtype))
         arrays = [np.asarray(v, dtype=np.float64) for v in values]
         eps = machine_eps(self.program.compute_dtype)
