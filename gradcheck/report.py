@@ -50,6 +50,27 @@ FAILING_STATUSES = frozenset({Status.FAIL, Status.ERROR})
 STATUS_RANK = {Status.ERROR: 0, Status.FAIL: 1, Status.WARN: 2, Status.SKIP: 3, Status.PASS: 4}
 
 
+def format_index(index: tuple[int, ...] | None, separator: str = ", ") -> str:
+    """[1, 0] for an element index; empty for none."""
+    return "" if index is None else "[" + separator.join(str(i) for i in index) + "]"
+
+
+@dataclasses.dataclass(frozen=True)
+class Cause:
+    """Why a check failed, as data (messages are rendered from it, never parsed back).
+
+    `mistake` names what is wrong (e.g. "wrong-sign", "full-jacobian", "variable-in-grad-fn",
+    "stop-gradient"), `culprit` the code responsible ("custom_gradient f (line 4)"),
+    `location` its line, `what` and `fix` the words for the user.
+    """
+
+    mistake: str
+    what: str
+    culprit: str | None = None
+    location: str | None = None
+    fix: str | None = None
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
     check: Kind
@@ -63,6 +84,7 @@ class CheckResult:
     worst_index: tuple[int, ...] | None = None
     # The largest error / allowed ratio: the number that decided the verdict (> 1 fails).
     excess: float | None = None
+    cause: Cause | None = None
     details: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

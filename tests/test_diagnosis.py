@@ -114,9 +114,6 @@ def test_no_false_alarm(name: str, function: str) -> None:
     assert not findings(report, "graph-break")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "custom_gradient_checks.translate names the mistake from details['autodiff'], which the"
-    " report drops for blocks over 64 elements: a 10-element sign flip is only 'disagree'"))
 def test_a_grad_fn_mistake_is_named_on_a_block_over_the_display_limit() -> None:
     report = gradcheck.check(str(FIXTURES / "custom_gradient_mistakes.py") + ":sign_flipped",
                              np.linspace(-1.0, 1.0, 10))

@@ -7,15 +7,17 @@ import numpy as np
 import gradcheck
 from gradcheck.load.inputs import Arguments, name_arguments
 from gradcheck.numerics import differences, judging, tolerances
-from gradcheck.tf import program as autodiff
+from gradcheck.tf.batch import BatchEvaluator
+from gradcheck.tf.program import Program, prepare
+from gradcheck.tf.recording import record
 from tests.conftest import fixture_module
 
 
-def _program(module_name: str, function: str = "f") -> autodiff.Program:
+def _program(module_name: str, function: str = "f") -> Program:
     module = fixture_module(module_name)
     f = getattr(module, function)
     named = name_arguments(f, Arguments(getattr(module, f"{function}_inputs"), {}, "test"))
-    program, _ = autodiff.prepare(f, named, "auto")
+    program, _ = prepare(f, named, "auto")
     return program
 
 
@@ -49,7 +51,7 @@ def test_full_mode_under_a_small_budget_chunks_and_stays_exact() -> None:
 
 def test_chunked_autodiff_jacobian_equals_the_whole_one() -> None:
     program = _program("dense_layer")
-    recording = autodiff.record(program)
+    recording = record(program)
     slot = program.sources[0]
     whole, _ = recording.jacobian(0, slot)
     chunked, error = recording.jacobian(0, slot, max_memory=8 * 301 * 16 * 100)
@@ -61,13 +63,13 @@ def test_chunked_autodiff_jacobian_equals_the_whole_one() -> None:
 
 def test_chunked_evaluations_equal_one_batch() -> None:
     program = _program("dense_layer")
-    recording = autodiff.record(program)
+    recording = record(program)
     slot = program.sources[0]
     centre = [np.asarray(recording.outputs[0].tensor)]
     x = np.asarray(slot.value)
     h = differences.step_sizes(x, "float64")
-    small = autodiff.BatchEvaluator(program, 0, [0], centre, max_memory=1 << 20)
-    large = autodiff.BatchEvaluator(program, 0, [0], centre, max_memory=1 << 30)
+    small = BatchEvaluator(program, 0, [0], centre, max_memory=1 << 20)
+    large = BatchEvaluator(program, 0, [0], centre, max_memory=1 << 30)
     assert small.chunk_size() < 2 * x.size <= large.chunk_size()
     calls: list[tuple[int, int]] = []
     (chunked,) = small.evaluate_perturbations(h, differences.FIRST_FACTORS,

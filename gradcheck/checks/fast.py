@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from gradcheck.errors import UsageError
-from gradcheck.load.locations import exception_location
+from gradcheck.checks.context import CheckContext, Findings
+from gradcheck.checks.mode import full_mode_bytes, human_bytes
 from gradcheck.numerics import tolerances
-from gradcheck.report import Kind, Status
-from gradcheck.tf.program import first_line, flatten_outputs, point_bytes
-from gradcheck.tf.runtime import tensorflow
-
-if TYPE_CHECKING:
-    from gradcheck.checks.run import Checker
-    from gradcheck.options import CheckOptions
-    from gradcheck.tf.program import Program, Recording
+from gradcheck.report import Kind, Status, format_index
+from gradcheck.tf.program import flatten_outputs
 
 # Random-sign terms (tolerated per-element errors seen through a random projection) are allowed
 # this many standard deviations before a probe fails.
@@ -28,84 +21,8 @@ PROJECTION_SAFETY = 5.0
 MAX_BRANCHES = 4
 # ... and stops once it has spent this many evaluations of f.
 MAX_NARROWING_EVALUATIONS = 400
-
-
-@dataclass(frozen=True)
-class ModeChoice:
-    mode: str  # "full" or "fast"
-    reason: str
-
-
-def _size(shape: Sequence[int]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
-
-
-def _human(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if size < 1024 or unit == "PiB":
-            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
-        size /= 1024
-    return f"{size:.1f}PiB"
-
-
-# Jacobian-sized float64 arrays full mode keeps per input (see full_mode_bytes).
-FULL_MODE_ARRAYS = 6
-# Under --mode auto, full mode is kept while its 2n evaluations of f (timed eagerly, an
-# overestimate of vectorised batches) stay below this, or the input is small anyway.
-AUTO_FULL_SECONDS = 60.0
-AUTO_MIN_FAST_INPUTS = 8192
-
-
-def full_mode_bytes(program: Program, output_shapes: Sequence[Sequence[int]]
-                    ) -> tuple[int, str]:
-    """What full mode holds at once for its largest input: Jacobian-sized arrays (autodiff,
-    the x±h evaluations, finite differences, their error estimates...) and one chunk."""
-    worst, what = 0, ""
-    outputs = sum(_size(s) for s in output_shapes)
-    for slot in program.sources:
-        n = _size(slot.shape)
-        held = 8 * n * outputs * FULL_MODE_ARRAYS + point_bytes(slot.shape, output_shapes)
-        if held > worst:
-            worst, what = held, f"full mode on {slot.name} ({n} inputs x {outputs} outputs)"
-    return worst, what
-
-
-def physical_memory() -> int:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return 1 << 62  # unknown: do not refuse
-
-
-def choose_mode(options: CheckOptions, program: Program,
-                output_shapes: Sequence[Sequence[int]], call_seconds: float = 0.0) -> ModeChoice:
-    """Full mode unless asked otherwise or, under auto, it would not fit the memory budget or
-    would take minutes (2n evaluations of f, estimated from one eager call)."""
-    if options.mode == "fast":
-        return ModeChoice("fast", "--mode fast was asked for")
-    needed, what = full_mode_bytes(program, output_shapes)
-    if options.mode == "full":
-        # Asked for explicitly, full mode may exceed the budget (which then sizes its chunks),
-        # but not the machine: better a clear refusal than the out-of-memory killer.
-        limit = max(options.max_memory, int(0.8 * physical_memory()))
-        if needed > limit:
-            raise UsageError(
-                f"--mode full: {what} would hold about {_human(needed)} of Jacobian-sized"
-                f" arrays, more than this machine can spare ({_human(limit)}); use --mode"
-                " fast, or check a smaller input")
-        return ModeChoice("full", "--mode full")
-    if needed > options.max_memory:
-        return ModeChoice("fast", f"--mode auto chose it: {what} would hold about"
-                                  f" {_human(needed)} of Jacobian-sized arrays, over the memory"
-                                  f" budget (--max-memory {_human(options.max_memory)})")
-    evaluations = 2 * max((_size(slot.shape) for slot in program.sources), default=0)
-    if evaluations > AUTO_MIN_FAST_INPUTS and evaluations * call_seconds > AUTO_FULL_SECONDS:
-        return ModeChoice("fast", f"--mode auto chose it: full mode would evaluate f"
-                                  f" {evaluations} times, about"
-                                  f" {evaluations * call_seconds:.0f} s at"
-                                  f" {call_seconds * 1e3:.2g} ms per call (--mode full to"
-                                  " insist)")
-    return ModeChoice("full", "within the memory and time budgets")
+# A random stream of its own: probe directions must not repeat --shape inputs or upstreams.
+FAST_STREAM = 3
 
 
 @dataclass(frozen=True)
@@ -145,37 +62,30 @@ class Counter:
 class FastChecker:
     """Runs the probes for every differentiable input at once and narrows failures down."""
 
-    checker: Checker
+    ctx: CheckContext
     reason: str
     counter: Counter = field(default_factory=Counter)
     points: dict[int, np.ndarray] = field(default_factory=dict)
+    findings: Findings = field(default_factory=Findings)
 
     def _full_mode_bytes(self) -> int:
-        shapes = [self.recording.outputs[k].shape for k in self.checker.diff_outputs]
-        return full_mode_bytes(self.program, shapes)[0]
+        shapes = [self.ctx.outputs[k].shape for k in self.ctx.diff_outputs]
+        return full_mode_bytes(self.ctx.program, shapes)[0]
 
     def point(self, slot_index: int) -> np.ndarray:
         """The input's value as float64, read once."""
         if slot_index not in self.points:
-            value = self.program.slots[slot_index].value.numpy()
-            self.points[slot_index] = np.asarray(value, dtype=np.float64)
+            self.points[slot_index] = self.ctx.program.value_of(slot_index)
         return self.points[slot_index]
 
-    @property
-    def program(self) -> Program:
-        return self.checker.program
-
-    @property
-    def recording(self) -> Recording:
-        return self.checker.recording
-
-    def run(self) -> None:
-        options, findings = self.checker.options, self.checker.findings
+    def run(self) -> Findings:
+        options, findings = self.ctx.options, self.findings
         probes = max(1, options.probes)
-        rng = np.random.default_rng(options.seed)
-        sources = [i for i, s in enumerate(self.program.slots) if s.differentiable]
-        outputs = self.checker.diff_outputs
+        rng = np.random.default_rng((options.seed, FAST_STREAM))
+        sources = [i for i, s in enumerate(self.ctx.program.slots) if s.differentiable]
+        outputs = self.ctx.diff_outputs
         findings.notes.append(f"fast mode (random projections) was used: {self.reason}")
+        self.ctx.program.announce("fast mode: random projections")
         report = options.progress
         failed: list[Probe] = []
         results: list[Probe] = []
@@ -183,16 +93,16 @@ class FastChecker:
         disconnected: set[int] = set()
         for p in range(probes):
             # Probe 0 uses the resolved upstream: it also checks the VJP the user asked for.
-            upstreams = (list(self.checker.upstreams) if p == 0 else
-                         [rng.choice([-1.0, 1.0], size=self.recording.outputs[k].shape)
+            upstreams = (list(self.ctx.upstreams) if p == 0 else
+                         [rng.choice([-1.0, 1.0], size=self.ctx.outputs[k].shape)
                           for k in outputs])
             directions = {i: self._direction(i, rng) for i in usable}
             gradients = self._gradients(outputs, upstreams, usable, disconnected)
             if gradients is None:
-                return
+                return findings
             usable = [i for i in usable if i in gradients]
             if not usable:
-                return
+                return findings
             probe = Probe(p, upstreams, {i: directions[i] for i in usable}, gradients)
             probe.result = self.project(outputs, upstreams, probe.directions, gradients)
             results.append(probe)
@@ -201,10 +111,11 @@ class FastChecker:
             if report is not None:
                 report("fast mode: random projections", p + 1, probes)
         self._report(results, failed, outputs, usable, disconnected)
+        return findings
 
     def _direction(self, slot_index: int, rng: np.random.Generator) -> np.ndarray:
         """A random-sign direction scaled like the full-mode steps, so t*d is a sensible step."""
-        slot = self.program.slots[slot_index]
+        slot = self.ctx.program.slots[slot_index]
         scale = np.maximum(np.abs(self.point(slot_index)), 1.0)
         return rng.choice([-1.0, 1.0], size=slot.shape) * scale
 
@@ -212,58 +123,36 @@ class FastChecker:
                    usable: Sequence[int], disconnected: set[int]
                    ) -> dict[int, np.ndarray] | None:
         """Jᵀu for every usable input in one backward pass; None (and a finding) when it raises."""
-        tf = tensorflow()
-        targets = [self.recording.outputs[k].tensor for k in outputs]
-        sources = [self.program.slots[i].value for i in usable]
-        grads = [tf.constant(u, dtype=t.dtype) for u, t in zip(upstreams, targets)]
+        slots = [self.ctx.program.slots[i] for i in usable]
         self.counter.backward_passes += 1
-        findings = self.checker.findings
-        try:
-            values = self.recording.tape.gradient(targets, sources, output_gradients=grads)
-        except Exception as exc:  # a grad_fn that raises is a finding
-            findings.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
-                         f"computing the gradient raised {first_line(exc)}",
-                         location=exception_location(exc))
+        outcomes = self.ctx.recording.gradients(outputs, slots, upstreams)
+        if outcomes and outcomes[0].error is not None:  # a grad_fn that raises is a finding
+            self.findings.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
+                              f"computing the gradient raised {outcomes[0].error_line}",
+                              location=outcomes[0].location)
             return None
         result: dict[int, np.ndarray] = {}
-        for i, value in zip(usable, values):
-            slot = self.program.slots[i]
-            if value is None:
+        for i, slot, outcome in zip(usable, slots, outcomes):
+            if outcome.value is None:
                 disconnected.add(i)
                 result[i] = np.zeros(slot.shape)
-                continue
-            dense = np.asarray(tf.convert_to_tensor(value), dtype=np.float64)
-            if dense.shape != slot.shape:
-                findings.add(
+            elif outcome.shape != slot.shape:
+                self.findings.add(
                     Kind.GRAD_SHAPE, Status.FAIL,
-                    f"the gradient with respect to {slot.name} has shape {dense.shape}, but"
+                    f"the gradient with respect to {slot.name} has shape {outcome.shape}, but"
                     f" {slot.name} has shape {slot.shape}: a gradient (and a custom_gradient"
                     " grad_fn) must return uᵀJ with its input's shape",
-                    input=slot.name, details={"gradient_shape": dense.shape,
+                    input=slot.name, details={"gradient_shape": outcome.shape,
                                               "input_shape": slot.shape})
-                continue
-            result[i] = dense
+            else:
+                result[i] = outcome.value
         return result
 
     def evaluate(self, deltas: dict[int, np.ndarray], outputs: Sequence[int]) -> list[np.ndarray]:
         """f at x + delta (per input), as float64 arrays of the selected outputs."""
-        tf = tensorflow()
-        replacements: dict[int, Any] = {}
-        saved: dict[int, Any] = {}
         self.counter.evaluations += 1
-        try:
-            for i, delta in deltas.items():
-                slot = self.program.slots[i]
-                value = tf.constant(self.point(i) + delta, dtype=slot.dtype)
-                if slot.is_variable:
-                    saved[i] = slot.value.numpy()
-                    slot.value.assign(value)
-                else:
-                    replacements[i] = value
-            leaves = flatten_outputs(self.program.call(replacements))
-        finally:
-            for i, original in saved.items():
-                self.program.slots[i].value.assign(original)
+        result = self.ctx.program.call_at({i: self.point(i) + d for i, d in deltas.items()})
+        leaves = flatten_outputs(result)
         return [np.asarray(leaves[k].tensor, dtype=np.float64) for k in outputs]
 
     def _along(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
@@ -276,16 +165,17 @@ class FastChecker:
         return inner, scale
 
     def step(self) -> float:
-        eps = self.checker.options.eps
-        return tolerances.machine_eps(self.program.compute_dtype) ** (1.0 / 3.0) if eps is None \
-            else eps
+        eps = self.ctx.options.eps
+        if eps is not None:
+            return eps
+        return tolerances.machine_eps(self.ctx.program.compute_dtype) ** (1.0 / 3.0)
 
     def project(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
                 directions: dict[int, np.ndarray], gradients: dict[int, np.ndarray]
                 ) -> Projection:
         """Compare ⟨Jᵀu, d⟩ with central differences along d; x±2t only when x±t is in doubt."""
-        tolerance = self.checker.tolerance
-        eps = tolerances.machine_eps(self.checker.tolerance_dtype)
+        tolerance = self.ctx.tolerance
+        eps = tolerances.machine_eps(self.ctx.tolerance_dtype)
         t = self.step()
         autodiff = sum(float(np.sum(gradients[i] * d)) for i, d in directions.items())
         spread = float(np.sqrt(sum(np.sum((gradients[i] * d) ** 2)
@@ -312,15 +202,12 @@ class FastChecker:
                           + tolerances.ERROR_ESTIMATE_SAFETY * estimate)
 
     def _block_gradient(self, k: int, upstream: np.ndarray, slot_index: int) -> np.ndarray:
-        tf = tensorflow()
-        target = self.recording.outputs[k].tensor
-        slot = self.program.slots[slot_index]
+        slot = self.ctx.program.slots[slot_index]
         self.counter.backward_passes += 1
-        value = self.recording.tape.gradient(
-            target, slot.value, output_gradients=tf.constant(upstream, dtype=target.dtype))
-        if value is None:
+        outcome = self.ctx.recording.gradient([k], slot, [upstream])
+        if outcome.value is None:
             return np.zeros(slot.shape)
-        return np.asarray(tf.convert_to_tensor(value), dtype=np.float64).reshape(slot.shape)
+        return outcome.value.reshape(slot.shape)
 
     def narrow(self, probe: Probe, outputs: Sequence[int]
                ) -> list[tuple[int, int, Projection, list[tuple[int, int]]]]:
@@ -373,24 +260,24 @@ class FastChecker:
                      flat_g: np.ndarray, start: int, stop: int) -> bool:
         mask = np.zeros_like(flat_d)
         mask[start:stop] = flat_d[start:stop]
-        shape = self.program.slots[slot_index].shape
+        shape = self.ctx.program.slots[slot_index].shape
         projection = self.project([k], [upstream], {slot_index: mask.reshape(shape)},
                                   {slot_index: flat_g.reshape(shape)})
         return not projection.ok
 
     def _report(self, results: list[Probe], failed: list[Probe], outputs: Sequence[int],
                 usable: Sequence[int], disconnected: set[int]) -> None:
-        findings = self.checker.findings
-        names = [self.program.slots[i].name for i in usable]
+        findings = self.findings
+        names = [self.ctx.program.slots[i].name for i in usable]
         single_input = names[0] if len(names) == 1 else None
         worst = max(results, key=lambda p: p.result.error / max(p.result.allowed, 1e-300)
                     if p.result else 0.0)
         assert worst.result is not None
-        can_miss = (f"{len(results)} random projection(s) ran (seed {self.checker.options.seed});"
+        can_miss = (f"{len(results)} random projection(s) ran (seed {self.ctx.options.seed});"
                     f" an error whose effect on ⟨u, J v⟩ stays below the tolerance (here about"
                     f" {worst.result.allowed:.1e}) is missed, so errors in a few small elements"
                     " can go unseen: --mode full checks every element (it needs about"
-                    f" {_human(self._full_mode_bytes())}"
+                    f" {human_bytes(self._full_mode_bytes())}"
                     " of --max-memory)")
         details: dict[str, Any] = {
             "mode_reason": self.reason, "probes": len(results),
@@ -406,8 +293,8 @@ class FastChecker:
                 f" {worst.result.allowed:.1e}); {can_miss}",
                 input=single_input, max_abs_err=worst.result.error, details=details)
             for i in disconnected:
-                if self.checker.wants("connected"):
-                    name = self.program.slots[i].name
+                if self.ctx.wants(Kind.CONNECTED):
+                    name = self.ctx.program.slots[i].name
                     findings.add(Kind.CONNECTED, Status.PASS,
                                  f"autodiff returns None for {name} and the random projections"
                                  f" agree that the outputs do not depend on {name}", input=name)
@@ -433,22 +320,22 @@ class FastChecker:
     def _block_finding(self, head: str, k: int, i: int, block: Projection,
                        slices: list[tuple[int, int]], details: dict[str, Any],
                        disconnected: set[int], can_miss: str) -> None:
-        slot = self.program.slots[i]
-        output = self.recording.outputs[k]
+        slot = self.ctx.program.slots[i]
+        output = self.ctx.outputs[k]
         where_text = ", ".join(_fmt_slice(slot.shape, a, b) for a, b in slices)
         first = tuple(int(v) for v in np.unravel_index(slices[0][0], slot.shape)) \
             if slot.shape else ()
         block_details = {**details, "elements": [list(s) for s in slices]}
         where = {"input": slot.name, "output": output.name}
-        if i in disconnected and self.checker.wants("connected"):
-            self.checker.findings.add(
+        if i in disconnected and self.ctx.wants(Kind.CONNECTED):
+            self.findings.add(
                 Kind.CONNECTED, Status.FAIL,
                 f"the gradient path from {slot.name} to {output.name} is cut: autodiff returns"
                 f" None, but central differences along random directions show {output.name}"
                 f" depends on {slot.name} (around {where_text})",
                 worst_index=first, details=block_details, **where)
             return
-        self.checker.findings.add(
+        self.findings.add(
             Kind.FAST, Status.FAIL,
             f"{head}: for {output.name} and {slot.name}, ⟨Jᵀu, v⟩ from tape.gradient is"
             f" {block.autodiff:.6g} but central differences along v give"
@@ -459,14 +346,14 @@ class FastChecker:
 
 def _fmt_slice(shape: tuple[int, ...], start: int, stop: int) -> str:
     def index(flat: int) -> str:
-        return "[" + ", ".join(str(int(v)) for v in np.unravel_index(flat, shape)) + "]" \
-            if shape else "[]"
+        return format_index(tuple(int(v) for v in np.unravel_index(flat, shape)))
+
     if stop - start == 1:
         return index(start)
     return f"{index(start)}..{index(stop - 1)} ({stop - start} elements)"
 
 
-def run_fast(checker: Checker, reason: str) -> None:
-    """Add the fast-mode findings (and notes) to the checker."""
-    FastChecker(checker, reason).run()
+def run_fast(ctx: CheckContext, reason: str) -> Findings:
+    """The fast-mode findings (and notes)."""
+    return FastChecker(ctx, reason).run()
 

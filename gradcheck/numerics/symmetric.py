@@ -18,6 +18,7 @@ from gradcheck.numerics import differences, judging
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.judging import Comparison
 from gradcheck.numerics.tolerances import Tolerance
+from gradcheck.report import format_index
 
 Evaluate = Callable[[np.ndarray], Sequence[np.ndarray]]
 
@@ -171,10 +172,6 @@ class SymmetricProbe:
         return SymmetricVerdict(comparison, symmetric, self.directions)
 
 
-def _index(index: tuple[int, ...] | None) -> str:
-    return "" if index is None else "[" + ", ".join(str(i) for i in index) + "]"
-
-
 def convention_message(what: str, input_name: str, elementwise: Comparison,
                        verdict: SymmetricVerdict) -> str:
     """The warning that replaces a failure when autodiff is the symmetrised gradient."""
@@ -199,8 +196,8 @@ def mismatch_note(verdict: SymmetricVerdict) -> str:
         return ""
     if not verdict.comparison.ok:
         return (f"; under symmetric perturbations E_ij + E_ji it still disagrees (worst"
-                f" {_index(verdict.worst_index)}, {verdict.comparison.excess:.3g}× the allowed"
-                f" error), so this is not TensorFlow's"
+                f" {format_index(verdict.worst_index)},"
+                f" {verdict.comparison.excess:.3g}× the allowed error), so this is not TensorFlow's"
                 f" symmetric-matrix convention")
     return ("; it agrees under symmetric perturbations E_ij + E_ji, but autodiff is not"
             " symmetric, so it is not the symmetrised gradient of TensorFlow's convention"

@@ -10,7 +10,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from gradcheck.report import CheckResult, Kind, Report
+from gradcheck.report import CheckResult, Kind, Report, format_index
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "warn": "yellow",
                 "skip": "dim"}
@@ -23,10 +23,6 @@ def _number(value: float | None) -> str:
 
 def _ratio(value: float | None) -> str:
     return "" if value is None else f"{value:.2g}"
-
-
-def _index(index: tuple[int, ...] | None) -> str:
-    return "" if index is None else "[" + ",".join(str(i) for i in index) + "]"
 
 
 def status_text(status: str) -> Text:
@@ -111,7 +107,7 @@ def _row(result: CheckResult, roomy: bool) -> list[Any]:
     return [
         status_text(result.status), result.check, Text(result.input or ""),
         Text(result.output or ""), _number(result.max_abs_err), _number(result.max_rel_err),
-        _ratio(result.excess), _index(result.worst_index),
+        _ratio(result.excess), format_index(result.worst_index, ","),
         Text(location if roomy else _short_location(location)),
         Text(headline(result.message)),
     ]

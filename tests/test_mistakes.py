@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck.diagnosis.custom_gradients import shape_diagnosis, value_diagnosis
+from gradcheck.numerics.mistakes import shape_mistake, value_mistake
 from gradcheck.render.annotations import render_github_annotations
 from gradcheck.report import CheckResult, Report
 from gradcheck.tf.instrument import return_location
@@ -13,15 +13,15 @@ J = np.array([[1.0, 2.0], [-3.0, 0.5]])
 
 
 def test_value_mistakes_are_named() -> None:
-    assert value_diagnosis(-J, J, 2, 1, "y") == "has the wrong sign: it returns -uᵀJ"
-    assert value_diagnosis(2 * J, J, 2, 1, "y") == "is off by a constant factor of 2"
-    assert value_diagnosis(J.T, J, 2, 1, "y").startswith("uses J where Jᵀ is needed")
-    assert value_diagnosis(np.zeros((2, 2)), J, 2, 2, "y[1]").startswith(
+    assert value_mistake(-J, J, 2, 1, "y").what == "has the wrong sign: it returns -uᵀJ"
+    assert value_mistake(2 * J, J, 2, 1, "y").what == "is off by a constant factor of 2"
+    assert value_mistake(J.T, J, 2, 1, "y").what.startswith("uses J where Jᵀ is needed")
+    assert value_mistake(np.zeros((2, 2)), J, 2, 2, "y[1]").what.startswith(
         "ignores the upstream of y[1]")
     same_rows = np.array([[-2.0, 2.5], [-2.0, 2.5]])
-    assert value_diagnosis(same_rows, J, 2, 1, "y").startswith(
+    assert value_mistake(same_rows, J, 2, 1, "y").what.startswith(
         "gives every output element the same gradient row: it sums the upstream")
-    assert value_diagnosis(J + np.array([[0.0, 0.1], [0.0, 0.0]]), J, 2, 1, "y") == (
+    assert value_mistake(J + np.array([[0.0, 0.1], [0.0, 0.0]]), J, 2, 1, "y").what == (
         "returns wrong values")
 
 
@@ -30,7 +30,7 @@ def test_shape_mistakes_are_named() -> None:
 
     def what(grad: np.ndarray, upstream: np.ndarray, jacobian: np.ndarray,
              in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
-        return shape_diagnosis(grad, upstream, jacobian, in_shape, out_shape).what
+        return shape_mistake(grad, upstream, jacobian, in_shape, out_shape).what
 
     assert what(J, u, J, (2,), (2,)) == "returned the full Jacobian J"
     assert what(J * u, u, J, (2,), (2,)).startswith("returned J * upstream")
@@ -46,15 +46,15 @@ def test_shape_mistakes_are_named() -> None:
 def test_transposed_jacobian_times_upstream_gets_the_contraction_as_its_fix() -> None:
     """The seed question's grad_fn: dg = Jᵀ, returned dg * upstream; the fix sums axis -1."""
     u = np.array([0.5, -2.0])
-    mistake = shape_diagnosis(J.T * u, u, J, (2,), (2,))
+    mistake = shape_mistake(J.T * u, u, J, (2,), (2,))
     assert mistake.what.startswith("returned Jᵀ * upstream")
     assert "tf.linalg.matvec(that matrix, upstream)" in mistake.fix
     np.testing.assert_allclose((J.T * u).sum(axis=-1), u @ J)
     # Near the true J only within float32 precision: still named with rtol 1e-3.
     noisy = J * (1 + 1e-5)
-    assert shape_diagnosis(noisy, u, J, (2,), (2,), rtol=1e-3).what == (
+    assert shape_mistake(noisy, u, J, (2,), (2,), rtol=1e-3).what == (
         "returned the full Jacobian J")
-    assert shape_diagnosis(noisy, u, None, (2,), (2,)).what.startswith(
+    assert shape_mistake(noisy, u, None, (2,), (2,)).what.startswith(
         "returned a Jacobian-shaped tensor")
 
 
@@ -68,7 +68,7 @@ def test_return_location_finds_the_single_return() -> None:
     location = return_location(grad_fn)
     assert location is not None
     line = grad_fn.__code__.co_firstlineno + 4
-    assert location.endswith(f"test_custom_gradient_checks.py:{line}")
+    assert location.endswith(f"test_mistakes.py:{line}")
 
 
 def test_annotations_escape_and_dedupe() -> None:

@@ -1,0 +1,69 @@
+"""What every check reads (f recorded, options, tolerance, upstreams) and how it reports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gradcheck.numerics.tolerances import Tolerance
+from gradcheck.options import CheckOptions
+from gradcheck.report import CheckResult, Kind, Status
+from gradcheck.tf.program import OutputLeaf, Program
+from gradcheck.tf.recording import Recording
+
+# Blocks up to this many elements carry their matrices in the report details.
+SHOWN_BLOCK_SIZE = 64
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """Read-only for the checks: each returns its own results."""
+
+    recording: Recording
+    options: CheckOptions
+    tolerance: Tolerance
+    tolerance_dtype: str
+    upstreams: tuple[np.ndarray, ...]
+    diff_outputs: tuple[int, ...]
+
+    @property
+    def program(self) -> Program:
+        return self.recording.program
+
+    @property
+    def outputs(self) -> list[OutputLeaf]:
+        return self.recording.outputs
+
+    def wants(self, kind: Kind) -> bool:
+        return kind in self.options.kinds
+
+    def progress(self, task: str) -> Callable[[int, int], None] | None:
+        report = self.options.progress
+        if report is None:
+            return None
+        return lambda done, total: report(task, done, total)
+
+
+@dataclass
+class Findings:
+    """Results and notes one check function collects and returns."""
+
+    results: list[CheckResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, check: Kind, status: Status, message: str, **fields: Any) -> None:
+        self.results.append(CheckResult(check=check, status=status, message=message, **fields))
+
+    def extend(self, other: Findings) -> None:
+        self.results += other.results
+        self.notes += [note for note in other.notes if note not in self.notes]
+
+
+def shown(block: np.ndarray | None) -> list[Any] | None:
+    """A block's matrix for the report details, when small enough to show."""
+    if block is None or block.size > SHOWN_BLOCK_SIZE:
+        return None
+    return np.asarray(block).tolist()

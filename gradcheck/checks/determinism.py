@@ -1,0 +1,53 @@
+"""The nondeterminism check: two calls of f with the same inputs must agree."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from gradcheck.numerics.tolerances import machine_eps
+from gradcheck.report import CheckResult, Kind, Status, format_index
+from gradcheck.tf.program import OutputLeaf, flatten_outputs, output_base
+from gradcheck.tf.recording import Recording
+
+
+def _output_change(then: OutputLeaf, now: OutputLeaf) -> tuple[str, float | None,
+                                                                tuple[int, ...] | None] | None:
+    """How one output differs between two calls (beyond rounding), or None."""
+    if then.tensor is None or then.shape != now.shape:
+        return f"{now.name} changed from shape {then.shape} to {now.shape}", None, None
+    a = np.asarray(then.tensor, dtype=np.float64)
+    b = np.asarray(now.tensor, dtype=np.float64)
+    gap = np.abs(a - b)
+    allowed = 8 * machine_eps(now.dtype) * (np.abs(b) + np.max(np.abs(b), initial=0.0))
+    bad = ~(gap <= allowed)  # NaN on one call only counts as a change
+    if not np.any(bad):
+        return None
+    ranked = np.where(bad, np.nan_to_num(gap, nan=np.inf), -1.0)
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(ranked)), b.shape)) or None
+    largest = float(ranked[index] if index else ranked)
+    at = f" at {format_index(index)}" if index else ""
+    return f"{now.name} differs by up to {largest:.3g}{at}", largest, index
+
+
+def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequence[int],
+                          name: str) -> CheckResult | None:
+    """A `nondeterminism` failure when two calls with the same inputs disagree."""
+    before = flatten_outputs(first, output_base(recording.program))
+    if [o.name for o in before] != [o.name for o in recording.outputs]:
+        output, (what, largest, index) = None, ("its outputs changed structure", None, None)
+    else:
+        changes = [(recording.outputs[k].name, change) for k in diff_outputs
+                   if (change := _output_change(before[k], recording.outputs[k])) is not None]
+        if not changes:
+            return None
+        output, (what, largest, index) = changes[0]
+    return CheckResult(
+        Kind.NONDETERMINISM, Status.FAIL,
+        f"{name} returned different values on two calls with the same inputs: {what}; random"
+        " ops (tf.random.*, dropout) or state that changes between calls make finite"
+        " differences meaningless, so no gradient verdict is given: fix the randomness"
+        " (tf.random.stateless_*) or check a deterministic version",
+        output=output, max_abs_err=largest, worst_index=index)

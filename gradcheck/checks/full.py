@@ -1,0 +1,260 @@
+"""Full mode: per input, finite differences of every element, and each (output, input) block
+judged: grad-shape, connected, jacobian, kink."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradcheck.checks.context import CheckContext, Findings, shown
+from gradcheck.checks.verdicts import comparison_fields, mismatch, symmetric_warning
+from gradcheck.numerics import differences, judging, symmetric
+from gradcheck.numerics.differences import FiniteDifference
+from gradcheck.numerics.mistakes import value_mistake
+from gradcheck.numerics.tolerances import Tolerance
+from gradcheck.report import Cause, Kind, Status, format_index
+from gradcheck.tf.batch import BatchEvaluator
+from gradcheck.tf.program import OutputLeaf, Slot
+from gradcheck.tf.recording import GradientOutcome
+
+
+@dataclass
+class SourceAnalysis:
+    """Everything known about one differentiable input after the numerics ran."""
+
+    slot: Slot
+    evaluator: BatchEvaluator
+    steps: np.ndarray
+    fd: dict[int, FiniteDifference]
+    # Central differences come first (x±h); x±2h is evaluated only where a verdict needs it.
+    first: dict[int, np.ndarray]
+    centres: dict[int, np.ndarray]
+    refined: np.ndarray
+    autodiff: dict[int, np.ndarray | None] = field(default_factory=dict)
+    # Per output: where f has a kink, finite differences decide nothing; autodiff stands in.
+    kink_masks: dict[int, np.ndarray] = field(default_factory=dict)
+    shape_ok: bool = True
+    probe: symmetric.SymmetricProbe | None = None
+
+    def refine(self, ctx: CheckContext, elements: np.ndarray) -> None:
+        """Add x±2h for these flat input elements: Richardson values, error estimates, kinks."""
+        todo = np.asarray(elements, dtype=np.int64)
+        todo = todo[~self.refined[todo]]
+        if todo.size == 0:
+            return
+        second = self.evaluator.evaluate_perturbations(
+            self.steps, differences.SECOND_FACTORS, elements=todo)
+        for k, values in zip(ctx.diff_outputs, second):
+            self.fd[k] = differences.refine(self.fd[k], self.first[k], values, self.centres[k],
+                                            self.steps, todo, ctx.outputs[k].dtype)
+        self.refined[todo] = True
+
+    def retry_smaller(self, ctx: CheckContext, elements: np.ndarray,
+                      divisor: float | np.ndarray) -> None:
+        """Columns still in doubt, again with steps `divisor` times smaller."""
+        small = self.steps / divisor
+        first = self.evaluator.evaluate_perturbations(
+            small, differences.FIRST_FACTORS, elements=elements)
+        second = self.evaluator.evaluate_perturbations(
+            small, differences.SECOND_FACTORS, elements=elements)
+        for k, ones, twos in zip(ctx.diff_outputs, first, second):
+            self.fd[k] = differences.with_smaller_steps(
+                self.fd[k], ones, twos, self.centres[k], small, elements, ctx.outputs[k].dtype)
+
+    def reference(self, k: int) -> np.ndarray:
+        """The FD Jacobian, with autodiff standing in at kinks (where FD cannot judge)."""
+        fd = self.fd[k].jacobian
+        block, mask = self.autodiff.get(k), self.kink_masks.get(k)
+        if block is None or mask is None or not mask.any():
+            return fd
+        return np.where(mask & np.isfinite(block), block, fd)
+
+
+def analyse(ctx: CheckContext, slot_index: int) -> tuple[SourceAnalysis, list[str]]:
+    """Central differences x±h along every element of one input (and notes on how)."""
+    slot = ctx.program.slots[slot_index]
+    centres = [np.asarray(ctx.outputs[k].tensor, dtype=np.float64) for k in ctx.diff_outputs]
+    evaluator = BatchEvaluator(ctx.program, slot_index, ctx.diff_outputs, centres,
+                               ctx.options.max_memory)
+    x = ctx.program.value_of(slot_index)
+    h = differences.step_sizes(x, ctx.program.compute_dtype, ctx.options.eps)
+    evaluations = evaluator.evaluate_perturbations(
+        h, differences.FIRST_FACTORS, progress=ctx.progress(f"finite differences for {slot.name}"))
+    fd = {k: differences.central_difference(values, centre, h, ctx.outputs[k].dtype)
+          for k, values, centre in zip(ctx.diff_outputs, evaluations, centres)}
+    probe = None
+    if symmetric.is_square_matrix(slot.shape):
+        probe = symmetric.SymmetricProbe(
+            evaluator.evaluate, x, h,
+            [(ctx.outputs[k].name, c, ctx.outputs[k].dtype)
+             for k, c in zip(ctx.diff_outputs, centres)],
+            evaluator.chunk_size())
+    notes = []
+    if evaluator.fallback_reason and evaluator.strategy == "loop":
+        notes.append(f"finite differences for {slot.name} evaluated f point by point"
+                     f" ({evaluator.fallback_reason})")
+    return SourceAnalysis(slot, evaluator, h, fd, dict(zip(ctx.diff_outputs, evaluations)),
+                          dict(zip(ctx.diff_outputs, centres)),
+                          np.zeros(h.size, dtype=bool), probe=probe), notes
+
+
+def _grad_shape_message(output: OutputLeaf, slot: Slot, outcome: GradientOutcome) -> str:
+    return (
+        f"the gradient of {output.name} with respect to {slot.name} has shape {outcome.shape},"
+        f" but {slot.name} has shape {slot.shape}: a gradient must have its source's shape; a"
+        f" tf.custom_gradient grad_fn must return uᵀJ with its input's shape, e.g."
+        f" tf.linalg.matvec(J, upstream, transpose_a=True)"
+    )
+
+
+def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: int) -> Findings:
+    """grad-shape, connected, jacobian and kink for one (output, input) block."""
+    found = Findings()
+    slot, output = analysis.slot, ctx.outputs[k]
+    outcome = ctx.recording.gradient([k], slot, [ctx.upstreams[position]])
+    where = {"input": slot.name, "output": output.name}
+    if outcome.error is not None:
+        analysis.shape_ok = False
+        found.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
+                  f"computing the gradient of {output.name} with respect to {slot.name} raised"
+                  f" {outcome.error_line}", location=outcome.location, **where)
+        return found
+    if outcome.value is None:
+        analysis.autodiff[k] = None
+        return _disconnected(ctx, analysis, k)
+    if outcome.shape != slot.shape:
+        analysis.shape_ok = False
+        if ctx.wants(Kind.GRAD_SHAPE):
+            found.add(Kind.GRAD_SHAPE, Status.FAIL, _grad_shape_message(output, slot, outcome),
+                      details={"gradient_shape": outcome.shape, "input_shape": slot.shape},
+                      **where)
+        return found
+    if ctx.wants(Kind.CONNECTED):
+        sparse = (" (tape.gradient returned IndexedSlices, densified for the checks)"
+                  if outcome.indexed_slices else "")
+        found.add(Kind.CONNECTED, Status.PASS,
+                  f"{output.name} is connected to {slot.name}{sparse}", **where)
+    block, error = ctx.recording.jacobian(k, slot, ctx.options.max_memory)
+    analysis.autodiff[k] = block
+    if block is None:
+        found.add(Kind.JACOBIAN, Status.ERROR,
+                  f"tape.jacobian failed: {error}" if error else
+                  "tape.jacobian returned None although tape.gradient did not", **where)
+        return found
+    _settle_doubts(ctx, analysis, k, block)
+    kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], output, slot, analysis.probe)
+    analysis.kink_masks[k] = kinks
+    found.extend(judged)
+    return found
+
+
+def _settle_doubts(ctx: CheckContext, analysis: SourceAnalysis, k: int,
+                   block: np.ndarray) -> None:
+    """Richardson where plain differences disagree, then smaller steps for what still does."""
+    size = int(np.prod(analysis.slot.shape))
+    analysis.refine(ctx, judging.in_doubt(block, analysis.fd[k], ctx.tolerance, size))
+    for divisor in (*differences.SMALLER_STEPS, None):
+        doubt = np.union1d(judging.in_doubt(block, analysis.fd[k], ctx.tolerance, size),
+                           judging.noisy_columns(analysis.fd[k], ctx.tolerance, size))
+        if doubt.size == 0:
+            return
+        analysis.retry_smaller(ctx, doubt, divisor if divisor is not None
+                               else differences.relative_divisor(analysis.slot.value.numpy()))
+
+
+def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int) -> Findings:
+    found = Findings()
+    slot, output = analysis.slot, ctx.outputs[k]
+    where = {"input": slot.name, "output": output.name}
+    if not ctx.wants(Kind.CONNECTED):
+        return found
+    exact_zero = Tolerance(atol=ctx.tolerance.atol, rtol=0.0)
+    fd = analysis.fd[k]
+    analysis.refine(ctx, judging.in_doubt(np.zeros_like(fd.jacobian), fd, exact_zero,
+                                          int(np.prod(slot.shape))))
+    fd = analysis.fd[k]
+    if judging.is_negligible(fd.jacobian, fd.error_estimate, ctx.tolerance):
+        found.add(Kind.CONNECTED, Status.PASS,
+                  f"autodiff returns None for d{output.name}/d{slot.name} and finite differences"
+                  f" agree that {output.name} does not depend on {slot.name}", **where)
+        return found
+    magnitude = float(np.max(np.abs(fd.jacobian)))
+    detached = "" if output.origin == "tensor" else (
+        f"; {output.name} is a {output.origin} value, computed outside TensorFlow")
+    found.add(Kind.CONNECTED, Status.FAIL,
+              f"the gradient path from {slot.name} to {output.name} is cut: autodiff returns"
+              f" None, but finite differences show {output.name} depends on {slot.name}"
+              f" (|dy/dx| up to {magnitude:.3g}){detached}",
+              details={"finite_difference": shown(fd.jacobian)}, **where)
+    return found
+
+
+def _kinks(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
+           plain: judging.Comparison) -> np.ndarray:
+    """Elements at a kink that explain a failure (none when the block passes anyway)."""
+    if plain.ok:
+        return np.zeros(block.shape, dtype=bool)
+    # A NaN or inf from autodiff is a finding even at a kink.
+    return fd.kink & np.isfinite(block) & ~np.isclose(
+        block, fd.jacobian, rtol=ctx.tolerance.rtol, atol=ctx.tolerance.atol)
+
+
+def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
+                   output: OutputLeaf, slot: Slot, probe: symmetric.SymmetricProbe | None
+                   ) -> tuple[np.ndarray, Findings]:
+    """Judge one block; return the mask of elements at kinks (excluded from the verdict)."""
+    found = Findings()
+    where = {"input": slot.name, "output": output.name}
+    plain = judging.compare(block, fd.jacobian, ctx.tolerance, fd.error_estimate)
+    kinks = _kinks(ctx, block, fd, plain)
+    comparison = plain
+    if np.any(kinks):
+        comparison = judging.compare(block, fd.jacobian, ctx.tolerance, fd.error_estimate,
+                                     ignore=fd.kink)
+        if ctx.wants(Kind.KINK):
+            index = tuple(int(i) for i in np.argwhere(kinks)[0])
+            found.add(Kind.KINK, Status.WARN,
+                      f"{output.name} is not differentiable in {slot.name} at this point"
+                      f" ({int(np.sum(kinks))} element(s), e.g. {format_index(index)}):"
+                      f" autodiff gives {block[index]:.6g}, finite differences across the kink"
+                      f" {fd.jacobian[index]:.6g}; move the point away from the kink",
+                      worst_index=index, **where)
+    details = {
+        "autodiff": shown(block), "finite_difference": shown(fd.jacobian),
+        "shape": list(block.shape),
+        "fd_error_estimate": float(np.max(fd.error_estimate, initial=0.0)),
+        "atol": ctx.tolerance.atol, "rtol": ctx.tolerance.rtol,
+    }
+    if comparison.ok and not judging.compare(block, fd.jacobian, ctx.tolerance).ok \
+            and judging.inconclusive(fd, ctx.tolerance):
+        found.add(Kind.JACOBIAN, Status.WARN,
+                  f"inconclusive: finite differences are too noisy here to confirm autodiff"
+                  f" (their error estimate reaches {details['fd_error_estimate']:.2g} against"
+                  f" |J| up to {float(np.max(np.abs(fd.jacobian), initial=0.0)):.2g}; autodiff"
+                  f" differs by up to {comparison.max_abs_err:.2g}); check f's precision"
+                  f" (--dtype) or the step (--eps)",
+                  details=details, **comparison_fields(comparison), **where)
+        return kinks, found
+    if comparison.ok:
+        found.add(Kind.JACOBIAN, Status.PASS,
+                  f"autodiff matches finite differences (max abs err"
+                  f" {comparison.max_abs_err:.1e}, {comparison.max_rel_err:.1e} of max |J|;"
+                  f" the worst element uses {comparison.excess:.2g} of its allowed error"
+                  f" atol={ctx.tolerance.atol:g} + rtol={ctx.tolerance.rtol:g}·|J| + the"
+                  f" finite-difference error estimate)",
+                  details=details, **comparison_fields(comparison), **where)
+        return kinks, found
+    verdict = probe.judge_jacobian(output.name, block, ctx.tolerance) if probe else None
+    warning = symmetric_warning(Kind.JACOBIAN, f"tape.jacobian of {output.name}", slot.name,
+                                comparison, verdict, details, where)
+    if warning is not None:
+        found.results.append(warning)
+        return kinks, found
+    mistake = value_mistake(block, fd.jacobian, int(np.prod(output.shape)),
+                            len(ctx.diff_outputs), output.name, max(1e-6, ctx.tolerance.rtol))
+    found.results.append(mismatch(
+        Kind.JACOBIAN, "autodiff and finite differences disagree", ("autodiff", block),
+        ("finite differences", fd.jacobian), comparison, verdict, details, where,
+        Cause(mistake.kind, mistake.what)))
+    return kinks, found

@@ -1,0 +1,93 @@
+"""Full or fast mode: what full mode would hold in memory and how long its evaluations take."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradcheck.errors import UsageError
+from gradcheck.options import CheckOptions
+from gradcheck.tf.batch import point_bytes
+from gradcheck.tf.program import Program
+
+
+def _size(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def human_bytes(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}PiB"
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    mode: str  # "full" or "fast"
+    reason: str
+
+
+# Jacobian-sized float64 arrays full mode keeps per input (see full_mode_bytes).
+FULL_MODE_ARRAYS = 6
+# Under --mode auto, full mode is kept while its 2n evaluations of f (timed eagerly, an
+# overestimate of vectorised batches) stay below this, or the input is small anyway.
+AUTO_FULL_SECONDS = 60.0
+AUTO_MIN_FAST_INPUTS = 8192
+
+
+def full_mode_bytes(program: Program, output_shapes: Sequence[Sequence[int]]
+                    ) -> tuple[int, str]:
+    """What full mode holds at once for its largest input: Jacobian-sized arrays (autodiff,
+    the x±h evaluations, finite differences, their error estimates...) and one chunk."""
+    worst, what = 0, ""
+    outputs = sum(_size(s) for s in output_shapes)
+    for slot in program.sources:
+        n = _size(slot.shape)
+        held = 8 * n * outputs * FULL_MODE_ARRAYS + point_bytes(slot.shape, output_shapes)
+        if held > worst:
+            worst, what = held, f"full mode on {slot.name} ({n} inputs x {outputs} outputs)"
+    return worst, what
+
+
+def physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 1 << 62  # unknown: do not refuse
+
+
+def choose_mode(options: CheckOptions, program: Program,
+                output_shapes: Sequence[Sequence[int]], call_seconds: float = 0.0) -> ModeChoice:
+    """Full mode unless asked otherwise or, under auto, it would not fit the memory budget or
+    would take minutes (2n evaluations of f, estimated from one eager call)."""
+    if options.mode == "fast":
+        return ModeChoice("fast", "--mode fast was asked for")
+    needed, what = full_mode_bytes(program, output_shapes)
+    if options.mode == "full":
+        # Asked for explicitly, full mode may exceed the budget (which then sizes its chunks),
+        # but not the machine: better a clear refusal than the out-of-memory killer.
+        limit = max(options.max_memory, int(0.8 * physical_memory()))
+        if needed > limit:
+            raise UsageError(
+                f"--mode full: {what} would hold about {human_bytes(needed)} of Jacobian-sized"
+                f" arrays, more than this machine can spare ({human_bytes(limit)}); use --mode"
+                " fast, or check a smaller input")
+        return ModeChoice("full", "--mode full")
+    if needed > options.max_memory:
+        return ModeChoice("fast", f"--mode auto chose it: {what} would hold about"
+                                  f" {human_bytes(needed)} of Jacobian-sized arrays, over the"
+                                  f" memory budget (--max-memory"
+                                  f" {human_bytes(options.max_memory)})")
+    evaluations = 2 * max((_size(slot.shape) for slot in program.sources), default=0)
+    if evaluations > AUTO_MIN_FAST_INPUTS and evaluations * call_seconds > AUTO_FULL_SECONDS:
+        return ModeChoice("fast", f"--mode auto chose it: full mode would evaluate f"
+                                  f" {evaluations} times, about"
+                                  f" {evaluations * call_seconds:.0f} s at"
+                                  f" {call_seconds * 1e3:.2g} ms per call (--mode full to"
+                                  " insist)")
+    return ModeChoice("full", "within the memory and time budgets")

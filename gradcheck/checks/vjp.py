@@ -1,0 +1,67 @@
+"""The vjp check: tape.gradient(ys, x, output_gradients=us) against Σₖ uₖᵀJₖ from finite
+differences."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradcheck.checks.context import CheckContext, Findings, shown
+from gradcheck.checks.full import SourceAnalysis
+from gradcheck.checks.verdicts import comparison_fields, mismatch, symmetric_warning
+from gradcheck.numerics import judging
+from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY
+from gradcheck.report import Kind, Status
+from gradcheck.tf.recording import GradientOutcome
+
+
+def fd_vjp(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[np.ndarray, np.ndarray]:
+    """Σₖ uₖᵀJₖ from finite differences, and its error estimate."""
+    shape = analysis.slot.shape
+    expected = sum((judging.contract(u, analysis.reference(k))
+                    for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
+    estimate = sum((judging.contract(np.abs(u), analysis.fd[k].error_estimate)
+                    for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
+    return expected, estimate
+
+
+def check_vjp(ctx: CheckContext, analysis: SourceAnalysis
+              ) -> tuple[GradientOutcome, Findings]:
+    """The VJP tape.gradient gives (reused by the explanation) and its verdict."""
+    found = Findings()
+    slot = analysis.slot
+    outcome = ctx.recording.gradient(ctx.diff_outputs, slot, ctx.upstreams)
+    where = {"input": slot.name, "output": None if len(ctx.diff_outputs) > 1
+             else ctx.outputs[ctx.diff_outputs[0]].name}
+    if not ctx.wants(Kind.VJP):
+        return outcome, found
+    if outcome.error is not None or not analysis.shape_ok:
+        found.add(Kind.VJP, Status.SKIP,
+                  f"no VJP for {slot.name}: its gradient is broken (see the checks above)",
+                  **where)
+        return outcome, found
+    actual = np.zeros(slot.shape) if outcome.value is None else outcome.value
+    expected, estimate = fd_vjp(ctx, analysis)
+    comparison = judging.compare(actual, expected, ctx.tolerance, estimate)
+    if not comparison.ok and not analysis.refined.all():
+        # Same argument as judging.in_doubt: only failing elements can change the verdict.
+        failing = ~(np.abs(actual - expected) <= ctx.tolerance.atol + ctx.tolerance.rtol
+                    * np.abs(expected) + ERROR_ESTIMATE_SAFETY * estimate)
+        analysis.refine(ctx, np.flatnonzero(failing))
+        expected, estimate = fd_vjp(ctx, analysis)
+        comparison = judging.compare(actual, expected, ctx.tolerance, estimate)
+    details = {"vjp": shown(actual), "finite_difference": shown(expected)}
+    if comparison.ok:
+        found.add(Kind.VJP, Status.PASS,
+                  f"tape.gradient(..., output_gradients=u) matches uᵀJ from finite differences"
+                  f" (max abs err {comparison.max_abs_err:.1e}, {comparison.max_rel_err:.1e} of"
+                  f" max |uᵀJ|, {comparison.excess:.2g} of the allowed error)",
+                  details=details, **comparison_fields(comparison), **where)
+        return outcome, found
+    probe = analysis.probe
+    verdict = probe.judge_vjp(actual, list(ctx.upstreams), ctx.tolerance) if probe else None
+    warning = symmetric_warning(Kind.VJP, "tape.gradient(..., output_gradients=u)", slot.name,
+                                comparison, verdict, details, where)
+    found.results.append(warning or mismatch(
+        Kind.VJP, "tape.gradient(..., output_gradients=u) differs from uᵀJ (finite differences)",
+        ("tape.gradient", actual), ("uᵀJ", expected), comparison, verdict, details, where))
+    return outcome, found

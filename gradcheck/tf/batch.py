@@ -1,0 +1,173 @@
+"""Evaluating f at many values of one argument: vectorised (tf.vectorized_map) or one by one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from gradcheck.errors import FunctionError
+from gradcheck.numerics.differences import STEP_FACTORS, points_along
+from gradcheck.numerics.tolerances import machine_eps
+from gradcheck.tf.program import Program, Slot, flatten_outputs, function_name, function_raised
+from gradcheck.tf.runtime import tensorflow
+
+
+def _require_agreement(arrays: Sequence[np.ndarray], row: int,
+                       expected_outputs: Sequence[np.ndarray], eps: float) -> None:
+    """Row `row` of each vectorised output must equal the eager outputs at that point
+    (up to the rounding of the dtype f computes in: graph and eager kernels may differ)."""
+    rtol = max(1e-5, 1e3 * eps)
+    for array, expected in zip(arrays, expected_outputs):
+        scale = np.max(np.abs(expected)) if expected.size else 0.0
+        if array.shape[1:] != expected.shape or not np.allclose(
+            array[row], expected, rtol=rtol, atol=rtol * 0.1 * (scale + 1.0), equal_nan=True
+        ):
+            raise ValueError("vectorised evaluation disagrees with eager evaluation")
+
+
+def _require_same_change(arrays: Sequence[np.ndarray], eager_last: Sequence[np.ndarray],
+                         centre: Sequence[np.ndarray], eps: float) -> None:
+    """f(last point) - f(x) must be the same vectorised and eager: the step is tiny, so
+    compare the changes, not the values."""
+    for array, last, middle in zip(arrays, eager_last, centre):
+        noise = 1e3 * eps * (np.abs(middle) + 1.0)
+        if not np.allclose(array[-1] - array[0], last - middle, rtol=1e-2, atol=0.0) and \
+                np.any(np.abs((array[-1] - array[0]) - (last - middle)) > noise):
+            raise ValueError("vectorised evaluation disagrees with eager evaluation")
+
+
+class BatchEvaluator:
+    """Evaluates f at many values of one argument: vectorised when possible, else one by one."""
+
+    def __init__(self, program: Program, slot_index: int, output_indices: Sequence[int],
+                 centre_outputs: Sequence[np.ndarray], max_memory: int) -> None:
+        self.program = program
+        self.slot_index = slot_index
+        self.output_indices = list(output_indices)
+        self.centre_outputs = [np.asarray(c, dtype=np.float64) for c in centre_outputs]
+        self.max_memory = max_memory
+        slot = program.slots[slot_index]
+        usable = program.vectorise and not slot.is_variable
+        self.vectorised: Any = self._vectorised_function() if usable else None
+        self.strategy = "vectorised" if self.vectorised is not None else "loop"
+        self.fallback_reason: str | None = None if usable else (
+            f"{slot.name} is a tf.Variable" if slot.is_variable else "vectorisation is off")
+
+    def _outputs_of(self, result: Any) -> list[Any]:
+        tf = tensorflow()
+        leaves = flatten_outputs(result)
+        return [tf.cast(leaves[i].tensor, tf.float64) for i in self.output_indices]
+
+    def _vectorised_function(self) -> Any:
+        tf = tensorflow()
+        slot = self.program.slots[self.slot_index]
+
+        def one(point: Any) -> list[Any]:
+            return self._outputs_of(self.program.call({self.slot_index: point}))
+
+        signature = [tf.TensorSpec((None, *slot.shape), slot.dtype)]
+        return tf.function(
+            lambda points: tf.vectorized_map(one, points, fallback_to_while_loop=True),
+            input_signature=signature, autograph=False,
+        )
+
+    def chunk_size(self) -> int:
+        """Points per vectorised call: the input and outputs of each point, float64, with room
+        for the intermediates of f (assumed to be at most BATCH_OVERHEAD times as large)."""
+        slot = self.program.slots[self.slot_index]
+        per_point = point_bytes(slot.shape, [c.shape for c in self.centre_outputs])
+        return max(4, int(self.max_memory // max(per_point * BATCH_OVERHEAD, 1)) // 4 * 4)
+
+    def evaluate(self, points: np.ndarray) -> list[np.ndarray]:
+        """Outputs (len(points), *out) for each selected output."""
+        if self.vectorised is not None:
+            try:
+                return self._evaluate_vectorised(points)
+            except Exception as exc:  # not vectorisable: fall back to the loop
+                self.vectorised = None
+                self.strategy = "loop"
+                self.fallback_reason = f"vectorised evaluation failed ({type(exc).__name__})"
+        return self._evaluate_loop(points)
+
+    def _evaluate_vectorised(self, points: np.ndarray) -> list[np.ndarray]:
+        tf = tensorflow()
+        slot = self.program.slots[self.slot_index]
+        centre = np.asarray(slot.value.numpy(), dtype=np.float64)[None]
+        # The unperturbed point rides along: if it disagrees with eager f(x), the batch is wrong.
+        batch = np.concatenate([centre, points]) if points.size else centre
+        self.program.announce(f"the vectorised evaluation of f at {len(batch)} values of"
+                              f" {slot.name} (tf.vectorized_map)")
+        values = self.vectorised(tf.constant(batch, dtype=slot.dtype))
+        arrays = [np.asarray(v, dtype=np.float64) for v in values]
+        eps = machine_eps(self.program.compute_dtype)
+        _require_agreement(arrays, 0, self.centre_outputs, eps)
+        if points.size and not self.spot_checked:
+            # Stateful code (a variable assigned inside f) can vectorise silently wrong:
+            # one perturbed point, evaluated eagerly, must agree as well.
+            _require_same_change(arrays, self._evaluate_point(slot, points[-1]),
+                                 self.centre_outputs, eps)
+            self.spot_checked = True
+        return [a[1:] for a in arrays]
+
+    spot_checked = False
+
+    def _evaluate_point(self, slot: Slot, point: np.ndarray) -> list[np.ndarray]:
+        try:
+            result = self.program.call_at({self.slot_index: point})
+            outputs = [np.asarray(o, dtype=np.float64) for o in self._outputs_of(result)]
+        except (Exception, SystemExit) as exc:
+            raise function_raised(self.program.function, exc,
+                                  f" when {slot.name} moved by a finite-difference step") from exc
+        for output, centre in zip(outputs, self.centre_outputs):
+            if output.shape != centre.shape:
+                raise FunctionError(
+                    f"{function_name(self.program.function)} returned an output of shape"
+                    f" {output.shape} when {slot.name} moved by a finite-difference step, but"
+                    f" {centre.shape} at the given point: an output whose shape depends on the"
+                    " input's values has no Jacobian there")
+        return outputs
+
+    def _evaluate_loop(self, points: np.ndarray) -> list[np.ndarray]:
+        slot = self.program.slots[self.slot_index]
+        collected: list[list[np.ndarray]] = [[] for _ in self.output_indices]
+        for point in points:
+            for bucket, output in zip(collected, self._evaluate_point(slot, point)):
+                bucket.append(output)
+        return [
+            np.stack(b) if b else np.zeros((0, *c.shape))
+            for b, c in zip(collected, self.centre_outputs)
+        ]
+
+    def evaluate_perturbations(
+        self, h: np.ndarray, factors: tuple[float, ...] = STEP_FACTORS,
+        elements: np.ndarray | None = None, progress: Callable[[int, int], None] | None = None,
+    ) -> list[np.ndarray]:
+        """f at x + factor*h along each element (all, or the listed flat ones), in chunks.
+
+        Returns, per output, (len(factors) * k, *out) in the order of `points_along`.
+        """
+        slot = self.program.slots[self.slot_index]
+        x = self.program.value_of(self.slot_index)
+        index = np.arange(int(np.prod(slot.shape))) if elements is None else np.asarray(elements)
+        per_chunk = max(1, self.chunk_size() // len(factors))
+        parts: list[list[np.ndarray]] = [[] for _ in self.output_indices]
+        for start in range(0, index.size, per_chunk):
+            points = points_along(x, h, index[start:start + per_chunk], factors)
+            for bucket, values in zip(parts, self.evaluate(points)):
+                bucket.append(values)
+            if progress is not None:
+                progress(min(index.size, start + per_chunk), index.size)
+        return [np.concatenate(p) if p else np.zeros((0, *c.shape))
+                for p, c in zip(parts, self.centre_outputs)]
+
+
+# How much larger than its input and outputs one vectorised evaluation may grow in memory.
+BATCH_OVERHEAD = 16
+
+
+def point_bytes(input_shape: Sequence[int], output_shapes: Sequence[Sequence[int]]) -> int:
+    """Bytes of one evaluation point and its outputs, in float64."""
+    return 8 * (int(np.prod(input_shape, dtype=np.int64))
+                + sum(int(np.prod(s, dtype=np.int64)) for s in output_shapes))

@@ -1,0 +1,213 @@
+"""Where TensorFlow cuts the path from an input to the outputs: tf.Variables created from it,
+tracing failures (.numpy(), NumPy, float()), and cutting ops in the traced graph. Facts only;
+diagnosis/graph_breaks.py words them."""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gradcheck.load.locations import innermost_user_frame
+from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.tf.runtime import tensorflow
+
+VALUE_INDEPENDENT_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"})
+STOP_OPS = frozenset({"StopGradient", "PreventGradient"})
+# Zero gradient almost everywhere: a cause only when f is meant to vary continuously through
+# them (e.g. fine quantisation), so they are listed only when no definite cut is found.
+# Comparisons are left out: their booleans usually select between branches that do carry
+# the gradient (tf.where, clip_by_norm).
+PIECEWISE_CONSTANT_OPS = frozenset({"Round", "Floor", "Ceil", "Rint", "ArgMax", "ArgMin", "Sign"})
+PYTHON_FUNCTION_OPS = frozenset({"PyFunc", "PyFuncStateless"})
+VARIABLE_WRITE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp",
+                                "AssignSubVariableOp"})
+
+
+@dataclass(frozen=True)
+class CutSite:
+    """One place where the gradient path is cut: what cuts it (`kind`), where, and the op
+    type or dtype involved (`detail`)."""
+
+    kind: str  # variable, numpy, python-number, stop-gradient, integer-cast, numpy-function,
+    # piecewise-constant, no-gradient, not-differentiable, assign
+    location: str | None
+    detail: str = ""
+
+
+def _frames_location(frames: Iterable[Any]) -> str | None:
+    summaries = [f for f in frames if "__autograph_generated" not in str(f.filename)]
+    return innermost_user_frame(summaries)
+
+
+def variable_creations(program: Program, slot_index: int) -> list[CutSite]:
+    """tf.Variables created inside f from values that depend on the input."""
+    tf = tensorflow()
+    slot = program.slots[slot_index]
+    cuts: list[CutSite] = []
+
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(slot.value)
+
+        def creator(next_creator: Any, **kwargs: Any) -> Any:
+            initial = kwargs.get("initial_value")
+            value = initial() if callable(initial) else initial
+            kwargs["initial_value"] = value
+            depends = False
+            try:
+                tensor = tf.convert_to_tensor(value)
+                if tensor.dtype.is_floating:
+                    with tape.stop_recording():
+                        depends = tape.gradient(tensor, slot.value) is not None
+            except (TypeError, ValueError):
+                pass
+            if depends:
+                cuts.append(CutSite("variable", _frames_location(traceback.extract_stack())))
+            return next_creator(**kwargs)
+
+        # f ran fine before; a failure here is not ours to report.
+        with tf.variable_creator_scope(creator), contextlib.suppress(Exception):
+            program.call()
+    return cuts
+
+
+def _trace_failure(exc: BaseException) -> CutSite | None:
+    text = str(exc)
+    location = _frames_location(traceback.extract_tb(exc.__traceback__))
+    if isinstance(exc, AttributeError) and "numpy" in text:
+        return CutSite("numpy-method", location)
+    if "symbolic" in text.lower() or "__array__" in text or "numpy array" in text.lower():
+        return CutSite("numpy", location)
+    if isinstance(exc, TypeError) and ("float()" in text or "int()" in text):
+        return CutSite("python-number", location)
+    return None  # including a tf.Variable created on every call: variable_creations sees it
+
+
+def _has_gradient(op: Any) -> bool | None:
+    """True when the op has a gradient function, False when it is marked not differentiable,
+    None when no gradient is registered for it (asked of the graph with tf.gradients)."""
+    tf = tensorflow()
+    floats = [t for t in op.inputs if t.dtype.is_floating]
+    outputs = [t for t in op.outputs if t.dtype.is_floating]
+    if not floats or not outputs:
+        return True
+    try:
+        with op.graph.as_default():
+            grads = tf.gradients(outputs, floats)
+    except LookupError:
+        return None
+    except Exception:
+        return True
+    return any(g is not None for g in grads)
+
+
+def _op_cut(op: Any) -> CutSite | None:
+    location = _frames_location(op.traceback)
+    if op.type in STOP_OPS:
+        return CutSite("stop-gradient", location, op.type)
+    if op.type == "Cast":
+        target = op.outputs[0].dtype
+        if not target.is_floating and not target.is_complex:
+            return CutSite("integer-cast", location, target.name)
+        return None
+    if op.type in PYTHON_FUNCTION_OPS:
+        return CutSite("numpy-function", location, op.type)
+    if op.type in PIECEWISE_CONSTANT_OPS:
+        return CutSite("piecewise-constant", location, op.type)
+    if op.outputs and all(out.dtype.is_bool for out in op.outputs):
+        return None  # comparisons and logic: booleans select branches, they carry no values
+    if op.type in VALUE_INDEPENDENT_OPS:
+        return None
+    registered = _has_gradient(op)
+    if registered is None:
+        return CutSite("no-gradient", location, op.type)
+    if registered is False:
+        return CutSite("not-differentiable", location, op.type)
+    return None
+
+
+def _reachable_forward(start: Iterable[Any]) -> set[Any]:
+    seen: set[Any] = set()
+    frontier = [consumer for tensor in start for consumer in tensor.consumers()]
+    while frontier:
+        op = frontier.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        if op.type in VALUE_INDEPENDENT_OPS:
+            continue
+        frontier += [c for out in op.outputs for c in out.consumers()]
+    return seen
+
+
+def _reachable_backward(ends: Iterable[Any]) -> set[Any]:
+    seen: set[Any] = set()
+    frontier = [t.op for t in ends]
+    while frontier:
+        op = frontier.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        frontier += [t.op for t in op.inputs]
+    return seen
+
+
+def _trace(program: Program, slot_index: int) -> tuple[Any, CutSite | None, str | None]:
+    """f traced with tf.function for one input: its graph, or the cut that stopped the
+    trace, or why tracing failed."""
+    tf = tensorflow()
+    slot = program.slots[slot_index]
+
+    def traced(point: Any) -> list[Any]:
+        leaves = flatten_outputs(program.call({slot_index: point}))
+        return [leaf.tensor for leaf in leaves if leaf.differentiable]
+
+    spec = tf.TensorSpec(slot.shape, slot.dtype)
+    failure: BaseException | None = None
+    for autograph in (False, True):
+        try:
+            return tf.function(traced, autograph=autograph).get_concrete_function(spec).graph, \
+                None, None
+        except Exception as exc:  # where tracing fails is itself the finding
+            failure = exc
+            cut = _trace_failure(exc)
+            if cut is not None:
+                return None, cut, None
+    reason = str(failure).strip().splitlines()[0][:120] if failure else "unknown"
+    return None, None, f"tracing f with tf.function failed ({reason})"
+
+
+def graph_cuts(program: Program, slot_index: int) -> tuple[list[CutSite], str | None]:
+    """Trace f with tf.function and list the cutting ops on the input→output path."""
+    if program.slots[slot_index].is_variable:
+        return [], "the graph walk does not follow tf.Variable arguments"
+    graph, stopped, note = _trace(program, slot_index)
+    if graph is None:
+        return ([stopped] if stopped else []), note
+    forward = _reachable_forward([graph.inputs[0]])
+    backward = _reachable_backward(graph.outputs)
+    cuts: list[CutSite] = []
+    read_handles = {id(op.inputs[0]) for op in backward if op.type == "ReadVariableOp"}
+    for op in graph.get_operations():
+        if op not in forward:
+            continue
+        if op.type in VARIABLE_WRITE_OPS and id(op.inputs[0]) in read_handles:
+            cuts.append(CutSite("assign", _frames_location(op.traceback), op.type))
+        elif op in backward and (cut := _op_cut(op)) is not None:
+            cuts.append(cut)
+    definite = [cut for cut in cuts if cut.kind != "piecewise-constant"]
+    return definite or cuts, None
+
+
+def locate_cuts(program: Program, slot_index: int) -> tuple[list[CutSite], str | None]:
+    """Every cut found for one input, deduplicated by kind and location; a note if none."""
+    cuts = variable_creations(program, slot_index)
+    traced, note = graph_cuts(program, slot_index)
+    seen = {(c.kind, c.location) for c in cuts}
+    for cut in traced:
+        if (cut.kind, cut.location) not in seen:
+            seen.add((cut.kind, cut.location))
+            cuts.append(cut)
+    return cuts, note

@@ -1,0 +1,253 @@
+"""f recorded under a GradientTape: VJPs, Jacobians (vectorised or not) and forward-mode JVPs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gradcheck.load.locations import exception_location
+from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
+from gradcheck.tf.program import (
+    OutputLeaf,
+    Program,
+    Slot,
+    first_line,
+    flatten_outputs,
+    function_raised,
+    output_base,
+    user_traceback,
+)
+from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
+
+
+@dataclass
+class GradientOutcome:
+    """What one tape.gradient call returned for one source."""
+
+    value: np.ndarray | None
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    indexed_slices: bool = False
+    error: BaseException | None = None
+    error_traceback: str | None = None
+
+    @property
+    def error_line(self) -> str:
+        return first_line(self.error) if self.error is not None else ""
+
+    @property
+    def location(self) -> str | None:
+        """The user's line that raised, when computing the gradient raised."""
+        return exception_location(self.error) if self.error is not None else None
+
+
+@dataclass
+class Recording:
+    """One forward pass of f under a persistent tape."""
+
+    program: Program
+    tape: Any
+    outputs: list[OutputLeaf]
+    call_seconds: float = 0.0  # one call of f, warm (after prepare's first)
+
+    # Set when TensorFlow's own way failed and a slower, equivalent one gave the answer.
+    workarounds: list[str] = field(default_factory=list)
+    fresh_tapes: bool = False
+
+    def gradient(self, output_indices: Sequence[int], source: Slot,
+                 upstreams: Sequence[np.ndarray] | None) -> GradientOutcome:
+        """tape.gradient(ys, x, output_gradients=us) for one source."""
+        return self.gradients(output_indices, [source], upstreams)[0]
+
+    def gradients(self, output_indices: Sequence[int], sources: Sequence[Slot],
+                  upstreams: Sequence[np.ndarray] | None) -> list[GradientOutcome]:
+        """One backward pass for several sources, on the recorded tape; when that raises,
+        once more on a fresh tape (tf.py_function gives its gradient only once per tape):
+        only an error that a fresh recording repeats is the user's (in every outcome)."""
+        if not self.fresh_tapes:
+            try:
+                with silenced_stderr_fd():
+                    return self._backward(self.tape, self.outputs, output_indices, sources,
+                                          upstreams)
+            except Exception as exc:  # a grad_fn that raises is a finding, not a crash
+                retried = self.fresh_gradients(output_indices, sources, upstreams)
+                if retried[0].error is not None:
+                    return [_failure(exc) for _ in sources]
+                self.fresh_tapes = True
+                self._note(f"the recorded tape could not give the gradient again"
+                           f" ({first_line(exc)}); gradients were taken on a fresh tape per call")
+                return retried
+        return self.fresh_gradients(output_indices, sources, upstreams)
+
+    def fresh_gradients(self, output_indices: Sequence[int], sources: Sequence[Slot],
+                        upstreams: Sequence[np.ndarray] | None) -> list[GradientOutcome]:
+        """Call f again under a new tape and take one backward pass from it."""
+        tf = tensorflow()
+        try:
+            with tf.GradientTape() as tape:
+                for source in sources:
+                    tape.watch(source.value)
+                outputs = flatten_outputs(self.program.call())
+            return self._backward(tape, outputs, output_indices, sources, upstreams)
+        except Exception as exc:
+            return [_failure(exc) for _ in sources]
+
+    def _backward(self, tape: Any, outputs: Sequence[OutputLeaf], output_indices: Sequence[int],
+                  sources: Sequence[Slot], upstreams: Sequence[np.ndarray] | None
+                  ) -> list[GradientOutcome]:
+        results = tape.gradient(self._targets(outputs, output_indices),
+                                [source.value for source in sources],
+                                output_gradients=self._upstreams(output_indices, upstreams))
+        return [_outcome(result) for result in results]
+
+    def forward_jvp(self, source: Slot, tangent: np.ndarray, output_indices: Sequence[int]
+                    ) -> list[np.ndarray | None]:
+        """J·v by forward mode (tf.autodiff.ForwardAccumulator) for each selected output;
+        raises what TensorFlow raises (forward mode is not defined for every op)."""
+        tf = tensorflow()
+        self.program.announce(f"the forward-mode JVP (tf.autodiff.ForwardAccumulator) for"
+                              f" {source.name}")
+        with tf.autodiff.ForwardAccumulator(
+                source.value, tf.constant(tangent, dtype=source.dtype)) as accumulator:
+            leaves = flatten_outputs(self.program.call())
+            jvps = [accumulator.jvp(leaves[k].tensor) for k in output_indices]
+        # A JVP may come back as IndexedSlices (gather, segment ops): densified.
+        return [None if j is None else np.asarray(tf.convert_to_tensor(j), dtype=np.float64)
+                for j in jvps]
+
+    @staticmethod
+    def _targets(outputs: Sequence[OutputLeaf], output_indices: Sequence[int]) -> list[Any]:
+        return [outputs[i].tensor for i in output_indices]
+
+    def _upstreams(self, output_indices: Sequence[int],
+                   upstreams: Sequence[np.ndarray] | None) -> list[Any] | None:
+        if upstreams is None:
+            return None
+        tf = tensorflow()
+        return [tf.constant(u, dtype=self.outputs[i].tensor.dtype)
+                for u, i in zip(upstreams, output_indices)]
+
+    def _note(self, text: str) -> None:
+        if text not in self.workarounds:
+            self.workarounds.append(text)
+
+    def jacobian(self, output_index: int, source: Slot, max_memory: int | None = None
+                 ) -> tuple[np.ndarray | None, str | None]:
+        """The autodiff block (out + in), vectorised first; an error message when every way fails.
+
+        When the vectorised Jacobian would not fit in max_memory it is built in chunks of rows.
+        When TensorFlow's Jacobian paths fail (or the vectorised one returns None while
+        tape.gradient does not), rows are VJPs with one-hot upstreams on fresh tapes, as
+        tf.test.compute_gradient builds them.
+        """
+        target = self.outputs[output_index].tensor
+        rows = int(np.prod(target.shape, dtype=np.int64))
+        per_row = point_bytes(source.shape, [()]) * BATCH_OVERHEAD
+        of = f"{self.outputs[output_index].name} with respect to {source.name}"
+        if max_memory is not None and rows * per_row > max_memory and self.program.vectorise:
+            self.program.announce(f"the vectorised tape.jacobian of {of}, in chunks of rows")
+            try:
+                return self._jacobian_in_chunks(target, source, max(1, max_memory // per_row)), None
+            except Exception as exc:
+                return None, first_line(exc)
+        messages: list[str] = []
+        for use_pfor in (True, False) if self.program.vectorise else (False,):
+            self.program.announce(f"the {'vectorised' if use_pfor else 'while-loop'}"
+                                  f" tape.jacobian of {of}")
+            try:
+                with silenced_stderr_fd():
+                    block = self.tape.jacobian(target, source.value,
+                                               experimental_use_pfor=use_pfor)
+            except Exception as exc:
+                messages.append(first_line(exc))
+                continue
+            if block is None:
+                messages.append("tape.jacobian returned None")
+                continue
+            if messages:
+                self._note(f"the vectorised tape.jacobian failed ({messages[0]}); the"
+                           " while-loop tape.jacobian(experimental_use_pfor=False) was used")
+            elif not use_pfor:
+                self._note("tape.jacobian ran without vectorisation (experimental_use_pfor="
+                           "False)")
+            return np.asarray(block, dtype=np.float64), None
+        return self._jacobian_by_rows(output_index, source, messages)
+
+    def _jacobian_by_rows(self, output_index: int, source: Slot, messages: list[str]
+                          ) -> tuple[np.ndarray | None, str | None]:
+        shape = self.outputs[output_index].shape
+        size = int(np.prod(shape, dtype=np.int64))
+        rows = []
+        for i in range(size):
+            upstream = np.zeros(size)
+            upstream[i] = 1.0
+            outcome = self.fresh_gradients([output_index], [source],
+                                           [upstream.reshape(shape)])[0]
+            if outcome.error is not None:
+                return None, messages[-1] if messages else first_line(outcome.error)
+            if outcome.value is None:
+                if all(m == "tape.jacobian returned None" for m in messages):
+                    return None, None
+                rows.append(np.zeros(source.shape))
+            elif outcome.shape != source.shape:
+                return None, messages[-1]
+            else:
+                rows.append(outcome.value)
+        self._note(f"tape.jacobian failed ({messages[0]}); the Jacobian was built from"
+                   f" {size} VJPs with one-hot upstreams, each on a fresh tape")
+        return np.stack(rows).reshape(shape + source.shape), None
+
+    def _jacobian_in_chunks(self, target: Any, source: Slot, rows_per_chunk: int
+                            ) -> np.ndarray | None:
+        """Rows of J as vectorised VJPs with one-hot upstreams, rows_per_chunk at a time."""
+        tf = tensorflow()
+        shape = tuple(int(d) for d in target.shape)
+        size = int(np.prod(shape, dtype=np.int64))
+
+        def row(i: Any) -> Any:
+            upstream = tf.reshape(tf.one_hot(i, size, dtype=target.dtype), shape)
+            return self.tape.gradient(target, source.value, output_gradients=upstream)
+
+        if self.tape.gradient(target, source.value) is None:
+            return None
+        parts = [
+            np.asarray(tf.vectorized_map(row, tf.range(start, min(size, start + rows_per_chunk)),
+                                         fallback_to_while_loop=True), dtype=np.float64)
+            for start in range(0, size, rows_per_chunk)
+        ]
+        return np.concatenate(parts).reshape(shape + source.shape)
+
+
+def _failure(exc: BaseException) -> GradientOutcome:
+    return GradientOutcome(None, None, None, error=exc, error_traceback=user_traceback(exc))
+
+
+def _outcome(result: Any) -> GradientOutcome:
+    tf = tensorflow()
+    if result is None:
+        return GradientOutcome(None, None, None)
+    indexed = isinstance(result, tf.IndexedSlices)
+    dense = tf.convert_to_tensor(result)
+    return GradientOutcome(
+        np.asarray(dense.numpy(), dtype=np.float64), tuple(int(d) for d in dense.shape),
+        dense.dtype.name, indexed_slices=indexed,
+    )
+
+
+def record(program: Program) -> Recording:
+    """Run f under a persistent GradientTape watching every differentiable argument."""
+    tf = tensorflow()
+    with tf.GradientTape(persistent=True) as tape:
+        for slot in program.sources:
+            tape.watch(slot.value)
+        start = time.perf_counter()
+        try:
+            result = program.call()
+        except (Exception, SystemExit) as exc:
+            raise function_raised(program.function, exc) from exc
+    return Recording(program, tape, flatten_outputs(result, output_base(program)),
+                     time.perf_counter() - start)

@@ -1,0 +1,91 @@
+"""One observed custom gradient called on its own: its VJP for an upstream, and the true
+Jacobian of its forward pass by central differences (its own autodiff may be cut)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from gradcheck.numerics import differences, tolerances
+from gradcheck.tf.instrument import Site
+from gradcheck.tf.runtime import tensorflow
+
+# Above this many input elements, the forward's Jacobian is not computed element by element.
+FORWARD_JACOBIAN_SIZE = 256
+
+
+def site_vjp(site: Site, args: list[Any], index: int, upstream_seed: int = 1
+             ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], tuple[int, ...]] | None:
+    """The site's gradient for argument `index` with a random upstream, that upstream, and
+    the output and input shapes; None when the site cannot give one."""
+    tf = tensorflow()
+    if site.decorated is None:
+        return None
+    args = list(args)
+    x = tf.constant(args[index])
+    args[index] = x
+    try:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = site.decorated(*args)
+        if not isinstance(y, tf.Tensor):
+            return None
+        upstream = np.random.default_rng(upstream_seed).standard_normal(tuple(y.shape))
+        grad = tape.gradient(y, x, output_gradients=tf.constant(upstream, y.dtype))
+    except Exception:
+        return None
+    if grad is None:
+        return None
+    return np.asarray(grad), upstream, tuple(y.shape), tuple(x.shape)
+
+
+def forward_jacobian(site: Site, args: list[Any], index: int, out_shape: tuple[int, ...]
+                     ) -> tuple[np.ndarray | None, float]:
+    """The true Jacobian of the site's forward by central differences, in float64 when the
+    forward accepts it; and the relative precision to compare it with."""
+    tf = tensorflow()
+    x = np.asarray(args[index], dtype=np.float64)
+    if x.size > FORWARD_JACOBIAN_SIZE:
+        return None, 0.0
+    for dtype in dict.fromkeys(("float64", tf.convert_to_tensor(args[index]).dtype.name)):
+        h = differences.step_sizes(x, dtype)
+
+        def value(point: np.ndarray, dtype: str = dtype) -> np.ndarray:
+            moved = list(args)
+            moved[index] = tf.constant(point, dtype)
+            return np.asarray(site.forward(*moved)[0], dtype=np.float64)
+
+        try:
+            columns = []
+            for j in range(x.size):
+                step = np.zeros(x.size)
+                step[j] = h.flat[j]
+                columns.append((value(x + step.reshape(x.shape)) - value(x - step.reshape(
+                    x.shape))) / (2 * h.flat[j]))
+        except Exception:
+            continue
+        return (np.stack(columns, axis=-1).reshape(out_shape + x.shape),
+                tolerances.tolerance_for(dtype).rtol)
+    return None, 0.0
+
+
+@contextlib.contextmanager
+def functions_run_eagerly() -> Iterator[None]:
+    """tf.function bodies run eagerly inside the block (so that custom gradients inside them
+    see concrete tensors), restored afterwards."""
+    tf = tensorflow()
+    previous = tf.config.functions_run_eagerly()
+    tf.config.run_functions_eagerly(True)
+    try:
+        yield
+    finally:
+        tf.config.run_functions_eagerly(previous)
+
+
+def eager_call(call: Callable[[], Any]) -> None:
+    """Run `call` once with tf.functions eager; its errors are not ours to report."""
+    with functions_run_eagerly(), contextlib.suppress(Exception):
+        call()
