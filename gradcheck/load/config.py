@@ -12,7 +12,8 @@ from typing import Any
 
 from gradcheck.errors import LoadError, UsageError
 from gradcheck.load.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyword
-from gradcheck.load.target import relative_path, split_spec
+from gradcheck.load.locations import relative_path
+from gradcheck.load.target import split_spec
 
 if sys.version_info >= (3, 11):
     import tomllib

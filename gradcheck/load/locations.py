@@ -7,14 +7,21 @@ import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
-from gradcheck.load.target import relative_path
-
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # gradcheck itself
 _LIBRARY_MARKERS = (
     f"{os.sep}site-packages{os.sep}",
     f"{os.sep}dist-packages{os.sep}",
     f"{os.sep}lib{os.sep}python",
 )
+
+
+def relative_path(path: str | os.PathLike[str]) -> str:
+    """`path` relative to the current directory when it lies under it."""
+    resolved = Path(path).resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def is_user_file(filename: str) -> bool:

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from gradcheck.errors import LoadError
+from gradcheck.load.locations import relative_path
 from gradcheck.load.timeout import TimeLimitExceeded
 
 FORMAT_HINT = "'module:function' or 'path/to/file.py:function'"
@@ -59,15 +60,6 @@ def split_spec(spec: str) -> tuple[str, str]:
     if not all(part.isidentifier() for part in attr_part.split(".")):
         raise LoadError(f"TARGET {spec!r}: {attr_part!r} is not a valid attribute path")
     return module_part, attr_part
-
-
-def relative_path(path: str | os.PathLike[str]) -> str:
-    """`path` relative to the current directory when it lies under it."""
-    resolved = Path(path).resolve()
-    try:
-        return str(resolved.relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def _add_to_sys_path(directory: str) -> None:
