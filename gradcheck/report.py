@@ -11,9 +11,15 @@ from gradcheck.errors import ExitCode
 VERSION = "0.1.0"
 
 
+class _Spelled(str, enum.Enum):
+    """An enum that is its JSON spelling: compares equal to it and prints as it."""
 
-class Status(str, enum.Enum):
-    """A check's verdict; compares equal to its JSON spelling."""
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Status(_Spelled):
+    """A check's verdict."""
 
     PASS = "pass"
     FAIL = "fail"
@@ -21,11 +27,8 @@ class Status(str, enum.Enum):
     SKIP = "skip"
     ERROR = "error"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Kind(str, enum.Enum):
+class Kind(_Spelled):
     """What was checked (the contract's check names)."""
 
     JACOBIAN = "jacobian"
@@ -39,9 +42,6 @@ class Kind(str, enum.Enum):
     NONDETERMINISM = "nondeterminism"
     FAST = "fast"
     JVP = "jvp"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 STATUSES = tuple(Status)
