@@ -34,6 +34,7 @@ def test_json_has_the_contract_fields() -> None:
         "message": "grad_fn of f returned shape (2, 2)",
         "location": "fixtures/seed_custom_gradient.py:9",
         "max_abs_err": None, "max_rel_err": None, "worst_index": None, "excess": None,
+        "cause": None,
         "details": {},
     }
     assert data["checks"][0]["worst_index"] == [1]

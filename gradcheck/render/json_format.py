@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -38,6 +39,7 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
         "max_rel_err": result.max_rel_err,
         "worst_index": list(result.worst_index) if result.worst_index is not None else None,
         "excess": result.excess,
+        "cause": dataclasses.asdict(result.cause) if result.cause is not None else None,
         "details": dict(result.details),
     }
 
