@@ -39,6 +39,10 @@ def test_seed_verbatim_gets_exactly_its_findings(run_cli: Callable[..., Result],
     assert "returned Jᵀ * upstream" in shape["message"]
     assert "(2, 2) for input x of shape (2,)" in shape["message"]
     assert "tf.linalg.matvec" in shape["message"]
+    # Findings are data: the message is rendered from this cause.
+    assert shape["cause"]["mistake"] == "transposed-times-upstream"
+    assert shape["cause"]["culprit"] == "custom_gradient f (line 4)"
+    assert shape["cause"]["location"] == shape["location"]
     variable = next(c for c in failing if c["check"] == "custom-gradient")
     assert "tape.jacobian" in variable["message"] and "tf.constant" in variable["message"]
     # Nothing gradcheck caused: no dtype-mixing error reaches the findings.
