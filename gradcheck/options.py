@@ -37,6 +37,8 @@ class CheckOptions:
     # Names of custom gradients that deliberately differ from the true gradient
     # (straight-through estimators, clipping): their mismatches are warnings.
     surrogates: frozenset[str] = frozenset()
+    # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).
+    keep_blocks: bool = False
     # False: never vectorise (pfor, vectorized_map), e.g. after TensorFlow crashed doing so.
     vectorise: bool = True
     # Called as progress(task, done, total) as work advances; the core never prints.

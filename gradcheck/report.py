@@ -98,6 +98,22 @@ class CheckResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class Block:
+    """The numbers behind one (output, input) Jacobian block, kept when asked for (pictures,
+    --save): NumPy arrays of shape output + input (upstream: output; vjp: input)."""
+
+    output: str
+    input: str
+    autodiff: Any
+    finite_difference: Any
+    error_estimate: Any
+    # Per element: atol + rtol·|J| + the finite-difference error allowance; None at kinks.
+    allowed: Any
+    upstream: Any
+    vjp: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
 class TensorInfo:
     name: str
     shape: tuple[int, ...]
@@ -113,6 +129,7 @@ class Report:
     checks: tuple[CheckResult, ...]
     notes: tuple[str, ...] = ()
     explain: dict[str, Any] | None = None
+    blocks: tuple[Block, ...] = ()
 
     @property
     def ok(self) -> bool:

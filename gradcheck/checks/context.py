@@ -10,7 +10,7 @@ import numpy as np
 
 from gradcheck.numerics.tolerances import Tolerance
 from gradcheck.options import CheckOptions
-from gradcheck.report import CheckResult, Kind, Status
+from gradcheck.report import Block, CheckResult, Kind, Status
 from gradcheck.tf.program import OutputLeaf, Program
 from gradcheck.tf.recording import Recording
 
@@ -53,12 +53,14 @@ class Findings:
 
     results: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
 
     def add(self, check: Kind, status: Status, message: str, **fields: Any) -> None:
         self.results.append(CheckResult(check=check, status=status, message=message, **fields))
 
     def extend(self, other: Findings) -> None:
         self.results += other.results
+        self.blocks += other.blocks
         self.notes += [note for note in other.notes if note not in self.notes]
 
 

@@ -12,8 +12,8 @@ from gradcheck.checks.verdicts import comparison_fields, mismatch, symmetric_war
 from gradcheck.numerics import differences, judging, symmetric
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.mistakes import value_mistake
-from gradcheck.numerics.tolerances import Tolerance
-from gradcheck.report import Cause, Kind, Status, format_index
+from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
+from gradcheck.report import Block, Cause, Kind, Status, format_index
 from gradcheck.tf.batch import BatchEvaluator
 from gradcheck.tf.program import OutputLeaf, Slot
 from gradcheck.tf.recording import GradientOutcome
@@ -146,6 +146,12 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
     kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], output, slot, analysis.probe)
     analysis.kink_masks[k] = kinks
     found.extend(judged)
+    if ctx.options.keep_blocks:
+        fd = analysis.fd[k]
+        allowed = (ctx.tolerance.atol + ctx.tolerance.rtol * np.abs(fd.jacobian)
+                   + ERROR_ESTIMATE_SAFETY * fd.error_estimate)
+        found.blocks.append(Block(output.name, slot.name, block, fd.jacobian, fd.error_estimate,
+                                  np.where(kinks, np.nan, allowed), ctx.upstreams[position]))
     return found
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from gradcheck.checks.context import CheckContext, Findings
@@ -90,6 +91,8 @@ def _full_mode(ctx: CheckContext) -> tuple[Findings, list[tuple[SourceAnalysis, 
             found.extend(check_block(ctx, analysis, k, position))
         vjp, judged = check_vjp(ctx, analysis)
         found.extend(judged)
+        found.blocks = [replace(b, vjp=vjp.value) if b.input == slot.name else b
+                        for b in found.blocks]
         analyses.append((analysis, vjp))
     return found, analyses
 
@@ -133,7 +136,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
     inputs, outputs = _tensor_infos(recording)
     return Report(
         target=target_label, inputs=inputs, outputs=outputs, checks=tuple(found.results),
-        notes=tuple(found.notes),
+        notes=tuple(found.notes), blocks=tuple(found.blocks),
         explain=(explanation(ctx, analyses, found.results)
                  if options.explain and analyses else None),
     ), program
