@@ -37,6 +37,11 @@ class CheckOptions:
     # Names of custom gradients that deliberately differ from the true gradient
     # (straight-through estimators, clipping): their mismatches are warnings.
     surrogates: frozenset[str] = frozenset()
+    # Sources: "all" (arguments and the trainable variables f reads), "inputs",
+    # "variables", or one source's name.
+    wrt: str = "all"
+    # Call Keras layers and models with training=True (dropout, batch statistics).
+    training: bool = False
     # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).
     keep_blocks: bool = False
     # False: never vectorise (pfor, vectorized_map), e.g. after TensorFlow crashed doing so.

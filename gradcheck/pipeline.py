@@ -14,6 +14,7 @@ from gradcheck.load.target import Target, load_attribute, load_target
 from gradcheck.options import CheckOptions
 from gradcheck.report import Report
 from gradcheck.tf.instrument import observing_custom_gradients
+from gradcheck.tf.keras import keras_target
 from gradcheck.tf.runtime import tensorflow
 
 
@@ -63,6 +64,8 @@ def check_target(
     with observing_custom_gradients(instrument) as observer:
         target = load_target(spec, path, import_context or contextlib.nullcontext,
                              fresh=instrument)
-        named = name_arguments(target.function, arguments_for(target))
-        return diagnose(target.function, named, options, spec, observer)
+        function, notes = keras_target(target.function, options.training)
+        named = name_arguments(function, arguments_for(target))
+        report = diagnose(function, named, options, spec, observer)
+        return replace(report, notes=tuple(notes) + report.notes) if notes else report
 

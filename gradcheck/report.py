@@ -119,6 +119,7 @@ class TensorInfo:
     shape: tuple[int, ...]
     dtype: str
     differentiable: bool = True
+    kind: str = "argument"  # or "variable": a trainable variable f reads
 
 
 @dataclasses.dataclass(frozen=True)

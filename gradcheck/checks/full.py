@@ -91,7 +91,7 @@ def analyse(ctx: CheckContext, slot_index: int) -> tuple[SourceAnalysis, list[st
              for k, c in zip(ctx.diff_outputs, centres)],
             evaluator.chunk_size())
     notes = []
-    if evaluator.fallback_reason and evaluator.strategy == "loop":
+    if evaluator.fallback_reason and evaluator.strategy == "loop" and slot.argument:
         notes.append(f"finite differences for {slot.name} evaluated f point by point"
                      f" ({evaluator.fallback_reason})")
     return SourceAnalysis(slot, evaluator, h, fd, dict(zip(ctx.diff_outputs, evaluations)),
@@ -181,6 +181,16 @@ def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int) -> Findin
                                           int(np.prod(slot.shape))))
     fd = analysis.fd[k]
     if judging.is_negligible(fd.jacobian, fd.error_estimate, ctx.tolerance):
+        if not slot.argument:  # a trainable weight with no gradient: it never trains
+            why = ("f never reads it (an unused layer, or a head not on the path?)"
+                   if slot.name in ctx.recording.unread_weights else
+                   "its path may end in an integer cast, argmax or a Python branch")
+            found.add(Kind.CONNECTED, Status.WARN,
+                      f"the trainable weight {slot.name} gets no gradient from {output.name}"
+                      f" (None), and finite differences agree that {output.name} does not"
+                      f" depend on it here, so it never trains through {output.name} (Keras:"
+                      f" 'No gradients provided'): {why}", **where)
+            return found
         found.add(Kind.CONNECTED, Status.PASS,
                   f"autodiff returns None for d{output.name}/d{slot.name} and finite differences"
                   f" agree that {output.name} does not depend on {slot.name}", **where)

@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.determinism import changed_between_calls
 from gradcheck.checks.explanation import explanation
@@ -15,17 +17,18 @@ from gradcheck.checks.jvp import check_jvp
 from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.upstream import check_upstreams
 from gradcheck.checks.vjp import check_vjp
+from gradcheck.checks.weights import unbuilt_layer_results
 from gradcheck.errors import InputError
 from gradcheck.load.inputs import NamedArgument, resolve_upstreams
 from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.options import CheckOptions
 from gradcheck.report import Kind, Report, TensorInfo
-from gradcheck.tf.program import Program, function_name, prepare
+from gradcheck.tf.program import Program, flatten_outputs, function_name, prepare
 from gradcheck.tf.recording import GradientOutcome, Recording, record
 
 
 def _tensor_infos(recording: Recording) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
-    inputs = tuple(TensorInfo(s.name, s.shape, s.dtype, s.differentiable)
+    inputs = tuple(TensorInfo(s.name, s.shape, s.dtype, s.differentiable, s.kind)
                    for s in recording.program.slots)
     outputs = tuple(
         TensorInfo(o.name, o.shape if o.tensor is not None else (),
@@ -56,6 +59,23 @@ def _lowest_precision(dtypes: Sequence[str]) -> str:
     return "float64"
 
 
+def _rounds_to_float32(recording: Recording, diff_outputs: Sequence[int]) -> str | None:
+    """The float64 argument that f rounds to float32 inside (a float32 Keras Input layer, a
+    tf.cast): moved far less than float32 can resolve, no output changes at all."""
+    program = recording.program
+    for index, slot in enumerate(program.slots):
+        if not (slot.differentiable and slot.argument) or slot.dtype != "float64":
+            continue
+        x = program.value_of(index)
+        sign = np.where(np.arange(x.size).reshape(x.shape) % 2 == 0, 1.0, -1.0)
+        moved = flatten_outputs(program.call_at({index: x + 1e-10 * np.maximum(
+            np.abs(x), 1.0) * sign}))
+        if all(np.array_equal(np.asarray(moved[k].tensor), np.asarray(recording.outputs[k].tensor))
+               for k in diff_outputs):
+            return slot.name
+    return None
+
+
 def _context(recording: Recording, options: CheckOptions) -> CheckContext:
     """Outputs to check, upstreams and the tolerance of the lowest precision involved."""
     program = recording.program
@@ -74,6 +94,13 @@ def _context(recording: Recording, options: CheckOptions) -> CheckContext:
             f"{name} returns {tolerance_dtype} outputs for {program.compute_dtype} inputs:"
             f" finite-difference steps and tolerances are {tolerance_dtype}'s")
         program.compute_dtype = tolerance_dtype
+    elif tolerance_dtype == "float64" and (rounded := _rounds_to_float32(recording,
+                                                                         diff_outputs)):
+        tolerance_dtype = program.compute_dtype = "float32"
+        program.notes.append(
+            f"{name} rounds its float64 input {rounded} to float32 inside (a float32 Keras"
+            " Input layer or a tf.cast?): finite-difference steps and tolerances are"
+            " float32's")
     return CheckContext(recording, options,
                         tolerance_for(tolerance_dtype, options.atol, options.rtol),
                         tolerance_dtype, tuple(upstreams), tuple(diff_outputs))
@@ -110,7 +137,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
     if options.phase is not None:
         options.phase(f"the first calls of {name} and its gradient")
     program, first_result = prepare(function, named, options.dtype)
-    program.vectorise, program.phase = options.vectorise, options.phase
+    program.vectorise, program.phase, program.wrt = options.vectorise, options.phase, options.wrt
     program.announce(f"{name} under a GradientTape")
     recording = record(program)
     ctx = _context(recording, options)
@@ -131,7 +158,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
             found.extend(full)
         if ctx.wants(Kind.JVP):
             found.extend(check_jvp(ctx))
-    found.results += check_upstreams(ctx)
+    found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
     found.notes += [note for note in recording.workarounds if note not in found.notes]
     inputs, outputs = _tensor_infos(recording)
     return Report(

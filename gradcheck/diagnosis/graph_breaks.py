@@ -59,7 +59,8 @@ def _failing_inputs(checks: Sequence[CheckResult], kinds: frozenset[Kind]) -> se
     return {c.input for c in checks if c.check in kinds and c.failed and c.input}
 
 
-def _cut_findings(program: Program, index: int, lost: bool) -> list[CheckResult]:
+def _cut_findings(program: Program, index: int, lost: bool,
+                  status: Status = Status.FAIL) -> list[CheckResult]:
     slot = program.slots[index]
     cuts, note = locate_cuts(program, index)
     if not cuts and not lost:
@@ -72,7 +73,7 @@ def _cut_findings(program: Program, index: int, lost: bool) -> list[CheckResult]
     found = []
     for cut in cuts:
         cause = cause_of(cut, slot.name)
-        found.append(CheckResult(Kind.GRAPH_BREAK, Status.FAIL, f"{cause.what}; {cause.fix}",
+        found.append(CheckResult(Kind.GRAPH_BREAK, status, f"{cause.what}; {cause.fix}",
                                  input=slot.name, location=cut.location, cause=cause))
     return found
 
@@ -82,9 +83,16 @@ def graph_break_results(program: Program, checks: Sequence[CheckResult],
     """Cuts for inputs whose gradient is missing or wrong; the checks, annotated with them."""
     suspects = _failing_inputs(checks, CUT_SYMPTOMS) - explained
     lost = _failing_inputs(checks, frozenset({Kind.CONNECTED}))
+    # Weights that never train (no gradient, and no dependence at this point): where is
+    # their path cut? A warning, like the finding it explains.
+    idle = {c.input for c in checks if c.check == Kind.CONNECTED and c.status == Status.WARN
+            and any(s.name == c.input and not s.argument for s in program.slots)}
     found: list[CheckResult] = []
     annotated = list(checks)
     for index, slot in enumerate(program.slots):
+        if slot.name in idle - suspects:
+            found += [c for c in _cut_findings(program, index, False, Status.WARN) if c.cause]
+            continue
         if slot.name not in suspects:
             continue
         cuts = _cut_findings(program, index, slot.name in lost)

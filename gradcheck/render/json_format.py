@@ -24,7 +24,7 @@ def _clean(value: Any) -> Any:
 
 def tensor_dict(info: TensorInfo) -> dict[str, Any]:
     return {"name": info.name, "shape": list(info.shape), "dtype": info.dtype,
-            "differentiable": info.differentiable}
+            "differentiable": info.differentiable, "kind": info.kind}
 
 
 def check_dict(result: CheckResult) -> dict[str, Any]:

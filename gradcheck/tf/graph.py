@@ -76,7 +76,7 @@ def variable_creations(program: Program, slot_index: int) -> list[CutSite]:
 def _trace_failure(exc: BaseException) -> CutSite | None:
     text = str(exc)
     location = _frames_location(traceback.extract_tb(exc.__traceback__))
-    if isinstance(exc, AttributeError) and "numpy" in text:
+    if isinstance(exc, (AttributeError, NotImplementedError)) and "numpy" in text:
         return CutSite("numpy-method", location)
     if "symbolic" in text.lower() or "__array__" in text or "numpy array" in text.lower():
         return CutSite("numpy", location)
@@ -155,21 +155,24 @@ def _reachable_backward(ends: Iterable[Any]) -> set[Any]:
 
 
 def _trace(program: Program, slot_index: int) -> tuple[Any, CutSite | None, str | None]:
-    """f traced with tf.function for one input: its graph, or the cut that stopped the
-    trace, or why tracing failed."""
+    """f traced with tf.function (the input as its placeholder, a variable captured): its
+    graph, or the cut that stopped the trace, or why tracing failed."""
     tf = tensorflow()
     slot = program.slots[slot_index]
 
-    def traced(point: Any) -> list[Any]:
-        leaves = flatten_outputs(program.call({slot_index: point}))
-        return [leaf.tensor for leaf in leaves if leaf.differentiable]
+    def leaves(result: Any) -> list[Any]:
+        return [leaf.tensor for leaf in flatten_outputs(result) if leaf.differentiable]
 
-    spec = tf.TensorSpec(slot.shape, slot.dtype)
     failure: BaseException | None = None
     for autograph in (False, True):
         try:
-            return tf.function(traced, autograph=autograph).get_concrete_function(spec).graph, \
-                None, None
+            if slot.is_variable:
+                traced = tf.function(lambda: leaves(program.call()), autograph=autograph)
+                return traced.get_concrete_function().graph, None, None
+            traced = tf.function(lambda point: leaves(program.call({slot_index: point})),
+                                 autograph=autograph)
+            spec = tf.TensorSpec(slot.shape, slot.dtype)
+            return traced.get_concrete_function(spec).graph, None, None
         except Exception as exc:  # where tracing fails is itself the finding
             failure = exc
             cut = _trace_failure(exc)
@@ -179,14 +182,25 @@ def _trace(program: Program, slot_index: int) -> tuple[Any, CutSite | None, str 
     return None, None, f"tracing f with tf.function failed ({reason})"
 
 
+def _starts(graph: Any, slot: Any) -> list[Any]:
+    """Where the input enters the graph: its placeholder, or the reads of the variable."""
+    if not slot.is_variable:
+        return [graph.inputs[0]]
+    handles = [internal for external, internal in graph.captures
+               if external is slot.value.handle]
+    return [op.outputs[0] for op in graph.get_operations()
+            if op.type == "ReadVariableOp" and any(op.inputs[0] is h for h in handles)]
+
+
 def graph_cuts(program: Program, slot_index: int) -> tuple[list[CutSite], str | None]:
     """Trace f with tf.function and list the cutting ops on the input→output path."""
-    if program.slots[slot_index].is_variable:
-        return [], "the graph walk does not follow tf.Variable arguments"
     graph, stopped, note = _trace(program, slot_index)
     if graph is None:
         return ([stopped] if stopped else []), note
-    forward = _reachable_forward([graph.inputs[0]])
+    starts = _starts(graph, program.slots[slot_index])
+    if not starts:
+        return [], "the traced graph never reads this variable"
+    forward = _reachable_forward(starts)
     backward = _reachable_backward(graph.outputs)
     cuts: list[CutSite] = []
     read_handles = {id(op.inputs[0]) for op in backward if op.type == "ReadVariableOp"}

@@ -34,6 +34,12 @@ class Slot:
     shape: tuple[int, ...]
     is_variable: bool = False
     note: str | None = None
+    # False for a trainable tf.Variable that f reads (a source, not one of its arguments).
+    argument: bool = True
+
+    @property
+    def kind(self) -> str:
+        return "argument" if self.argument else "variable"
 
 
 @dataclass
@@ -97,6 +103,8 @@ class Program:
     notes: list[str] = field(default_factory=list)
     # False: no pfor, no vectorized_map (a retry after TensorFlow crashed while vectorising).
     vectorise: bool = True
+    # Which sources to differentiate: "all", "inputs" (arguments), "variables", or a name.
+    wrt: str = "all"
     # Told what is about to run, so that a crash or a time-out can name it.
     phase: Callable[[str], None] | None = None
 
@@ -120,6 +128,8 @@ class Program:
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for index, slot in enumerate(self.slots):
+            if not slot.argument:
+                continue
             value = replacements.get(index, slot.value)
             if isinstance(value, tf.Tensor):
                 value = tf.identity(value)
@@ -215,12 +225,6 @@ def _candidate_programs(function: Callable[..., Any], named: Sequence[NamedArgum
     programs: list[Program] = []
     for dtype in _candidate_dtypes(dtype_mode):
         slots = _build_slots(named, dtype)
-        if not any(slot.differentiable for slot in slots):
-            kinds = ", ".join(f"{s.name} is {s.dtype}" for s in slots) or "no arguments"
-            raise InputError(
-                f"no floating-point input to differentiate ({kinds}); write floats like"
-                " '[1.0, 2.0]'"
-            )
         program = Program(function, slots, dtype or _common_dtype(slots))
         if all(p.compute_dtype != program.compute_dtype for p in programs):
             programs.append(program)
@@ -277,7 +281,8 @@ def function_raised(function: Callable[..., Any], exc: BaseException,
 
 
 def function_name(function: Callable[..., Any]) -> str:
-    return str(getattr(function, "__name__", "f"))
+    """f's name: a function's __name__, a Keras layer's or model's name."""
+    return str(getattr(function, "__name__", None) or getattr(function, "name", None) or "f")
 
 
 def first_line(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.errors import InputError
 from gradcheck.load.locations import exception_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
 from gradcheck.tf.program import (
@@ -17,11 +18,18 @@ from gradcheck.tf.program import (
     Slot,
     first_line,
     flatten_outputs,
+    function_name,
     function_raised,
     output_base,
     user_traceback,
 )
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
+from gradcheck.tf.variables import (
+    select_sources,
+    unbuilt_layers,
+    unread_weights,
+    variable_slots,
+)
 
 
 @dataclass
@@ -53,6 +61,10 @@ class Recording:
     tape: Any
     outputs: list[OutputLeaf]
     call_seconds: float = 0.0  # one call of f, warm (after prepare's first)
+    # Trainable weights of a Keras target that f never read under the tape, and sublayers
+    # that were never called (no weights at all).
+    unread_weights: tuple[str, ...] = ()
+    unbuilt_layers: tuple[str, ...] = ()
 
     # Set when TensorFlow's own way failed and a slower, equivalent one gave the answer.
     workarounds: list[str] = field(default_factory=list)
@@ -239,7 +251,8 @@ def _outcome(result: Any) -> GradientOutcome:
 
 
 def record(program: Program) -> Recording:
-    """Run f under a persistent GradientTape watching every differentiable argument."""
+    """Run f under a persistent GradientTape watching every differentiable argument and the
+    trainable variables f reads (which become sources too, as --wrt allows)."""
     tf = tensorflow()
     with tf.GradientTape(persistent=True) as tape:
         for slot in program.sources:
@@ -249,5 +262,18 @@ def record(program: Program) -> Recording:
             result = program.call()
         except (Exception, SystemExit) as exc:
             raise function_raised(program.function, exc) from exc
-    return Recording(program, tape, flatten_outputs(result, output_base(program)),
-                     time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    read = list(tape.watched_variables())
+    slots, notes = variable_slots(program, read)
+    program.slots += slots
+    if not program.sources:
+        kinds = ", ".join(f"{s.name} is {s.dtype}" for s in program.slots) or "no arguments"
+        raise InputError(f"no floating-point input to differentiate ({kinds}), and"
+                         f" {function_name(program.function)} reads no trainable variable;"
+                         " write floats like '[1.0, 2.0]'")
+    program.notes += notes + select_sources(program.slots, program.wrt)
+    unread = unread_weights(program.function, read)
+    return Recording(program, tape, flatten_outputs(result, output_base(program)), seconds,
+                     unread_weights=tuple(s.name for s in slots
+                                          if any(s.value is v for v in unread)),
+                     unbuilt_layers=tuple(unbuilt_layers(program.function)))

@@ -1,0 +1,342 @@
+"""Pictures of Jacobian blocks (matplotlib, imported only here and only when drawing): per
+(output, input) block, autodiff J, finite-difference J and |AD − FD| / allowed side by side,
+the failing elements outlined and the worst marked; a sidecar dict says what was drawn."""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gradcheck.errors import UsageError
+from gradcheck.render.blocks import BlockView, block_views, element_index, slug
+from gradcheck.report import Report
+
+PLOT_MISSING = "--plot needs matplotlib: pip install 'gradcheck[plot]'"
+PANELS = ("autodiff", "finite_difference", "excess")
+# Larger matrices are pooled (the largest magnitude of each tile) to at most this many cells
+# per axis: a picture cannot show more, and drawing would take long.
+MAX_CELLS = 600
+# Blocks up to this many rows and columns get every index as a tick and values in the cells.
+LABEL_EVERY = 16
+ANNOTATE_CELLS = 8
+# Sidecars list at most this many failing elements (the count is always exact).
+MAX_LISTED = 10_000
+DPI = 100
+OUTLINE = "#111111"
+# Below 1 (within tolerance): white to grey; above 1 (failing): yellow to dark red.
+EXCESS_COLOURS = ((0.0, "#ffffff"), (0.5, "#9a9a9a"), (0.5, "#fed976"), (0.75, "#fc4e2a"),
+                  (1.0, "#67000d"))
+KINK_COLOUR = "#9ecae1"
+
+
+@dataclass(frozen=True)
+class Picture:
+    """One block's PNG and the sidecar describing it; `stem` names both files."""
+
+    stem: str
+    png: bytes
+    sidecar: dict[str, Any]
+
+
+def require_matplotlib() -> Any:
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise UsageError(PLOT_MISSING) from None
+    del matplotlib
+    return Figure
+
+
+def _pool(matrix: np.ndarray, rows: int, columns: int, how: str) -> np.ndarray:
+    """Tiles of rows x columns elements, each reduced to its largest magnitude (signed), its
+    maximum, or whether any element is set."""
+    m, n = matrix.shape
+    padded_m, padded_n = -(-m // rows) * rows, -(-n // columns) * columns
+    fill = {"magnitude": 0.0, "max": np.nan, "any": False}[how]
+    padded = np.full((padded_m, padded_n), fill, dtype=matrix.dtype)
+    padded[:m, :n] = matrix
+    tiles = padded.reshape(padded_m // rows, rows, padded_n // columns, columns)
+    tiles = tiles.transpose(0, 2, 1, 3).reshape(padded_m // rows, padded_n // columns, -1)
+    if how == "any":
+        return np.asarray(tiles.any(axis=-1))
+    if how == "max":
+        with np.errstate(all="ignore"):
+            finite = np.where(np.isnan(tiles), -np.inf, tiles)
+            best = finite.max(axis=-1)
+        return np.where(np.isneginf(best), np.nan, best)
+    pick = np.argmax(np.abs(np.nan_to_num(tiles)), axis=-1)
+    return np.take_along_axis(tiles, pick[..., None], axis=-1)[..., 0]
+
+
+@dataclass(frozen=True)
+class _Drawn:
+    """The matrices as drawn (pooled when large) and the tile size."""
+
+    autodiff: np.ndarray
+    finite_difference: np.ndarray
+    excess: np.ndarray
+    failing: np.ndarray
+    tile: tuple[int, int]
+
+
+def _tile(shape: tuple[int, int]) -> tuple[int, int]:
+    return max(1, math.ceil(shape[0] / MAX_CELLS)), max(1, math.ceil(shape[1] / MAX_CELLS))
+
+
+def _drawn(view: BlockView) -> _Drawn:
+    ad = view.autodiff if view.autodiff is not None else np.zeros_like(view.finite_difference)
+    tile = _tile(view.shape)
+    if tile == (1, 1):
+        return _Drawn(ad, view.finite_difference, view.excess, view.failing, tile)
+    return _Drawn(_pool(ad, *tile, "magnitude"), _pool(view.finite_difference, *tile, "magnitude"),
+                  _pool(view.excess, *tile, "max"), _pool(view.failing, *tile, "any"), tile)
+
+
+def outline_segments(mask: np.ndarray) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """Unit edges around the set cells of a (rows, columns) mask, in imshow coordinates
+    (cell (r, c) spans c ± 0.5, r ± 0.5); shared edges of neighbouring cells are left out."""
+    padded = np.pad(np.asarray(mask, dtype=bool), 1)
+    segments: list[tuple[tuple[float, float], tuple[float, float]]] = []
+    # Horizontal edges: between padded rows i and i+1 (y = i - 0.5 in the mask's rows).
+    for i, j in np.argwhere(padded[:-1, 1:-1] != padded[1:, 1:-1]):
+        y = i - 0.5
+        segments.append(((j - 0.5, y), (j + 0.5, y)))
+    # Vertical edges: between padded columns j and j+1.
+    for i, j in np.argwhere(padded[1:-1, :-1] != padded[1:-1, 1:]):
+        x = j - 0.5
+        segments.append(((x, i - 0.5), (x, i + 0.5)))
+    return segments
+
+
+def _index_text(shape: tuple[int, ...], flat: int) -> str:
+    index = element_index(shape, flat)
+    if len(index) == 1:
+        return str(index[0])
+    return "[" + ",".join(str(i) for i in index) + "]"
+
+
+def _set_ticks(axis: Any, count: int, shape: tuple[int, ...], tile: int) -> None:
+    """Ticks at element indices (multi-indices for higher-rank tensors)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
+
+    if not shape:
+        axis.set_major_locator(FixedLocator([0]))
+        axis.set_major_formatter(FuncFormatter(lambda value, position: ""))
+        return
+    if count <= LABEL_EVERY and tile == 1:
+        axis.set_major_locator(FixedLocator(list(range(count))))
+    else:
+        axis.set_major_locator(MaxNLocator(nbins=8, integer=True))
+
+    def label(value: float, position: Any) -> str:
+        flat = int(round(value)) * tile
+        total = math.prod(shape)
+        return _index_text(shape, flat) if 0 <= flat < total else ""
+
+    axis.set_major_formatter(FuncFormatter(label))
+
+
+def _axis_label(role: str, name: str, shape: tuple[int, ...]) -> str:
+    if not shape:
+        return f"{role} {name} (scalar)"
+    flat = ", flattened row-major" if len(shape) > 1 else ""
+    return f"{role} {name} {tuple(shape)}: element{flat}"
+
+
+def _annotate(ax: Any, matrix: np.ndarray, limit: float) -> None:
+    rows, columns = matrix.shape
+    if rows > ANNOTATE_CELLS or columns > ANNOTATE_CELLS:
+        return
+    size = 9 if max(rows, columns) <= 4 else 7
+    for r in range(rows):
+        for c in range(columns):
+            value = matrix[r, c]
+            dark = limit > 0 and np.isfinite(value) and abs(value) > 0.6 * limit
+            ax.text(c, r, f"{value:.3g}", ha="center", va="center", fontsize=size,
+                    color="white" if dark else "black")
+
+
+def _excess_axis(view: BlockView) -> tuple[str, str]:
+    if view.measure == "block-scale":
+        return "|AD − FD| vs block scale", "|FD| / (1e-6 · max |FD|), log scale; > 1 outlined"
+    return "|AD − FD| / allowed", "|AD − FD| / allowed, log scale; > 1 fails"
+
+
+def _title(view: BlockView) -> str:
+    rows, columns = view.shape
+    status = (view.status or "").upper()
+    title = f"d{view.output}/d{view.input}  {status}  {rows}×{columns} block"
+    worst = view.worst
+    failing = int(view.failing.sum())
+    if worst is not None and failing:
+        r, c = worst
+        title += (f" — {failing} of {view.failing.size} elements fail; worst"
+                  f" {view.output}{_bracket(view.output_index(r))} /"
+                  f" {view.input}{_bracket(view.input_index(c))}:"
+                  f" {_number(view.excess[r, c])}× allowed")
+    elif worst is not None:
+        title += f" — every element within tolerance (at most {view.max_excess:.2g}× allowed)"
+    return title
+
+
+def _bracket(index: tuple[int, ...]) -> str:
+    return "" if not index else "[" + ", ".join(str(i) for i in index) + "]"
+
+
+def _number(value: float) -> str:
+    return "inf" if not np.isfinite(value) else f"{value:.3g}"
+
+
+def block_figure(view: BlockView) -> Any:
+    """The three-panel matplotlib Figure of one block (no pyplot, no global state)."""
+    figure_class = require_matplotlib()
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import LinearSegmentedColormap, Normalize, TwoSlopeNorm
+
+    drawn = _drawn(view)
+    rows, columns = drawn.finite_difference.shape
+    ratio = rows / columns
+    panel_width = 4.6
+    panel_height = float(np.clip(panel_width * ratio, 1.4, 6.5))
+    aspect = "equal" if 0.25 <= ratio <= 4 else "auto"
+    notes = list(view.notes)
+    if drawn.tile != (1, 1):
+        notes.append(f"large block: each cell shows a {drawn.tile[0]}×{drawn.tile[1]} tile"
+                     " (largest magnitude; outlined if any element fails)")
+    figure = figure_class(figsize=(3 * panel_width + 1.6, panel_height + 1.6 + 0.2 * len(notes)),
+                          dpi=DPI, layout="constrained")
+    axes = figure.subplots(1, 3, sharex=True, sharey=True)
+    figure.suptitle(_title(view), fontsize=11)
+
+    values = np.concatenate([drawn.autodiff[np.isfinite(drawn.autodiff)],
+                             drawn.finite_difference[np.isfinite(drawn.finite_difference)]])
+    limit = float(np.max(np.abs(values), initial=0.0)) or 1.0
+    j_norm = Normalize(-limit, limit)
+    j_map = LinearSegmentedColormap.from_list(
+        "j", ["#2166ac", "#92c5de", "#f7f7f7", "#f4a582", "#b2182b"])
+    j_map.set_bad("#000000")
+    ad_title = ("autodiff J (tape.jacobian)" if view.autodiff is not None
+                else "autodiff: None (path cut), drawn as 0")
+    for ax, matrix, title in ((axes[0], drawn.autodiff, ad_title),
+                              (axes[1], drawn.finite_difference, "finite-difference J")):
+        image = ax.imshow(matrix, cmap=j_map, norm=j_norm, interpolation="nearest",
+                          aspect=aspect)
+        ax.set_title(title, fontsize=10)
+        _annotate(ax, matrix, limit)
+    figure.colorbar(image, ax=list(axes[:2]), shrink=0.9, label="∂output/∂input (shared scale)")
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log10(drawn.excess)
+    finite = logs[np.isfinite(logs)]
+    top = max(1.0, float(np.ceil(np.max(finite, initial=0.0))))
+    bottom = min(-3.0, -top) if top > 3 else -3.0
+    logs = np.where(np.isposinf(logs), top, np.where(np.isneginf(logs), bottom, logs))
+    excess_map = LinearSegmentedColormap.from_list("excess", list(EXCESS_COLOURS))
+    excess_map.set_bad(KINK_COLOUR)
+    excess_title, excess_label = _excess_axis(view)
+    failing = int(view.failing.sum())
+    excess_title += (f": {failing} of {view.failing.size} fail" if failing
+                     else ": all within tolerance")
+    image = axes[2].imshow(np.clip(logs, bottom, top), cmap=excess_map,
+                           norm=TwoSlopeNorm(0.0, bottom, top), interpolation="nearest",
+                           aspect=aspect)
+    axes[2].set_title(excess_title, fontsize=10)
+    bar = figure.colorbar(image, ax=axes[2], shrink=0.9, label=excess_label)
+    ticks = list(range(int(bottom), int(top) + 1, max(1, (int(top) - int(bottom)) // 6)))
+    bar.set_ticks(ticks)
+    bar.set_ticklabels([_power(t) for t in ticks])
+
+    segments = outline_segments(drawn.failing)
+    width = float(np.clip(120.0 / max(rows, columns), 0.6, 2.2))
+    worst = view.worst
+    for ax in axes:
+        if segments:
+            ax.add_collection(LineCollection(segments, colors=OUTLINE, linewidths=width,
+                                             gid="failing"))
+        if worst is not None and failing:
+            r, c = worst[0] // drawn.tile[0], worst[1] // drawn.tile[1]
+            ax.plot([c], [r], marker="o", markersize=16, markerfacecolor="none",
+                    markeredgecolor="black", markeredgewidth=3.0, gid="worst")
+            ax.plot([c], [r], marker="o", markersize=16, markerfacecolor="none",
+                    markeredgecolor="#ffd400", markeredgewidth=1.4, gid="worst-inner")
+        _set_ticks(ax.xaxis, columns, view.input_shape, drawn.tile[1])
+        _set_ticks(ax.yaxis, rows, view.output_shape, drawn.tile[0])
+        ax.set_xlabel(_axis_label("input", view.input, view.input_shape), fontsize=9)
+        if len(view.input_shape) > 1:
+            ax.tick_params(axis="x", labelrotation=60)
+        ax.set_xlim(-0.5, columns - 0.5)
+        ax.set_ylim(rows - 0.5, -0.5)
+    axes[0].set_ylabel(_axis_label("output", view.output, view.output_shape), fontsize=9)
+    if notes:
+        figure.supxlabel("\n".join(notes), fontsize=8.5, color="#444444")
+    return figure
+
+
+def _power(exponent: int) -> str:
+    return {-2: "0.01", -1: "0.1", 0: "1", 1: "10", 2: "100"}.get(exponent, f"1e{exponent}")
+
+
+def figure_png(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _float(value: Any) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def sidecar(view: BlockView, png: str) -> dict[str, Any]:
+    """What the picture shows, as JSON-ready data: the outlined (failing) elements are
+    exactly `failing` (row = flat output element, column = flat input element)."""
+    failing = np.argwhere(view.failing)
+    worst = view.worst
+    data: dict[str, Any] = {
+        "block": view.name, "output": view.output, "input": view.input,
+        "output_shape": list(view.output_shape), "input_shape": list(view.input_shape),
+        "shape": list(view.shape), "status": view.status, "panels": list(PANELS),
+        "measure": view.measure, "max_excess": _float(view.max_excess),
+        "failing_count": int(len(failing)),
+        "failing": [[int(r), int(c)] for r, c in failing[:MAX_LISTED]],
+        "failing_truncated": bool(len(failing) > MAX_LISTED),
+        "worst": None, "notes": list(view.notes), "png": png,
+        "tile": list(_tile(view.shape)),
+    }
+    if worst is not None:
+        r, c = worst
+        data["worst"] = {
+            "row": r, "column": c, "output_index": list(view.output_index(r)),
+            "input_index": list(view.input_index(c)), "excess": _float(view.excess[r, c]),
+            "autodiff": None if view.autodiff is None else _float(view.autodiff[r, c]),
+            "finite_difference": _float(view.finite_difference[r, c]),
+        }
+    return data
+
+
+def _stems(views: list[BlockView]) -> list[str]:
+    stems: list[str] = []
+    for view in views:
+        stem = f"{slug(view.output)}-{slug(view.input)}"
+        candidate, n = stem, 2
+        while candidate in stems:
+            candidate, n = f"{stem}-{n}", n + 1
+        stems.append(candidate)
+    return stems
+
+
+def render_pictures(report: Report) -> list[Picture]:
+    """One Picture per block the report kept (CheckOptions(keep_blocks=True)) and per cut
+    path with recorded finite differences; raises UsageError when matplotlib is missing."""
+    require_matplotlib()
+    views = block_views(report)
+    pictures = []
+    for view, stem in zip(views, _stems(views)):
+        png = figure_png(block_figure(view))
+        pictures.append(Picture(stem, png, sidecar(view, f"{stem}.png")))
+    return pictures

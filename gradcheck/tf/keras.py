@@ -1,0 +1,90 @@
+"""Keras targets: a layer or model instance, or a zero-argument factory that returns one
+(built under a float64 dtype policy when it accepts one, so finite differences are precise)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+def is_layer(obj: Any) -> bool:
+    """A Keras layer or model (Keras 3 or tf-keras): callable, with weights."""
+    return callable(obj) and hasattr(obj, "trainable_weights") and hasattr(obj, "weights")
+
+
+def _is_factory(obj: Any) -> bool:
+    if not inspect.isfunction(obj):
+        return False
+    parameters = inspect.signature(obj).parameters.values()
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+               for p in parameters)
+
+
+@contextlib.contextmanager
+def _float64_policy() -> Iterator[None]:
+    """Layers built inside use float64 variables and computations (each Keras loaded)."""
+    restore: list[Callable[[], None]] = []
+    keras3 = sys.modules.get("keras")
+    if keras3 is not None and hasattr(keras3, "config"):
+        previous, floatx = keras3.config.dtype_policy(), keras3.config.floatx()
+        keras3.config.set_dtype_policy("float64")
+        keras3.config.set_floatx("float64")  # Input layers too
+        restore += [lambda: keras3.config.set_dtype_policy(previous),
+                    lambda: keras3.config.set_floatx(floatx)]
+    tf_keras = sys.modules.get("tf_keras")
+    if tf_keras is not None:
+        old, old_floatx = tf_keras.mixed_precision.global_policy(), tf_keras.backend.floatx()
+        tf_keras.mixed_precision.set_global_policy("float64")
+        tf_keras.backend.set_floatx("float64")
+        restore += [lambda: tf_keras.mixed_precision.set_global_policy(old),
+                    lambda: tf_keras.backend.set_floatx(old_floatx)]
+    try:
+        yield
+    finally:
+        for undo in restore:
+            undo()
+
+
+class TrainingCall:
+    """A layer called with training=True (dropout, batch statistics on), named as the layer."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.name = layer.name
+        self.weights = layer.weights
+        self.trainable_weights = layer.trainable_weights
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.layer(*args, training=True, **kwargs)
+
+
+def _build(factory: Callable[[], Any], float64: bool) -> tuple[Any, bool]:
+    """The factory's result, and whether it raised."""
+    try:
+        with _float64_policy() if float64 else contextlib.nullcontext():
+            return factory(), False
+    except Exception:
+        return None, True
+
+
+def keras_target(obj: Any, training: bool = False) -> tuple[Any, list[str]]:
+    """What to check for a TARGET that may be a Keras layer or a factory of one, with notes."""
+    notes: list[str] = []
+    if _is_factory(obj):
+        built, failed = _build(obj, float64=True)
+        note = (f"{obj.__name__}() built its model under a float64 dtype policy, so finite"
+                " differences are precise")
+        if failed:
+            built, _ = _build(obj, float64=False)
+            note = (f"{obj.__name__}() does not build under a float64 dtype policy: checked"
+                    " in its own dtypes, with their tolerances")
+        if is_layer(built):
+            obj = built
+            notes.append(note)
+    if is_layer(obj) and training:
+        notes.append(f"{obj.name} is called with training=True (--training)")
+        return TrainingCall(obj), notes
+    return obj, notes

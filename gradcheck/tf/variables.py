@@ -1,0 +1,95 @@
+"""The trainable variables f reads, as sources next to its arguments: named by their path
+(dense/kernel) or their Python name, selected by --wrt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gradcheck.errors import InputError
+from gradcheck.tf.program import FLOAT_DTYPES, Program, Slot
+from gradcheck.tf.runtime import tensorflow
+
+WRT_GROUPS = ("all", "inputs", "variables")
+
+
+def _keras_weights(function: Any) -> list[Any]:
+    """A Keras layer's or model's weights (Keras 3 wraps each tf.Variable as .value)."""
+    weights = getattr(function, "weights", None)
+    return list(weights) if isinstance(weights, (list, tuple)) else []
+
+
+def _tf_variable(weight: Any) -> Any:
+    """The tf.Variable behind a weight (Keras 3 wraps it as .value; tf-keras weights are one)."""
+    tf = tensorflow()
+    inner = getattr(weight, "value", None)
+    return inner if isinstance(inner, tf.Variable) else weight
+
+
+def variable_name(variable: Any, function: Any) -> str:
+    """dense/kernel for a Keras weight (the model's own name left out), the Python name of a
+    module-level variable, else the variable's own name."""
+    for weight in _keras_weights(function):
+        if _tf_variable(weight) is variable:
+            path = str(getattr(weight, "path", None) or weight.name).split(":")[0]
+            prefix = f"{getattr(function, 'name', '')}/"
+            return path[len(prefix):] if path.startswith(prefix) else path
+    namespace = getattr(function, "__globals__", {})
+    for name, value in namespace.items():
+        if value is variable and not name.startswith("_"):
+            return name
+    return str(variable.name).split(":")[0]
+
+
+def unread_weights(function: Any, read: Sequence[Any]) -> list[Any]:
+    """Trainable Keras weights (as tf.Variables) that f never read under the tape."""
+    return [_tf_variable(w) for w in _keras_weights(function)
+            if getattr(w, "trainable", False) and not any(_tf_variable(w) is v for v in read)]
+
+
+def unbuilt_layers(function: Any) -> list[str]:
+    """Sublayers of a Keras model that were never called, so have no weights at all."""
+    layers = getattr(function, "layers", None)
+    if not isinstance(layers, (list, tuple)):
+        return []
+    return [str(layer.name) for layer in layers if not getattr(layer, "built", True)]
+
+
+def variable_slots(program: Program, read: Sequence[Any]) -> tuple[list[Slot], list[str]]:
+    """Slots for the trainable float variables f read (and a Keras target's trainable weights
+    it did not read under the tape) that are not its arguments; notes for the others
+    (non-trainable: listed, not checked)."""
+    arguments = [slot.value for slot in program.slots if slot.is_variable]
+    slots, notes, taken = [], [], set()
+    for variable in [*read, *unread_weights(program.function, read)]:
+        if any(variable is a for a in arguments) or variable.dtype.name not in FLOAT_DTYPES:
+            continue
+        name = variable_name(variable, program.function)
+        while name in taken or any(s.name == name for s in program.slots):
+            name += "'"
+        taken.add(name)
+        if not getattr(variable, "trainable", True):
+            notes.append(f"{name} is a non-trainable variable f reads: listed, not checked")
+            continue
+        slots.append(Slot(name, None, None, variable, True, variable.dtype.name,
+                          tuple(int(d) for d in variable.shape), is_variable=True,
+                          argument=False))
+    return slots, notes
+
+
+def select_sources(slots: Sequence[Slot], wrt: str) -> list[str]:
+    """Mark the slots --wrt leaves out as not differentiated; return notes saying so."""
+    sources = [slot for slot in slots if slot.differentiable]
+    if wrt not in WRT_GROUPS and all(slot.name != wrt for slot in sources):
+        names = ", ".join(slot.name for slot in sources) or "none"
+        raise InputError(f"--wrt {wrt!r} names no source of f; its sources are: {names}"
+                         " (or all, inputs, variables)")
+    left_out = []
+    for slot in sources:
+        wanted = (wrt == "all" or slot.name == wrt
+                  or (wrt == "inputs" and slot.argument)
+                  or (wrt == "variables" and not slot.argument))
+        if not wanted:
+            slot.differentiable = False
+            left_out.append(slot.name)
+    return [f"--wrt {wrt}: {', '.join(left_out)} not differentiated"] if left_out else []
