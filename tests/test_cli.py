@@ -30,9 +30,9 @@ def test_check_full_jacobian_exits_1_with_json(run_cli: Run) -> None:
     data = json.loads(result.stdout)
     assert data["ok"] is False and data["exit_code"] == 1
     assert data["inputs"] == [{"name": "x", "shape": [2], "dtype": "float64",
-                               "differentiable": True}]
+                               "differentiable": True, "kind": "argument"}]
     assert data["outputs"] == [{"name": "y", "shape": [2], "dtype": "float64",
-                                "differentiable": True}]
+                                "differentiable": True, "kind": "argument"}]
     kinds = {c["check"]: c["status"] for c in data["checks"]}
     assert kinds["grad-shape"] == "fail"
     for check in data["checks"]:

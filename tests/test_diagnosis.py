@@ -151,14 +151,26 @@ def test_several_cuts_are_all_listed() -> None:
 
 
 def test_a_cut_that_cannot_be_located_is_said_honestly() -> None:
-    variable = tf.Variable([0.5, 1.5], dtype=tf.float64)
-    report = gradcheck.check(lambda v: tf.exp(tf.stop_gradient(v * 2.0)), variable)
+    """tf.stop_gradient inside a tf.while_loop body: the walk does not enter loop bodies."""
+    report = gradcheck.check(
+        lambda v: tf.while_loop(lambda i, a: i < 2,
+                                lambda i, a: (i + 1, tf.stop_gradient(a) * 2.0), [0, v])[1],
+        np.array([0.5, 1.5]))
     unlocated = findings(report, "graph-break")
     assert [c.status for c in unlocated] == ["warn"]
     assert unlocated[0].location is None
     assert "could not locate where the gradient path from v is lost" in unlocated[0].message
-    assert "does not follow tf.Variable arguments" in unlocated[0].message
     assert "usual causes:" in unlocated[0].message
+
+
+def test_a_cut_on_a_variable_argument_is_located() -> None:
+    """The graph walk starts from the variable's reads, as it does for weights f reads."""
+    variable = tf.Variable([0.5, 1.5], dtype=tf.float64)
+    report = gradcheck.check(lambda v: tf.exp(tf.stop_gradient(v * 2.0)), variable)
+    cut = findings(report, "graph-break")
+    assert [c.status for c in cut] == ["fail"]
+    assert "tf.stop_gradient blocks the gradient from v" in cut[0].message
+    assert cut[0].location is not None and cut[0].location.endswith("test_diagnosis.py:169")
 
 
 def test_callable_api_still_finds_graph_breaks() -> None:

@@ -231,6 +231,21 @@ def _candidate_programs(function: Callable[..., Any], named: Sequence[NamedArgum
     return programs
 
 
+def no_float_input(program: Program) -> InputError:
+    kinds = ", ".join(f"{s.name} is {s.dtype}" for s in program.slots) or "no arguments"
+    return InputError(f"no floating-point input to differentiate ({kinds}); write floats"
+                      " like '[1.0, 2.0]'")
+
+
+def _without_float_arguments(program: Program) -> None:
+    """f may still differentiate the variables it reads; one that cannot even run on its
+    arguments is an input error, not a finding."""
+    try:
+        program.call()
+    except (Exception, SystemExit) as exc:
+        raise no_float_input(program) from exc
+
+
 def prepare(
     function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str
 ) -> tuple[Program, Any]:
@@ -240,6 +255,8 @@ def prepare(
     raises or mixes dtypes in float64 only, f is checked in its arguments' own dtype.
     """
     programs = _candidate_programs(function, named, dtype_mode)
+    if not programs[0].sources:
+        _without_float_arguments(programs[0])
     problems: list[str] = []
     ran: list[Program] = []
     error: BaseException | None = None

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.errors import InputError
 from gradcheck.load.locations import exception_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
 from gradcheck.tf.program import (
@@ -18,8 +17,8 @@ from gradcheck.tf.program import (
     Slot,
     first_line,
     flatten_outputs,
-    function_name,
     function_raised,
+    no_float_input,
     output_base,
     user_traceback,
 )
@@ -254,7 +253,14 @@ def record(program: Program) -> Recording:
     """Run f under a persistent GradientTape watching every differentiable argument and the
     trainable variables f reads (which become sources too, as --wrt allows)."""
     tf = tensorflow()
-    with tf.GradientTape(persistent=True) as tape:
+    created: list[Any] = []
+
+    def noting(next_creator: Any, **kwargs: Any) -> Any:
+        variable = next_creator(**kwargs)
+        created.append(variable)
+        return variable
+
+    with tf.GradientTape(persistent=True) as tape, tf.variable_creator_scope(noting):
         for slot in program.sources:
             tape.watch(slot.value)
         start = time.perf_counter()
@@ -263,14 +269,12 @@ def record(program: Program) -> Recording:
         except (Exception, SystemExit) as exc:
             raise function_raised(program.function, exc) from exc
     seconds = time.perf_counter() - start
-    read = list(tape.watched_variables())
+    # Variables f creates on each call are copies of values, not parameters to train.
+    read = [v for v in tape.watched_variables() if not any(v is c for c in created)]
     slots, notes = variable_slots(program, read)
     program.slots += slots
     if not program.sources:
-        kinds = ", ".join(f"{s.name} is {s.dtype}" for s in program.slots) or "no arguments"
-        raise InputError(f"no floating-point input to differentiate ({kinds}), and"
-                         f" {function_name(program.function)} reads no trainable variable;"
-                         " write floats like '[1.0, 2.0]'")
+        raise no_float_input(program)
     program.notes += notes + select_sources(program.slots, program.wrt)
     unread = unread_weights(program.function, read)
     return Recording(program, tape, flatten_outputs(result, output_base(program)), seconds,
