@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from gradcheck.numerics.tolerances import machine_eps
-from gradcheck.report import CheckResult, Kind, Status, format_index
+from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
+from gradcheck.tf.keras import random_layers
 from gradcheck.tf.program import OutputLeaf, flatten_outputs, output_base
 from gradcheck.tf.recording import Recording
 
@@ -44,10 +45,14 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
         if not changes:
             return None
         output, (what, largest, index) = changes[0]
+    layers = random_layers(recording.program.function)
+    culprit = (f"; its random layers: {', '.join(layers)} (check in inference mode, without"
+               " --training, or fix their seeds)" if layers else "")
     return CheckResult(
         Kind.NONDETERMINISM, Status.FAIL,
         f"{name} returned different values on two calls with the same inputs: {what}; random"
         " ops (tf.random.*, dropout) or state that changes between calls make finite"
         " differences meaningless, so no gradient verdict is given: fix the randomness"
-        " (tf.random.stateless_*) or check a deterministic version",
-        output=output, max_abs_err=largest, worst_index=index)
+        f" (tf.random.stateless_*) or check a deterministic version{culprit}",
+        output=output, max_abs_err=largest, worst_index=index,
+        cause=Cause("random", what, culprit=", ".join(layers) or None))

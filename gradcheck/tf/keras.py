@@ -88,3 +88,17 @@ def keras_target(obj: Any, training: bool = False) -> tuple[Any, list[str]]:
         notes.append(f"{obj.name} is called with training=True (--training)")
         return TrainingCall(obj), notes
     return obj, notes
+
+
+RANDOM_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
+                 "GaussianNoise", "GaussianDropout", "AlphaDropout")
+
+
+def random_layers(function: Any) -> list[str]:
+    """The layers of a Keras target that draw random numbers when training (dropout...)."""
+    layer = getattr(function, "layer", function)
+    found = []
+    for sub in getattr(layer, "layers", None) or [layer]:
+        if type(sub).__name__ in RANDOM_LAYERS or type(sub).__name__.startswith("Random"):
+            found.append(f"{sub.name} ({type(sub).__name__})")
+    return found

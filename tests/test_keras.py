@@ -1,0 +1,137 @@
+"""Keras layers and models, and the variables a function reads: every trainable weight is a
+source; weights that never get a gradient are found, and where their path is cut."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from click.testing import Result
+
+import gradcheck
+from gradcheck.options import CheckOptions
+from gradcheck.pipeline import TargetRequest, check_request
+from gradcheck.report import CheckResult, Report
+
+from .conftest import FIXTURES, fixture_target
+
+
+def _check(function: str, **options: object) -> Report:
+    target = f"{FIXTURES / 'keras_models.py'}:{function}"
+    return check_request(TargetRequest(target, path=str(FIXTURES)), CheckOptions(**options))
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, Report]:
+    """Each model checked once, shared by the tests below."""
+    names = ["numpy_model", "frozen_model", "wrong_gradient_model", "two_heads",
+             "two_heads_unbuilt", "dense_model", "dropout_model", "uses_module_variable",
+             "dense_instance"]
+    return {name: _check(name) for name in names}
+
+
+def _not_passing(report: Report) -> list[CheckResult]:
+    return [c for c in report.checks if c.status != "pass"]
+
+
+def _line(result: CheckResult) -> int:
+    assert result.location is not None
+    return int(result.location.rpartition(":")[2])
+
+
+def test_weights_are_sources_named_by_path(reports: dict[str, Report]) -> None:
+    inputs = {i.name: i.kind for i in reports["dense_model"].inputs}
+    assert inputs == {"args[0]": "argument", "hidden/kernel": "variable",
+                      "hidden/bias": "variable", "out/kernel": "variable",
+                      "out/bias": "variable"}
+    jacobians = {c.input for c in reports["dense_model"].checks if c.check == "jacobian"}
+    assert jacobians == set(inputs)
+
+
+def test_a_correct_model_passes_in_float64_and_float32(reports: dict[str, Report]) -> None:
+    for name in ("dense_model", "dense_instance"):
+        assert _not_passing(reports[name]) == [], name
+    assert {i.dtype for i in reports["dense_model"].inputs} == {"float64"}
+    assert {i.dtype for i in reports["dense_instance"].inputs if i.kind == "variable"} == {
+        "float32"}
+    assert any("float32's" in note for note in reports["dense_instance"].notes)
+    assert any("float64 dtype policy" in note for note in reports["dense_model"].notes)
+
+
+def test_weight_copied_with_numpy_is_cut_at_that_line(reports: dict[str, Report]) -> None:
+    found = {(c.check, c.status, c.input) for c in _not_passing(reports["numpy_model"])}
+    assert ("connected", "fail", "scale/w") in found
+    cut = next(c for c in reports["numpy_model"].checks if c.check == "graph-break")
+    assert cut.input == "scale/w" and _line(cut) == 14 and ".numpy()" in cut.message
+    assert cut.cause is not None and cut.cause.mistake == "numpy-method"
+
+
+def test_weight_behind_stop_gradient_is_cut_at_that_line(reports: dict[str, Report]) -> None:
+    cut = [c for c in reports["frozen_model"].checks if c.check == "graph-break"]
+    assert [(c.status, c.input, _line(c)) for c in cut] == [("fail", "shift/b", 24)]
+    connected = next(c for c in reports["frozen_model"].checks
+                     if c.check == "connected" and c.input == "shift/b")
+    assert connected.status == "fail"
+
+
+def test_wrong_custom_gradient_in_a_layer_is_named(reports: dict[str, Report]) -> None:
+    failing = [c for c in reports["wrong_gradient_model"].checks if c.failed]
+    assert failing and all(_line(c) == 30 for c in failing)
+    assert any("custom_gradient scaled_tanh" in c.message for c in failing)
+
+
+def test_a_head_off_the_path_never_trains(reports: dict[str, Report]) -> None:
+    warned = {c.input for c in _not_passing(reports["two_heads"])
+              if c.check == "connected" and c.status == "warn"}
+    assert warned == {"unused/kernel", "unused/bias"}
+    assert reports["two_heads"].ok
+    message = next(c.message for c in reports["two_heads"].checks if c.input == "unused/kernel"
+                   and c.status == "warn")
+    assert "No gradients provided" in message and "never reads" in message
+
+
+def test_a_layer_never_called_is_named(reports: dict[str, Report]) -> None:
+    warned = [c for c in _not_passing(reports["two_heads_unbuilt"])]
+    assert [(c.check, c.status, c.input) for c in warned] == [("connected", "warn", "unused")]
+
+
+def test_module_level_variable_is_a_source(reports: dict[str, Report]) -> None:
+    report = reports["uses_module_variable"]
+    assert {(i.name, i.kind) for i in report.inputs} == {("x", "argument"),
+                                                         ("scale", "variable")}
+    assert report.ok and _not_passing(report) == []
+
+
+def test_dropout_is_deterministic_in_inference_and_named_in_training(
+        reports: dict[str, Report]) -> None:
+    assert reports["dropout_model"].ok
+    training = _check("dropout_model", training=True)
+    random = [c for c in training.checks if c.check == "nondeterminism"]
+    assert [c.status for c in random] == ["fail"]
+    assert "dropout (Dropout)" in random[0].message
+    assert not any(c.check == "jacobian" for c in training.checks)
+
+
+def test_wrt_selects_sources() -> None:
+    only = _check("dense_model", wrt="hidden/bias")
+    assert {c.input for c in only.checks if c.check == "jacobian"} == {"hidden/bias"}
+    arguments = _check("dense_model", wrt="inputs")
+    assert {c.input for c in arguments.checks if c.check == "jacobian"} == {"args[0]"}
+    with pytest.raises(gradcheck.errors.InputError, match="names no source of f"):
+        _check("dense_model", wrt="nope")
+
+
+@pytest.mark.parametrize("name", ["conv_model", "lstm_model", "attention_model"])
+def test_real_layers_have_no_false_alarm(name: str) -> None:
+    report = _check(name)
+    assert _not_passing(report) == [], [c.message for c in _not_passing(report)]
+
+
+def test_the_cli_json_lists_variables(run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", fixture_target("keras_models", "frozen_model"),
+                      "--path", str(FIXTURES), "--format", "json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert {"name": "shift/b", "shape": [3], "dtype": "float64", "differentiable": True,
+            "kind": "variable"} in data["inputs"]
