@@ -37,6 +37,8 @@ class BlockView:
     measure: str
     status: str | None
     notes: tuple[str, ...] = ()
+    # The verdict's likely cause, in a line: "transposed: custom_gradient f (line 9) at ...".
+    cause: str | None = None
 
     @property
     def name(self) -> str:
@@ -188,7 +190,19 @@ def _view(report: Report, block: Block) -> BlockView:
     failing = (excess > 1.0) | np.isinf(excess)
     return BlockView(block.output, block.input, output_shape, input_shape, ad, fd, excess,
                      failing, measure, None if verdict is None else str(verdict.status),
-                     tuple(notes))
+                     tuple(notes), _cause_line(verdict))
+
+
+def _cause_line(verdict: CheckResult | None) -> str | None:
+    cause = None if verdict is None or not verdict.failed else verdict.cause
+    if cause is None:
+        return None
+    line = f"likely cause: {cause.mistake}"
+    if cause.culprit:
+        line += f", {cause.culprit}"
+    if cause.location:
+        line += f" at {cause.location}"
+    return line
 
 
 def block_views(report: Report) -> list[BlockView]:

@@ -12,7 +12,13 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import UsageError
-from gradcheck.render.blocks import BlockView, block_views, element_index, slug
+from gradcheck.render.blocks import (
+    CUT_PATH_FRACTION,
+    BlockView,
+    block_views,
+    element_index,
+    slug,
+)
 from gradcheck.report import Report
 
 PLOT_MISSING = "--plot needs matplotlib: pip install 'gradcheck[plot]'"
@@ -25,8 +31,12 @@ LABEL_EVERY = 16
 ANNOTATE_CELLS = 8
 # Sidecars list at most this many failing elements (the count is always exact).
 MAX_LISTED = 10_000
+# Up to this many cells per axis each failing cell gets its own box and the worst a circle.
+BOX_CELLS = 40
+INSET = 0.07
 DPI = 100
 OUTLINE = "#111111"
+WORST_COLOUR = "#ffd400"
 # Below 1 (within tolerance): white to grey; above 1 (failing): yellow to dark red.
 EXCESS_COLOURS = ((0.0, "#ffffff"), (0.5, "#9a9a9a"), (0.5, "#fed976"), (0.75, "#fc4e2a"),
                   (1.0, "#67000d"))
@@ -143,9 +153,9 @@ def _set_ticks(axis: Any, count: int, shape: tuple[int, ...], tile: int) -> None
 
 def _axis_label(role: str, name: str, shape: tuple[int, ...]) -> str:
     if not shape:
-        return f"{role} {name} (scalar)"
+        return f"{role} {name} (a scalar)"
     flat = ", flattened row-major" if len(shape) > 1 else ""
-    return f"{role} {name} {tuple(shape)}: element{flat}"
+    return f"{role} {name}, shape {tuple(shape)}: element index{flat}"
 
 
 def _annotate(ax: Any, matrix: np.ndarray, limit: float) -> None:
@@ -155,16 +165,18 @@ def _annotate(ax: Any, matrix: np.ndarray, limit: float) -> None:
     size = 9 if max(rows, columns) <= 4 else 7
     for r in range(rows):
         for c in range(columns):
-            value = matrix[r, c]
+            value = matrix[r, c] + 0.0  # no "-0"
             dark = limit > 0 and np.isfinite(value) and abs(value) > 0.6 * limit
             ax.text(c, r, f"{value:.3g}", ha="center", va="center", fontsize=size,
                     color="white" if dark else "black")
 
 
-def _excess_axis(view: BlockView) -> tuple[str, str]:
+def _excess_axis(view: BlockView) -> tuple[str, str, float]:
+    """Title, colour-bar label, and the factor from the excess to the value drawn."""
     if view.measure == "block-scale":
-        return "|AD − FD| vs block scale", "|FD| / (1e-6 · max |FD|), log scale; > 1 outlined"
-    return "|AD − FD| / allowed", "|AD − FD| / allowed, log scale; > 1 fails"
+        return ("|AD − FD| / max |FD|",
+                f"|AD − FD| / max |FD| (log; > {CUT_PATH_FRACTION:g} outlined)", CUT_PATH_FRACTION)
+    return "|AD − FD| / allowed", "|AD − FD| / allowed (log; > 1 fails)", 1.0
 
 
 def _title(view: BlockView) -> str:
@@ -175,12 +187,15 @@ def _title(view: BlockView) -> str:
     failing = int(view.failing.sum())
     if worst is not None and failing:
         r, c = worst
-        title += (f" — {failing} of {view.failing.size} elements fail; worst"
+        title += (f": {failing} of {view.failing.size} elements fail; worst"
                   f" {view.output}{_bracket(view.output_index(r))} /"
-                  f" {view.input}{_bracket(view.input_index(c))}:"
-                  f" {_number(view.excess[r, c])}× allowed")
+                  f" {view.input}{_bracket(view.input_index(c))}")
+        if view.measure == "allowed":
+            title += f" at {_number(view.excess[r, c])}× the allowed error"
     elif worst is not None:
-        title += f" — every element within tolerance (at most {view.max_excess:.2g}× allowed)"
+        title += f": every element within tolerance (at most {view.max_excess:.2g}× allowed)"
+    if view.cause:
+        title += "\n" + view.cause
     return title
 
 
@@ -192,14 +207,57 @@ def _number(value: float) -> str:
     return "inf" if not np.isfinite(value) else f"{value:.3g}"
 
 
+def _log_ticks(bottom: int, top: int) -> list[int]:
+    step = max(1, math.ceil((top - bottom) / 7))
+    return [k * step for k in range(math.ceil(bottom / step), top // step + 1)]
+
+
+def _mark_failing(ax: Any, failing: np.ndarray, small: bool, width: float) -> None:
+    """Each failing cell boxed (small blocks), else the outline of the failing regions; a
+    white halo keeps the line visible on any colour."""
+    from matplotlib import patheffects
+    from matplotlib.collections import LineCollection
+
+    halo: list[Any] = [patheffects.withStroke(linewidth=width + 2.0, foreground="white")]
+    if small:
+        inset = 0.5 - INSET
+        boxes = [[(c - inset, r - inset), (c + inset, r - inset), (c + inset, r + inset),
+                  (c - inset, r + inset), (c - inset, r - inset)]
+                 for r, c in np.argwhere(failing)]
+        if boxes:
+            lines = LineCollection(boxes, colors=OUTLINE, linewidths=width, gid="failing-cells")
+            lines.set_path_effects(halo)
+            ax.add_collection(lines)
+        return
+    segments = outline_segments(failing)
+    if segments:
+        lines = LineCollection(segments, colors=OUTLINE, linewidths=width,
+                               gid="failing-boundary")
+        lines.set_path_effects(halo)
+        ax.add_collection(lines)
+
+
+def _mark_worst(ax: Any, row: int, column: int, small: bool) -> None:
+    from matplotlib.patches import Circle
+
+    if small:
+        for width, colour in ((3.2, "black"), (1.5, WORST_COLOUR)):
+            ax.add_patch(Circle((column, row), 0.34, fill=False, linewidth=width,
+                                edgecolor=colour, gid="worst"))
+        return
+    for width, colour in ((3.0, "black"), (1.4, WORST_COLOUR)):
+        ax.plot([column], [row], marker="o", markersize=15, markerfacecolor="none",
+                markeredgecolor=colour, markeredgewidth=width, gid="worst")
+
+
 def block_figure(view: BlockView) -> Any:
     """The three-panel matplotlib Figure of one block (no pyplot, no global state)."""
     figure_class = require_matplotlib()
-    from matplotlib.collections import LineCollection
     from matplotlib.colors import LinearSegmentedColormap, Normalize, TwoSlopeNorm
 
     drawn = _drawn(view)
     rows, columns = drawn.finite_difference.shape
+    small = max(rows, columns) <= BOX_CELLS
     ratio = rows / columns
     panel_width = 4.6
     panel_height = float(np.clip(panel_width * ratio, 1.4, 6.5))
@@ -208,18 +266,18 @@ def block_figure(view: BlockView) -> Any:
     if drawn.tile != (1, 1):
         notes.append(f"large block: each cell shows a {drawn.tile[0]}×{drawn.tile[1]} tile"
                      " (largest magnitude; outlined if any element fails)")
-    figure = figure_class(figsize=(3 * panel_width + 1.6, panel_height + 1.6 + 0.2 * len(notes)),
-                          dpi=DPI, layout="constrained")
+    height = panel_height + 1.7 + 0.2 * len(notes) + (0.25 if view.cause else 0.0)
+    figure = figure_class(figsize=(3 * panel_width + 1.8, height), dpi=DPI,
+                          layout="constrained")
     axes = figure.subplots(1, 3, sharex=True, sharey=True)
-    figure.suptitle(_title(view), fontsize=11)
+    figure.suptitle(_title(view), fontsize=10.5)
 
     values = np.concatenate([drawn.autodiff[np.isfinite(drawn.autodiff)],
                              drawn.finite_difference[np.isfinite(drawn.finite_difference)]])
     limit = float(np.max(np.abs(values), initial=0.0)) or 1.0
     j_norm = Normalize(-limit, limit)
     j_map = LinearSegmentedColormap.from_list(
-        "j", ["#2166ac", "#92c5de", "#f7f7f7", "#f4a582", "#b2182b"])
-    j_map.set_bad("#000000")
+        "j", ["#2166ac", "#92c5de", "#f7f7f7", "#f4a582", "#b2182b"]).with_extremes(bad="black")
     ad_title = ("autodiff J (tape.jacobian)" if view.autodiff is not None
                 else "autodiff: None (path cut), drawn as 0")
     for ax, matrix, title in ((axes[0], drawn.autodiff, ad_title),
@@ -230,40 +288,34 @@ def block_figure(view: BlockView) -> Any:
         _annotate(ax, matrix, limit)
     figure.colorbar(image, ax=list(axes[:2]), shrink=0.9, label="∂output/∂input (shared scale)")
 
+    excess_title, excess_label, factor = _excess_axis(view)
+    centre = math.log10(factor)
     with np.errstate(divide="ignore", invalid="ignore"):
-        logs = np.log10(drawn.excess)
+        logs = np.log10(drawn.excess * factor)
     finite = logs[np.isfinite(logs)]
-    top = max(1.0, float(np.ceil(np.max(finite, initial=0.0))))
-    bottom = min(-3.0, -top) if top > 3 else -3.0
+    top = max(int(centre) + 1, math.ceil(float(np.max(finite, initial=centre))))
+    bottom = int(centre) - max(3, top - int(centre))
     logs = np.where(np.isposinf(logs), top, np.where(np.isneginf(logs), bottom, logs))
-    excess_map = LinearSegmentedColormap.from_list("excess", list(EXCESS_COLOURS))
-    excess_map.set_bad(KINK_COLOUR)
-    excess_title, excess_label = _excess_axis(view)
+    excess_map = LinearSegmentedColormap.from_list(
+        "excess", list(EXCESS_COLOURS)).with_extremes(bad=KINK_COLOUR)
     failing = int(view.failing.sum())
     excess_title += (f": {failing} of {view.failing.size} fail" if failing
                      else ": all within tolerance")
     image = axes[2].imshow(np.clip(logs, bottom, top), cmap=excess_map,
-                           norm=TwoSlopeNorm(0.0, bottom, top), interpolation="nearest",
+                           norm=TwoSlopeNorm(centre, bottom, top), interpolation="nearest",
                            aspect=aspect)
     axes[2].set_title(excess_title, fontsize=10)
     bar = figure.colorbar(image, ax=axes[2], shrink=0.9, label=excess_label)
-    ticks = list(range(int(bottom), int(top) + 1, max(1, (int(top) - int(bottom)) // 6)))
+    ticks = _log_ticks(bottom, top)
     bar.set_ticks(ticks)
     bar.set_ticklabels([_power(t) for t in ticks])
 
-    segments = outline_segments(drawn.failing)
-    width = float(np.clip(120.0 / max(rows, columns), 0.6, 2.2))
+    width = 2.0 if small else float(np.clip(120.0 / max(rows, columns), 0.6, 2.0))
     worst = view.worst
     for ax in axes:
-        if segments:
-            ax.add_collection(LineCollection(segments, colors=OUTLINE, linewidths=width,
-                                             gid="failing"))
+        _mark_failing(ax, drawn.failing, small, width)
         if worst is not None and failing:
-            r, c = worst[0] // drawn.tile[0], worst[1] // drawn.tile[1]
-            ax.plot([c], [r], marker="o", markersize=16, markerfacecolor="none",
-                    markeredgecolor="black", markeredgewidth=3.0, gid="worst")
-            ax.plot([c], [r], marker="o", markersize=16, markerfacecolor="none",
-                    markeredgecolor="#ffd400", markeredgewidth=1.4, gid="worst-inner")
+            _mark_worst(ax, worst[0] // drawn.tile[0], worst[1] // drawn.tile[1], small)
         _set_ticks(ax.xaxis, columns, view.input_shape, drawn.tile[1])
         _set_ticks(ax.yaxis, rows, view.output_shape, drawn.tile[0])
         ax.set_xlabel(_axis_label("input", view.input, view.input_shape), fontsize=9)
@@ -305,7 +357,7 @@ def sidecar(view: BlockView, png: str) -> dict[str, Any]:
         "failing_count": int(len(failing)),
         "failing": [[int(r), int(c)] for r, c in failing[:MAX_LISTED]],
         "failing_truncated": bool(len(failing) > MAX_LISTED),
-        "worst": None, "notes": list(view.notes), "png": png,
+        "worst": None, "cause": view.cause, "notes": list(view.notes), "png": png,
         "tile": list(_tile(view.shape)),
     }
     if worst is not None:
