@@ -120,6 +120,19 @@ def test_x_stops_at_the_first_failure(pytester: pytest.Pytester, project: Path) 
     result.stdout.fnmatch_lines(["*stopping after 1 failures*"])
 
 
+def test_warnings_pass_and_show_in_the_warnings_summary(pytester: pytest.Pytester) -> None:
+    pytester.makepyprojecttoml(f"""
+        [tool.gradcheck]
+        [[tool.gradcheck.check]]
+        name = "ste"
+        target = "{FIXTURES / 'straight_through.py'}:quantised_layer"
+        surrogate = "ste_round"
+    """)
+    result = pytester.runpytest_subprocess("--gradcheck", "-p", "no:xdist")
+    result.assert_outcomes(passed=1, warnings=3)
+    result.stdout.fnmatch_lines(["*GradcheckWarning: ste: custom-gradient: *"])
+
+
 def test_a_configuration_error_is_one_collection_error(pytester: pytest.Pytester) -> None:
     pytester.makepyprojecttoml("""
         [tool.gradcheck]
