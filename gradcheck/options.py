@@ -10,7 +10,7 @@ from typing import Any
 
 from gradcheck.report import Kind
 
-ALL_KINDS = frozenset(Kind)
+ALL_KINDS = frozenset(Kind)  # second-order runs only with order=2
 COMMAND_KINDS = {
     "jacobian": frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
                            Kind.KINK, Kind.FAST}),
@@ -42,6 +42,10 @@ class CheckOptions:
     wrt: str = "all"
     # Call Keras layers and models with training=True (dropout, batch statistics).
     training: bool = False
+    # Also compute the VJP under tf.function and XLA and compare (the compiled check).
+    compiled: bool = True
+    # 2 adds the second-order check (derivatives of the VJP).
+    order: int = 1
     # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).
     keep_blocks: bool = False
     # False: never vectorise (pfor, vectorized_map), e.g. after TensorFlow crashed doing so.

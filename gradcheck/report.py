@@ -42,6 +42,8 @@ class Kind(_Spelled):
     NONDETERMINISM = "nondeterminism"
     FAST = "fast"
     JVP = "jvp"
+    COMPILED = "compiled"
+    SECOND_ORDER = "second-order"
 
 
 STATUSES = tuple(Status)

@@ -145,8 +145,8 @@ def test_quiet_prints_only_the_summary(run_cli: Run) -> None:
     target = fixture_target("custom_gradient_correct")
     result = run_cli(["check", target, "-q"])
     assert result.exit_code == 0
-    # custom-gradient, connected, jacobian, vjp and jvp: five checks, all passing.
-    assert result.stdout == f"OK {target}: 5 passed\n"
+    # custom-gradient, connected, jacobian, vjp, jvp, compiled twice: seven, all passing.
+    assert result.stdout == f"OK {target}: 7 passed\n"
 
 
 # Each bundled example's verdict and, when it fails, the finding's check kind and line:

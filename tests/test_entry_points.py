@@ -35,7 +35,7 @@ def test_installed_console_script_reports_a_wrong_grad_fn() -> None:
 def test_python_dash_m_gradcheck_passes_a_correct_fixture() -> None:
     done = _run(sys.executable, "-m", "gradcheck", "check", "custom_gradient_correct.py:f", "-q")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "OK custom_gradient_correct.py:f: 5 passed\n"
+    assert done.stdout == "OK custom_gradient_correct.py:f: 7 passed\n"
     usage = _run(sys.executable, "-m", "gradcheck", "check")
     assert usage.returncode == 2
     assert usage.stderr == "Error: Missing argument 'TARGET'.\n"

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.checks.compiled import check_compiled
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.determinism import changed_between_calls
 from gradcheck.checks.explanation import explanation
@@ -161,6 +162,8 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
             found.extend(full)
         if ctx.wants(Kind.JVP):
             found.extend(check_jvp(ctx))
+        if ctx.wants(Kind.COMPILED) and options.compiled:
+            found.extend(check_compiled(ctx))
     found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
     found.notes += [note for note in recording.workarounds if note not in found.notes]
     inputs, outputs = _tensor_infos(recording)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,8 +26,8 @@ def relative_path(path: str | os.PathLike[str]) -> str:
 
 
 def is_user_file(filename: str) -> bool:
-    if filename.startswith("<"):
-        return False
+    if filename.startswith("<") or "__autograph_generated" in filename:
+        return False  # autograph's rewrite of the user's function, not their source
     resolved = str(Path(filename).resolve())
     if f"{os.sep}_fixtures{os.sep}" in resolved:
         return True  # the bundled examples, installed inside the package, are user code
@@ -44,6 +45,16 @@ def innermost_user_frame(frames: Iterable[traceback.FrameSummary]) -> str | None
     return format_location(user[-1].filename, user[-1].lineno) if user else None
 
 
+# tf.function re-raises errors from traced code with the user's frames in the message.
+_QUOTED_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
 def exception_location(exc: BaseException) -> str | None:
-    """path:line of the innermost user frame of an exception's traceback."""
-    return innermost_user_frame(traceback.extract_tb(exc.__traceback__))
+    """path:line of the innermost user frame of an exception's traceback (or, for an error
+    from traced code, of the frames its message quotes)."""
+    found = innermost_user_frame(traceback.extract_tb(exc.__traceback__))
+    if found is not None:
+        return found
+    quoted = [(name, int(line)) for name, line in _QUOTED_FRAME.findall(str(exc))
+              if is_user_file(name)]
+    return format_location(*quoted[-1]) if quoted else None

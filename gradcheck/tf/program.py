@@ -303,8 +303,12 @@ def function_name(function: Callable[..., Any]) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    line = _TF_ERROR_NOISE.sub("", text.splitlines()[0]).strip() if text else ""
+    """The error in one line; for a tf.function's 'in user code:' report, its last line
+    (the underlying error)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if lines and lines[0] == "in user code:" and len(lines) > 1:
+        return _TF_ERROR_NOISE.sub("", lines[-1]).strip()[:200]
+    line = _TF_ERROR_NOISE.sub("", lines[0]).strip() if lines else ""
     return f"{type(exc).__name__}: {line[:200]}" if line else type(exc).__name__
 
 

@@ -1,0 +1,58 @@
+"""The same VJP computed inside tf.function, with or without XLA (jit_compile=True)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
+
+
+@dataclass(frozen=True)
+class CompiledVJP:
+    """The gradients for each source (None where there is none) and how often f was traced
+    for two calls at different values."""
+
+    gradients: list[np.ndarray | None]
+    traces: int
+
+
+def compiled_vjp(program: Program, output_indices: Sequence[int],
+                 upstreams: Sequence[np.ndarray], jit: bool) -> CompiledVJP:
+    """tape.gradient(ys, sources, output_gradients=us) inside one tf.function; raises what
+    tracing or compiling raises."""
+    tf = tensorflow()
+    sources = [i for i, slot in enumerate(program.slots) if slot.differentiable]
+    arguments = [i for i in sources if program.slots[i].argument
+                 and not program.slots[i].is_variable]
+
+    def vjp(*values: Any) -> list[Any]:
+        replacements = dict(zip(arguments, values))
+        with tf.GradientTape() as tape:
+            for value in values:
+                tape.watch(value)
+            leaves = flatten_outputs(program.call(replacements))
+        targets = [leaves[k].tensor for k in output_indices]
+        watched = [replacements.get(i, program.slots[i].value) for i in sources]
+        grads = tape.gradient(targets, watched, output_gradients=[
+            tf.constant(u, dtype=t.dtype) for u, t in zip(upstreams, targets)])
+        return [tf.zeros(0, tf.float64) if g is None else tf.cast(
+            tf.convert_to_tensor(g), tf.float64) for g in grads]
+
+    compiled = tf.function(vjp, jit_compile=jit)
+    values = [tf.constant(program.value_of(i), dtype=program.slots[i].dtype)
+              for i in arguments]
+    program.announce(f"the VJP under tf.function{' with XLA' if jit else ''}")
+    with silenced_stderr_fd():
+        grads = compiled(*values)
+        # A second call at other values: a well-written f is not traced again.
+        compiled(*[v * (1 + 1e-3) + 1e-3 for v in values])
+    shapes = [program.slots[i].shape for i in sources]
+    return CompiledVJP(
+        [None if g.shape == (0,) and shape != (0,) else np.asarray(g).reshape(shape)
+         for g, shape in zip(grads, shapes)],
+        int(compiled.experimental_get_tracing_count()))
