@@ -16,6 +16,7 @@ from gradcheck.checks.fast import run_fast
 from gradcheck.checks.full import SourceAnalysis, analyse, check_block
 from gradcheck.checks.jvp import check_jvp
 from gradcheck.checks.mode import choose_mode
+from gradcheck.checks.second_order import check_second_order
 from gradcheck.checks.upstream import check_upstreams
 from gradcheck.checks.vjp import check_vjp
 from gradcheck.checks.weights import unbuilt_layer_results
@@ -164,6 +165,8 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
             found.extend(check_jvp(ctx))
         if ctx.wants(Kind.COMPILED) and options.compiled:
             found.extend(check_compiled(ctx))
+        if options.order >= 2 and ctx.wants(Kind.SECOND_ORDER):
+            found.extend(check_second_order(ctx))
     found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
     found.notes += [note for note in recording.workarounds if note not in found.notes]
     inputs, outputs = _tensor_infos(recording)

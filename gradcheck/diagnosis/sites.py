@@ -18,7 +18,7 @@ from gradcheck.tf.program import prepare
 from gradcheck.tf.sites import eager_call, forward_jacobian, site_vjp
 
 SITE_KINDS = frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
-                        Kind.FAST})
+                        Kind.FAST, Kind.SECOND_ORDER})
 
 
 def _site_arguments(site: Site) -> list[NamedArgument]:

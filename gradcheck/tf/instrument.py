@@ -272,9 +272,14 @@ def make_decorator(observer: Observer, original: Callable[..., Any]) -> Callable
     def custom_gradient(f: Callable[..., Any] | None = None) -> Any:
         if f is None:
             return custom_gradient
-        site = Site(getattr(f, "__name__", "custom_gradient"), f, _source_location(f),
-                    parameter_names=_parameter_names(f))
-        observer.sites.append(site)
+        name, definition = getattr(f, "__name__", "custom_gradient"), _source_location(f)
+        # Decorated again on every call (a custom_gradient defined inside a grad_fn): one site.
+        site = next((s for s in observer.sites if definition is not None
+                     and (s.name, s.definition) == (name, definition)), None)
+        if site is None:
+            site = Site(name, f, definition, parameter_names=_parameter_names(f))
+            observer.sites.append(site)
+        site.forward = f
 
         @functools.wraps(f)
         def forward(*args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,49 @@
+"""The second-order check (--order 2): the derivative of the VJP, nested tapes against
+central differences of the VJP."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradcheck.options import CheckOptions
+from gradcheck.pipeline import TargetRequest, check_request
+from gradcheck.report import CheckResult, Report
+
+from .conftest import FIXTURES
+
+
+def _check(function: str, order: int = 2) -> Report:
+    return check_request(TargetRequest(f"{FIXTURES / 'second_order.py'}:{function}"),
+                         CheckOptions(order=order))
+
+
+def _second(report: Report) -> list[CheckResult]:
+    return [c for c in report.checks if c.check == "second-order"]
+
+
+def test_a_grad_fn_through_numpy_has_no_second_derivative() -> None:
+    report = _check("square_numpy")
+    found = _second(report)
+    assert [c.status for c in found] == ["fail"]
+    assert found[0].location is not None and found[0].location.endswith("second_order.py:7")
+    assert "custom_gradient square_numpy (line 6)" in found[0].message
+    assert "is not differentiable" in found[0].message and "nest a" in found[0].message
+    assert {c.check for c in report.checks if c.failed} == {"second-order"}
+
+
+def test_first_order_checks_alone_pass_it() -> None:
+    assert _check("square_numpy", order=1).ok
+
+
+def test_a_wrong_nested_second_derivative_is_named() -> None:
+    found = _second(_check("softplus_bad_second"))
+    assert [c.status for c in found] == ["fail"]
+    assert "second derivative that is off by a constant factor of 2" in found[0].message
+    assert found[0].cause is not None and found[0].cause.mistake == "factor"
+
+
+@pytest.mark.parametrize("function", ["cube_nested", "smooth"])
+def test_differentiable_gradients_pass(function: str) -> None:
+    report = _check(function)
+    assert [c.status for c in _second(report)] == ["pass"] and report.ok
+    assert all(c.max_abs_err is not None and c.max_abs_err < 1e-8 for c in _second(report))
