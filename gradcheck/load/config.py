@@ -53,6 +53,10 @@ class CheckConfig:
     dtype: str = "auto"
     timeout: float | None = None  # this check's own; RunConfig.timeout is the default
     surrogate: tuple[str, ...] = ()
+    wrt: str = "all"
+    order: int = 1
+    training: bool = False
+    compiled: bool = True
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,21 @@ def _choice(choices: Sequence[str]) -> Callable[[Any, str], str]:
     return parse
 
 
+def _boolean(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(where, f"expected true or false, got {value!r} ({_kind(value)})")
+    return value
+
+
+def _choice_of_ints(choices: Sequence[int]) -> Callable[[Any, str], int]:
+    def parse(value: Any, where: str) -> int:
+        if isinstance(value, bool) or value not in choices:
+            raise _fail(where, f"expected one of {', '.join(map(str, choices))}, got {value!r}")
+        return int(value)
+
+    return parse
+
+
 def _target(value: Any, where: str) -> str:
     text = _string(value, where)
     try:
@@ -165,6 +184,8 @@ CHECK_KEYS: dict[str, Callable[[Any, str], Any]] = {
     "seed": _integer(0), "mode": _choice(MODES), "atol": _number(False),
     "rtol": _number(False), "eps": _number(True), "probes": _integer(1),
     "dtype": _choice(DTYPES), "timeout": _number(True), "surrogate": _strings,
+    "wrt": _string, "order": _choice_of_ints((1, 2)), "training": _boolean,
+    "compiled": _boolean,
 }
 TOP_KEYS: dict[str, Callable[[Any, str], Any]] = {
     "path": _string, "timeout": _number(True), "check": lambda value, where: value,
