@@ -157,9 +157,10 @@ def test_sign_flip_is_visible() -> None:
 
 
 def test_cut_path_draws_fd_and_a_zero_autodiff(cut_path: Report, tmp_path: Path) -> None:
-    assert not cut_path.blocks  # no Block today: drawn from the connected check's details
+    (block,) = cut_path.blocks  # kept by the core with autodiff None
+    assert block.autodiff is None and block.finite_difference.shape == (2, 2)
     (view,) = block_views(cut_path)
-    assert view.autodiff is None and view.measure == "block-scale"
+    assert view.autodiff is None
     (picture,) = render_pictures(cut_path)
     # y = exp(2x) elementwise: the diagonal carries the dependence autodiff misses.
     assert picture.sidecar["failing"] == [[0, 0], [1, 1]]

@@ -122,7 +122,7 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
         return found
     if outcome.value is None:
         analysis.autodiff[k] = None
-        return _disconnected(ctx, analysis, k)
+        return _disconnected(ctx, analysis, k, position)
     if outcome.shape != slot.shape:
         analysis.shape_ok = False
         if ctx.wants(Kind.GRAD_SHAPE):
@@ -169,7 +169,8 @@ def _settle_doubts(ctx: CheckContext, analysis: SourceAnalysis, k: int,
                                else differences.relative_divisor(analysis.slot.value.numpy()))
 
 
-def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int) -> Findings:
+def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,
+                  position: int) -> Findings:
     found = Findings()
     slot, output = analysis.slot, ctx.outputs[k]
     where = {"input": slot.name, "output": output.name}
@@ -180,6 +181,10 @@ def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int) -> Findin
     analysis.refine(ctx, judging.in_doubt(np.zeros_like(fd.jacobian), fd, exact_zero,
                                           int(np.prod(slot.shape))))
     fd = analysis.fd[k]
+    if ctx.options.keep_blocks:  # autodiff None: a cut path, drawn as an empty block
+        found.blocks.append(Block(output.name, slot.name, None, fd.jacobian, fd.error_estimate,
+                                  ctx.tolerance.atol + ERROR_ESTIMATE_SAFETY
+                                  * fd.error_estimate, ctx.upstreams[position]))
     if judging.is_negligible(fd.jacobian, fd.error_estimate, ctx.tolerance):
         if not slot.argument:  # a trainable weight with no gradient: it never trains
             why = ("f never reads it (an unused layer, or a head not on the path?)"
