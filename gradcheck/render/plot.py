@@ -250,27 +250,9 @@ def _mark_worst(ax: Any, row: int, column: int, small: bool) -> None:
                 markeredgecolor=colour, markeredgewidth=width, gid="worst")
 
 
-def block_figure(view: BlockView) -> Any:
-    """The three-panel matplotlib Figure of one block (no pyplot, no global state)."""
-    figure_class = require_matplotlib()
-    from matplotlib.colors import LinearSegmentedColormap, Normalize, TwoSlopeNorm
-
-    drawn = _drawn(view)
-    rows, columns = drawn.finite_difference.shape
-    small = max(rows, columns) <= BOX_CELLS
-    ratio = rows / columns
-    panel_width = 4.6
-    panel_height = float(np.clip(panel_width * ratio, 1.4, 6.5))
-    aspect = "equal" if 0.25 <= ratio <= 4 else "auto"
-    notes = list(view.notes)
-    if drawn.tile != (1, 1):
-        notes.append(f"large block: each cell shows a {drawn.tile[0]}×{drawn.tile[1]} tile"
-                     " (largest magnitude; outlined if any element fails)")
-    height = panel_height + 1.7 + 0.2 * len(notes) + (0.25 if view.cause else 0.0)
-    figure = figure_class(figsize=(3 * panel_width + 1.8, height), dpi=DPI,
-                          layout="constrained")
-    axes = figure.subplots(1, 3, sharex=True, sharey=True)
-    figure.suptitle(_title(view), fontsize=10.5)
+def _jacobian_panels(figure: Any, axes: Any, view: BlockView, drawn: Any, aspect: str) -> None:
+    """Autodiff and finite-difference J on one shared, symmetric colour scale."""
+    from matplotlib.colors import LinearSegmentedColormap, Normalize
 
     values = np.concatenate([drawn.autodiff[np.isfinite(drawn.autodiff)],
                              drawn.finite_difference[np.isfinite(drawn.finite_difference)]])
@@ -288,6 +270,11 @@ def block_figure(view: BlockView) -> Any:
         _annotate(ax, matrix, limit)
     figure.colorbar(image, ax=list(axes[:2]), shrink=0.9, label="∂output/∂input (shared scale)")
 
+
+def _excess_panel(figure: Any, ax: Any, view: BlockView, drawn: Any, aspect: str) -> int:
+    """|AD − FD| / allowed on a log scale centred on 1; returns how many elements fail."""
+    from matplotlib.colors import LinearSegmentedColormap, TwoSlopeNorm
+
     excess_title, excess_label, factor = _excess_axis(view)
     centre = math.log10(factor)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -301,15 +288,38 @@ def block_figure(view: BlockView) -> Any:
     failing = int(view.failing.sum())
     excess_title += (f": {failing} of {view.failing.size} fail" if failing
                      else ": all within tolerance")
-    image = axes[2].imshow(np.clip(logs, bottom, top), cmap=excess_map,
-                           norm=TwoSlopeNorm(centre, bottom, top), interpolation="nearest",
-                           aspect=aspect)
-    axes[2].set_title(excess_title, fontsize=10)
-    bar = figure.colorbar(image, ax=axes[2], shrink=0.9, label=excess_label)
+    image = ax.imshow(np.clip(logs, bottom, top), cmap=excess_map,
+                      norm=TwoSlopeNorm(centre, bottom, top), interpolation="nearest",
+                      aspect=aspect)
+    ax.set_title(excess_title, fontsize=10)
+    bar = figure.colorbar(image, ax=ax, shrink=0.9, label=excess_label)
     ticks = _log_ticks(bottom, top)
     bar.set_ticks(ticks)
     bar.set_ticklabels([_power(t) for t in ticks])
+    return failing
 
+
+def block_figure(view: BlockView) -> Any:
+    """The three-panel matplotlib Figure of one block (no pyplot, no global state)."""
+    figure_class = require_matplotlib()
+    drawn = _drawn(view)
+    rows, columns = drawn.finite_difference.shape
+    small = max(rows, columns) <= BOX_CELLS
+    ratio = rows / columns
+    panel_width = 4.6
+    panel_height = float(np.clip(panel_width * ratio, 1.4, 6.5))
+    aspect = "equal" if 0.25 <= ratio <= 4 else "auto"
+    notes = list(view.notes)
+    if drawn.tile != (1, 1):
+        notes.append(f"large block: each cell shows a {drawn.tile[0]}×{drawn.tile[1]} tile"
+                     " (largest magnitude; outlined if any element fails)")
+    height = panel_height + 1.7 + 0.2 * len(notes) + (0.25 if view.cause else 0.0)
+    figure = figure_class(figsize=(3 * panel_width + 1.8, height), dpi=DPI,
+                          layout="constrained")
+    axes = figure.subplots(1, 3, sharex=True, sharey=True)
+    figure.suptitle(_title(view), fontsize=10.5)
+    _jacobian_panels(figure, axes, view, drawn, aspect)
+    failing = _excess_panel(figure, axes[2], view, drawn, aspect)
     width = 2.0 if small else float(np.clip(120.0 / max(rows, columns), 0.6, 2.0))
     worst = view.worst
     for ax in axes:
