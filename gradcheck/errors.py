@@ -11,17 +11,23 @@ class ExitCode(enum.IntEnum):
     CHECK_FAILED = 1
     USAGE_ERROR = 2
     FUNCTION_ERROR = 3
+    INTERNAL_ERROR = 4
 
 
 class GradcheckError(Exception):
-    """A problem that ends the run with a one-line message."""
+    """A problem that ends the run with a one-line message.
+
+    `phase` is what was running when a worker crashed, timed out or ran out of memory.
+    """
 
     exit_code: ExitCode = ExitCode.USAGE_ERROR
 
-    def __init__(self, message: str, *, user_traceback: str | None = None) -> None:
+    def __init__(self, message: str, *, user_traceback: str | None = None,
+                 phase: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.user_traceback = user_traceback
+        self.phase = phase
 
 
 class UsageError(GradcheckError):
@@ -37,6 +43,12 @@ class InputError(GradcheckError):
 
 
 class FunctionError(GradcheckError):
-    """The user's function raised (or hung) while being evaluated."""
+    """The user's function raised, crashed the process, or hit a time or memory limit."""
 
     exit_code = ExitCode.FUNCTION_ERROR
+
+
+class InternalError(GradcheckError):
+    """gradcheck or TensorFlow itself failed: a bug of ours, or a native crash with no verdict."""
+
+    exit_code = ExitCode.INTERNAL_ERROR

@@ -64,13 +64,19 @@ def render_json(report: Report) -> str:
     return json.dumps(report_dict(report), indent=2, allow_nan=False)
 
 
-def error_dict(message: str, exit_code: int, target: str | None = None) -> dict[str, Any]:
-    return {"gradcheck": VERSION, "target": target, "ok": False, "exit_code": exit_code,
-            "error": message}
+def error_dict(message: str, exit_code: int, target: str | None = None,
+               phase: str | None = None) -> dict[str, Any]:
+    """The object printed instead of a report; a crash or time-out also names its phase."""
+    data: dict[str, Any] = {"gradcheck": VERSION, "target": target, "ok": False,
+                            "exit_code": exit_code, "error": message}
+    if phase is not None:
+        data["phase"] = phase
+    return data
 
 
-def render_error_json(message: str, exit_code: int, target: str | None = None) -> str:
-    return json.dumps(error_dict(message, exit_code, target), indent=2)
+def render_error_json(message: str, exit_code: int, target: str | None = None,
+                      phase: str | None = None) -> str:
+    return json.dumps(error_dict(message, exit_code, target, phase), indent=2)
 
 
 def render_run_json(reports: list[dict[str, Any]], exit_code: int) -> str:
