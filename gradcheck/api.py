@@ -51,6 +51,8 @@ def check(
     instrument: bool = True,
     explain: bool = False,
     surrogates: tuple[str, ...] = (),
+    isolate: bool = False,
+    timeout: float | None = None,
 ) -> Report:
     """Check the gradients of f at the given arguments; never raises for a wrong gradient.
 
@@ -58,6 +60,11 @@ def check(
     is imported with every tf.custom_gradient observed, so each is also checked on its own.
     Without arguments, a TARGET's `<function>_inputs` provides them. `explain=True` adds
     what tape.gradient returns with and without output_gradients (Report.explain).
+
+    `isolate=True` runs the check in a worker process, which survives TensorFlow crashing
+    (the check runs again without vectorisation) and can be stopped after `timeout` seconds;
+    f and the arguments must then be picklable (a module-level function, or a TARGET), and a
+    script that defines f needs the `if __name__ == "__main__":` guard, as multiprocessing does.
     """
     options = CheckOptions(
         upstream=_upstream_specs(upstream), atol=atol, rtol=rtol, eps=eps, mode=mode,
@@ -65,7 +72,18 @@ def check(
         kinds=ALL_KINDS if kinds is None else frozenset(kinds), explain=explain,
         surrogates=frozenset(surrogates),
     )
-    arguments = Arguments(tuple(args), dict(kwargs or {}), "gradcheck.check")
+    call = (f, tuple(args), dict(kwargs or {}), path, instrument)
+    if isolate:
+        return _check_isolated(call, options, timeout)
+    if timeout is not None:
+        raise ValueError("timeout= needs isolate=True (only a worker process can be stopped)")
+    return check_here(*call, options)
+
+
+def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[str, Any],
+               path: str, instrument: bool, options: CheckOptions) -> Report:
+    """check() in this process, with its options already gathered."""
+    arguments = Arguments(args, kwargs, "gradcheck.check")
     if not isinstance(f, str):
         label = getattr(f, "__qualname__", getattr(f, "__name__", repr(f)))
         return diagnose(f, name_arguments(f, arguments), options, label)
@@ -74,6 +92,32 @@ def check(
         f, path, options,
         lambda target: given or resolve_arguments(target.name, target.module),
         instrument=instrument)
+
+
+def _check_isolated(call: tuple[Any, ...], options: CheckOptions,
+                    timeout: float | None) -> Report:
+    """check() in a worker process; its errors are raised here, as check() would raise them."""
+    import pickle
+
+    from gradcheck.isolation import Job, memory_cap, run_jobs
+    from gradcheck.load.timeout import validate_timeout
+
+    validate_timeout(timeout, "timeout=")
+    f = call[0]
+    try:
+        pickle.dumps(call)
+    except Exception as exc:
+        raise TypeError("isolate=True sends f and its arguments to a worker process, so they"
+                        " must be picklable (f a module-level function or a TARGET string):"
+                        f" {exc}") from None
+    name = f.rpartition(":")[2] if isinstance(f, str) else getattr(f, "__name__", repr(f))
+    target = f if isinstance(f, str) else getattr(f, "__qualname__", name)
+    result = run_jobs([Job(check_here, call, options, name=name, target=target, timeout=timeout,
+                           timeout_flag="timeout", memory_limit=memory_cap(options.max_memory))])[0]
+    if result.error is not None:
+        raise result.error
+    assert result.report is not None
+    return result.report
 
 
 def assert_gradients(f: Callable[..., Any] | str, *args: Any, **options: Any) -> Report:

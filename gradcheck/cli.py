@@ -57,7 +57,8 @@ def _check_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-memory", "max_memory", default="1GiB", show_default=True,
                      help="Memory budget for batched evaluations and Jacobians."),
         click.option("--timeout", type=float, metavar="SECONDS",
-                     help="Stop with exit code 3 if the check takes longer (not on Windows)."),
+                     help="Kill the check (exit code 3) if it runs longer; TensorFlow's"
+                          " start-up does not count."),
     )):
         function = decorator(function)
     return function
@@ -143,13 +144,13 @@ def report_error(error: GradcheckError, output_format: str, show_traceback: bool
     if output_format == "json":
         from gradcheck.render.json_format import render_error_json
 
-        click.echo(render_error_json(error.message, int(error.exit_code), target))
+        click.echo(render_error_json(error.message, int(error.exit_code), target, error.phase))
     elif output_format == "junit" and target is not None:
         from gradcheck.render.junit import render_junit
-        from gradcheck.report import CheckOutcome
+        from gradcheck.runner import RunOutcome
 
-        click.echo(render_junit([CheckOutcome(target, target, None, error.exit_code,
-                                              error=error.message)]), nl=False)
+        click.echo(render_junit([RunOutcome(target, target, None, error.exit_code,
+                                            error=error.message, phase=error.phase)]), nl=False)
     return int(error.exit_code)
 
 
@@ -164,15 +165,16 @@ def _requested_format(arguments: list[str]) -> str | None:
 
 
 class GradcheckGroup(click.Group):
-    """Click's own usage errors become one `Error:` line and exit code 2."""
+    """Click's own usage errors become one `Error:` line and exit code 2; a bug of gradcheck's
+    own in this process, one `Error:` line and exit code 4 (its traceback with --traceback)."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
+        arguments = list(kwargs.get("args") or (args[0] if args else sys.argv[1:]))
         try:
             result = super().main(*args, **kwargs)
         except click.UsageError as exc:
             click.echo(f"Error: {exc.format_message()}", err=True)
-            arguments = list(kwargs.get("args") or (args[0] if args else sys.argv[1:]))
             if _requested_format(arguments) == "json":
                 from gradcheck.render.json_format import render_error_json
 
@@ -181,6 +183,18 @@ class GradcheckGroup(click.Group):
         except click.Abort:
             click.echo("Error: aborted", err=True)
             sys.exit(int(ExitCode.USAGE_ERROR))
+        except Exception as exc:
+            if "--traceback" in arguments:
+                import traceback
+
+                click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
+            message = f"internal error: {type(exc).__name__}: {exc}; please report it"
+            click.echo(f"Error: {message}", err=True)
+            if _requested_format(arguments) == "json":
+                from gradcheck.render.json_format import render_error_json
+
+                click.echo(render_error_json(message, int(ExitCode.INTERNAL_ERROR)))
+            sys.exit(int(ExitCode.INTERNAL_ERROR))
         sys.exit(result if isinstance(result, int) else 0)
 
 
@@ -190,7 +204,8 @@ def cli() -> None:
     """Diagnose TensorFlow gradients: Jacobians, VJPs, custom_gradient contracts, graph breaks.
 
     Exit codes: 0 all checks passed, 1 a check failed, 2 usage/loading/input error,
-    3 the function itself raised.
+    3 the function itself raised (or hit --timeout), 4 gradcheck or TensorFlow itself failed.
+    Each check runs in a worker process that imports TensorFlow.
     """
 
 
@@ -198,8 +213,15 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     output_format = options["output_format"]
     try:
         validate_numbers(options["atol"], options["rtol"], options["eps"], options["probes"])
+        from gradcheck.load.timeout import validate_timeout
+
+        validate_timeout(options["timeout"])
+        max_memory = parse_memory(options["max_memory"])
+        from gradcheck import isolation
+
+        isolation.prestart(1)  # the worker imports TensorFlow while this process gets ready
         from gradcheck.options import options_from
-        from gradcheck.pipeline import TargetRequest
+        from gradcheck.pipeline import TargetRequest, check_request
 
         request = TargetRequest(
             target=target, path=options["path"], input_specs=tuple(options["input_specs"]),
@@ -207,16 +229,22 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             upstream_specs=tuple(options.get("upstream_specs", ())),
             instrument=not options["no_instrument"],
         )
-        check_options = options_from(
-            command, {**options, "max_memory": parse_memory(options["max_memory"])},
-            explain=_explain_wanted(command, options),
-            progress=(progress := _progress_bar(output_format, options["no_color"])),
-        )
-        try:
-            report = _checked_in_time(request, check_options, options["timeout"])
-        finally:
-            if progress is not None:
-                progress.close()
+        check_options = options_from(command, {**options, "max_memory": max_memory},
+                                     explain=_explain_wanted(command, options))
+        job = isolation.Job(check_request, (request,), check_options,
+                            name=target.rpartition(":")[2], target=target,
+                            timeout=options["timeout"],
+                            memory_limit=isolation.memory_cap(max_memory))
+        _warm_up(output_format)
+        with _progress_bar(output_format, options["no_color"]) as progress:
+            events = isolation.Events(
+                progress=None if progress is None else lambda _, *done: progress(*done),
+                notice=lambda _, message: click.echo(f"Error: {message}", err=True))
+            result = isolation.run_jobs([job], events=events)[0]
+        if result.error is not None:
+            raise result.error
+        report = result.report
+        assert report is not None
         text = _formatted(report, output_format, command)
         if options["output_file"]:
             write_atomically(options["output_file"], text)
@@ -229,22 +257,19 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
 def _progress_bar(output_format: str, no_color: bool) -> Any:
     """A rich bar on stderr for long work: only for tables, only on a terminal."""
     if output_format != "table" or not sys.stderr.isatty():
-        return None
+        return contextlib.nullcontext()
     from gradcheck.render.progress import DelayedProgress
 
     return DelayedProgress(make_console(no_color, stderr=True))
 
 
-def _checked_in_time(request: Any, check_options: Any, timeout: float | None) -> Any:
-    from gradcheck.load.timeout import run_with_time_limit, validate_timeout
-    from gradcheck.pipeline import check_request
-    from gradcheck.tf.runtime import tensorflow
+def _warm_up(output_format: str) -> None:
+    """Import what reading and rendering the report needs while the worker starts."""
+    import numpy  # noqa: F401 - the report's details hold arrays
 
-    validate_timeout(timeout)
-    if timeout is not None:
-        tensorflow()  # TensorFlow's own start-up does not count against --timeout
-    return run_with_time_limit(lambda: check_request(request, check_options), timeout,
-                               request.target.rpartition(":")[2])
+    import gradcheck.render.json_format  # noqa: F401
+    if output_format == "table":
+        import gradcheck.render.table  # noqa: F401
 
 
 def _formatted(report: Any, output_format: str, command: str) -> str:
@@ -338,25 +363,33 @@ def check(target: str, **options: Any) -> None:
               help="Only checks whose name contains PATTERN (a glob if it has * ? [).")
 @click.option("--timeout", type=float, metavar="SECONDS",
               help="Time limit per check (a check's own `timeout` key wins).")
+@click.option("-j", "--jobs", "jobs", default="1", show_default=True, metavar="N|auto",
+              help="Checks run in N worker processes at once (auto: one per core).")
 @_output_options
-def run(config_file: str | None, pattern: str | None, timeout: float | None,
+def run(config_file: str | None, pattern: str | None, timeout: float | None, jobs: str,
         **options: Any) -> None:
     """Run the checks configured in [tool.gradcheck], for CI (exit code: the worst check's)."""
     from gradcheck.load.config import load_config
     from gradcheck.load.timeout import validate_timeout
-    from gradcheck.runner import run_all
+    from gradcheck.runner import parse_jobs, run_all
 
     output_format = options["output_format"]
     try:
         validate_timeout(timeout)
+        workers = parse_jobs(jobs)
         config = load_config(config_file)
         selected = config.select(pattern)
         if not selected:
             names = ", ".join(check.name for check in config.checks)
             raise UsageError(f"-k {pattern!r} matches none of the configured checks ({names})")
         limit = timeout if timeout is not None else config.timeout
+        from gradcheck import isolation
+
+        isolation.prestart(min(workers, len(selected)))
+        _warm_up(output_format)
         with _run_progress(len(selected), options) as progress:
-            result = run_all(selected, limit, progress)
+            result = run_all(selected, limit, progress, workers, notice=lambda check, message:
+                             click.echo(f"Error: {check.name}: {message}", err=True))
         text = _formatted_run(result, output_format)
         if options["output_file"]:
             write_atomically(options["output_file"], text)
@@ -374,23 +407,14 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None,
 
 @contextlib.contextmanager
 def _run_progress(total: int, options: dict[str, Any]) -> Iterator[Any]:
-    """A transient progress bar on a terminal's stderr; None (no bar) anywhere else."""
+    """A transient bar (checks done, checks running) on a terminal's stderr; None elsewhere."""
     console = make_console(options["no_color"], stderr=True)
     if options["quiet"] or not console.is_terminal:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from gradcheck.render.progress import RunProgress
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=console, transient=True) as bar:
-        task = bar.add_task("gradcheck run", total=total)
-
-        def progress(check: Any, outcome: Any) -> None:
-            if outcome is None:
-                bar.update(task, description=check.name)
-            else:
-                bar.advance(task)
-
+    with RunProgress(console, total) as progress:
         yield progress
 
 
@@ -417,26 +441,32 @@ def demo(no_color: bool, verbose: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from gradcheck import isolation
     from gradcheck.demo import DEMO_CASES, fixtures_dir, matches, upstream_specs
-    from gradcheck.options import options_from
+    from gradcheck.options import DEFAULT_MAX_MEMORY, options_from
     from gradcheck.pipeline import TargetRequest, check_request
     from gradcheck.render.table import headline, render_table, status_text
 
+    isolation.prestart(1)
     console = make_console(no_color)
     directory = fixtures_dir()
     table = Table(title="gradcheck demo: bundled examples", title_justify="left")
     for column in ("verdict", "example", "what it shows", "finding", "as expected"):
         table.add_column(column)
     all_matched = True
-    for case in DEMO_CASES:
-        request = TargetRequest(target=f"{directory / case.file}:{case.function}",
-                                path=str(directory), upstream_specs=upstream_specs(case, directory))
-        try:
-            report = check_request(request, options_from(
-                case.command, {}, explain=verbose and case.command == "vjp"))
-        except GradcheckError as error:
+    jobs = [isolation.Job(
+        check_request,
+        (TargetRequest(target=f"{directory / case.file}:{case.function}", path=str(directory),
+                       upstream_specs=upstream_specs(case, directory)),),
+        options_from(case.command, {}, explain=verbose and case.command == "vjp"),
+        name=case.function, target=f"{case.file}:{case.function}",
+        memory_limit=isolation.memory_cap(DEFAULT_MAX_MEMORY)) for case in DEMO_CASES]
+    for case, result in zip(DEMO_CASES, isolation.run_jobs(jobs)):
+        report = result.report
+        if report is None:
             all_matched = False
-            table.add_row(status_text("error"), case.file, case.story, Text(error.message), "no")
+            message = result.error.message if result.error is not None else "no report"
+            table.add_row(status_text("error"), case.file, case.story, Text(message), "no")
             continue
         failing = {r.check for r in report.checks if r.status in ("fail", "error", "warn")}
         matched = matches(case, report.ok, failing)

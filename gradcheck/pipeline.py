@@ -1,4 +1,7 @@
-"""From a TARGET and its input specifications to a Report: what the CLI and `run` share."""
+"""From a TARGET and its input specifications to a Report: what the CLI and `run` share.
+
+Light to import (the heavy modules load when a check runs), so that the command line can name
+these functions in the jobs it sends to worker processes."""
 
 from __future__ import annotations
 
@@ -6,16 +9,25 @@ import contextlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gradcheck.diagnosis.diagnose import diagnose
-from gradcheck.load.inputs import Arguments, name_arguments, parse_upstreams, resolve_arguments
-from gradcheck.load.target import Target, load_attribute, load_target
-from gradcheck.options import CheckOptions
-from gradcheck.report import Report
-from gradcheck.tf.instrument import observing_custom_gradients
-from gradcheck.tf.keras import keras_target
-from gradcheck.tf.runtime import tensorflow
+if TYPE_CHECKING:
+    from gradcheck.load.inputs import Arguments
+    from gradcheck.load.target import Target
+    from gradcheck.options import CheckOptions
+    from gradcheck.report import Report
+
+
+def preload() -> None:
+    """Import TensorFlow and what a check needs, so that a time limit counts the check only."""
+    import gradcheck.diagnosis.diagnose  # noqa: F401
+    import gradcheck.load.inputs  # noqa: F401
+    import gradcheck.load.target  # noqa: F401
+    import gradcheck.tf.instrument  # noqa: F401
+    import gradcheck.tf.keras  # noqa: F401
+    from gradcheck.tf.runtime import tensorflow
+
+    tensorflow()
 
 
 @dataclass(frozen=True)
@@ -35,6 +47,10 @@ def check_request(
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Report:
     """Load, bind inputs, check. Raises GradcheckError subclasses for exit codes 2 and 3."""
+    from gradcheck.load.inputs import parse_upstreams, resolve_arguments
+    from gradcheck.load.target import load_attribute
+    from gradcheck.tf.runtime import tensorflow
+
     upstream = parse_upstreams(request.upstream_specs)
     tensorflow()
 
@@ -61,6 +77,12 @@ def check_target(
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Report:
     """Import TARGET with its custom gradients observed, bind its arguments, diagnose."""
+    from gradcheck.diagnosis.diagnose import diagnose
+    from gradcheck.load.inputs import name_arguments
+    from gradcheck.load.target import load_target
+    from gradcheck.tf.instrument import observing_custom_gradients
+    from gradcheck.tf.keras import keras_target
+
     with observing_custom_gradients(instrument) as observer:
         target = load_target(spec, path, import_context or contextlib.nullcontext,
                              fresh=instrument)
@@ -68,4 +90,3 @@ def check_target(
         named = name_arguments(function, arguments_for(target))
         report = diagnose(function, named, options, spec, observer)
         return replace(report, notes=tuple(notes) + report.notes) if notes else report
-

@@ -1,35 +1,32 @@
-"""`gradcheck run`: every configured check, each isolated, each module loaded once."""
+"""`gradcheck run`: every configured check in a worker process, up to N at a time, results in
+the configuration's order; a crash, a time-out or an error stops only its own check."""
 
 from __future__ import annotations
 
 import dataclasses
-import time
-import traceback
+import itertools
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gradcheck.errors import ExitCode, GradcheckError
+from gradcheck.isolation import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.load.config import CheckConfig
+from gradcheck.options import DEFAULT_MAX_MEMORY
 from gradcheck.report import CheckOutcome, RunResult
 
-
-def _unexpected(name: str, exc: Exception) -> tuple[str, str]:
-    from gradcheck.load.locations import exception_location
-    from gradcheck.tf.program import first_line
-
-    where = exception_location(exc)
-    text = "".join(traceback.format_exception(exc))
-    if where is not None:
-        return f"{name} raised {first_line(exc)} (at {where})", text
-    return f"internal error while checking {name}: {first_line(exc)}; please report it", text
+_SESSIONS = itertools.count()
 
 
-def run_one(check: CheckConfig, timeout: float | None = None) -> CheckOutcome:
-    """Load, check and time one configured check; never raises for the check's own problems.
+@dataclasses.dataclass(frozen=True)
+class RunOutcome(CheckOutcome):
+    """A CheckOutcome that also names the phase a crash or time-out happened in."""
 
-    `timeout` applies when the check has no `timeout` key of its own.
-    """
-    from gradcheck.load.timeout import run_with_time_limit
+    phase: str | None = None
+
+
+def check_job(check: CheckConfig, timeout: float | None = None,
+              session: str | None = None) -> Job:
+    """The worker job of one configured check; `timeout` applies when it has none of its own."""
     from gradcheck.options import options_from
     from gradcheck.pipeline import TargetRequest, check_request
 
@@ -37,44 +34,56 @@ def run_one(check: CheckConfig, timeout: float | None = None) -> CheckOutcome:
         target=check.load_target, path=check.path, input_specs=check.input,
         shapes=check.shape, inputs_attr=check.inputs, upstream_specs=check.upstream,
     )
-    options = options_from(check.command, dataclasses.asdict(check))
-    function = check.target.rpartition(":")[2]
-    start = time.perf_counter()
+    own = check.timeout is not None
+    return Job(check_request, (request,), options_from(check.command, dataclasses.asdict(check)),
+               name=check.target.rpartition(":")[2], target=check.target,
+               timeout=check.timeout if own else timeout, timeout_flag="timeout" if own
+               else "--timeout", memory_limit=memory_cap(DEFAULT_MAX_MEMORY), session=session)
+
+
+def outcome_of(check: CheckConfig, result: JobResult) -> RunOutcome:
+    if result.report is None:
+        error = result.error
+        assert error is not None
+        return RunOutcome(check.name, check.target, None, error.exit_code, result.seconds,
+                          error.message, error.user_traceback, error.phase)
+    report = dataclasses.replace(result.report, target=check.target)
+    return RunOutcome(check.name, check.target, report, report.exit_code, result.seconds)
+
+
+def parse_jobs(text: str) -> int:
+    """-j N or auto (the number of cores this process may use)."""
+    if text.strip().lower() == "auto":
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            return max(1, os.cpu_count() or 1)
     try:
-        report = run_with_time_limit(lambda: check_request(request, options),
-                                     check.timeout if check.timeout is not None else timeout,
-                                     function, flag="timeout")
-    except GradcheckError as error:
-        return CheckOutcome(check.name, check.target, None, error.exit_code,
-                            time.perf_counter() - start, error.message, error.user_traceback)
-    except Exception as exc:  # isolate the unforeseen: the other checks still run
-        message, text = _unexpected(function, exc)
-        return CheckOutcome(check.name, check.target, None, ExitCode.FUNCTION_ERROR,
-                            time.perf_counter() - start, message, text)
-    report = dataclasses.replace(report, target=check.target)
-    return CheckOutcome(check.name, check.target, report, report.exit_code,
-                        time.perf_counter() - start)
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        from gradcheck.errors import UsageError
+
+        raise UsageError(f"-j {text!r} must be a positive number of workers or auto")
+    return value
 
 
 def run_all(checks: Sequence[CheckConfig], timeout: float | None = None,
-            progress: Callable[[CheckConfig, CheckOutcome | None], Any] | None = None) -> RunResult:
-    """Run every check in order; `progress(check, None)` before and `(check, outcome)` after."""
-    from gradcheck.load.target import module_cache
-    from gradcheck.tf.instrument import observing_custom_gradients
-    from gradcheck.tf.runtime import tensorflow
-
-    tensorflow()  # imported before any time limit starts: its start-up is nobody's fault
-    outcomes = []
-    # Modules load once per run, so custom gradients are observed across all the checks.
-    with module_cache(), observing_custom_gradients():
-        for check in checks:
-            if progress is not None:
-                progress(check, None)
-            outcome = run_one(check, timeout)
-            outcomes.append(outcome)
-            if progress is not None:
-                progress(check, outcome)
-    return RunResult(tuple(outcomes))
+            progress: Callable[[CheckConfig, CheckOutcome | None], Any] | None = None,
+            jobs: int = 1,
+            notice: Callable[[CheckConfig, str], Any] | None = None) -> RunResult:
+    """Run every check, `jobs` at a time. `progress(check, None)` when a check starts and
+    `(check, outcome)` when it ends; `notice(check, message)` when it crashed and runs again.
+    A worker runs checks one after another, loading each module once for all of them."""
+    session = f"run-{os.getpid()}-{next(_SESSIONS)}"
+    events = Events(
+        started=None if progress is None else lambda i: progress(checks[i], None),
+        finished=None if progress is None
+        else lambda i, result: progress(checks[i], outcome_of(checks[i], result)),
+        notice=None if notice is None else lambda i, message: notice(checks[i], message))
+    results = run_jobs([check_job(check, timeout, session) for check in checks], jobs, events)
+    return RunResult(tuple(outcome_of(check, result) for check, result in zip(checks, results)))
 
 
 def outcome_dict(outcome: CheckOutcome) -> dict[str, Any]:
@@ -84,5 +93,9 @@ def outcome_dict(outcome: CheckOutcome) -> dict[str, Any]:
     if outcome.report is not None:
         data = report_dict(outcome.report)
     else:
-        data = error_dict(outcome.error or "error", int(outcome.exit_code), outcome.target)
+        data = error_dict(outcome.error or "error", int(outcome.exit_code), outcome.target,
+                          getattr(outcome, "phase", None))
     return {"name": outcome.name, **data, "seconds": round(outcome.seconds, 3)}
+
+
+__all__ = ["RunOutcome", "check_job", "outcome_dict", "parse_jobs", "run_all"]

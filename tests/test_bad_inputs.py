@@ -135,6 +135,10 @@ MATRIX = [
     bad("probes-zero", (*SHAPE_3, "--probes", "0"), "--probes must be at least 1, got 0"),
     bad("timeout-zero", (*SHAPE_3, "--timeout", "0"),
         "--timeout must be a positive number of seconds, got 0.0"),
+    bad("jobs-zero", ("run", "--config", "ci_project/pyproject.toml", "-j", "0"),
+        "-j '0' must be a positive number of workers or auto"),
+    bad("jobs-word", ("run", "--config", "ci_project/pyproject.toml", "-j", "many"),
+        "-j 'many' must be a positive number of workers or auto"),
     bad("format-unknown", (*SHAPE_3, "--format", "xml"),
         "Invalid value for '--format': 'xml' is not one of 'table', 'json', 'junit'."),
     # what the function returns
@@ -166,9 +170,11 @@ MATRIX = [
         " at the given point: an output whose shape depends on the input's values has no"
         " Jacobian there", FUNCTION),
     bad("never-returns", ("check", "bad/hangs.py:f", "--timeout", "0.5"),
-        "f did not finish within 0.5s (--timeout 0.5); it was running bad/hangs.py:8", FUNCTION),
+        "f did not finish within 0.5s (--timeout 0.5) during the first calls of f and its"
+        " gradient; it was running bad/hangs.py:8", FUNCTION),
     bad("import-never-finishes", ("check", "bad/hangs_on_import.py:f", "--timeout", "0.5"),
-        "f did not finish within 0.5s (--timeout 0.5); it was running bad/hangs_on_import.py:5",
+        "f did not finish within 0.5s (--timeout 0.5) during the loading of"
+        " bad/hangs_on_import.py:f and its inputs; it was running bad/hangs_on_import.py:5",
         FUNCTION),
     # gradcheck run
     bad("config-bad-toml", ("run", "--config", "{data}/bad.toml"),

@@ -291,3 +291,19 @@ def test_malformed_max_memory_is_one_error_line(run_cli: Run, size: str, message
     result = run_cli(["check", fixture_target("custom_gradient_correct"), "--max-memory", size])
     assert result.exit_code == 2
     assert result.stderr == message + "\n" and result.stdout == ""
+
+
+def test_a_bug_of_gradcheck_in_the_command_line_is_exit_4(
+        run_cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stands in for a bug in a renderer: one `Error:` line and exit 4, never exit 3."""
+    import gradcheck.render.summary
+
+    def broken(result: Any, width: int = 160) -> str:
+        raise KeyError("status")
+
+    monkeypatch.setattr(gradcheck.render.summary, "render_run_text", broken)
+    config = Path(__file__).parent.parent / "fixtures" / "ci_project" / "pyproject.toml"
+    result = run_cli(["run", "--config", str(config), "-k", "soft", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 4
+    assert result.stderr == "Error: internal error: KeyError: 'status'; please report it\n"
+    assert not (tmp_path / "o").exists()

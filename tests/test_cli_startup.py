@@ -1,26 +1,31 @@
-"""--help, --version and usage errors answer without importing TensorFlow."""
+"""The command line never imports TensorFlow: --help, --version and usage errors answer at once,
+and checks run in a worker process that imports it."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 PROBE = """
-import sys
+import os, sys
 from gradcheck.cli import cli
 try:
     cli(sys.argv[1:])
 except SystemExit as exit:
     code = exit.code
+if os.environ.get("PROBE_IMPORTS_TENSORFLOW"):
+    import tensorflow
 print("EXIT", code, "TF", "tensorflow" in sys.modules, file=sys.stderr)
 """
 
 
-def _run(*args: str) -> tuple[str, str]:
+def _run(*args: str, **env: str) -> tuple[str, str]:
     done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
-                          timeout=120, check=False)
+                          timeout=120, check=False, env={**os.environ, **env})
     return done.stdout, done.stderr.strip().splitlines()[-1]
 
 
@@ -37,6 +42,12 @@ def test_no_tensorflow_import(args: list[str], code: int) -> None:
     assert last == f"EXIT {code} TF False"
 
 
+def test_checks_run_in_a_worker_so_the_command_line_never_imports_tensorflow() -> None:
+    target = Path(__file__).resolve().parent.parent / "fixtures" / "two_in_two_out.py"
+    stdout, last = _run("check", f"{target}:f", "-q")
+    assert last == "EXIT 0 TF False" and stdout.startswith("OK ")
+
+
 def test_the_probe_can_see_a_tensorflow_import() -> None:
-    stdout, last = _run("check", "tests/does_not_exist.py:f")
-    assert last == "EXIT 2 TF True"
+    stdout, last = _run("--version", PROBE_IMPORTS_TENSORFLOW="1")
+    assert last == "EXIT 0 TF True"

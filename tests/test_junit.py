@@ -161,6 +161,23 @@ def test_errored_checks_and_loading_errors_are_errors() -> None:
     assert error.get("message") == "raises raised ValueError: bad (at ops.py:3)"
 
 
+def test_a_crash_is_an_error_that_names_its_phase() -> None:
+    from gradcheck.runner import RunOutcome
+
+    message = ("TensorFlow aborted (SIGABRT) during the vectorised tape.jacobian of y with"
+               " respect to x; checked again without vectorisation: TensorFlow aborted (SIGABRT)"
+               " during the while-loop tape.jacobian of y with respect to x")
+    outcome = RunOutcome("expm", "ops:expm", None, ExitCode.INTERNAL_ERROR, 2.5, message,
+                         phase="the while-loop tape.jacobian of y with respect to x")
+    (suite,) = valid(render_junit([outcome])).findall("testsuite")
+    assert {p.get("name"): p.get("value") for p in suite.iter("property")} == {
+        "target": "ops:expm", "exit_code": "4",
+        "phase": "the while-loop tape.jacobian of y with respect to x"}
+    error = suite.find("testcase[@name='evaluate']/error")
+    assert error is not None and error.get("type") == "exit code 4"
+    assert error.get("message") == message
+
+
 def test_characters_xml_cannot_carry_are_replaced() -> None:
     message = "raised ValueError: \x1b[31mred\x1b[0m \x00 done"
     outcome = CheckOutcome("n\x07ame", "ops:f", None, ExitCode.FUNCTION_ERROR, error=message)

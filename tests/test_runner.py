@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -14,7 +17,7 @@ from click.testing import Result
 from gradcheck.errors import ExitCode
 from gradcheck.load.config import load_config
 from gradcheck.report import RunResult
-from gradcheck.runner import outcome_dict, run_all
+from gradcheck.runner import outcome_dict, parse_jobs, run_all
 from tests.conftest import FIXTURES
 
 SAMPLE = FIXTURES / "ci_project" / "pyproject.toml"
@@ -79,12 +82,14 @@ def test_a_crashing_or_hanging_check_never_stops_the_others(tmp_path: Path) -> N
     assert result.exit_code == ExitCode.FUNCTION_ERROR
     hangs = next(o for o in result.outcomes if o.name == "hangs")
     assert hangs.error is not None and hangs.error.startswith(
-        "f did not finish within 0.5s (timeout 0.5); it was running ")
+        "f did not finish within 0.5s (timeout 0.5) during the first calls of f and its"
+        " gradient; it was running ") and hangs.error.endswith("bad/hangs.py:8")
     assert 0.4 < hangs.seconds < 5
 
 
 @pytest.mark.parametrize(("codes", "expected"), [
     ((), 0), ((0, 0), 0), ((0, 1), 1), ((1, 2, 0), 2), ((2, 3, 1), 3), ((3, 0), 3),
+    ((4, 3, 1), 4),
 ])
 def test_exit_code_is_the_highest_of_the_checks(codes: tuple[int, ...], expected: int) -> None:
     from gradcheck.report import CheckOutcome
@@ -161,8 +166,8 @@ def test_cli_timeout_is_the_default_and_a_checks_own_timeout_wins(
     result = run_cli(["run", "--config", str(path), "--timeout", "0.4", "--format", "json"])
     assert result.exit_code == 3
     errors = [r["error"] for r in json.loads(result.stdout)["reports"]]
-    assert errors[0].startswith("f did not finish within 0.3s (timeout 0.3)")
-    assert errors[1].startswith("f did not finish within 0.4s (timeout 0.4)")
+    assert errors[0].startswith("f did not finish within 0.3s (timeout 0.3) during ")
+    assert errors[1].startswith("f did not finish within 0.4s (--timeout 0.4) during ")
 
 
 def test_every_check_key_takes_effect_in_run(tmp_path: Path,
@@ -226,3 +231,24 @@ def test_run_observes_a_file_that_an_earlier_check_in_this_process_imported(
                       'surrogate = "ste_round"\n')
     result = run_cli(["run", "--config", str(config), "--format", "json"])
     assert result.exit_code == 0, result.stdout
+
+
+def test_jobs_auto_is_the_cores_this_process_may_use() -> None:
+    assert parse_jobs("auto") == len(os.sched_getaffinity(0)) and parse_jobs("3") == 3
+
+
+def test_the_run_progress_shows_checks_done_and_running() -> None:
+    from rich.console import Console
+
+    from gradcheck.render.progress import RunProgress
+
+    checks = [SimpleNamespace(name=name) for name in ("a", "b", "c")]
+    with RunProgress(Console(file=io.StringIO()), total=3) as progress:
+        progress(checks[0], None)
+        progress(checks[1], None)
+        (task,) = progress.bar.tasks
+        assert (task.completed, task.description) == (0, "running a, b")
+        progress(checks[0], "outcome")
+        assert (task.completed, task.description) == (1, "running b")
+        progress(checks[1], "outcome")
+        assert (task.completed, task.description) == (2, "")

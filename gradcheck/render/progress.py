@@ -1,4 +1,5 @@
-"""A rich progress bar on stderr for the CLI, shown only once work has taken over a second."""
+"""Progress on stderr for the CLI: a check's long work (shown only once it has taken over a
+second) and `gradcheck run`'s checks done and running."""
 
 from __future__ import annotations
 
@@ -43,3 +44,33 @@ class DelayedProgress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class RunProgress:
+    """`gradcheck run`'s transient bar: checks done out of all, and the checks running now.
+    Called as progress(check, None) when a check starts and (check, outcome) when it ends."""
+
+    def __init__(self, console: Any, total: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.bar = Progress(TextColumn("gradcheck run"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.description}"), console=console, transient=True)
+        self.task = self.bar.add_task("", total=total)
+        self.running: list[str] = []
+
+    def __call__(self, check: Any, outcome: Any) -> None:
+        if outcome is None:
+            self.running.append(check.name)
+        else:
+            if check.name in self.running:
+                self.running.remove(check.name)
+            self.bar.advance(self.task)
+        self.bar.update(self.task, description="running " + ", ".join(self.running)
+                        if self.running else "")
+
+    def __enter__(self) -> RunProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()

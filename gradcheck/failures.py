@@ -1,0 +1,156 @@
+"""What went wrong in a worker, as a GradcheckError with the right exit code: a native crash
+(read from the worker's faulthandler dump), a time-out, a memory cap, or an unexpected exception
+(the user's, exit 3, or gradcheck's own, exit 4: decided by the innermost frame that is not a
+library's)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from gradcheck.errors import FunctionError, GradcheckError, InternalError
+from gradcheck.load.locations import format_location, is_user_file
+
+_GRADCHECK_DIR = Path(__file__).resolve().parent
+_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)")
+_FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.*)$')
+_VERBS = {
+    "SIGABRT": "aborted",
+    "SIGSEGV": "crashed with a segmentation fault",
+    "SIGBUS": "crashed with a bus error",
+    "SIGFPE": "crashed with an arithmetic error",
+    "SIGILL": "crashed on an illegal instruction",
+    "SIGKILL": "was killed",
+}
+
+
+def is_gradcheck_file(filename: str) -> bool:
+    """gradcheck's own source (the bundled examples in it are the user's)."""
+    return not is_user_file(filename) and Path(filename).resolve().is_relative_to(_GRADCHECK_DIR)
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+@dataclass(frozen=True)
+class Crash:
+    """How a worker ended without a report: killed by a signal or exited, and the Python stack
+    (innermost first) of the thread that crashed, or of the main thread when the crash happened
+    in a thread of TensorFlow's own."""
+
+    signum: int | None
+    exitcode: int
+    frames: tuple[tuple[str, int, str], ...] = ()  # (file, line, function)
+
+    @property
+    def by_user(self) -> bool:
+        """The user's own line was running (os.abort(), os.kill(), a C extension of theirs)."""
+        return bool(self.frames) and is_user_file(self.frames[0][0])
+
+    @property
+    def user_line(self) -> str | None:
+        for filename, line, _ in self.frames:
+            if is_user_file(filename):
+                return format_location(filename, line)
+        return None
+
+
+def read_fault_dump(text: str, main_thread: int | None) -> tuple[tuple[str, int, str], ...]:
+    """The frames of the crashed thread in a faulthandler dump (the main thread's when the
+    crash happened outside Python), innermost first."""
+    blocks: list[tuple[bool, int, list[tuple[str, int, str]]]] = []
+    for line in text.splitlines():
+        header = _THREAD.match(line)
+        if header:
+            blocks.append((header.group(1) == "Current thread", int(header.group(2), 16), []))
+            continue
+        frame = _FRAME.match(line)
+        if frame and blocks:
+            blocks[-1][2].append((frame.group(1), int(frame.group(2)), frame.group(3)))
+    chosen = next((b for b in blocks if b[0]), None) or next(
+        (b for b in blocks if b[1] == main_thread), None) or (blocks[0] if blocks else None)
+    return tuple(chosen[2]) if chosen else ()
+
+
+def describe_crash(crash: Crash, function: str, phase: str) -> str:
+    """One line: who crashed, how (the signal) and during what."""
+    if crash.signum is None:
+        return (f"the worker process exited with code {crash.exitcode} during {phase} without a"
+                f" report ({function} or TensorFlow called exit)")
+    name = signal_name(crash.signum)
+    verb = _VERBS.get(name, "was killed")
+    if crash.by_user:
+        return f"{function} {verb} ({name}) during {phase}; it was running {crash.user_line}"
+    who = "TensorFlow"
+    if crash.frames and is_gradcheck_file(crash.frames[0][0]):
+        who = "gradcheck"
+    elif name == "SIGKILL":
+        who = "the worker process (perhaps the system's out-of-memory killer)"
+    called = f" (called from {crash.user_line})" if crash.user_line else ""
+    return f"{who} {verb} ({name}) during {phase}{called}"
+
+
+def crash_error(crash: Crash, message: str, phase: str) -> GradcheckError:
+    """Exit 3 when the user's own line crashed the process, 4 when TensorFlow or gradcheck did."""
+    kind = FunctionError if crash.by_user else InternalError
+    frames = []
+    for filename, line, function in crash.frames:
+        if Path(filename).name == "worker.py" and is_gradcheck_file(filename):
+            break  # the worker's own loop and multiprocessing's start-up: not interesting
+        frames.append(f'  File "{filename}", line {line}, in {function}\n')
+    stack = "".join(reversed(frames))
+    return kind(message, phase=phase, user_traceback="Python stack when the process crashed"
+                f" (most recent call last):\n{stack}" if stack else None)
+
+
+def time_limit(seconds: float, flag: str) -> str:
+    return f"{seconds:g}s ({flag} {seconds:g})"
+
+
+def timeout_error(function: str, seconds: float, flag: str, phase: str, where: str | None,
+                  stack: str | None) -> FunctionError:
+    message = f"{function} did not finish within {time_limit(seconds, flag)} during {phase}"
+    if where is not None:
+        message += f"; it was running {where}"
+    return FunctionError(message, phase=phase, user_traceback=stack)
+
+
+def memory_error(function: str, used: int, limit: int, phase: str) -> FunctionError:
+    return FunctionError(
+        f"{function} was stopped during {phase}: the check used {format_size(used)} of memory,"
+        f" over the worker's cap of {format_size(limit)} (4 x --max-memory, at least 2GiB)",
+        phase=phase)
+
+
+def format_size(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if size >= scale:
+            return f"{size / scale:.1f}{unit}"
+    return f"{size}B"
+
+
+def unexpected_error(exc: BaseException, function: str) -> GradcheckError:
+    """An exception the core did not turn into a GradcheckError. The innermost frame that is
+    not a library's decides whose it is: the user's code (exit 3), or gradcheck's (exit 4; a
+    gradcheck bug must never look like the user's). Library frames are skipped because
+    TensorFlow raises on behalf of whoever called it."""
+    from gradcheck.tf.program import first_line
+
+    text = "".join(traceback.format_exception(exc))
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        where = format_location(frame.filename, frame.lineno)
+        if is_user_file(frame.filename):
+            return FunctionError(f"{function} raised {first_line(exc)} (at {where})",
+                                 user_traceback=text)
+        if is_gradcheck_file(frame.filename):
+            return InternalError(f"internal error while checking {function}: {first_line(exc)}"
+                                 f" (at {where}); please report it", user_traceback=text)
+    return InternalError(f"internal error while checking {function}: {first_line(exc)};"
+                         " please report it", user_traceback=text)

@@ -1,0 +1,381 @@
+"""Run checks in worker processes (multiprocessing "spawn", so the command line itself never
+imports TensorFlow). A worker that crashes, outlives its time limit or outgrows its memory cap
+is killed and reported with the phase it was in; after a native crash the check runs again,
+without vectorisation, in a new worker, so that a verdict is still given where TensorFlow
+allows one. Idle workers are kept for the next checks of this process."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import types
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any
+
+from gradcheck import failures, worker
+from gradcheck.errors import GradcheckError, InternalError, UsageError
+from gradcheck.options import CheckOptions
+from gradcheck.report import Report
+
+# A worker may use this much more memory than --max-memory before it is stopped.
+MEMORY_FACTOR = 4
+MEMORY_FLOOR = 2 << 30
+# A worker that has not imported TensorFlow after this long is given up.
+STARTUP_LIMIT = 120.0
+# How often a busy worker's memory is looked at.
+POLL_SECONDS = 0.25
+# Idle workers kept for later checks of this process (tests, the Python API).
+MAX_SPARES = 4
+RETRY_NOTE = ("these results come from a new worker process with vectorisation off"
+              " (no pfor, no tf.vectorized_map)")
+
+
+def memory_cap(max_memory: int) -> int:
+    return max(MEMORY_FACTOR * max_memory, MEMORY_FLOOR)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One check: `function(*args, options)` returns its Report, in a worker.
+
+    `function` must be importable by name (a module-level function); `name` is the user's
+    function and `target` the TARGET as written, both for messages.
+    """
+
+    function: Callable[..., Report]
+    args: tuple[Any, ...]
+    options: CheckOptions
+    name: str
+    target: str
+    timeout: float | None = None
+    timeout_flag: str = "--timeout"
+    memory_limit: int | None = None
+    # Jobs of one session (a `gradcheck run`) that share a worker share its loaded modules.
+    session: str | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    report: Report | None
+    error: GradcheckError | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Events:
+    """Whom the supervisor tells as jobs advance, each called with the job's index: `started`
+    (handed to a worker), `phase(index, text)` (about to run), `progress(index, task, done,
+    total)` (the core's progress), `notice(index, message)` (crashed, runs again) and
+    `finished(index, result)`."""
+
+    started: Callable[[int], Any] | None = None
+    phase: Callable[[int, str], Any] | None = None
+    progress: Callable[[int, str, int, int], Any] | None = None
+    notice: Callable[[int, str], Any] | None = None
+    finished: Callable[[int, JobResult], Any] | None = None
+
+    def tell(self, event: str, *arguments: Any) -> None:
+        listener = getattr(self, event)
+        if listener is not None:
+            listener(*arguments)
+
+
+@contextlib.contextmanager
+def _main_module_hidden(hide: bool) -> Iterator[None]:
+    """Without a __main__ to re-run, a spawned worker starts faster and a script that starts
+    one needs no `if __name__ == "__main__"` guard; only jobs that use __main__ need it."""
+    main = sys.modules.get("__main__")
+    if hide and main is not None:
+        sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
+def _needs_main(job: Job) -> bool:
+    """The job names something defined in the __main__ module (e.g. a script's f)."""
+    return any(getattr(item, "__module__", None) == "__main__"
+               for item in (job.function, *job.args))
+
+
+class _Worker:
+    """One worker process, its connection, and what it is doing."""
+
+    def __init__(self, with_main: bool = False) -> None:
+        context = multiprocessing.get_context("spawn")
+        handle, self.fault_path = tempfile.mkstemp(prefix="gradcheck-fault-", suffix=".txt")
+        os.close(handle)
+        self.connection, child = context.Pipe()
+        self.with_main = with_main
+        self.process = context.Process(target=worker.main, name="gradcheck-worker",
+                                       args=(child, self.fault_path, os.getpid()))
+        with _main_module_hidden(not with_main):
+            self.process.start()
+        child.close()
+        # Before multiprocessing's own exit handler, which would wait for idle workers.
+        atexit.unregister(_stop_spares)
+        atexit.register(_stop_spares)
+        self.born = time.monotonic()
+        self.ready = False
+        self.broken: str | None = None
+        self.main_thread: int | None = None
+        self.index: int | None = None
+        self.job: Job | None = None
+        self.sent_at = 0.0
+        self.phase = worker.STARTING
+        self.where: str | None = None
+        self.stack: str | None = None
+        self.reserved: int | None = None  # the retry this new worker was started for
+
+    def send(self, index: int, job: Job) -> None:
+        job = dataclasses.replace(
+            job, options=dataclasses.replace(job.options, phase=None, progress=None))
+        environ = {"TF_CPP_MIN_LOG_LEVEL": "3", **os.environ}  # as gradcheck.tf.runtime does
+        self.connection.send((job, os.getcwd(), environ))
+        self.index, self.job, self.sent_at = index, job, time.monotonic()
+        self.phase, self.where, self.stack = f"the start of the check of {job.target}", None, None
+
+    def deadline(self) -> float | None:
+        if self.job is None or self.job.timeout is None:
+            return None
+        return self.sent_at + self.job.timeout
+
+    def memory(self) -> int | None:
+        """Resident memory in bytes (Linux), or None."""
+        try:
+            with open(f"/proc/{self.process.pid}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        return None
+
+    def crash(self) -> failures.Crash:
+        exitcode = self.process.exitcode or 0
+        try:
+            with open(self.fault_path, encoding="utf-8", errors="replace") as dump:
+                frames = failures.read_fault_dump(dump.read(), self.main_thread)
+        except OSError:
+            frames = ()
+        return failures.Crash(-exitcode if exitcode < 0 else None, exitcode, frames)
+
+    def kill(self) -> None:
+        with contextlib.suppress(Exception):
+            self.process.kill()
+            self.process.join(5)
+        with contextlib.suppress(Exception):
+            self.connection.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.fault_path)
+
+
+_SPARES: list[_Worker] = []
+
+
+def _stop_spares() -> None:
+    while _SPARES:
+        _SPARES.pop().kill()
+
+
+def prestart(count: int = 1) -> None:
+    """Start workers now (TensorFlow imports while the caller gets on with other work)."""
+    while len(_SPARES) < min(count, MAX_SPARES):
+        _SPARES.append(_Worker())
+
+
+def run_jobs(jobs: Sequence[Job], parallel: int = 1, events: Events | None = None
+             ) -> list[JobResult]:
+    """Run the jobs in up to `parallel` workers; results in the jobs' order."""
+    return _Supervisor(jobs, parallel, events or Events()).run()
+
+
+class _Supervisor:
+    def __init__(self, jobs: Sequence[Job], parallel: int, events: Events) -> None:
+        self.jobs = list(jobs)
+        self.parallel = max(1, min(parallel, len(self.jobs)))
+        self.events = events
+        self.with_main = any(_needs_main(job) for job in self.jobs)
+        self.pending = deque(range(len(self.jobs)))
+        self.retries: dict[int, tuple[Job, str]] = {}  # index: (the retry, why)
+        self.results: dict[int, JobResult] = {}
+        self.workers: list[_Worker] = []
+
+    def run(self) -> list[JobResult]:
+        if not self.jobs:
+            return []
+        for spare in list(_SPARES):
+            if len(self.workers) < self.parallel and spare.with_main >= self.with_main:
+                _SPARES.remove(spare)
+                self.workers.append(spare)
+        try:
+            while len(self.results) < len(self.jobs):
+                self._top_up()
+                self._dispatch()
+                self._wait()
+                for member in list(self.workers):
+                    self._look_at(member)
+        except BaseException:
+            for member in self.workers:
+                member.kill()
+            self.workers = []
+            raise
+        finally:
+            for member in self.workers:
+                if member.index is None and member.broken is None and len(_SPARES) < MAX_SPARES:
+                    _SPARES.append(member)
+                else:
+                    member.kill()
+        return [self.results[index] for index in range(len(self.jobs))]
+
+    def _top_up(self) -> None:
+        """Enough workers for the pending jobs, up to `parallel`."""
+        free = sum(1 for w in self.workers if w.index is None and w.reserved is None)
+        while len(self.workers) < self.parallel and len(self.pending) > free:
+            self.workers.append(_Worker(self.with_main))
+            free += 1
+
+    def _dispatch(self) -> None:
+        for member in self.workers:
+            if not member.ready or member.index is not None:
+                continue
+            if member.reserved is not None:
+                index, member.reserved = member.reserved, None
+                job = self.retries[index][0]
+            elif self.pending:
+                index = self.pending.popleft()
+                job = self.jobs[index]
+            else:
+                continue
+            try:
+                member.send(index, job)
+            except Exception as exc:  # e.g. a function that cannot be pickled
+                self._finish(index, None, UsageError(
+                    f"cannot send the check of {job.target} to a worker process: {exc}"), 0.0)
+                member.index = member.job = None
+                continue
+            self.events.tell("started", index)
+
+    def _wait(self) -> None:
+        now = time.monotonic()
+        timeout = POLL_SECONDS
+        for member in self.workers:
+            deadline = member.deadline()
+            if deadline is not None:
+                timeout = min(timeout, max(0.0, deadline - now))
+        objects = [w.connection for w in self.workers] + [w.process.sentinel for w in self.workers]
+        wait(objects, timeout)
+
+    def _look_at(self, member: _Worker) -> None:
+        with contextlib.suppress(EOFError, OSError):
+            while member.connection.poll():
+                self._receive(member, member.connection.recv())
+        if not member.process.is_alive():
+            self._died(member)
+            return
+        job = member.job
+        if job is None or member.index is None:
+            if not member.ready and time.monotonic() - member.born > STARTUP_LIMIT:
+                member.broken = f"TensorFlow did not start within {STARTUP_LIMIT:g}s"
+                member.process.kill()
+            return
+        deadline = member.deadline()
+        if deadline is not None and time.monotonic() >= deadline:
+            assert job.timeout is not None
+            self._remove(member)
+            self._finish(member.index, None, failures.timeout_error(
+                job.name, job.timeout, job.timeout_flag, member.phase, member.where,
+                member.stack), time.monotonic() - member.sent_at)
+            return
+        used = member.memory() if job.memory_limit is not None else None
+        if used is not None and job.memory_limit is not None and used > job.memory_limit:
+            self._remove(member)
+            error = failures.memory_error(job.name, used, job.memory_limit, member.phase)
+            seconds = time.monotonic() - member.sent_at
+            if "vectorised" in member.phase:
+                self._retry(member.index, job, error, seconds)
+            else:
+                self._finish(member.index, None, error, seconds)
+
+    def _receive(self, member: _Worker, message: tuple[Any, ...]) -> None:
+        kind, *rest = message
+        index = member.index
+        if kind == "ready":
+            member.ready, member.main_thread = True, rest[0]
+        elif kind == "broken":
+            member.broken = rest[0]
+        elif kind == "phase" and index is not None:
+            member.phase = rest[0]
+            self.events.tell("phase", index, rest[0])
+        elif kind == "progress" and index is not None:
+            self.events.tell("progress", index, *rest)
+        elif kind == "where":
+            member.where, member.stack = rest
+        elif kind == "done" and index is not None:
+            member.index = member.job = None
+            self._finish(index, *rest)
+
+    def _died(self, member: _Worker) -> None:
+        crash = member.crash()  # before the worker's fault dump is removed
+        self._remove(member)
+        job, index = member.job, member.index
+        if job is None or index is None:
+            if member.ready and member.broken is None and member.reserved is None:
+                return  # an idle worker went away: another is started when needed
+            # It could not start: the job it was meant for gets the reason.
+            failed = member.reserved if member.reserved is not None else (
+                self.pending.popleft() if self.pending else None)
+            if failed is not None:
+                reason = member.broken or failures.describe_crash(
+                    crash, self.jobs[failed].name, worker.STARTING)
+                self._finish(failed, None, InternalError(reason), 0.0)
+            return
+        message = failures.describe_crash(crash, job.name, member.phase)
+        if crash.by_user and "vectorised" not in member.phase:  # it would crash again
+            self._finish(index, None, failures.crash_error(crash, message, member.phase),
+                         time.monotonic() - member.sent_at)
+        else:
+            self._retry(index, job, failures.crash_error(crash, message, member.phase),
+                        time.monotonic() - member.sent_at)
+
+    def _retry(self, index: int, job: Job, error: GradcheckError, seconds: float) -> None:
+        """Run the job again without vectorisation in a new worker (unless it was off)."""
+        if not job.options.vectorise:
+            self._finish(index, None, error, seconds)
+            return
+        retry = dataclasses.replace(job, options=dataclasses.replace(job.options, vectorise=False))
+        self.retries[index] = (retry, error.message)
+        self.events.tell("notice", index, f"{error.message}; checking again without vectorisation")
+        fresh = _Worker(self.with_main)
+        fresh.reserved = index
+        self.workers.append(fresh)
+
+    def _remove(self, member: _Worker) -> None:
+        member.kill()
+        if member in self.workers:
+            self.workers.remove(member)
+
+    def _finish(self, index: int, report: Report | None, error: GradcheckError | None,
+                seconds: float) -> None:
+        if index in self.retries:
+            why = self.retries[index][1]
+            if report is not None:
+                report = dataclasses.replace(report, notes=(f"{why}; {RETRY_NOTE}", *report.notes))
+            if error is not None:
+                error = type(error)(
+                    f"{why}; checked again without vectorisation: {error.message}",
+                    user_traceback=error.user_traceback, phase=error.phase)
+        result = JobResult(report, error, seconds)
+        self.results[index] = result
+        self.events.tell("finished", index, result)

@@ -1,0 +1,180 @@
+"""The worker process: imports TensorFlow, runs the checks the parent sends, and sends back each
+report (or error), the phases as they begin, progress, and, just before a time limit, the line
+that was running. Its faulthandler dump tells the parent where a native crash happened."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import faulthandler
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+# Phase reported until the first check begins.
+STARTING = "the start-up of TensorFlow in a new worker process"
+# In the last SAMPLE_WINDOW seconds before its time limit, a check's stack is sampled every
+# SAMPLE_EVERY seconds, so the parent knows the user's line that was running when it stopped.
+SAMPLE_WINDOW = 1.0
+SAMPLE_EVERY = 0.05
+# Progress messages are sent at most this often (the last one of a task always).
+PROGRESS_INTERVAL = 0.1
+
+
+class Channel:
+    """The connection to the parent, safe to use from the watchdog threads too."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.lock = threading.Lock()
+        self.last_progress = 0.0
+
+    def send(self, *message: Any, unless: threading.Event | None = None) -> None:
+        """Send, unless `unless` is set by then (a sample taken as its check ended)."""
+        with self.lock:
+            if unless is None or not unless.is_set():
+                self.connection.send(message)
+
+    def phase(self, text: str) -> None:
+        self.send("phase", text)
+
+    def progress(self, task: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done >= total or now - self.last_progress >= PROGRESS_INTERVAL:
+            self.last_progress = now
+            self.send("progress", task, done, total)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker never outlives the command that started it (even one killed with SIGKILL)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _watch(channel: Channel, main_thread: int, timeout: float, stop: threading.Event) -> None:
+    """Near the time limit, send the innermost line of the user's code that the main thread is
+    running (with its stack) whenever it changes."""
+    from gradcheck.load.locations import innermost_user_frame
+
+    if stop.wait(max(0.0, timeout - SAMPLE_WINDOW)):
+        return
+    last: str | None = None
+    while not stop.is_set():
+        frame = sys._current_frames().get(main_thread)
+        if frame is not None:
+            frames = traceback.extract_stack(frame)
+            where = innermost_user_frame(frames)
+            if where is not None and where != last:
+                last = where
+                channel.send("where", where, "Stack when the time limit was reached (most"
+                             " recent call last):\n" + "".join(traceback.format_list(frames)),
+                             unless=stop)
+        stop.wait(SAMPLE_EVERY)
+
+
+def _session(stack: contextlib.ExitStack, session: str | None) -> contextlib.ExitStack:
+    """Checks of one session (`gradcheck run`) share loaded modules and observed gradients."""
+    stack.close()
+    stack = contextlib.ExitStack()
+    if session is not None:
+        from gradcheck.load.target import module_cache
+        from gradcheck.tf.instrument import observing_custom_gradients
+
+        stack.enter_context(module_cache())
+        stack.enter_context(observing_custom_gradients())
+    return stack
+
+
+def _run(job: Any, channel: Channel) -> tuple[Any, BaseException | None, float]:
+    """(report, None, seconds) or (None, error, seconds); never raises."""
+    from gradcheck.errors import GradcheckError
+    from gradcheck.failures import unexpected_error
+
+    options = dataclasses.replace(job.options, phase=channel.phase, progress=channel.progress)
+    stop = threading.Event()
+    if job.timeout is not None:
+        threading.Thread(target=_watch, daemon=True, args=(
+            channel, threading.get_ident(), job.timeout, stop)).start()
+    start = time.perf_counter()
+    try:
+        channel.phase(f"the loading of {job.target} and its inputs")
+        report = job.function(*job.args, options)
+        return report, None, time.perf_counter() - start
+    except GradcheckError as error:
+        return None, error, time.perf_counter() - start
+    except BaseException as exc:  # noqa: BLE001 - whatever the user's code raises, even exit
+        return None, unexpected_error(exc, job.name), time.perf_counter() - start
+    finally:
+        stop.set()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+
+
+def _send_result(channel: Channel, result: tuple[Any, BaseException | None, float]) -> None:
+    try:
+        channel.send("done", *result)
+    except Exception as exc:  # an unpicklable report or error: say so rather than hang
+        from gradcheck.errors import InternalError
+
+        channel.send("done", None, InternalError(
+            f"internal error: the worker could not send its result ({exc}); please report it"),
+            result[2])
+
+
+def _apply(cwd: str, environ: dict[str, str]) -> None:
+    """The parent's current directory and environment, as an in-process check would see."""
+    with contextlib.suppress(OSError):
+        os.chdir(cwd)
+    if dict(os.environ) != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+def main(connection: Any, fault_path: str, parent: int) -> None:
+    """Entry point of a worker process (spawned by gradcheck.isolation)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    os.dup2(2, 1)  # the user's prints go to stderr: stdout carries only gradcheck's report
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    fault_file = open(fault_path, "w")  # noqa: SIM115 - open for the process's lifetime
+    faulthandler.enable(fault_file, all_threads=True)
+    channel = Channel(connection)
+    try:
+        from gradcheck.pipeline import preload
+
+        preload()
+    except BaseException as exc:  # noqa: BLE001 - TensorFlow itself cannot start
+        channel.send("broken", "the worker process could not import TensorFlow and gradcheck's"
+                     f" checks: {type(exc).__name__}: {exc}")
+        return
+    channel.send("ready", threading.get_ident())
+    stack = contextlib.ExitStack()
+    session: str | None = None
+    while True:
+        try:
+            data = connection.recv_bytes()
+        except (EOFError, OSError):
+            break
+        try:
+            message = pickle.loads(data)
+        except Exception as exc:  # e.g. f defined in an interactive session
+            from gradcheck.errors import UsageError
+
+            channel.send("done", None, UsageError(
+                f"the worker process cannot load the check: {type(exc).__name__}: {exc}"), 0.0)
+            continue
+        if message is None:
+            break
+        job, cwd, environ = message
+        _apply(cwd, environ)
+        if job.session != session:
+            stack, session = _session(stack, job.session), job.session
+        _send_result(channel, _run(job, channel))
+    stack.close()
+

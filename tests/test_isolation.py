@@ -1,0 +1,206 @@
+"""Checks in worker processes: real native crashes, native hangs, memory caps, the retry without
+vectorisation, gradcheck's own bugs (exit 4) told apart from the user's (exit 3), -j N."""
+
+from __future__ import annotations
+
+import json
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import Result
+
+import gradcheck
+from gradcheck.errors import ExitCode, FunctionError, InternalError
+from gradcheck.failures import unexpected_error
+from gradcheck.isolation import Events, Job, JobResult, run_jobs
+from gradcheck.options import options_from
+from gradcheck.pipeline import TargetRequest, check_request
+from tests.conftest import FIXTURES
+
+BAD = FIXTURES / "bad"
+Run = Callable[..., Result]
+
+
+def job(target: str, **limits: Any) -> Job:
+    return Job(check_request, (TargetRequest(target=target),), options_from("check", {}),
+               name=target.rpartition(":")[2], target=target, **limits)
+
+
+def timed(jobs: list[Job]) -> tuple[list[JobResult], dict[int, float]]:
+    """Run the jobs; also how long each took from reaching its worker to its result."""
+    started: dict[int, float] = {}
+    took: dict[int, float] = {}
+    events = Events(started=lambda i: started.setdefault(i, time.monotonic()),
+                    finished=lambda i, _: took.setdefault(i, time.monotonic() - started[i]))
+    return run_jobs(jobs, events=events), took
+
+
+def test_a_crash_on_the_users_own_line_is_one_error_line_with_signal_phase_and_line(
+        in_fixtures: Path, run_cli: Run) -> None:
+    result = run_cli(["check", "bad/aborts.py:f", "--format", "json"])
+    message = ("f aborted (SIGABRT) during the first calls of f and its gradient; it was running"
+               " bad/aborts.py:10")
+    assert result.exit_code == ExitCode.FUNCTION_ERROR
+    assert result.stderr == f"Error: {message}\n"
+    assert json.loads(result.stdout) == {
+        "gradcheck": gradcheck.__version__, "target": "bad/aborts.py:f", "ok": False,
+        "exit_code": 3, "error": message, "phase": "the first calls of f and its gradient"}
+
+
+def test_a_segfault_shows_the_python_stack_with_traceback_and_is_a_junit_error(
+        in_fixtures: Path, run_cli: Run) -> None:
+    result = run_cli(["check", "bad/segfaults.py:f", "--format", "junit", "--traceback"])
+    assert result.exit_code == 3
+    stack, error_line = result.stderr.rstrip("\n").rsplit("\n", 1)
+    assert error_line == ("Error: f crashed with a segmentation fault (SIGSEGV) during the first"
+                          " calls of f and its gradient; it was running bad/segfaults.py:11")
+    assert stack.startswith("Python stack when the process crashed (most recent call last):\n")
+    assert stack.endswith('segfaults.py", line 11, in f') and "worker.py" not in stack
+    suite = ET.fromstring(result.stdout).find("testsuite")
+    assert suite is not None
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["phase"] == "the first calls of f and its gradient"
+    error = suite.find("testcase/error")
+    assert error is not None and error.get("type") == "exit code 3"
+    assert error.get("message") == error_line.removeprefix("Error: ")
+
+
+def test_tensorflow_aborting_while_vectorising_still_gives_a_verdict(
+        in_fixtures: Path, run_cli: Run) -> None:
+    """TensorFlow's own Abort op, only under pfor: the check runs again without vectorisation."""
+    result = run_cli(["check", "bad/aborts_when_vectorised.py:f", "--format", "json"])
+    crash = ("TensorFlow aborted (SIGABRT) during the vectorised tape.jacobian of y with respect"
+             " to x")
+    assert result.stderr == f"Error: {crash}; checking again without vectorisation\n"
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    assert report["ok"] is True and {c["status"] for c in report["checks"]} == {"pass"}
+    assert report["notes"][0] == (
+        f"{crash}; these results come from a new worker process with vectorisation off"
+        " (no pfor, no tf.vectorized_map)")
+
+
+def test_the_float32_expm_of_issue_11_ends_with_a_verdict(in_fixtures: Path,
+                                                          run_cli: Run) -> None:
+    # TensorFlow 2.21 no longer crashes here; were it to, the verdict would carry a note.
+    result = run_cli(["check", "bad/expm_float32.py:f", "--dtype", "float32", "--format", "json"])
+    assert result.exit_code in (0, 1), result.stderr
+    notes = json.loads(result.stdout)["notes"]
+    assert ("Error: " in result.stderr) == any("crashed" in n or "aborted" in n for n in notes)
+
+
+def test_a_native_hang_is_killed_at_its_timeout_and_located() -> None:
+    [result], took = timed([job(f"{BAD}/hangs_native.py:f", timeout=5)])
+    assert 5 <= took[0] < 5.5
+    error = result.error
+    assert isinstance(error, FunctionError) and error.exit_code == 3
+    assert error.message.startswith("f did not finish within 5s (--timeout 5) during the first"
+                                    " calls of f and its gradient; it was running ")
+    assert error.message.endswith("bad/hangs_native.py:14")
+    assert error.phase == "the first calls of f and its gradient"
+    assert error.user_traceback is not None and "return spin(x) * 2.0" in error.user_traceback
+
+
+def test_a_worker_that_outgrows_its_memory_cap_is_stopped() -> None:
+    [result], took = timed([job(f"{BAD}/grows.py:f", memory_limit=1200 << 20)])
+    error = result.error
+    assert isinstance(error, FunctionError)
+    assert error.phase == "the first calls of f and its gradient"
+    assert error.message.startswith("f was stopped during the first calls of f and its gradient:"
+                                    " the check used ")
+    assert error.message.endswith(" of memory, over the worker's cap of 1.2GiB"
+                                  " (4 x --max-memory, at least 2GiB)")
+    assert took[0] < 5
+
+
+def test_gradcheck_failing_in_a_worker_is_exit_4_not_the_users_fault() -> None:
+    [result] = run_jobs([Job(check_request, (None,), options_from("check", {}), name="f",
+                             target="nothing:f")])
+    assert isinstance(result.error, InternalError) and result.error.exit_code == 4
+    assert result.error.message.startswith("internal error while checking f: AttributeError:")
+    assert "gradcheck/pipeline.py:" in result.error.message
+    assert result.error.message.endswith("; please report it")
+
+
+def _user_code_raises() -> None:
+    raise ValueError("boom")
+
+
+def _user_code_misuses_tensorflow() -> None:
+    from gradcheck.tf.runtime import tensorflow
+
+    tensorflow().reshape(tensorflow().ones(3), (2,))
+
+
+def _caught(action: Callable[[], Any]) -> BaseException:
+    try:
+        action()
+    except Exception as exc:
+        return exc
+    raise AssertionError("did not raise")
+
+
+def test_whose_exception_it_is_depends_on_the_innermost_frame_that_is_not_a_library() -> None:
+    mine = unexpected_error(_caught(_user_code_raises), "f")
+    assert isinstance(mine, FunctionError)
+    assert mine.message.startswith("f raised ValueError: boom (at ")
+    assert mine.message.endswith("test_isolation.py:130)")
+    # TensorFlow raises on behalf of its caller: here the user's code.
+    theirs = unexpected_error(_caught(_user_code_misuses_tensorflow), "f")
+    assert isinstance(theirs, FunctionError) and "InvalidArgumentError" in theirs.message
+    # gradcheck's own code raising is gradcheck's bug.
+    ours = unexpected_error(_caught(lambda: check_request(None, options_from("check", {}))),
+                            "f")  # type: ignore[arg-type]
+    assert isinstance(ours, InternalError) and ours.exit_code == ExitCode.INTERNAL_ERROR
+
+
+def test_the_api_runs_in_a_worker_when_asked() -> None:
+    target = f"{FIXTURES}/two_in_two_out.py:f"
+    here, there = gradcheck.check(target), gradcheck.check(target, isolate=True)
+    assert [(c.check, c.status, c.input, c.output) for c in there.checks] == [
+        (c.check, c.status, c.input, c.output) for c in here.checks]
+    with pytest.raises(FunctionError, match=r"^f raised InvalidArgumentError: Matrix size"):
+        gradcheck.check(f"{BAD}/raises.py:f", isolate=True)
+    with pytest.raises(TypeError, match="isolate=True sends f and its arguments to a worker"):
+        gradcheck.check(lambda x: x, [1.0], isolate=True)
+    with pytest.raises(ValueError, match=r"timeout= needs isolate=True"):
+        gradcheck.check(target, timeout=1)
+
+
+MIXED = (
+    f'name = "passes"\ntarget = "{FIXTURES}/two_in_two_out.py:f"',
+    f'name = "crashes"\ntarget = "{BAD}/aborts.py:f"',
+    f'name = "fails"\ntarget = "{FIXTURES}/custom_gradient_full_jacobian.py:f"',
+    f'name = "hangs"\ntarget = "{BAD}/hangs_native.py:f"\ntimeout = 3',
+    f'name = "passes too"\ntarget = "{FIXTURES}/custom_gradient_correct.py:f"',
+)
+
+
+def _without_times(payload: dict[str, Any]) -> dict[str, Any]:
+    return {**payload, "reports": [{k: v for k, v in r.items() if k != "seconds"}
+                                   for r in payload["reports"]]}
+
+
+def test_run_in_parallel_gives_the_serial_results(tmp_path: Path, run_cli: Run) -> None:
+    config = tmp_path / "gradcheck.toml"
+    config.write_text("[tool.gradcheck]\n" + "".join(
+        f"[[tool.gradcheck.check]]\n{table}\n" for table in MIXED))
+    runs = {jobs: run_cli(["run", "--config", str(config), "-j", jobs, "--format", "json"])
+            for jobs in ("1", "2")}
+    serial, parallel = (json.loads(runs[jobs].stdout) for jobs in ("1", "2"))
+    assert runs["1"].exit_code == runs["2"].exit_code == 3
+    assert _without_times(serial) == _without_times(parallel)
+    reports = {r["name"]: r for r in serial["reports"]}
+    assert list(reports) == ["passes", "crashes", "fails", "hangs", "passes too"]
+    assert {name: r["exit_code"] for name, r in reports.items()} == {
+        "passes": 0, "crashes": 3, "fails": 1, "hangs": 3, "passes too": 0}
+    assert reports["crashes"]["phase"] == reports["hangs"]["phase"] == (
+        "the first calls of f and its gradient")
+    assert reports["hangs"]["error"].startswith("f did not finish within 3s (timeout 3) during")
+    for payload in (serial, parallel):
+        hangs = next(r for r in payload["reports"] if r["name"] == "hangs")
+        assert 3 <= hangs["seconds"] < 3.5
