@@ -183,9 +183,9 @@ MATRIX = [
     bad("config-missing-target", ("run", "--config", "{data}/no_target.toml"),
         "tool.gradcheck.check[1].target: missing"),
     bad("config-unknown-key", ("run", "--config", "{data}/unknown_key.toml"),
-        "tool.gradcheck.check[0].atoll: unknown key; known keys are atol, command, dtype, eps,"
-        " input, inputs, mode, name, path, probes, rtol, seed, shape, surrogate, target, timeout,"
-        " upstream"),
+        "tool.gradcheck.check[0].atoll: unknown key; known keys are atol, command, compiled,"
+        " dtype, eps, input, inputs, mode, name, order, path, probes, rtol, seed, shape,"
+        " surrogate, target, timeout, training, upstream, wrt"),
     bad("config-not-found", ("run", "--config", "{data}/nope.toml"),
         "config file '{data}/nope.toml' not found"),
     bad("run-k-matches-nothing", ("run", "--config", "ci_project/pyproject.toml", "-k", "zzz"),
