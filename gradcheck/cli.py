@@ -147,9 +147,9 @@ def report_error(error: GradcheckError, output_format: str, show_traceback: bool
         click.echo(render_error_json(error.message, int(error.exit_code), target, error.phase))
     elif output_format == "junit" and target is not None:
         from gradcheck.render.junit import render_junit
-        from gradcheck.runner import RunOutcome
+        from gradcheck.report import CheckOutcome
 
-        click.echo(render_junit([RunOutcome(target, target, None, error.exit_code,
+        click.echo(render_junit([CheckOutcome(target, target, None, error.exit_code,
                                             error=error.message, phase=error.phase)]), nl=False)
     return int(error.exit_code)
 

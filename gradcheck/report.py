@@ -161,6 +161,8 @@ class CheckOutcome:
     seconds: float = 0.0
     error: str | None = None
     user_traceback: str | None = None
+    # The phase a crash or time-out happened in ("the vectorised tape.jacobian of y ...").
+    phase: str | None = None
 
     @property
     def status(self) -> Status:

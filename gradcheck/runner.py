@@ -17,13 +17,6 @@ from gradcheck.report import CheckOutcome, RunResult
 _SESSIONS = itertools.count()
 
 
-@dataclasses.dataclass(frozen=True)
-class RunOutcome(CheckOutcome):
-    """A CheckOutcome that also names the phase a crash or time-out happened in."""
-
-    phase: str | None = None
-
-
 def check_job(check: CheckConfig, timeout: float | None = None,
               session: str | None = None) -> Job:
     """The worker job of one configured check; `timeout` applies when it has none of its own."""
@@ -41,14 +34,14 @@ def check_job(check: CheckConfig, timeout: float | None = None,
                else "--timeout", memory_limit=memory_cap(DEFAULT_MAX_MEMORY), session=session)
 
 
-def outcome_of(check: CheckConfig, result: JobResult) -> RunOutcome:
+def outcome_of(check: CheckConfig, result: JobResult) -> CheckOutcome:
     if result.report is None:
         error = result.error
         assert error is not None
-        return RunOutcome(check.name, check.target, None, error.exit_code, result.seconds,
+        return CheckOutcome(check.name, check.target, None, error.exit_code, result.seconds,
                           error.message, error.user_traceback, error.phase)
     report = dataclasses.replace(result.report, target=check.target)
-    return RunOutcome(check.name, check.target, report, report.exit_code, result.seconds)
+    return CheckOutcome(check.name, check.target, report, report.exit_code, result.seconds)
 
 
 def parse_jobs(text: str) -> int:
@@ -94,8 +87,8 @@ def outcome_dict(outcome: CheckOutcome) -> dict[str, Any]:
         data = report_dict(outcome.report)
     else:
         data = error_dict(outcome.error or "error", int(outcome.exit_code), outcome.target,
-                          getattr(outcome, "phase", None))
+                          outcome.phase)
     return {"name": outcome.name, **data, "seconds": round(outcome.seconds, 3)}
 
 
-__all__ = ["RunOutcome", "check_job", "outcome_dict", "parse_jobs", "run_all"]
+__all__ = ["check_job", "outcome_dict", "parse_jobs", "run_all"]

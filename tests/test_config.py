@@ -81,9 +81,9 @@ def test_k_selects_by_substring_or_glob(pattern: str | None, selected: list[str]
     (config({"target": "m:f"}, {"target": "m:g"}, {"shape": [[2]]}),
      "tool.gradcheck.check[2].target: missing"),
     (config({"target": "m:f", "colour": "red"}),
-     "tool.gradcheck.check[0].colour: unknown key; known keys are atol, command, dtype, eps,"
-     " input, inputs, mode, name, path, probes, rtol, seed, shape, surrogate, target, timeout,"
-     " upstream"),
+     "tool.gradcheck.check[0].colour: unknown key; known keys are atol, command, compiled,"
+     " dtype, eps, input, inputs, mode, name, order, path, probes, rtol, seed, shape,"
+     " surrogate, target, timeout, training, upstream, wrt"),
     ({"tool": {"gradcheck": {"chek": []}}},
      "tool.gradcheck.chek: unknown key; known keys are check, path, timeout"),
     (config({"target": "garbled"}),

@@ -162,12 +162,12 @@ def test_errored_checks_and_loading_errors_are_errors() -> None:
 
 
 def test_a_crash_is_an_error_that_names_its_phase() -> None:
-    from gradcheck.runner import RunOutcome
+    from gradcheck.report import CheckOutcome
 
     message = ("TensorFlow aborted (SIGABRT) during the vectorised tape.jacobian of y with"
                " respect to x; checked again without vectorisation: TensorFlow aborted (SIGABRT)"
                " during the while-loop tape.jacobian of y with respect to x")
-    outcome = RunOutcome("expm", "ops:expm", None, ExitCode.INTERNAL_ERROR, 2.5, message,
+    outcome = CheckOutcome("expm", "ops:expm", None, ExitCode.INTERNAL_ERROR, 2.5, message,
                          phase="the while-loop tape.jacobian of y with respect to x")
     (suite,) = valid(render_junit([outcome])).findall("testsuite")
     assert {p.get("name"): p.get("value") for p in suite.iter("property")} == {

@@ -20,7 +20,6 @@ from typing import Any
 
 from gradcheck.errors import LoadError
 from gradcheck.load.locations import relative_path
-from gradcheck.load.timeout import TimeLimitExceeded
 
 FORMAT_HINT = "'module:function' or 'path/to/file.py:function'"
 # Set by module_cache(): each .py file (or dotted module) is executed once per `gradcheck run`.
@@ -143,7 +142,7 @@ def _exec_file(file_part: str) -> ModuleType:
             sys.modules[module_name] = previous
         else:
             sys.modules.pop(module_name, None)
-        if isinstance(exc, (KeyboardInterrupt, TimeLimitExceeded)):
+        if isinstance(exc, KeyboardInterrupt):
             raise
         raise _import_failure(module_name, exc) from exc
     return module
@@ -155,7 +154,7 @@ def _reload_if_possible(module: ModuleType) -> ModuleType:
     gradient registered by name) keep their first import, unobserved."""
     try:
         return importlib.reload(module)
-    except (KeyboardInterrupt, TimeLimitExceeded):
+    except KeyboardInterrupt:
         raise
     except Exception:
         return sys.modules.get(module.__name__, module)
@@ -182,7 +181,7 @@ def _import_module(module_name: str, search_path: str, fresh: bool = False) -> M
                 f" (searched --path {search_path!r} and sys.path)"
             ) from exc
         raise _import_failure(module_name, exc) from exc
-    except (KeyboardInterrupt, TimeLimitExceeded):
+    except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001
         raise _import_failure(module_name, exc) from exc

@@ -6,11 +6,6 @@ from __future__ import annotations
 from gradcheck.errors import UsageError
 
 
-class TimeLimitExceeded(BaseException):
-    """A time limit raised inside the user's code; a BaseException so that `except Exception`
-    in user code cannot eat it (the loader lets it through)."""
-
-
 def validate_timeout(seconds: float | None, flag: str = "--timeout") -> None:
     if seconds is None:
         return

@@ -55,7 +55,7 @@ def _suite(root: ET.Element, outcome: CheckOutcome) -> dict[str, int]:
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", name="target", value=_clean(outcome.target))
     ET.SubElement(properties, "property", name="exit_code", value=str(int(outcome.exit_code)))
-    phase = getattr(outcome, "phase", None)  # where a crash or time-out happened
+    phase = outcome.phase  # where a crash or time-out happened
     if phase:
         ET.SubElement(properties, "property", name="phase", value=_clean(phase))
     counts = dict.fromkeys(COUNTS, 0)
