@@ -18,7 +18,7 @@ _SESSIONS = itertools.count()
 
 
 def check_job(check: CheckConfig, timeout: float | None = None,
-              session: str | None = None) -> Job:
+              session: str | None = None, keep_blocks: bool = False) -> Job:
     """The worker job of one configured check; `timeout` applies when it has none of its own."""
     from gradcheck.options import options_from
     from gradcheck.pipeline import TargetRequest, check_request
@@ -28,7 +28,8 @@ def check_job(check: CheckConfig, timeout: float | None = None,
         shapes=check.shape, inputs_attr=check.inputs, upstream_specs=check.upstream,
     )
     own = check.timeout is not None
-    return Job(check_request, (request,), options_from(check.command, dataclasses.asdict(check)),
+    options = options_from(check.command, dataclasses.asdict(check), keep_blocks=keep_blocks)
+    return Job(check_request, (request,), options,
                name=check.target.rpartition(":")[2], target=check.target,
                timeout=check.timeout if own else timeout, timeout_flag="timeout" if own
                else "--timeout", memory_limit=memory_cap(DEFAULT_MAX_MEMORY), session=session)
@@ -65,7 +66,8 @@ def parse_jobs(text: str) -> int:
 def run_all(checks: Sequence[CheckConfig], timeout: float | None = None,
             progress: Callable[[CheckConfig, CheckOutcome | None], Any] | None = None,
             jobs: int = 1,
-            notice: Callable[[CheckConfig, str], Any] | None = None) -> RunResult:
+            notice: Callable[[CheckConfig, str], Any] | None = None,
+            keep_blocks: bool = False) -> RunResult:
     """Run every check, `jobs` at a time. `progress(check, None)` when a check starts and
     `(check, outcome)` when it ends; `notice(check, message)` when it crashed and runs again.
     A worker runs checks one after another, loading each module once for all of them."""
@@ -75,7 +77,8 @@ def run_all(checks: Sequence[CheckConfig], timeout: float | None = None,
         finished=None if progress is None
         else lambda i, result: progress(checks[i], outcome_of(checks[i], result)),
         notice=None if notice is None else lambda i, message: notice(checks[i], message))
-    results = run_jobs([check_job(check, timeout, session) for check in checks], jobs, events)
+    results = run_jobs([check_job(check, timeout, session, keep_blocks) for check in checks],
+                       jobs, events)
     return RunResult(tuple(outcome_of(check, result) for check, result in zip(checks, results)))
 
 

@@ -1,157 +1,32 @@
-"""The command line: a thin layer over the pipeline that prints, writes files and exits."""
+"""The commands: check, jacobian, vjp, run, demo; the only place that exits."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
+from gradcheck.cli.flags import (
+    check_options,
+    input_options,
+    output_options,
+    parse_memory,
+    upstream_option,
+    validate_numbers,
+)
+from gradcheck.cli.output import (
+    formatted,
+    make_console,
+    report_error,
+    show,
+    write_artifacts,
+    write_atomically,
+)
 from gradcheck.errors import ExitCode, GradcheckError, UsageError
 from gradcheck.report import VERSION, Status
-
-FORMATS = ("table", "json", "junit")
-
-
-def _input_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    for decorator in reversed((
-        click.argument("target"),
-        click.option("-i", "--input", "input_specs", multiple=True, metavar="VALUE",
-                     help="An argument: .npy, .npz, or a literal like '[1.0, 2.0]';"
-                          " NAME=VALUE for a keyword. Repeatable, in order."),
-        click.option("--shape", "shapes", multiple=True, metavar="2,3",
-                     help="Random normal argument of this shape (repeatable)."),
-        click.option("--inputs", "inputs_attr", metavar="MOD:ATTR",
-                     help="Arguments from a value or zero-argument callable."),
-        click.option("--path", default=".", show_default=True,
-                     help="Directory put first on sys.path."),
-        click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
-                     help="Seed for --shape and random upstreams."),
-        click.option("--no-instrument", "no_instrument", is_flag=True,
-                     help="Do not observe tf.custom_gradient functions while loading."),
-    )):
-        function = decorator(function)
-    return function
-
-
-def _check_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    for decorator in reversed((
-        click.option("--atol", type=float, help="Absolute tolerance (default per dtype)."),
-        click.option("--rtol", type=float, help="Relative tolerance (default per dtype)."),
-        click.option("--eps", type=float,
-                     help="Finite-difference step (default: eps^(1/3) x element scale)."),
-        click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto",
-                     show_default=True),
-        click.option("--probes", type=int, default=8, show_default=True,
-                     help="Random directions in fast mode."),
-        click.option("--dtype", type=click.Choice(["auto", "float32", "float64"]),
-                     default="auto", show_default=True),
-        click.option("--surrogate", "surrogates", multiple=True, metavar="NAME",
-                     help="A custom_gradient that deliberately differs from the true gradient"
-                          " (straight-through, clipping): its mismatch is a warning."),
-        click.option("--max-memory", "max_memory", default="1GiB", show_default=True,
-                     help="Memory budget for batched evaluations and Jacobians."),
-        click.option("--timeout", type=float, metavar="SECONDS",
-                     help="Kill the check (exit code 3) if it runs longer; TensorFlow's"
-                          " start-up does not count."),
-    )):
-        function = decorator(function)
-    return function
-
-
-def _output_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    for decorator in reversed((
-        click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
-                     show_default=True),
-        click.option("-o", "--output", "output_file", type=click.Path(dir_okay=False),
-                     help="Also write the report (in --format) to FILE."),
-        click.option("-q", "--quiet", is_flag=True, help="Only the summary line."),
-        click.option("--traceback", "show_traceback", is_flag=True,
-                     help="Show the user's traceback for errors."),
-        click.option("--no-color", is_flag=True, help="No colours (NO_COLOR works too)."),
-    )):
-        function = decorator(function)
-    return function
-
-
-def _upstream_option(function: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--upstream", "upstream_specs", multiple=True, metavar="U",
-        help="Upstream per output: .npy/.npz, literal, 'ones' or 'random' (default).",
-    )(function)
-
-
-def parse_memory(text: str) -> int:
-    units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20,
-             "MB": 10**6, "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30}
-    cleaned = text.strip().upper()
-    number = cleaned.rstrip("BKMGI")
-    unit = cleaned[len(number):]
-    try:
-        value = float(number) * units[unit]
-    except (ValueError, KeyError) as exc:
-        raise UsageError(f"--max-memory {text!r} must be a size like 512MiB or 2GiB") from exc
-    if value < 1 << 20:
-        raise UsageError(f"--max-memory {text!r} is below 1MiB")
-    return int(value)
-
-
-def validate_numbers(atol: float | None, rtol: float | None, eps: float | None,
-                     probes: int) -> None:
-    for name, value in (("--atol", atol), ("--rtol", rtol)):
-        if value is not None and not value >= 0:
-            raise UsageError(f"{name} must be zero or positive, got {value}")
-    if eps is not None and not eps > 0:
-        raise UsageError(f"--eps must be positive, got {eps}")
-    if probes < 1:
-        raise UsageError(f"--probes must be at least 1, got {probes}")
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write the whole file or nothing (no half-written reports)."""
-    target = Path(path)
-    try:
-        with tempfile.NamedTemporaryFile(
-            "w", dir=target.parent, delete=False, prefix=f".{target.name}.", suffix=".tmp",
-            encoding="utf-8",
-        ) as handle:
-            handle.write(text)
-        os.replace(handle.name, target)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
-
-
-def make_console(no_color: bool, stderr: bool = False) -> Any:
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    # Rich assumes 80 columns off a terminal; logs and CI artefacts read better wider.
-    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
-    return Console(stderr=stderr, no_color=no_color or "NO_COLOR" in os.environ,
-                   highlight=False, width=width)
-
-
-def report_error(error: GradcheckError, output_format: str, show_traceback: bool,
-                 target: str | None) -> int:
-    if show_traceback and error.user_traceback:
-        click.echo(error.user_traceback.rstrip(), err=True)
-    click.echo(f"Error: {error.message}", err=True)
-    if output_format == "json":
-        from gradcheck.render.json_format import render_error_json
-
-        click.echo(render_error_json(error.message, int(error.exit_code), target, error.phase))
-    elif output_format == "junit" and target is not None:
-        from gradcheck.render.junit import render_junit
-        from gradcheck.report import CheckOutcome
-
-        click.echo(render_junit([CheckOutcome(target, target, None, error.exit_code,
-                                            error=error.message, phase=error.phase)]), nl=False)
-    return int(error.exit_code)
 
 
 def _requested_format(arguments: list[str]) -> str | None:
@@ -229,8 +104,15 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             upstream_specs=tuple(options.get("upstream_specs", ())),
             instrument=not options["no_instrument"],
         )
-        check_options = options_from(command, {**options, "max_memory": max_memory},
-                                     explain=_explain_wanted(command, options))
+        if options["plot_dir"]:
+            from gradcheck.render.artifacts import require_plotting
+
+            require_plotting()
+        check_options = options_from(
+            command, {**options, "max_memory": max_memory},
+            explain=_explain_wanted(command, options),
+            keep_blocks=bool(options["plot_dir"] or options["save_file"])
+            or (output_format == "table" and not options["quiet"]))
         job = isolation.Job(check_request, (request,), check_options,
                             name=target.rpartition(":")[2], target=target,
                             timeout=options["timeout"],
@@ -245,12 +127,13 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             raise result.error
         report = result.report
         assert report is not None
-        text = _formatted(report, output_format, command)
+        text = formatted(report, output_format, command)
         if options["output_file"]:
             write_atomically(options["output_file"], text)
+        write_artifacts(report, options)
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], target))
-    _show(report, text, output_format, command, options)
+    show(report, text, output_format, command, options)
     sys.exit(int(report.exit_code))
 
 
@@ -272,50 +155,6 @@ def _warm_up(output_format: str) -> None:
         import gradcheck.render.table  # noqa: F401
 
 
-def _formatted(report: Any, output_format: str, command: str) -> str:
-    if output_format == "json":
-        from gradcheck.render.json_format import render_json
-
-        return render_json(report)
-    if output_format == "junit":
-        from gradcheck.render.junit import render_junit
-        from gradcheck.report import CheckOutcome
-
-        return render_junit([CheckOutcome(report.target, report.target, report, report.exit_code)])
-    from gradcheck.render.text import render_text
-
-    return render_text(report, show_matrices=command == "jacobian")
-
-
-def _show(report: Any, text: str, output_format: str, command: str,
-          options: dict[str, Any]) -> None:
-    if output_format != "table":
-        click.echo(text, nl=not text.endswith("\n"))
-        return
-    from gradcheck.render.table import render_table
-
-    console = make_console(options["no_color"])
-    console.print(render_table(report, show_matrices=command == "jacobian",
-                               quiet=options["quiet"]))
-    _annotate_for_github(report)
-    if report.explain is not None and not options["quiet"]:
-        from gradcheck.render.explain import render_explanation
-
-        console.print()
-        console.print(render_explanation(report.explain))
-
-
-def _annotate_for_github(report: Any) -> None:
-    """Under GitHub Actions, failures with a location become ::error annotations."""
-    if os.environ.get("GITHUB_ACTIONS") != "true":
-        return
-    from gradcheck.render.annotations import render_github_annotations
-
-    text = render_github_annotations(report)
-    if text:
-        click.echo(text)
-
-
 def _explain_wanted(command: str, options: dict[str, Any]) -> bool:
     """--explain/--no-explain; by default on for vjp, in table (and JSON) format."""
     chosen = options.get("explain")
@@ -325,19 +164,19 @@ def _explain_wanted(command: str, options: dict[str, Any]) -> bool:
 
 
 @cli.command()
-@_input_options
-@_check_options
-@_output_options
+@input_options
+@check_options
+@output_options
 def jacobian(target: str, **options: Any) -> None:
     """Autodiff Jacobian vs finite differences, block by block."""
     _run_single("jacobian", target, options)
 
 
 @cli.command()
-@_input_options
-@_upstream_option
-@_check_options
-@_output_options
+@input_options
+@upstream_option
+@check_options
+@output_options
 @click.option("--explain/--no-explain", "explain", default=None,
               help="Explain what tape.gradient returns (J, 1ᵀJ, uᵀJ, gradient * u) per input;"
                    " on by default except with --format junit or -q.")
@@ -347,10 +186,10 @@ def vjp(target: str, **options: Any) -> None:
 
 
 @cli.command()
-@_input_options
-@_upstream_option
-@_check_options
-@_output_options
+@input_options
+@upstream_option
+@check_options
+@output_options
 def check(target: str, **options: Any) -> None:
     """Every check gradcheck knows; the one to use in CI."""
     _run_single("check", target, options)
@@ -365,9 +204,11 @@ def check(target: str, **options: Any) -> None:
               help="Time limit per check (a check's own `timeout` key wins).")
 @click.option("-j", "--jobs", "jobs", default="1", show_default=True, metavar="N|auto",
               help="Checks run in N worker processes at once (auto: one per core).")
-@_output_options
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Pictures of the failing checks' Jacobian blocks, in DIR/<check>/.")
+@output_options
 def run(config_file: str | None, pattern: str | None, timeout: float | None, jobs: str,
-        **options: Any) -> None:
+        plot_dir: str | None, **options: Any) -> None:
     """Run the checks configured in [tool.gradcheck], for CI (exit code: the worst check's)."""
     from gradcheck.load.config import load_config
     from gradcheck.load.timeout import validate_timeout
@@ -387,12 +228,22 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
 
         isolation.prestart(min(workers, len(selected)))
         _warm_up(output_format)
+        if plot_dir:
+            from gradcheck.render.artifacts import require_plotting
+
+            require_plotting()
         with _run_progress(len(selected), options) as progress:
             result = run_all(selected, limit, progress, workers, notice=lambda check, message:
-                             click.echo(f"Error: {check.name}: {message}", err=True))
+                             click.echo(f"Error: {check.name}: {message}", err=True),
+                             keep_blocks=plot_dir is not None)
         text = _formatted_run(result, output_format)
         if options["output_file"]:
             write_atomically(options["output_file"], text)
+        if plot_dir:
+            from gradcheck.render.artifacts import write_run_artifacts
+
+            for path in write_run_artifacts(result, plot_dir):
+                click.echo(f"wrote {path}", err=True)
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], None))
     if output_format != "table":

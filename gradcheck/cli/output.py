@@ -1,0 +1,118 @@
+"""What the command line prints and writes: reports in each format, errors, annotations."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gradcheck.errors import GradcheckError, UsageError
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write the whole file or nothing (no half-written reports)."""
+    target = Path(path)
+    try:
+        with tempfile.NamedTemporaryFile(
+            "w", dir=target.parent, delete=False, prefix=f".{target.name}.", suffix=".tmp",
+            encoding="utf-8",
+        ) as handle:
+            handle.write(text)
+        os.replace(handle.name, target)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
+
+
+def make_console(no_color: bool, stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    # Rich assumes 80 columns off a terminal; logs and CI artefacts read better wider.
+    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
+    return Console(stderr=stderr, no_color=no_color or "NO_COLOR" in os.environ,
+                   highlight=False, width=width)
+
+
+def report_error(error: GradcheckError, output_format: str, show_traceback: bool,
+                 target: str | None) -> int:
+    if show_traceback and error.user_traceback:
+        click.echo(error.user_traceback.rstrip(), err=True)
+    click.echo(f"Error: {error.message}", err=True)
+    if output_format == "json":
+        from gradcheck.render.json_format import render_error_json
+
+        click.echo(render_error_json(error.message, int(error.exit_code), target, error.phase))
+    elif output_format == "junit" and target is not None:
+        from gradcheck.render.junit import render_junit
+        from gradcheck.report import CheckOutcome
+
+        click.echo(render_junit([CheckOutcome(target, target, None, error.exit_code,
+                                            error=error.message, phase=error.phase)]), nl=False)
+    return int(error.exit_code)
+
+
+def formatted(report: Any, output_format: str, command: str) -> str:
+    if output_format == "json":
+        from gradcheck.render.json_format import render_json
+
+        return render_json(report)
+    if output_format == "junit":
+        from gradcheck.render.junit import render_junit
+        from gradcheck.report import CheckOutcome
+
+        return render_junit([CheckOutcome(report.target, report.target, report, report.exit_code)])
+    from gradcheck.render.text import render_text
+
+    return render_text(report, show_matrices=command == "jacobian")
+
+
+def show(report: Any, text: str, output_format: str, command: str,
+          options: dict[str, Any]) -> None:
+    if output_format != "table":
+        click.echo(text, nl=not text.endswith("\n"))
+        annotate_for_github(report, err=True)  # stdout carries the JSON or JUnit
+        return
+    from gradcheck.render.table import render_table
+
+    console = make_console(options["no_color"])
+    console.print(render_table(report, show_matrices=command == "jacobian",
+                               quiet=options["quiet"]))
+    if not options["quiet"] and report.blocks:
+        from gradcheck.render.heatmap import render_heatmaps
+
+        console.print(render_heatmaps(report, color=console.color_system is not None
+                                      and not console.no_color))
+    annotate_for_github(report)
+    if report.explain is not None and not options["quiet"]:
+        from gradcheck.render.explain import render_explanation
+
+        console.print()
+        console.print(render_explanation(report.explain))
+
+
+def annotate_for_github(report: Any, err: bool = False) -> None:
+    """Under GitHub Actions, failures with a location become ::error annotations."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    from gradcheck.render.annotations import render_github_annotations
+
+    text = render_github_annotations(report)
+    if text:
+        click.echo(text, err=err)
+
+
+def write_artifacts(report: Any, options: dict[str, Any]) -> None:
+    """--plot DIR and --save FILE.npz; the paths written, and blocks left out, on stderr."""
+    if not (options.get("plot_dir") or options.get("save_file")):
+        return
+    from gradcheck.render.artifacts import artifact_notes
+    from gradcheck.render.artifacts import write_artifacts as write
+
+    written = write(report, options.get("plot_dir"), options.get("save_file"))
+    if not options["quiet"]:
+        for line in [f"wrote {path}" for path in written] + artifact_notes(report):
+            click.echo(line, err=True)
