@@ -19,6 +19,7 @@ class CompiledVJP:
 
     gradients: list[np.ndarray | None]
     traces: int
+    outputs: list[np.ndarray]
 
 
 def compiled_vjp(program: Program, output_indices: Sequence[int],
@@ -41,7 +42,8 @@ def compiled_vjp(program: Program, output_indices: Sequence[int],
         grads = tape.gradient(targets, watched, output_gradients=[
             tf.constant(u, dtype=t.dtype) for u, t in zip(upstreams, targets)])
         return [tf.zeros(0, tf.float64) if g is None else tf.cast(
-            tf.convert_to_tensor(g), tf.float64) for g in grads]
+            tf.convert_to_tensor(g), tf.float64) for g in grads] + [
+            tf.cast(t, tf.float64) for t in targets]
 
     compiled = tf.function(vjp, jit_compile=jit)
     values = [tf.constant(program.value_of(i), dtype=program.slots[i].dtype)
@@ -55,4 +57,5 @@ def compiled_vjp(program: Program, output_indices: Sequence[int],
     return CompiledVJP(
         [None if g.shape == (0,) and shape != (0,) else np.asarray(g).reshape(shape)
          for g, shape in zip(grads, shapes)],
-        int(compiled.experimental_get_tracing_count()))
+        int(compiled.experimental_get_tracing_count()),
+        [np.asarray(t) for t in grads[len(sources):]])
