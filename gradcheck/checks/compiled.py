@@ -22,9 +22,13 @@ MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
 REASSOCIATION = 64.0
 
 
-def _trace_failure(mode: str, exc: BaseException) -> tuple[Status, str, Cause]:
-    """Why the compiled VJP could not run: XLA lacking an op (skip), or f not traceable."""
+def _trace_failure(mode: str, exc: BaseException, jit: bool) -> tuple[Status, str, Cause]:
+    """Why the compiled VJP could not run: XLA lacking an op or a feature (skip: tf.function
+    traced f already), or f not traceable at all (warn)."""
     text = str(exc)
+    if jit and not ("unsupported operations" in text or "failed to lift" in text.lower()):
+        return (Status.SKIP, f"XLA cannot compile the VJP ({first_line(exc)})",
+                Cause("xla-unsupported", first_line(exc)))
     if "unsupported operations" in text or "failed to lift variable" in text.lower():
         named = re.search(r"_JIT: ([\w, ]+?) \(", text)
         ops = named.group(1) if named else "variables created inside f"
@@ -49,7 +53,7 @@ def check_compiled(ctx: CheckContext) -> Findings:
         try:
             result = compiled_vjp(ctx.program, ctx.diff_outputs, ctx.upstreams, jit)
         except Exception as exc:  # tracing or compiling failed: judged, not a crash
-            status, message, cause = _trace_failure(mode, exc)
+            status, message, cause = _trace_failure(mode, exc, jit)
             found.add(Kind.COMPILED, status, message, location=exception_location(exc),
                       cause=cause)
             if status == Status.WARN:
