@@ -10,10 +10,13 @@ from typing import Any
 
 from gradcheck.report import Kind
 
-ALL_KINDS = frozenset(Kind)  # second-order runs only with order=2
+# second-order runs only with order=2; hessian (scalar f only) only in `gradcheck hessian`.
+ALL_KINDS = frozenset(Kind) - {Kind.HESSIAN}
+JACOBIAN_KINDS = frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
+                            Kind.KINK, Kind.FAST})
 COMMAND_KINDS = {
-    "jacobian": frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
-                           Kind.KINK, Kind.FAST}),
+    "jacobian": JACOBIAN_KINDS,
+    "hessian": JACOBIAN_KINDS | {Kind.HESSIAN},
     "vjp": frozenset({Kind.VJP, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
                       Kind.UPSTREAM, Kind.KINK, Kind.FAST}),
     "check": ALL_KINDS,

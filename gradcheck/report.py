@@ -44,6 +44,7 @@ class Kind(_Spelled):
     JVP = "jvp"
     COMPILED = "compiled"
     SECOND_ORDER = "second-order"
+    HESSIAN = "hessian"
 
 
 STATUSES = tuple(Status)

@@ -47,3 +47,22 @@ def test_differentiable_gradients_pass(function: str) -> None:
     report = _check(function)
     assert [c.status for c in _second(report)] == ["pass"] and report.ok
     assert all(c.max_abs_err is not None and c.max_abs_err < 1e-8 for c in _second(report))
+
+
+def test_a_large_input_is_checked_by_random_projections() -> None:
+    """10⁴ elements: ⟨w, ∂g/∂x v⟩ against central differences, narrowed to the wrong element."""
+    target = f"{FIXTURES / 'hessian.py'}:large_wrong"
+    report = check_request(TargetRequest(target),
+                           CheckOptions(order=2, mode="fast", compiled=False))
+    found = [c for c in _second(report) if c.failed]
+    assert found and all(c.worst_index == (1234,) for c in found)
+    assert "x[1234]" in found[0].message and found[0].details["probes"] == 8
+    assert found[0].location is not None and found[0].location.endswith("hessian.py:94")
+
+
+def test_a_large_correct_input_passes_in_fast_mode() -> None:
+    report = check_request(TargetRequest(f"{FIXTURES / 'hessian.py'}:large"),
+                           CheckOptions(order=2, compiled=False))
+    found = _second(report)
+    assert [c.status for c in found] == ["pass"] and report.ok
+    assert any("second derivatives: fast mode" in note for note in report.notes)

@@ -14,6 +14,7 @@ from gradcheck.checks.determinism import changed_between_calls
 from gradcheck.checks.explanation import explanation
 from gradcheck.checks.fast import run_fast
 from gradcheck.checks.full import SourceAnalysis, analyse, check_block
+from gradcheck.checks.hessian import check_hessian, require_scalar
 from gradcheck.checks.jvp import check_jvp
 from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.second_order import check_second_order
@@ -146,6 +147,8 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
     program.announce(f"{name} under a GradientTape")
     recording = record(program)
     ctx = _context(recording, options)
+    if ctx.wants(Kind.HESSIAN):
+        require_scalar(ctx)
     found = Findings(notes=list(program.notes) + [s.note for s in program.slots if s.note] + [
         f"output {o.name} {o.reason}: not checked" for o in recording.outputs
         if not o.differentiable])
@@ -167,6 +170,8 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
             found.extend(check_compiled(ctx))
         if options.order >= 2 and ctx.wants(Kind.SECOND_ORDER):
             found.extend(check_second_order(ctx))
+        if ctx.wants(Kind.HESSIAN):
+            found.extend(check_hessian(ctx))
     found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
     found.notes += [note for note in recording.workarounds if note not in found.notes]
     inputs, outputs = _tensor_infos(recording)

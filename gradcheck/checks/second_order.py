@@ -1,98 +1,187 @@
-"""The second-order check: the derivative of the VJP g(x) = Σₖ uₖᵀJₖ(x) by nested tapes,
-against central differences of g (custom gradients whose grad_fn is not differentiable)."""
+"""Second derivatives: g(x) = Σₖ uₖᵀ∂yₖ/∂x, each argument's VJP taken under an inner tape, is
+checked by the first-order machinery (its Jacobian by nested tapes against central differences
+of g; in fast mode random projections ⟨w, ∂g/∂x v⟩ narrowed down on failure), and the findings
+are told as second derivatives: a grad_fn that is not differentiable, a wrong nested one."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
 import numpy as np
 
-from gradcheck.checks.context import CheckContext, Findings, shown
+from gradcheck.checks.context import CheckContext, Findings
+from gradcheck.checks.fast import run_fast
+from gradcheck.checks.full import analyse, check_block
+from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.verdicts import comparison_fields
-from gradcheck.numerics import differences, judging
-from gradcheck.numerics.mistakes import value_mistake
-from gradcheck.report import Cause, Kind, Status
-from gradcheck.tf.program import Slot, first_line
+from gradcheck.errors import FunctionError
+from gradcheck.numerics import judging
+from gradcheck.numerics.tolerances import Tolerance
+from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
+from gradcheck.tf.nested import record_gradient
+from gradcheck.tf.program import Slot
+from gradcheck.tf.recording import Recording
 
-# Above this many elements an input's second derivative is not checked element by element.
-SECOND_ORDER_SIZE = 512
 FIX = ("write grad_fn in TensorFlow ops of x and upstream (no .numpy(), NumPy, tf.Variable or"
        " tf.stop_gradient), or nest a tf.custom_gradient for the second order")
+# What the first-order machinery checks on g.
+GRADIENT_KINDS = frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
+                            Kind.KINK, Kind.FAST})
+# A random stream of its own for the upstreams w of g.
+SECOND_STREAM = 5
 
 
-def _vjp_differences(ctx: CheckContext, index: int, slot: Slot
-                     ) -> differences.FiniteDifference:
-    """Central differences (x±h, x±2h) of g along every element."""
-    x = ctx.program.value_of(index)
-    h = differences.step_sizes(x, ctx.program.compute_dtype, ctx.options.eps)
-    points = differences.points_along(x, h, np.arange(x.size))
+@dataclass(frozen=True)
+class Differentiated:
+    """What is differentiated (the VJP with these upstreams, per argument) and the kind its
+    findings are reported as."""
 
-    def g(point: np.ndarray) -> np.ndarray:
-        value = ctx.recording.vjp_at(index, point, ctx.diff_outputs, ctx.upstreams)
-        return np.zeros(slot.shape) if value is None else value
-
-    return differences.finite_difference(np.stack([g(p) for p in points]), g(x), h,
-                                         ctx.tolerance_dtype)
+    kind: Kind
+    upstreams: tuple[np.ndarray, ...]
+    # g's output per differentiated argument: "dy/dx" for a Hessian.
+    names: dict[int, str]
 
 
-def _check_one(ctx: CheckContext, index: int, slot: Slot) -> Findings:
-    found = Findings()
-    where = {"input": slot.name}
+def argument_rows(ctx: CheckContext) -> list[int]:
+    """The arguments a second derivative is taken for (a tf.Variable argument cannot be
+    moved for finite differences of its gradient)."""
+    return [i for i, slot in enumerate(ctx.program.slots)
+            if slot.differentiable and slot.argument and not slot.is_variable]
+
+
+def _gradient_context(ctx: CheckContext, recording: Recording) -> CheckContext:
+    rng = np.random.default_rng((ctx.options.seed, SECOND_STREAM))
+    outputs = tuple(k for k, leaf in enumerate(recording.outputs) if leaf.differentiable)
+    upstreams = tuple(rng.standard_normal(recording.outputs[k].shape) for k in outputs)
+    options = replace(ctx.options, kinds=GRADIENT_KINDS, upstream=())
+    return CheckContext(recording, options, ctx.tolerance, ctx.tolerance_dtype, upstreams,
+                        outputs)
+
+
+def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:
+    """The Jacobian of g checked like a first-order Jacobian, block by block (or by random
+    projections when it is too large), and the symmetry of the autodiff blocks."""
+    rows = list(what.names)
     try:
-        has_gradient, block = ctx.recording.vjp_jacobian(index, ctx.diff_outputs, ctx.upstreams)
-        fd = _vjp_differences(ctx, index, slot) if has_gradient else None
-    except Exception as exc:  # a grad_fn whose own gradient raises: a finding
-        found.add(Kind.SECOND_ORDER, Status.FAIL,
-                  f"differentiating the VJP for {slot.name} raised {first_line(exc)}; {FIX}",
-                  cause=Cause("second-order-raised", first_line(exc), fix=FIX), **where)
+        recording = record_gradient(ctx.program, rows, ctx.diff_outputs, what.upstreams,
+                                    list(what.names.values()))
+    except FunctionError as error:
+        found = Findings()
+        found.add(what.kind, Status.SKIP, f"no second derivative checked: computing the"
+                  f" gradient to differentiate failed ({error.message})")
         return found
-    if fd is None:
-        found.add(Kind.SECOND_ORDER, Status.SKIP,
-                  f"no first-order gradient for {slot.name} to differentiate", **where)
-        return found
-    if block is None:
-        if judging.is_negligible(fd.jacobian, fd.error_estimate, ctx.tolerance):
-            found.add(Kind.SECOND_ORDER, Status.PASS,
-                      f"the second derivative for {slot.name} is None and finite differences"
-                      " of the VJP agree it is zero", **where)
-        else:
-            found.add(Kind.SECOND_ORDER, Status.FAIL,
-                      f"the derivative of the VJP for {slot.name} is None (the gradient of the"
-                      " gradient is cut), but the VJP changes with it (|∂g/∂x| up to"
-                      f" {float(np.max(np.abs(fd.jacobian))):.3g}); {FIX}",
-                      details={"finite_difference": shown(fd.jacobian)},
-                      cause=Cause("second-order-none", "is not differentiable (the gradient"
-                                  " of its result is None)", fix=FIX), **where)
-        return found
-    comparison = judging.compare(block, fd.jacobian, ctx.tolerance, fd.error_estimate)
-    details = {"autodiff": shown(block), "finite_difference": shown(fd.jacobian)}
+    gctx = _gradient_context(ctx, recording)
+    choice = choose_mode(ctx.options, gctx.program,
+                         [gctx.outputs[k].shape for k in gctx.diff_outputs],
+                         recording.call_seconds)
+    if choice.mode == "fast":
+        found = run_fast(gctx, choice.reason)
+    else:
+        found = Findings()
+        autodiff: list[dict[int, np.ndarray | None]] = []
+        for column in rows:
+            analysis, notes = analyse(gctx, column)
+            found.notes += notes
+            for position, k in enumerate(gctx.diff_outputs):
+                found.extend(check_block(gctx, analysis, k, position))
+            autodiff.append(analysis.autodiff)
+        told = _told(found, what.kind)
+        told.results += _symmetry(gctx, what.kind, rows, autodiff)
+        return told
+    return _told(found, what.kind)
+
+
+def _symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int],
+              autodiff: Sequence[dict[int, np.ndarray | None]]) -> list[CheckResult]:
+    """The Jacobian of a gradient is symmetric where f is twice differentiable: an asymmetric
+    one from nested tapes means a wrong second derivative (a nested custom gradient)."""
+    slots = [gctx.program.slots[i] for i in rows]
+    sizes = [int(np.prod(slot.shape, dtype=np.int64)) for slot in slots]
+    blocks = [[column.get(k) for column in autodiff] for k in gctx.diff_outputs]
+    if any(b is None or np.size(b) != sizes[r] * sizes[c]
+           for r, row in enumerate(blocks) for c, b in enumerate(row)):
+        return []  # a cut or wrong-shaped second derivative: reported block by block
+    matrix = np.block([[np.asarray(b, dtype=np.float64).reshape(sizes[r], sizes[c])
+                        for c, b in enumerate(row)] for r, row in enumerate(blocks)])
+    scale = judging.block_scale(matrix, matrix)
+    # Rounding makes H[a, b] and H[b, a] differ by far less than the tolerance of H itself.
+    tolerance = Tolerance(gctx.tolerance.atol + gctx.tolerance.rtol * scale, 0.0)
+    comparison = judging.compare(matrix, matrix.T, tolerance)
+    if comparison.ok and kind != Kind.HESSIAN:
+        return []  # said only where the Hessian is the subject
     if comparison.ok:
-        found.add(Kind.SECOND_ORDER, Status.PASS,
-                  f"∂(uᵀJ)/∂{slot.name} from nested tapes matches central differences of the"
-                  f" VJP (max abs err {comparison.max_abs_err:.1e})",
-                  details=details, **comparison_fields(comparison), **where)
-        return found
-    mistake = value_mistake(block, fd.jacobian, int(np.prod(slot.shape)), 1, slot.name,
-                            max(1e-6, ctx.tolerance.rtol))
-    found.add(Kind.SECOND_ORDER, Status.FAIL,
-              f"∂(uᵀJ)/∂{slot.name} from nested tapes differs from central differences of the"
-              f" VJP in {comparison.n_bad} of {comparison.size} elements"
-              f" ({comparison.excess:.3g}× the allowed error): the second derivative"
-              f" {mistake.what}; {FIX}", details=details,
-              cause=Cause(mistake.kind, f"has a second derivative that {mistake.what}",
-                          fix=FIX),
-              **comparison_fields(comparison), **where)
-    return found
+        return [CheckResult(kind, Status.PASS,
+                            f"the second derivative from nested tapes is symmetric (max"
+                            f" |H - Hᵀ| {comparison.max_abs_err:.1e})",
+                            **comparison_fields(comparison))]
+    a, b = comparison.worst_index or (0, 0)
+    first, second = _element(slots, sizes, a), _element(slots, sizes, b)
+    what = "is not symmetric (a second derivative of a twice-differentiable f is)"
+    return [CheckResult(
+        kind, Status.FAIL,
+        f"the second derivative from nested tapes {what}: ∂²/∂{first}∂{second} ="
+        f" {matrix[a, b]:.6g} but ∂²/∂{second}∂{first} = {matrix[b, a]:.6g}, asymmetric in"
+        f" {comparison.n_bad} of {comparison.size} elements: a nested custom gradient's second"
+        f" derivative is wrong; {FIX}",
+        cause=Cause("asymmetric", f"has a second derivative that {what}", fix=FIX),
+        details={"max_asymmetry": comparison.max_abs_err}, **comparison_fields(comparison))]
+
+
+def _element(slots: Sequence[Slot], sizes: Sequence[int], flat: int) -> str:
+    """x[1] for a position in the arguments' elements laid end to end."""
+    for slot, size in zip(slots, sizes):
+        if flat < size:
+            index = (tuple(int(i) for i in np.unravel_index(flat, slot.shape)) if slot.shape
+                     else None)
+            return f"{slot.name}{format_index(index)}"
+        flat -= size
+    return str(flat)
+
+
+def _told(found: Findings, kind: Kind) -> Findings:
+    """g's first-order findings told as second derivatives of f."""
+    judged = {(r.input, r.output) for r in found.results if r.check != Kind.CONNECTED}
+    told = Findings(notes=[f"second derivatives: {note}" for note in found.notes],
+                    blocks=found.blocks)
+    for result in found.results:
+        if result.check == Kind.CONNECTED and result.status == Status.PASS \
+                and (result.input, result.output) in judged:
+            continue  # "g is connected to x": the block's own verdict follows
+        told.results.append(_as_second_order(result, kind))
+    return told
+
+
+def _as_second_order(result: CheckResult, kind: Kind) -> CheckResult:
+    where = (f"{result.output or 'the gradient'} differentiated by nested tapes"
+             + (f" with respect to {result.input}" if result.input else "")
+             + ", against central differences of it: ")
+    message = where + result.message
+    if result.check == Kind.KINK:
+        return replace(result, message=message)
+    if not result.failed:
+        return replace(result, check=kind, message=message)
+    cause: Cause
+    if result.check == Kind.CONNECTED:
+        cause = Cause("second-order-none",
+                      "is not differentiable (the gradient of its result is None)", fix=FIX)
+    elif result.check == Kind.CUSTOM_GRADIENT:
+        cause = Cause("second-order-raised", "raises when differentiated again", fix=FIX)
+    elif result.check == Kind.GRAD_SHAPE:
+        cause = Cause("wrong-shape", "has a second derivative of the wrong shape", fix=FIX)
+    else:
+        mistake = result.cause.mistake if result.cause else "wrong-values"
+        wrong = result.cause.what if result.cause else "has wrong values"
+        cause = Cause(mistake, f"has a second derivative that {wrong}", fix=FIX)
+    return replace(result, check=kind, cause=cause,
+                   message=f"{message}; the gradient {cause.what}; {FIX}")
 
 
 def check_second_order(ctx: CheckContext) -> Findings:
-    """For each argument (not too large): the Jacobian of its VJP, both ways."""
-    found = Findings()
-    for index, slot in enumerate(ctx.program.slots):
-        if not (slot.differentiable and slot.argument) or slot.is_variable:
-            continue
-        if int(np.prod(slot.shape)) > SECOND_ORDER_SIZE:
-            found.add(Kind.SECOND_ORDER, Status.SKIP,
-                      f"{slot.name} has over {SECOND_ORDER_SIZE} elements: its second"
-                      " derivative is not checked element by element", input=slot.name)
-            continue
-        found.extend(_check_one(ctx, index, slot))
-    return found
+    """The derivative of the VJP g(x) = Σₖ uₖᵀJₖ(x), with respect to every argument."""
+    vjp = (f"uᵀ{ctx.outputs[ctx.diff_outputs[0]].name}" if len(ctx.diff_outputs) == 1
+           else "Σₖuₖᵀyₖ")
+    names = {i: f"d({vjp})/d{ctx.program.slots[i].name}" for i in argument_rows(ctx)}
+    if not names:
+        return Findings()
+    return differentiate_gradient(ctx, Differentiated(Kind.SECOND_ORDER, ctx.upstreams, names))

@@ -1,4 +1,4 @@
-"""The commands: check, jacobian, vjp, run, demo; the only place that exits."""
+"""The commands: check, jacobian, vjp, hessian, run, demo; the only place that exits."""
 
 from __future__ import annotations
 
@@ -193,6 +193,17 @@ def vjp(target: str, **options: Any) -> None:
 def check(target: str, **options: Any) -> None:
     """Every check gradcheck knows; the one to use in CI."""
     _run_single("check", target, options)
+
+
+@cli.command()
+@input_options
+@check_options
+@output_options
+def hessian(target: str, **options: Any) -> None:
+    """The Hessian of a scalar f (Hessian-vector products for large inputs) vs finite
+    differences of its gradient, block by block."""
+    # Custom gradients met on the way are checked on their own to second order too.
+    _run_single("hessian", target, {**options, "order": 2})
 
 
 @cli.command()

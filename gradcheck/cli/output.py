@@ -12,6 +12,9 @@ import click
 
 from gradcheck.errors import GradcheckError, UsageError
 
+# Commands whose table also shows the (small) blocks as matrices.
+MATRIX_COMMANDS = ("jacobian", "hessian")
+
 
 def write_atomically(path: str, text: str) -> None:
     """Write the whole file or nothing (no half-written reports)."""
@@ -67,7 +70,7 @@ def formatted(report: Any, output_format: str, command: str) -> str:
         return render_junit([CheckOutcome(report.target, report.target, report, report.exit_code)])
     from gradcheck.render.text import render_text
 
-    return render_text(report, show_matrices=command == "jacobian")
+    return render_text(report, show_matrices=command in MATRIX_COMMANDS)
 
 
 def show(report: Any, text: str, output_format: str, command: str,
@@ -79,7 +82,7 @@ def show(report: Any, text: str, output_format: str, command: str,
     from gradcheck.render.table import render_table
 
     console = make_console(options["no_color"])
-    console.print(render_table(report, show_matrices=command == "jacobian",
+    console.print(render_table(report, show_matrices=command in MATRIX_COMMANDS,
                                quiet=options["quiet"]))
     if not options["quiet"] and report.blocks:
         from gradcheck.render.heatmap import render_heatmaps

@@ -10,7 +10,7 @@ from gradcheck.diagnosis.graph_breaks import CUT_SYMPTOMS
 from gradcheck.report import CheckResult, Kind, Status
 
 # f's checks that a wrong (or surrogate) custom gradient explains.
-EXPLAINED = CUT_SYMPTOMS | {Kind.JVP, Kind.FAST, Kind.SECOND_ORDER}
+EXPLAINED = CUT_SYMPTOMS | {Kind.JVP, Kind.FAST, Kind.SECOND_ORDER, Kind.HESSIAN}
 
 
 def as_surrogate(result: CheckResult, name: str) -> CheckResult:

@@ -72,12 +72,13 @@ def _translated(site: Site, result: CheckResult, location: str | None,
         return _located(site, result.status, Kind.CUSTOM_GRADIENT, "none",
                         f"grad_fn returns None for input {result.input}, but finite"
                         f" differences show {result.output} depends on it", location, **fields)
-    if result.check == Kind.SECOND_ORDER:
+    if result.check in (Kind.SECOND_ORDER, Kind.HESSIAN):
         cause = result.cause
         what = cause.what if cause else "has a wrong second derivative"
-        return _located(site, result.status, Kind.SECOND_ORDER,
+        return _located(site, result.status, result.check,
                         cause.mistake if cause else "second-order",
-                        f"grad_fn {what} for input {result.input}: {result.message}", location,
+                        f"grad_fn {what}" + (f" for input {result.input}" if result.input else "")
+                        + f": {result.message}", location,
                         **fields)
     if result.check in (Kind.JACOBIAN, Kind.CUSTOM_GRADIENT, Kind.FAST):
         # A grad_fn that raised is located at its raise; the rest at grad_fn's return.

@@ -35,8 +35,8 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     core = merge_shape_findings(report.checks, sites)
     if observer is not None and any(site.decorated is function for site in observer.sites):
         # f is itself the custom gradient: its site findings are the core's, re-labelled.
-        core = [c for c in core if not (c.check in (Kind.CUSTOM_GRADIENT, Kind.SECOND_ORDER)
-                                        and c.failed)]
+        core = [c for c in core if not (c.failed and c.check in (
+            Kind.CUSTOM_GRADIENT, Kind.SECOND_ORDER, Kind.HESSIAN))]
     wrong_sites = [r for r in sites if r.failed]
     if wrong_sites:
         core = blame(core, wrong_sites)

@@ -137,20 +137,25 @@ def _matrix_text(values: Any) -> str:
     return "\n".join(" ".join(f"{v:>11.6g}" for v in row) for row in array)
 
 
+MATRIX_KINDS = {Kind.JACOBIAN: "autodiff (tape.jacobian)",
+                Kind.HESSIAN: "autodiff (nested tapes)"}
+
+
 def jacobian_matrices(report: Report) -> list[RenderableType]:
     """Autodiff next to finite differences for each small block; large blocks are summarised."""
     shown: list[RenderableType] = []
     for result in report.checks:
-        if result.check != Kind.JACOBIAN or "shape" not in result.details:
+        if result.check not in MATRIX_KINDS or "shape" not in result.details:
             continue
-        title = f"d{result.output}/d{result.input}  shape {tuple(result.details['shape'])}"
+        of = result.output if result.check == Kind.JACOBIAN else f"({result.output})"
+        title = f"d{of}/d{result.input}  shape {tuple(result.details['shape'])}"
         autodiff, fd = result.details.get("autodiff"), result.details.get("finite_difference")
         if autodiff is None or fd is None:
             shown.append(Text(f"{title}: too large to show; max abs err"
                               f" {_number(result.max_abs_err)}", style="dim"))
             continue
         grid = Table(title=title, title_justify="left", show_edge=False, box=None)
-        grid.add_column("autodiff (tape.jacobian)")
+        grid.add_column(MATRIX_KINDS[result.check])
         grid.add_column("finite differences")
         grid.add_row(_matrix_text(autodiff), _matrix_text(fd))
         shown.append(grid)
