@@ -130,44 +130,6 @@ class Recording:
         return [None if j is None else np.asarray(tf.convert_to_tensor(j), dtype=np.float64)
                 for j in jvps]
 
-    def vjp_at(self, slot_index: int, value: np.ndarray, output_indices: Sequence[int],
-               upstreams: Sequence[np.ndarray]) -> np.ndarray | None:
-        """g(x) = Σₖ uₖᵀJₖ(x) for one argument moved to `value`, on a fresh tape (None when
-        there is no gradient); raises what f or its grad_fn raises."""
-        tf = tensorflow()
-        slot = self.program.slots[slot_index]
-        point = tf.constant(value, dtype=slot.dtype)
-        with tf.GradientTape() as tape:
-            tape.watch(point)
-            outputs = flatten_outputs(self.program.call({slot_index: point}))
-        grad = tape.gradient(self._targets(outputs, output_indices), point,
-                             output_gradients=self._upstreams(output_indices, upstreams))
-        return None if grad is None else np.asarray(tf.convert_to_tensor(grad),
-                                                    dtype=np.float64)
-
-    def vjp_jacobian(self, slot_index: int, output_indices: Sequence[int],
-                     upstreams: Sequence[np.ndarray]) -> tuple[bool, np.ndarray | None]:
-        """∂g/∂x for g(x) = Σₖ uₖᵀJₖ(x), by nested tapes (reverse over reverse): whether f
-        has a first-order gradient at all, and the block (in + in), None when the gradient
-        is not differentiable; raises what TensorFlow raises."""
-        tf = tensorflow()
-        slot = self.program.slots[slot_index]
-        self.program.announce(f"the second derivative (nested tapes) for {slot.name}")
-        point = tf.identity(slot.value)
-        with tf.GradientTape(persistent=True) as outer:
-            outer.watch(point)
-            with tf.GradientTape() as inner:
-                inner.watch(point)
-                outputs = flatten_outputs(self.program.call({slot_index: point}))
-            grad = inner.gradient(self._targets(outputs, output_indices), point,
-                                  output_gradients=self._upstreams(output_indices, upstreams))
-        if grad is None:
-            return False, None
-        with silenced_stderr_fd():
-            block = outer.jacobian(tf.convert_to_tensor(grad), point,
-                                   experimental_use_pfor=False)
-        return True, None if block is None else np.asarray(block, dtype=np.float64)
-
     @staticmethod
     def _targets(outputs: Sequence[OutputLeaf], output_indices: Sequence[int]) -> list[Any]:
         return [outputs[i].tensor for i in output_indices]
