@@ -115,11 +115,23 @@ def time_limit(seconds: float, flag: str) -> str:
 
 
 def timeout_error(function: str, seconds: float, flag: str, phase: str, where: str | None,
-                  stack: str | None) -> FunctionError:
-    message = f"{function} did not finish within {time_limit(seconds, flag)} during {phase}"
+                  stack: str | None, startup: float = 0.0) -> FunctionError:
+    """`startup`: how much of the time limit went to starting the worker process."""
+    limit = time_limit(seconds, flag)
+    if startup >= 1.0:
+        limit = f"{limit[:-1]}, of which TensorFlow's start-up took {startup:.1f}s)"
+    message = f"{function} did not finish within {limit} during {phase}"
     if where is not None:
         message += f"; it was running {where}"
     return FunctionError(message, phase=phase, user_traceback=stack)
+
+
+def startup_timeout_error(function: str, seconds: float, flag: str, phase: str,
+                          waited: float) -> FunctionError:
+    return FunctionError(
+        f"the time limit of {time_limit(seconds, flag)} ran out during {phase} (which took"
+        f" {waited:.1f}s), before {function} was called: the limit counts TensorFlow's start-up,"
+        " so give it a few seconds more than that", phase=phase)
 
 
 def memory_error(function: str, used: int, limit: int, phase: str) -> FunctionError:

@@ -1,8 +1,9 @@
-"""Run checks in worker processes (multiprocessing "spawn", so the command line itself never
-imports TensorFlow). A worker that crashes, outlives its time limit or outgrows its memory cap
-is killed and reported with the phase it was in; after a native crash the check runs again,
-without vectorisation, in a new worker, so that a verdict is still given where TensorFlow
-allows one. Idle workers are kept for the next checks of this process."""
+"""Run checks in worker processes, forked from a fork server that has imported TensorFlow once
+(the command line itself never imports it; "spawn" where there is no fork server). A worker
+that crashes, outlives its time limit or outgrows its memory cap is killed and reported with
+the phase it was in; after a native crash the check runs again, without vectorisation, in a new
+worker, so that a verdict is still given where TensorFlow allows one. Idle workers are kept for
+the next checks of this process."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -37,6 +39,29 @@ POLL_SECONDS = 0.25
 MAX_SPARES = 4
 RETRY_NOTE = ("these results come from a new worker process with vectorisation off"
               " (no pfor, no tf.vectorized_map)")
+
+
+def _context() -> Any:
+    """The fork server's context, its preloading set (workers start in a fraction of a second
+    after the first), or "spawn" where fork servers do not exist."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["gradcheck.preimported"])
+    return context
+
+
+def _stop_fork_server() -> None:
+    """Without waiting for the interpreter teardown of a process that imported TensorFlow (it
+    holds this process's stdout and stderr until it ends)."""
+    from multiprocessing import forkserver
+
+    server: Any = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is not None:
+        with contextlib.suppress(Exception):
+            os.kill(pid, signal.SIGKILL)
+            server._stop()
 
 
 def memory_cap(max_memory: int) -> int:
@@ -112,21 +137,24 @@ def _needs_main(job: Job) -> bool:
 class _Worker:
     """One worker process, its connection, and what it is doing."""
 
-    def __init__(self, with_main: bool = False) -> None:
-        context = multiprocessing.get_context("spawn")
+    def __init__(self, with_main: bool = False, threads: int | None = None) -> None:
+        context = _context()
         handle, self.fault_path = tempfile.mkstemp(prefix="gradcheck-fault-", suffix=".txt")
         os.close(handle)
         self.connection, child = context.Pipe()
         self.with_main = with_main
         self.process = context.Process(target=worker.main, name="gradcheck-worker",
-                                       args=(child, self.fault_path, os.getpid()))
+                                       args=(child, self.fault_path, threads))
+        # A check's time limit runs from when a worker was free to take it, so it counts the
+        # start-up of a worker started for it: the limit bounds what the user waits.
+        self.born = self.free_since = time.monotonic()
         with _main_module_hidden(not with_main):
-            self.process.start()
+            self.process.start()  # with a fork server: once it has imported TensorFlow
         child.close()
         # Before multiprocessing's own exit handler, which would wait for idle workers.
-        atexit.unregister(_stop_spares)
-        atexit.register(_stop_spares)
-        self.born = time.monotonic()
+        atexit.unregister(stop_workers)
+        atexit.register(stop_workers)
+        self.clock_from = 0.0
         self.ready = False
         self.broken: str | None = None
         self.main_thread: int | None = None
@@ -138,18 +166,26 @@ class _Worker:
         self.stack: str | None = None
         self.reserved: int | None = None  # the retry this new worker was started for
 
-    def send(self, index: int, job: Job) -> None:
-        job = dataclasses.replace(
-            job, options=dataclasses.replace(job.options, phase=None, progress=None))
+    def send(self, index: int, job: Job, clock_from: float) -> None:
+        now = time.monotonic()
+        self.clock_from = min(clock_from, now)
+        # The worker is told the time left, so that it knows when its last second begins.
+        left = None if job.timeout is None else job.timeout - (now - self.clock_from)
+        sent = dataclasses.replace(job, timeout=left, options=dataclasses.replace(
+            job.options, phase=None, progress=None))
         environ = {"TF_CPP_MIN_LOG_LEVEL": "3", **os.environ}  # as gradcheck.tf.runtime does
-        self.connection.send((job, os.getcwd(), environ))
-        self.index, self.job, self.sent_at = index, job, time.monotonic()
+        self.connection.send((sent, os.getcwd(), environ))
+        self.index, self.job, self.sent_at = index, job, now
         self.phase, self.where, self.stack = f"the start of the check of {job.target}", None, None
 
     def deadline(self) -> float | None:
         if self.job is None or self.job.timeout is None:
             return None
-        return self.sent_at + self.job.timeout
+        return self.clock_from + self.job.timeout
+
+    def startup(self) -> float:
+        """How much of the job's time went to waiting for this worker to start."""
+        return self.sent_at - self.clock_from
 
     def memory(self) -> int | None:
         """Resident memory in bytes (Linux), or None."""
@@ -184,15 +220,29 @@ class _Worker:
 _SPARES: list[_Worker] = []
 
 
-def _stop_spares() -> None:
+def stop_workers() -> None:
+    """Stop the idle workers and the fork server (as this process ends)."""
     while _SPARES:
         _SPARES.pop().kill()
+    _stop_fork_server()
+
+
+def threads_per_worker(parallel: int) -> int | None:
+    """TensorFlow's thread pools of workers that run side by side share the cores between them
+    (each would otherwise start a pool as large as the machine)."""
+    return max(1, (os.cpu_count() or 1) // parallel) if parallel > 1 else None
 
 
 def prestart(count: int = 1) -> None:
-    """Start workers now (TensorFlow imports while the caller gets on with other work)."""
+    """Start importing TensorFlow now, while the caller gets on with other work: in the fork
+    server (without waiting), or else in `count` workers."""
+    if _context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+        return
     while len(_SPARES) < min(count, MAX_SPARES):
-        _SPARES.append(_Worker())
+        _SPARES.append(_Worker(threads=threads_per_worker(count)))
 
 
 def run_jobs(jobs: Sequence[Job], parallel: int = 1, events: Events | None = None
@@ -215,6 +265,7 @@ class _Supervisor:
     def run(self) -> list[JobResult]:
         if not self.jobs:
             return []
+        self.began = time.monotonic()
         for spare in list(_SPARES):
             if len(self.workers) < self.parallel and spare.with_main >= self.with_main:
                 _SPARES.remove(spare)
@@ -243,29 +294,49 @@ class _Supervisor:
         """Enough workers for the pending jobs, up to `parallel`."""
         free = sum(1 for w in self.workers if w.index is None and w.reserved is None)
         while len(self.workers) < self.parallel and len(self.pending) > free:
-            self.workers.append(_Worker(self.with_main))
+            self.workers.append(_Worker(self.with_main, threads_per_worker(self.parallel)))
             free += 1
+
+    def _next_job(self, member: _Worker, take: bool) -> tuple[int, Job] | None:
+        """The job this worker is to run next (its retry, or the next pending one)."""
+        if member.reserved is not None:
+            index = member.reserved
+            if take:
+                member.reserved = None
+            return index, self.retries[index][0]
+        if not self.pending:
+            return None
+        index = self.pending.popleft() if take else self.pending[0]
+        return index, self.jobs[index]
 
     def _dispatch(self) -> None:
         for member in self.workers:
             if not member.ready or member.index is not None:
                 continue
-            if member.reserved is not None:
-                index, member.reserved = member.reserved, None
-                job = self.retries[index][0]
-            elif self.pending:
-                index = self.pending.popleft()
-                job = self.jobs[index]
-            else:
+            taken = self._next_job(member, take=True)
+            if taken is None:
+                continue
+            index, job = taken
+            clock_from = max(member.free_since, self.began)
+            if self._out_of_time_starting(index, job, clock_from):
                 continue
             try:
-                member.send(index, job)
+                member.send(index, job, clock_from)
             except Exception as exc:  # e.g. a function that cannot be pickled
                 self._finish(index, None, UsageError(
                     f"cannot send the check of {job.target} to a worker process: {exc}"), 0.0)
                 member.index = member.job = None
                 continue
             self.events.tell("started", index)
+
+    def _out_of_time_starting(self, index: int, job: Job, clock_from: float) -> bool:
+        """The job's time limit ran out while its worker was starting: it fails so."""
+        waited = time.monotonic() - clock_from
+        if job.timeout is None or waited < job.timeout:
+            return False
+        self._finish(index, None, failures.startup_timeout_error(
+            job.name, job.timeout, job.timeout_flag, worker.STARTING, waited), waited)
+        return True
 
     def _wait(self) -> None:
         now = time.monotonic()
@@ -286,9 +357,8 @@ class _Supervisor:
             return
         job = member.job
         if job is None or member.index is None:
-            if not member.ready and time.monotonic() - member.born > STARTUP_LIMIT:
-                member.broken = f"TensorFlow did not start within {STARTUP_LIMIT:g}s"
-                member.process.kill()
+            if not member.ready:
+                self._starting(member)
             return
         deadline = member.deadline()
         if deadline is not None and time.monotonic() >= deadline:
@@ -296,7 +366,7 @@ class _Supervisor:
             self._remove(member)
             self._finish(member.index, None, failures.timeout_error(
                 job.name, job.timeout, job.timeout_flag, member.phase, member.where,
-                member.stack), time.monotonic() - member.sent_at)
+                member.stack, member.startup()), time.monotonic() - member.sent_at)
             return
         used = member.memory() if job.memory_limit is not None else None
         if used is not None and job.memory_limit is not None and used > job.memory_limit:
@@ -307,6 +377,19 @@ class _Supervisor:
                 self._retry(member.index, job, error, seconds)
             else:
                 self._finish(member.index, None, error, seconds)
+
+    def _starting(self, member: _Worker) -> None:
+        """A worker still starting: given up after STARTUP_LIMIT, or once the time limit of
+        the check it is to take has run out."""
+        if time.monotonic() - member.born > STARTUP_LIMIT:
+            member.broken = f"TensorFlow did not start within {STARTUP_LIMIT:g}s"
+            member.process.kill()
+            return
+        upcoming = self._next_job(member, take=False)
+        if upcoming is not None and self._out_of_time_starting(
+                *upcoming, max(member.free_since, self.began)):
+            self._next_job(member, take=True)
+            self._remove(member)
 
     def _receive(self, member: _Worker, message: tuple[Any, ...]) -> None:
         kind, *rest = message
@@ -324,6 +407,7 @@ class _Supervisor:
             member.where, member.stack = rest
         elif kind == "done" and index is not None:
             member.index = member.job = None
+            member.free_since = time.monotonic()
             self._finish(index, *rest)
 
     def _died(self, member: _Worker) -> None:
@@ -357,7 +441,7 @@ class _Supervisor:
         retry = dataclasses.replace(job, options=dataclasses.replace(job.options, vectorise=False))
         self.retries[index] = (retry, error.message)
         self.events.tell("notice", index, f"{error.message}; checking again without vectorisation")
-        fresh = _Worker(self.with_main)
+        fresh = _Worker(self.with_main, threads_per_worker(self.parallel))
         fresh.reserved = index
         self.workers.append(fresh)
 

@@ -18,16 +18,26 @@ if TYPE_CHECKING:
     from gradcheck.report import Report
 
 
-def preload() -> None:
-    """Import TensorFlow and what a check needs, so that a time limit counts the check only."""
+def preimport() -> None:
+    """Import TensorFlow and the modules a check needs, running no TensorFlow op (so that the
+    process may still be forked)."""
     import gradcheck.diagnosis.diagnose  # noqa: F401
     import gradcheck.load.inputs  # noqa: F401
     import gradcheck.load.target  # noqa: F401
     import gradcheck.tf.instrument  # noqa: F401
     import gradcheck.tf.keras  # noqa: F401
+    from gradcheck.tf.runtime import imported
+
+    imported()
+
+
+def preload(threads: int | None = None) -> None:
+    """Import and start TensorFlow (with at most `threads` threads per pool) and what a check
+    needs, so that a check's time is its own."""
     from gradcheck.tf.runtime import tensorflow
 
-    tensorflow()
+    preimport()
+    tensorflow(threads)
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,15 @@ class Channel:
             self.send("progress", task, done, total)
 
 
-def _exit_with_parent(parent: int) -> None:
-    """A worker never outlives the command that started it (even one killed with SIGKILL)."""
-    while os.getppid() == parent:
-        time.sleep(0.5)
+def _exit_with_parent() -> None:
+    """A worker never outlives the command that started it (even one killed with SIGKILL): the
+    parent's end of a pipe closes when it ends, whichever process forked this one."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        wait([parent.sentinel])
     os._exit(1)
 
 
@@ -137,18 +142,19 @@ def _apply(cwd: str, environ: dict[str, str]) -> None:
         os.environ.update(environ)
 
 
-def main(connection: Any, fault_path: str, parent: int) -> None:
-    """Entry point of a worker process (spawned by gradcheck.isolation)."""
+def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
+    """Entry point of a worker process (started by gradcheck.isolation); `threads` caps
+    TensorFlow's thread pools."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     os.dup2(2, 1)  # the user's prints go to stderr: stdout carries only gradcheck's report
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
     fault_file = open(fault_path, "w")  # noqa: SIM115 - open for the process's lifetime
     faulthandler.enable(fault_file, all_threads=True)
     channel = Channel(connection)
     try:
         from gradcheck.pipeline import preload
 
-        preload()
+        preload(threads)
     except BaseException as exc:  # noqa: BLE001 - TensorFlow itself cannot start
         channel.send("broken", "the worker process could not import TensorFlow and gradcheck's"
                      f" checks: {type(exc).__name__}: {exc}")

@@ -29,15 +29,32 @@ def silenced_stderr_fd() -> Iterator[None]:
         os.close(saved)
 
 
-def tensorflow() -> Any:
-    """Import TensorFlow once, without its start-up log lines."""
-    if "tensorflow" in sys.modules:
-        return sys.modules["tensorflow"]
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    with silenced_stderr_fd():
-        import tensorflow as tf
+def imported() -> Any:
+    """Import TensorFlow once, without its start-up log lines, and run nothing: a process that
+    has run no TensorFlow op can still be forked safely (the fork server of gradcheck.isolation
+    relies on it)."""
+    if "tensorflow" not in sys.modules:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        with silenced_stderr_fd():
+            import tensorflow as tf
 
-        tf.get_logger().setLevel("ERROR")
-        tf.constant(0.0) + 0.0  # device start-up logs its own lines on the first op
+            tf.get_logger().setLevel("ERROR")
+    return sys.modules["tensorflow"]
 
+
+_started = False
+
+
+def tensorflow(threads: int | None = None) -> Any:
+    """TensorFlow, imported and started quietly (its devices log their own lines on the first
+    op); `threads`, on the first call only, caps its thread pools."""
+    global _started
+    tf = imported()
+    if not _started:
+        if threads is not None:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        with silenced_stderr_fd():
+            tf.constant(0.0) + 0.0
+        _started = True
     return tf
