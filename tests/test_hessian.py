@@ -64,6 +64,15 @@ def test_the_blocks_of_two_inputs_and_their_cross_blocks() -> None:
     np.testing.assert_allclose(cross[("w", "dy/dx")], cross[("x", "dy/dw")].T, rtol=1e-12)
 
 
+def test_variables_f_reads_are_not_moved_for_the_hessian() -> None:
+    report = _hessian("with_variable")
+    assert report.ok and [c.input for c in _found(report)] == ["x", None]
+    assert any("with respect to the arguments only: SCALE" in note for note in report.notes)
+    (block, _) = _found(report)
+    np.testing.assert_allclose(np.diag(block.details["autodiff"]),
+                               -1.5 * np.sin([0.3, -1.2, 0.7]), rtol=1e-12)
+
+
 def test_a_grad_fn_through_numpy_has_no_hessian_at_its_line() -> None:
     report = _hessian("numpy_inside")
     (block,) = [c for c in _found(report) if c.failed]

@@ -30,10 +30,15 @@ def check_hessian(ctx: CheckContext) -> Findings:
     require_scalar(ctx)
     output = ctx.outputs[ctx.diff_outputs[0]]
     names = {i: f"d{output.name}/d{ctx.program.slots[i].name}" for i in argument_rows(ctx)}
-    found = Findings()
     if not names:
+        found = Findings()
         found.add(Kind.HESSIAN, Status.SKIP, "no argument to differentiate twice (variables f reads"
                   " are not moved for a Hessian)")
         return found
-    return differentiate_gradient(
+    found = differentiate_gradient(
         ctx, Differentiated(Kind.HESSIAN, (np.ones(output.shape),), names))
+    left = [s.name for i, s in enumerate(ctx.program.slots) if s.differentiable and i not in names]
+    if left:
+        found.notes.append(f"the Hessian is with respect to the arguments only: {', '.join(left)}"
+                           " (tf.Variables) are not moved for it")
+    return found
