@@ -67,5 +67,7 @@ def options_from(command: str, settings: Mapping[str, Any], **overrides: Any) ->
     values: dict[str, Any] = {k: v for k, v in settings.items() if k in names and v is not None}
     surrogates = settings.get("surrogates", settings.get("surrogate")) or ()
     values.update(kinds=COMMAND_KINDS[command], surrogates=frozenset(surrogates))
+    if command == "hessian":  # custom gradients met on the way are checked to second order
+        values["order"] = 2
     values.update(overrides)
     return CheckOptions(**values)

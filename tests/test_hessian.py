@@ -3,8 +3,10 @@ of its gradient, block by block or through Hessian-vector products, and its symm
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -165,3 +167,28 @@ def test_a_vector_output_is_a_usage_error(run_cli: Run) -> None:
     json_result = run_cli(["hessian", str(FIXTURES / "hessian.py") + ":vector_valued",
                            "--format", "json"])
     assert json.loads(json_result.stdout)["exit_code"] == 2
+
+
+def test_fast_mode_finds_an_asymmetric_second_derivative() -> None:
+    report = _hessian("asymmetric", mode="fast")
+    (symmetry,) = [c for c in _found(report) if c.cause and c.cause.mistake == "asymmetric"]
+    assert symmetry.status == "fail" and "⟨w, H v⟩ =" in symmetry.message
+    assert symmetry.excess is not None and symmetry.excess > 1e3
+    assert symmetry.location is not None and symmetry.location.endswith(
+        _line("return u * gradient(x)"))
+
+
+def test_fast_mode_passes_a_symmetric_hessian() -> None:
+    report = _hessian("two_inputs", mode="fast")
+    assert report.ok
+    assert any("symmetric along random directions" in c.message for c in _found(report))
+
+
+def test_hessian_is_a_configurable_command(tmp_path: Path) -> None:
+    from gradcheck.load.config import load_config
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.gradcheck]\n[[tool.gradcheck.check]]\ntarget = "m:f"\ncommand = "hessian"\n')
+    (check,) = load_config(str(tmp_path / "pyproject.toml")).checks
+    options = options_from(check.command, dataclasses.asdict(check))
+    assert "hessian" in options.kinds and "vjp" not in options.kinds and options.order == 2

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
-from gradcheck.checks.fast import run_fast
+from gradcheck.checks.fast import PROJECTION_SAFETY, run_fast
 from gradcheck.checks.full import analyse, check_block
 from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.verdicts import comparison_fields
@@ -77,6 +78,7 @@ def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:
                          recording.call_seconds)
     if choice.mode == "fast":
         found = run_fast(gctx, choice.reason)
+        found.results += _projected_symmetry(gctx, what.kind, rows)
     else:
         found = Findings()
         autodiff: list[dict[int, np.ndarray | None]] = []
@@ -125,6 +127,50 @@ def _symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int],
         f" derivative is wrong; {FIX}",
         cause=Cause("asymmetric", f"has a second derivative that {what}", fix=FIX),
         details={"max_asymmetry": comparison.max_abs_err}, **comparison_fields(comparison))]
+
+
+def _projected_symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int]
+                        ) -> list[CheckResult]:
+    """Fast mode's symmetry: ⟨w, H v⟩ against ⟨v, H w⟩ for random w and v, two nested
+    backward passes (H here is ∂g/∂x from nested tapes; Hᵀw is what tape.gradient of g gives)."""
+    slots = [gctx.program.slots[i] for i in rows]
+    if [gctx.outputs[k].shape for k in gctx.diff_outputs] != [slot.shape for slot in slots]:
+        return []
+    rng = np.random.default_rng((gctx.options.seed, SECOND_STREAM, 1))
+    w, v = ([rng.standard_normal(slot.shape) for slot in slots] for _ in range(2))
+
+    def pulled_back(upstreams: list[np.ndarray]) -> list[np.ndarray] | None:
+        outcomes = gctx.recording.gradients(gctx.diff_outputs, slots, upstreams)
+        if any(o.error is not None or (o.value is not None and o.shape != slot.shape)
+               for o, slot in zip(outcomes, slots)):
+            return None  # reported by the projections themselves
+        return [np.zeros(slot.shape) if o.value is None else o.value
+                for o, slot in zip(outcomes, slots)]
+
+    hw, hv = pulled_back(w), pulled_back(v)
+    if hw is None or hv is None:
+        return []
+    w_h_v = float(sum(np.sum(a * b) for a, b in zip(hw, v)))  # ⟨Hᵀw, v⟩ = ⟨w, H v⟩
+    v_h_w = float(sum(np.sum(a * b) for a, b in zip(hv, w)))
+    terms = [a * b for a, b in zip(hw, v)] + [a * b for a, b in zip(hv, w)]
+    spread = float(np.sqrt(sum(np.sum(t * t) for t in terms)))
+    norms = float(np.sqrt(sum(np.sum(a * a) for a in w) * sum(np.sum(b * b) for b in v)))
+    allowed = PROJECTION_SAFETY * (gctx.tolerance.atol * norms + gctx.tolerance.rtol * spread)
+    difference = abs(w_h_v - v_h_w)
+    fields: dict[str, Any] = {"max_abs_err": difference, "excess": difference / allowed,
+                              "details": {"w_H_v": w_h_v, "v_H_w": v_h_w}}
+    if difference <= allowed:
+        return [] if kind != Kind.HESSIAN else [CheckResult(
+            kind, Status.PASS, f"the second derivative from nested tapes is symmetric along"
+            f" random directions: ⟨w, H v⟩ = {w_h_v:.6g}, ⟨v, H w⟩ = {v_h_w:.6g} (allowed"
+            f" difference {allowed:.1e})", **fields)]
+    what = "is not symmetric (a second derivative of a twice-differentiable f is)"
+    return [CheckResult(
+        kind, Status.FAIL,
+        f"the second derivative from nested tapes {what}: for random w and v, ⟨w, H v⟩ ="
+        f" {w_h_v:.6g} but ⟨v, H w⟩ = {v_h_w:.6g} (allowed difference {allowed:.1e}): a"
+        f" nested custom gradient's second derivative is wrong; {FIX}",
+        cause=Cause("asymmetric", f"has a second derivative that {what}", fix=FIX), **fields)]
 
 
 def _element(slots: Sequence[Slot], sizes: Sequence[int], flat: int) -> str:

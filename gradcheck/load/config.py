@@ -21,7 +21,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 TABLE = "tool.gradcheck"
-COMMANDS = ("check", "jacobian", "vjp")
+COMMANDS = ("check", "jacobian", "vjp", "hessian")
 MODES = ("auto", "full", "fast")
 DTYPES = ("auto", "float32", "float64")
 
