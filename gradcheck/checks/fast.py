@@ -17,10 +17,16 @@ from gradcheck.tf.program import flatten_outputs
 # Random-sign terms (tolerated per-element errors seen through a random projection) are allowed
 # this many standard deviations before a probe fails.
 PROJECTION_SAFETY = 5.0
-# Narrowing down a failing block follows at most this many failing slices per bisection level.
+# Narrowing down a failing block reports at most this many failing slices...
 MAX_BRANCHES = 4
-# ... and stops once it has spent this many evaluations of f.
+# ... and stops once it has spent this many evaluations of f, or this many input elements'
+# worth of them (a few hundred evaluations at 10^7 elements would take minutes).
 MAX_NARROWING_EVALUATIONS = 400
+MAX_NARROWING_ELEMENTS = 10**9
+# When a discrepancy is within this factor of the finite differences' own inconsistency
+# (|d(t) - d(2t)|: a kink such as ReLU's crossed by the step), smaller steps are tried.
+KINK_FACTOR = 10.0
+SMALLER_STEPS = (4.0, 16.0)
 # A random stream of its own: probe directions must not repeat --shape inputs or upstreams.
 FAST_STREAM = 3
 
@@ -33,6 +39,8 @@ class Projection:
     finite_difference: float
     error_estimate: float
     allowed: float
+    # finite_difference is Richardson's (4 d(t) - d(2t)) / 3 rather than d(t).
+    extrapolated: bool = False
 
     @property
     def error(self) -> float:
@@ -50,6 +58,21 @@ class Probe:
     directions: dict[int, np.ndarray]
     gradients: dict[int, np.ndarray]
     result: Projection | None = None
+
+
+# Flat elements [start, stop) of an input: a direction that is zero elsewhere.
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Slicing:
+    """One failing (output, input) block being narrowed down: flat direction and gradient."""
+
+    output: int
+    upstream: np.ndarray
+    slot_index: int
+    direction: np.ndarray
+    gradient: np.ndarray
 
 
 @dataclass
@@ -106,10 +129,11 @@ class FastChecker:
             probe = Probe(p, upstreams, {i: directions[i] for i in usable}, gradients)
             probe.result = self.project(outputs, upstreams, probe.directions, gradients)
             results.append(probe)
-            if not probe.result.ok:
-                failed.append(probe)
             if report is not None:
                 report("fast mode: random projections", p + 1, probes)
+            if not probe.result.ok:  # one failing probe decides; narrowing it down is next
+                failed.append(probe)
+                break
         self._report(results, failed, outputs, usable, disconnected)
         return findings
 
@@ -148,20 +172,31 @@ class FastChecker:
                 result[i] = outcome.value
         return result
 
-    def evaluate(self, deltas: dict[int, np.ndarray], outputs: Sequence[int]) -> list[np.ndarray]:
-        """f at x + delta (per input), as float64 arrays of the selected outputs."""
+    def evaluate(self, points: dict[int, np.ndarray], outputs: Sequence[int]) -> list[np.ndarray]:
+        """f with these inputs at the given values, as float64 arrays of the selected outputs."""
         self.counter.evaluations += 1
-        result = self.ctx.program.call_at({i: self.point(i) + d for i, d in deltas.items()})
-        leaves = flatten_outputs(result)
+        leaves = flatten_outputs(self.ctx.program.call_at(points))
         return [np.asarray(leaves[k].tensor, dtype=np.float64) for k in outputs]
 
+    def _moved(self, slot_index: int, direction: np.ndarray, step: float,
+               span: Span | None) -> np.ndarray:
+        """x + step * direction, the direction taken only on the span's elements when given."""
+        x = self.point(slot_index)
+        if span is None:
+            return x + step * direction
+        moved = x.copy()
+        start, stop = span
+        moved.reshape(-1)[start:stop] += step * direction.reshape(-1)[start:stop]
+        return moved
+
     def _along(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
-               directions: dict[int, np.ndarray], factor: float) -> tuple[float, float]:
-        """⟨u, f(x + factor*t*d)⟩ and Σ|u||f| there (the scale of its rounding error)."""
-        t = self.step()
-        values = self.evaluate({i: factor * t * d for i, d in directions.items()}, outputs)
-        inner = sum(float(np.sum(u * v)) for u, v in zip(upstreams, values))
-        scale = sum(float(np.sum(np.abs(u * v))) for u, v in zip(upstreams, values))
+               magnitudes: Sequence[np.ndarray], directions: dict[int, np.ndarray],
+               step: float, span: Span | None) -> tuple[float, float]:
+        """⟨u, f(x + step*d)⟩ and Σ|u||f| there (the scale of its rounding error)."""
+        values = self.evaluate({i: self._moved(i, d, step, span)
+                                for i, d in directions.items()}, outputs)
+        inner = sum(float(np.vdot(u, v)) for u, v in zip(upstreams, values))
+        scale = sum(float(np.vdot(m, np.abs(v))) for m, v in zip(magnitudes, values))
         return inner, scale
 
     def step(self) -> float:
@@ -170,36 +205,62 @@ class FastChecker:
             return eps
         return tolerances.machine_eps(self.ctx.program.compute_dtype) ** (1.0 / 3.0)
 
-    def project(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
-                directions: dict[int, np.ndarray], gradients: dict[int, np.ndarray]
-                ) -> Projection:
-        """Compare ⟨Jᵀu, d⟩ with central differences along d; x±2t only when x±t is in doubt."""
+    def _base_allowance(self, upstreams: Sequence[np.ndarray], directions: dict[int, np.ndarray],
+                        gradients: dict[int, np.ndarray], span: Span | None
+                        ) -> tuple[float, float]:
+        """⟨Jᵀu, d⟩ from autodiff, and what random-sign rounding of J's entries allows there."""
         tolerance = self.ctx.tolerance
-        eps = tolerances.machine_eps(self.ctx.tolerance_dtype)
+        pairs = [(_within(gradients[i], span), _within(d, span)) for i, d in directions.items()]
+        autodiff = sum(float(np.vdot(g, d)) for g, d in pairs)
+        spread = float(np.sqrt(sum(float(np.sum((g * d) ** 2)) for g, d in pairs)))
+        norm_u = float(np.sqrt(sum(float(np.vdot(u, u)) for u in upstreams)))
+        norm_d = float(np.sqrt(sum(float(np.vdot(d, d)) for _, d in pairs)))
+        return autodiff, PROJECTION_SAFETY * (tolerance.atol * norm_u * norm_d
+                                              + tolerance.rtol * spread)
+
+    def _allowed(self, base: float, finite_difference: float, estimate: float) -> float:
+        return (base + self.ctx.tolerance.rtol * abs(finite_difference)
+                + tolerances.ERROR_ESTIMATE_SAFETY * estimate)
+
+    def project(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
+                directions: dict[int, np.ndarray], gradients: dict[int, np.ndarray],
+                span: Span | None = None) -> Projection:
+        """Compare ⟨Jᵀu, d⟩ with central differences along d (only on the span's elements when
+        given); x±2t only when x±t is in doubt, and smaller steps when the differences are as
+        inconsistent as the discrepancy (a kink crossed by the step)."""
+        autodiff, base = self._base_allowance(upstreams, directions, gradients, span)
+        magnitudes = [np.abs(u) for u in upstreams]
         t = self.step()
-        autodiff = sum(float(np.sum(gradients[i] * d)) for i, d in directions.items())
-        spread = float(np.sqrt(sum(np.sum((gradients[i] * d) ** 2)
-                                   for i, d in directions.items())))
-        norm_u = float(np.sqrt(sum(np.sum(u * u) for u in upstreams)))
-        norm_d = float(np.sqrt(sum(np.sum(d * d) for d in directions.values())))
-        allowed = PROJECTION_SAFETY * (tolerance.atol * norm_u * norm_d + tolerance.rtol * spread)
-        plus1, scale_p1 = self._along(outputs, upstreams, directions, 1.0)
-        minus1, scale_m1 = self._along(outputs, upstreams, directions, -1.0)
+        result = self._differences(outputs, upstreams, magnitudes, directions, span, t,
+                                   autodiff, base)
+        if result.ok or result.error > KINK_FACTOR * result.error_estimate:
+            return result
+        for divisor in SMALLER_STEPS:
+            smaller = self._differences(outputs, upstreams, magnitudes, directions, span,
+                                        t / divisor, autodiff, base)
+            if smaller.ok:
+                return smaller
+        return result
+
+    def _differences(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
+                     magnitudes: Sequence[np.ndarray], directions: dict[int, np.ndarray],
+                     span: Span | None, t: float, autodiff: float, base: float) -> Projection:
+        eps = tolerances.machine_eps(self.ctx.tolerance_dtype)
+        along = (outputs, upstreams, magnitudes, directions)
+        plus1, scale_p1 = self._along(*along, t, span)
+        minus1, scale_m1 = self._along(*along, -t, span)
         d1 = (plus1 - minus1) / (2 * t)
         rounding = eps * (scale_p1 + scale_m1) / t
-        first = Projection(autodiff, d1, rounding,
-                           allowed + tolerance.rtol * abs(d1)
-                           + tolerances.ERROR_ESTIMATE_SAFETY * rounding)
+        first = Projection(autodiff, d1, rounding, self._allowed(base, d1, rounding))
         if first.ok:
             return first
-        plus2, scale_p2 = self._along(outputs, upstreams, directions, 2.0)
-        minus2, scale_m2 = self._along(outputs, upstreams, directions, -2.0)
+        plus2, scale_p2 = self._along(*along, 2.0 * t, span)
+        minus2, scale_m2 = self._along(*along, -2.0 * t, span)
         d2 = (plus2 - minus2) / (4 * t)
         extrapolated = (4 * d1 - d2) / 3
         estimate = abs(d1 - d2) + eps * (scale_p1 + scale_m1 + scale_p2 + scale_m2) / t
         return Projection(autodiff, extrapolated, estimate,
-                          allowed + tolerance.rtol * abs(extrapolated)
-                          + tolerances.ERROR_ESTIMATE_SAFETY * estimate)
+                          self._allowed(base, extrapolated, estimate), extrapolated=True)
 
     def _block_gradient(self, k: int, upstream: np.ndarray, slot_index: int) -> np.ndarray:
         slot = self.ctx.program.slots[slot_index]
@@ -224,46 +285,56 @@ class FastChecker:
                     block = self.project([k], [upstream], {i: direction}, {i: gradient})
                 if block.ok:
                     continue
-                slices = self._bisect(k, upstream, i, direction, gradient)
+                slices = self._bisect(Slicing(k, upstream, i, direction.reshape(-1),
+                                              gradient.reshape(-1)), block)
                 blocks.append((k, i, block, slices))
         return blocks
 
-    def _bisect(self, k: int, upstream: np.ndarray, slot_index: int, direction: np.ndarray,
-                gradient: np.ndarray) -> list[tuple[int, int]]:
-        """Halve the failing element ranges of one block until they are single elements."""
-        n = direction.size
-        flat_d, flat_g = direction.reshape(-1), gradient.reshape(-1)
-        failing = [(0, n)]
-        budget = self.counter.evaluations + MAX_NARROWING_EVALUATIONS
-        while any(stop - start > 1 for start, stop in failing):
-            if self.counter.evaluations >= budget:
-                break
-            found: list[tuple[int, int]] = []
-            for start, stop in failing:
-                if stop - start <= 1:
-                    found.append((start, stop))
-                    continue
-                middle = (start + stop) // 2
-                check = (k, upstream, slot_index, flat_d, flat_g)
-                if self._slice_fails(*check, start, middle):
-                    found.append((start, middle))
-                    if self._slice_fails(*check, middle, stop):
-                        found.append((middle, stop))
-                else:  # the parent failed, so the error is in the other half
-                    found.append((middle, stop))
-            if found == failing:
-                break
-            failing = found[:MAX_BRANCHES]
-        return failing
+    def _bisect(self, slicing: Slicing, block: Projection) -> list[tuple[int, int]]:
+        """Failing element ranges of one block, depth first from the left, down to single
+        elements: the left half is measured, and the right half's projection is the parent's
+        minus the left's when both were extrapolated (autodiff and finite differences are
+        linear in the direction), so a failing pair of halves costs one measurement."""
+        n = slicing.direction.size
+        budget = self.counter.evaluations + min(MAX_NARROWING_EVALUATIONS,
+                                                MAX_NARROWING_ELEMENTS // max(n, 1))
+        pending: list[tuple[int, int, Projection | None]] = [(0, n, block)]
+        found: list[tuple[int, int]] = []
+        while pending and len(found) < MAX_BRANCHES:
+            start, stop, known = pending.pop()
+            if stop - start <= 1 or self.counter.evaluations >= budget:
+                found.append((start, stop))
+                continue
+            middle = (start + stop) // 2
+            left = self._measure(slicing, (start, middle))
+            right = self._rest(slicing, known, left, (middle, stop))
+            if left.ok:  # the parent failed, so the error is in the other half
+                pending.append((middle, stop, right))
+                continue
+            if right is None:
+                right = self._measure(slicing, (middle, stop))
+            if not right.ok:
+                pending.append((middle, stop, right))
+            pending.append((start, middle, left))
+        return found
 
-    def _slice_fails(self, k: int, upstream: np.ndarray, slot_index: int, flat_d: np.ndarray,
-                     flat_g: np.ndarray, start: int, stop: int) -> bool:
-        mask = np.zeros_like(flat_d)
-        mask[start:stop] = flat_d[start:stop]
-        shape = self.ctx.program.slots[slot_index].shape
-        projection = self.project([k], [upstream], {slot_index: mask.reshape(shape)},
-                                  {slot_index: flat_g.reshape(shape)})
-        return not projection.ok
+    def _measure(self, slicing: Slicing, span: Span) -> Projection:
+        return self.project([slicing.output], [slicing.upstream],
+                            {slicing.slot_index: slicing.direction},
+                            {slicing.slot_index: slicing.gradient}, span)
+
+    def _rest(self, slicing: Slicing, whole: Projection | None, part: Projection,
+              span: Span) -> Projection | None:
+        """The projection on `span`, the rest of a measured whole after a measured part."""
+        if whole is None or not (whole.extrapolated and part.extrapolated):
+            return None
+        autodiff, base = self._base_allowance(
+            [slicing.upstream], {slicing.slot_index: slicing.direction},
+            {slicing.slot_index: slicing.gradient}, span)
+        finite_difference = whole.finite_difference - part.finite_difference
+        estimate = whole.error_estimate + part.error_estimate
+        return Projection(autodiff, finite_difference, estimate,
+                          self._allowed(base, finite_difference, estimate), extrapolated=True)
 
     def _report(self, results: list[Probe], failed: list[Probe], outputs: Sequence[int],
                 usable: Sequence[int], disconnected: set[int]) -> None:
@@ -280,7 +351,8 @@ class FastChecker:
                     f" {human_bytes(self._full_mode_bytes())}"
                     " of --max-memory)")
         details: dict[str, Any] = {
-            "mode_reason": self.reason, "probes": len(results),
+            "mode_reason": self.reason, "probes": max(1, self.ctx.options.probes),
+            "probes_run": len(results),
             "failed_probes": [p.index for p in failed],
             "evaluations": self.counter.evaluations,
             "backward_passes": self.counter.backward_passes,
@@ -303,8 +375,9 @@ class FastChecker:
         blocks = self.narrow(probe, outputs)
         details["evaluations"] = self.counter.evaluations
         details["backward_passes"] = self.counter.backward_passes
-        head = (f"probe {probe.index + 1} of {len(results)} failed"
-                f" ({len(failed)} of {len(results)} failed)")
+        planned = details["probes"]
+        head = f"probe {probe.index + 1} of {planned} failed" + (
+            " (the later ones were not run)" if len(results) < planned else "")
         if not blocks:
             assert probe.result is not None
             findings.add(Kind.FAST, Status.FAIL,
@@ -342,6 +415,10 @@ class FastChecker:
             f" {block.finite_difference:.6g} (allowed {block.allowed:.1e}); the gradient is wrong"
             f" around {slot.name}{where_text}; {can_miss}",
             worst_index=first, max_abs_err=block.error, details=block_details, **where)
+
+
+def _within(array: np.ndarray, span: Span | None) -> np.ndarray:
+    return array if span is None else array.reshape(-1)[span[0]:span[1]]
 
 
 def _fmt_slice(shape: tuple[int, ...], start: int, stop: int) -> str:
