@@ -130,7 +130,7 @@ def test_a_worker_that_outgrows_its_memory_cap_is_stopped() -> None:
                                     " the check used ")
     assert error.message.endswith(" of memory, over the worker's cap of 1.2GiB"
                                   " (4 x --max-memory, at least 2GiB)")
-    assert took[0] < 5
+    assert took[0] < 20  # stopped by its cap, long before the machine's memory runs out
 
 
 def test_gradcheck_failing_in_a_worker_is_exit_4_not_the_users_fault() -> None:
@@ -164,7 +164,8 @@ def test_whose_exception_it_is_depends_on_the_innermost_frame_that_is_not_a_libr
     mine = unexpected_error(_caught(_user_code_raises), "f")
     assert isinstance(mine, FunctionError)
     assert mine.message.startswith("f raised ValueError: boom (at ")
-    assert mine.message.endswith("test_isolation.py:130)")
+    line = _user_code_raises.__code__.co_firstlineno + 1
+    assert mine.message.endswith(f"test_isolation.py:{line})")
     # TensorFlow raises on behalf of its caller: here the user's code.
     theirs = unexpected_error(_caught(_user_code_misuses_tensorflow), "f")
     assert isinstance(theirs, FunctionError) and "InvalidArgumentError" in theirs.message

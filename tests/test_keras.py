@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from click.testing import Result
@@ -135,3 +136,67 @@ def test_the_cli_json_lists_variables(run_cli: Callable[..., Result]) -> None:
     data = json.loads(result.stdout)
     assert {"name": "shift/b", "shape": [3], "dtype": "float64", "differentiable": True,
             "kind": "variable"} in data["inputs"]
+
+
+def _module_check(module: str, function: str, shapes: tuple[str, ...] = ()) -> Report:
+    target = f"{FIXTURES / module}.py:{function}"
+    return check_request(TargetRequest(target, path=str(FIXTURES), shapes=shapes), CheckOptions())
+
+
+def _failing(report: Report) -> dict[tuple[str, str | None], int]:
+    return {(c.check, c.input): _line(c) for c in report.checks if c.status == "fail"}
+
+
+def test_a_training_loss_takes_the_model_as_an_argument_and_checks_its_weights(
+        in_fixtures: Path, run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", "keras_training_loss.py:loss", "--format", "json"])
+    assert result.exit_code == 0, result.stdout
+    data = json.loads(result.stdout)
+    assert [(i["name"], i["kind"], i["differentiable"]) for i in data["inputs"]] == [
+        ("model", "argument", False), ("x", "argument", True), ("y", "argument", True),
+        ("regressor/dense/kernel", "variable", True), ("regressor/dense/bias", "variable", True),
+        ("regressor/dense_1/kernel", "variable", True),
+        ("regressor/dense_1/bias", "variable", True)]
+    jacobians = {c["input"] for c in data["checks"] if c["check"] == "jacobian"}
+    assert jacobians == {"x", "y", "regressor/dense/kernel", "regressor/dense/bias",
+                         "regressor/dense_1/kernel", "regressor/dense_1/bias"}
+    assert "model is a Sequential: passed through, not differentiated" in data["notes"]
+
+
+def test_a_penalty_computed_through_numpy_is_located_in_the_loss() -> None:
+    report = _module_check("keras_training_loss", "loss_with_numpy_penalty")
+    assert _failing(report) == {("graph-break", "regressor/dense/kernel"): 24,
+                                ("jacobian", "regressor/dense/kernel"): 24,
+                                ("vjp", "regressor/dense/kernel"): 24}
+
+
+def test_mixed_precision_gets_float16_tolerances_and_no_false_alarm() -> None:
+    report = _module_check("keras_training_loss", "mixed_model", shapes=("2,8",))
+    assert _not_passing(report) == [], [c.message for c in _not_passing(report)]
+    assert report.outputs[0].dtype == "float16"
+    assert any("float16 outputs" in note and "tolerances are float16's" in note
+               for note in report.notes)
+
+
+def test_tf_keras_factory_and_instance_pass(in_fixtures: Path,
+                                            run_cli: Callable[..., Result]) -> None:
+    for target, dtype in [("build_model", "float64"), ("model", "float32")]:
+        result = run_cli(["check", f"tf_keras_models.py:{target}", "--shape", "2,3",
+                          "--format", "json"])
+        assert result.exit_code == 0, result.stdout
+        variables = [i for i in json.loads(result.stdout)["inputs"] if i["kind"] == "variable"]
+        assert len(variables) == 4 and {i["dtype"] for i in variables} == {dtype}
+
+
+def test_tf_keras_weight_copied_with_numpy_is_cut_at_that_line() -> None:
+    report = _module_check("tf_keras_models", "numpy_scale_model", shapes=("2,3",))
+    assert _failing(report) == {("graph-break", "numpy_scale/w"): 13,
+                                ("connected", "numpy_scale/w"): 13, ("vjp", "numpy_scale/w"): 13}
+
+
+def test_a_factory_that_cannot_build_its_model_is_the_users_error(
+        in_fixtures: Path, run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", "tf_keras_models.py:numpy_scale_model_built", "--shape", "2,3"])
+    assert result.exit_code == 3
+    assert result.stderr.startswith("Error: numpy_scale_model_built raised NotImplementedError:")
+    assert result.stderr.rstrip().endswith("(at tf_keras_models.py:31)")

@@ -9,10 +9,18 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gradcheck.tf.program import function_raised
+
 
 def is_layer(obj: Any) -> bool:
-    """A Keras layer or model (Keras 3 or tf-keras): callable, with weights."""
-    return callable(obj) and hasattr(obj, "trainable_weights") and hasattr(obj, "weights")
+    """A Keras layer or model (Keras 3 or tf-keras): callable, with weights (which an unbuilt
+    tf-keras model refuses to list until its first call)."""
+    if not callable(obj) or inspect.isfunction(obj):
+        return False
+    try:
+        return hasattr(obj, "trainable_weights") and hasattr(obj, "weights")
+    except Exception:
+        return True
 
 
 def _is_factory(obj: Any) -> bool:
@@ -61,13 +69,13 @@ class TrainingCall:
         return self.layer(*args, training=True, **kwargs)
 
 
-def _build(factory: Callable[[], Any], float64: bool) -> tuple[Any, bool]:
-    """The factory's result, and whether it raised."""
+def _build(factory: Callable[[], Any], float64: bool) -> tuple[Any, Exception | None]:
+    """The factory's result, or what it raised."""
     try:
         with _float64_policy() if float64 else contextlib.nullcontext():
-            return factory(), False
-    except Exception:
-        return None, True
+            return factory(), None
+    except Exception as exc:
+        return None, exc
 
 
 def keras_target(obj: Any, training: bool = False) -> tuple[Any, list[str]]:
@@ -77,10 +85,13 @@ def keras_target(obj: Any, training: bool = False) -> tuple[Any, list[str]]:
         built, failed = _build(obj, float64=True)
         note = (f"{obj.__name__}() built its model under a float64 dtype policy, so finite"
                 " differences are precise")
-        if failed:
-            built, _ = _build(obj, float64=False)
+        if failed is not None:
+            built, failed = _build(obj, float64=False)
             note = (f"{obj.__name__}() does not build under a float64 dtype policy: checked"
                     " in its own dtypes, with their tolerances")
+        if failed is not None and not inspect.signature(obj).parameters:
+            # Only a factory takes no parameters at all (a function with defaults may be f).
+            raise function_raised(obj, failed)
         if is_layer(built):
             obj = built
             notes.append(note)

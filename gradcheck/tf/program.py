@@ -71,7 +71,8 @@ def _dtype_name(value: Any) -> str | None:
 
 
 def _is_float(value: Any) -> bool:
-    return _dtype_name(value) in FLOAT_DTYPES
+    """A floating array, tensor or variable (a Keras layer has a dtype too, but is callable)."""
+    return _dtype_name(value) in FLOAT_DTYPES and not callable(value)
 
 
 def _own_dtype(value: Any) -> str:
@@ -185,7 +186,8 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot
                      tuple(tensor.shape))
             )
         else:
-            name = _dtype_name(value) or type(value).__name__
+            name = (f"a {type(value).__name__}" if callable(value)
+                    else _dtype_name(value) or type(value).__name__)
             shape = tuple(np.shape(value)) if hasattr(value, "shape") else ()
             slots.append(
                 Slot(argument.name, argument.position, keyword, argument.value, False, name,
