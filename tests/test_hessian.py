@@ -119,8 +119,9 @@ def test_an_asymmetric_second_derivative_is_a_finding() -> None:
 
 def test_a_large_input_is_checked_by_hessian_vector_products() -> None:
     report = _hessian("large")
-    (block,) = _found(report)
+    (block, symmetry) = _found(report)
     assert report.ok and block.status == "pass" and block.input == "x"
+    assert symmetry.status == "pass" and "symmetric along random directions" in symmetry.message
     assert "fast mode" in block.details["mode_reason"] or "fast" in " ".join(report.notes)
     assert block.details["probes"] == 8 and not block.details["failed_probes"]
 
