@@ -125,3 +125,37 @@ def test_auto_mode_also_weighs_the_time_of_full_mode() -> None:
     assert slow.mode == "fast" and "evaluate f 20000 times, about 200 s" in slow.reason
     quick = choose_mode(CheckOptions(max_memory=1 << 40), program, [(1,)], call_seconds=1e-4)
     assert quick.mode == "full"
+
+
+def test_errors_on_one_percent_of_the_elements_are_narrowed_to_single_elements() -> None:
+    import tensorflow as tf
+
+    wrong = tf.constant(np.arange(10_000) % 100 == 37)
+
+    @tf.custom_gradient
+    def softplus(x):
+        def grad_fn(upstream):
+            return upstream * tf.where(wrong, 1.5 * tf.sigmoid(x), tf.sigmoid(x))
+
+        return tf.math.softplus(x), grad_fn
+
+    x = np.random.default_rng(0).normal(scale=3.0, size=10_000)
+    report = gradcheck.check(softplus, x, mode="fast", kinds=frozenset({"fast"}))
+    (failure,) = _by_kind(report, "fast")
+    assert failure.status == "fail"
+    # One failing probe decides; the others are not run.
+    assert failure.details["probes_run"] == 1 and failure.details["failed_probes"] == [0]
+    elements = failure.details["elements"]
+    assert len(elements) == 4
+    assert all(stop == start + 1 and start % 100 == 37 for start, stop in elements)
+
+
+def test_a_kink_crossed_by_the_step_is_not_a_false_alarm() -> None:
+    import tensorflow as tf
+
+    x = np.random.default_rng(1).normal(size=5_000)
+    # A tenth of the float64 step (about 6e-6) from ReLU's kink: x ± t crosses it, x ± t/16 not.
+    x[1234] = 6e-7
+    report = gradcheck.check(tf.nn.relu, x, mode="fast", kinds=frozenset({"fast"}))
+    (result,) = _by_kind(report, "fast")
+    assert result.status == "pass", result.message

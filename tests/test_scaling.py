@@ -120,3 +120,39 @@ def test_a_wrong_gradient_gets_the_extrapolated_verdict() -> None:
     assert jacobian.status == "fail"
     # The error estimate comes from Richardson (x±2h), not from rounding alone.
     assert jacobian.details["fd_error_estimate"] > 1e-12
+
+
+def test_the_vectorised_function_is_traced_once_for_every_chunk_and_step() -> None:
+    program = _program("dense_layer")
+    recording = record(program)
+    slot = program.sources[0]
+    centre = [np.asarray(recording.outputs[0].tensor)]
+    x = np.asarray(slot.value)
+    h = differences.step_sizes(x, "float64")
+    evaluator = BatchEvaluator(program, 0, [0], centre, max_memory=1 << 20)
+    assert evaluator.chunk_size() < 2 * x.size
+    evaluator.evaluate_perturbations(h, differences.FIRST_FACTORS)
+    evaluator.evaluate_perturbations(h, differences.SECOND_FACTORS, elements=np.arange(7))
+    evaluator.evaluate_perturbations(h / 4, differences.STEP_FACTORS, elements=np.arange(3))
+    assert evaluator.strategy == "vectorised"
+    assert evaluator.vectorised.experimental_get_tracing_count() == 1
+
+
+def test_repeated_checks_do_not_make_tensorflow_warn_about_retracing(caplog) -> None:
+    dense_layer = fixture_module("dense_layer")
+    with caplog.at_level("WARNING"):
+        for n in range(20, 27):
+            f, _, x = dense_layer.make(n, seed=n)
+            report = gradcheck.check(f, x, kinds=frozenset({"jacobian", "vjp"}))
+            assert report.ok
+    assert not [r for r in caplog.records if "retracing" in r.getMessage()]
+
+
+def test_a_few_jacobian_rows_by_backward_passes_equal_the_analytic_jacobian() -> None:
+    f, analytic, x = fixture_module("dense_layer").make(5)
+    named = name_arguments(f, Arguments((x,), {}, "test"))
+    program, _ = prepare(f, named, "auto")
+    recording = record(program)
+    block, error = recording.jacobian(0, program.sources[0])
+    assert error is None and block is not None
+    np.testing.assert_allclose(block, analytic(x), rtol=1e-12, atol=1e-12)

@@ -51,6 +51,7 @@ class BatchEvaluator:
         slot = program.slots[slot_index]
         usable = program.vectorise and not slot.is_variable
         self.vectorised: Any = self._vectorised_function() if usable else None
+        self.concrete: Any = None
         self.strategy = "vectorised" if self.vectorised is not None else "loop"
         self.fallback_reason: str | None = None if usable else (
             f"{slot.name} is a tf.Variable" if slot.is_variable else "vectorisation is off")
@@ -72,6 +73,13 @@ class BatchEvaluator:
             lambda points: tf.vectorized_map(one, points, fallback_to_while_loop=True),
             input_signature=signature, autograph=False,
         )
+
+    def _traced(self) -> Any:
+        """The vectorised function traced once (any number of points), on first use: every
+        chunk, x ± h and x ± 2h alike, calls the same concrete function."""
+        if self.concrete is None:
+            self.concrete = self.vectorised.get_concrete_function()
+        return self.concrete
 
     def chunk_size(self) -> int:
         """Points per vectorised call: the input and outputs of each point, float64, with room
@@ -99,7 +107,7 @@ class BatchEvaluator:
         batch = np.concatenate([centre, points]) if points.size else centre
         self.program.announce(f"the vectorised evaluation of f at {len(batch)} values of"
                               f" {slot.name} (tf.vectorized_map)")
-        values = self.vectorised(tf.constant(batch, dtype=slot.dtype))
+        values = self._traced()(tf.constant(batch, dtype=slot.dtype))
         arrays = [np.asarray(v, dtype=np.float64) for v in values]
         eps = machine_eps(self.program.compute_dtype)
         _require_agreement(arrays, 0, self.centre_outputs, eps)

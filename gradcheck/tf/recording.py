@@ -171,8 +171,9 @@ class Recording:
                                   f" tape.jacobian of {of}")
             try:
                 with silenced_stderr_fd():
-                    block = self.tape.jacobian(target, source.value,
-                                               experimental_use_pfor=use_pfor)
+                    block = (self._vectorised_jacobian(target, source) if use_pfor else
+                             self.tape.jacobian(target, source.value,
+                                                experimental_use_pfor=False))
             except Exception as exc:
                 messages.append(first_line(exc))
                 continue
@@ -187,6 +188,31 @@ class Recording:
                            "False)")
             return np.asarray(block, dtype=np.float64), None
         return self._jacobian_by_rows(output_index, source, messages)
+
+    def _vectorised_jacobian(self, target: Any, source: Slot) -> Any:
+        """tape.jacobian(experimental_use_pfor=True) traced once, as its own concrete function
+        (eager tape.jacobian wraps pfor in a new tf.function on every call); a few rows are
+        cheaper as backward passes on the recorded tape than tracing pfor."""
+        tf = tensorflow()
+        shape = tuple(int(d) for d in target.shape)
+        size = int(np.prod(shape, dtype=np.int64))
+        if not 0 < size <= TAPE_ROWS:
+            return tf.function(
+                lambda: self.tape.jacobian(target, source.value, experimental_use_pfor=True),
+                autograph=False,
+            ).get_concrete_function()()
+        rows = []
+        for i in range(size):
+            upstream = tf.reshape(tf.one_hot(i, size, dtype=target.dtype), shape)
+            row = self.tape.gradient(target, source.value, output_gradients=upstream)
+            if row is None:
+                return None
+            row = np.asarray(tf.convert_to_tensor(row), dtype=np.float64)
+            if row.shape != source.shape:
+                raise ValueError(f"a row of the Jacobian has shape {row.shape}, not"
+                                 f" {source.shape}")
+            rows.append(row)
+        return np.stack(rows).reshape(shape + source.shape)
 
     def _jacobian_by_rows(self, output_index: int, source: Slot, messages: list[str]
                           ) -> tuple[np.ndarray | None, str | None]:
@@ -225,12 +251,20 @@ class Recording:
 
         if self.tape.gradient(target, source.value) is None:
             return None
+        rows = tf.function(
+            lambda indices: tf.vectorized_map(row, indices, fallback_to_while_loop=True),
+            input_signature=[tf.TensorSpec((None,), tf.int32)], autograph=False,
+        ).get_concrete_function()
         parts = [
-            np.asarray(tf.vectorized_map(row, tf.range(start, min(size, start + rows_per_chunk)),
-                                         fallback_to_while_loop=True), dtype=np.float64)
+            np.asarray(rows(tf.range(start, min(size, start + rows_per_chunk))),
+                       dtype=np.float64)
             for start in range(0, size, rows_per_chunk)
         ]
         return np.concatenate(parts).reshape(shape + source.shape)
+
+
+# Outputs up to this size get their Jacobian row by row (one backward pass each).
+TAPE_ROWS = 16
 
 
 def _failure(exc: BaseException) -> GradientOutcome:
