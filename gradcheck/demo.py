@@ -51,6 +51,9 @@ DEMO_CASES = (
              "natural-gradient VJP through (eta1, eta2) -> (m, chol): dL/deta1 = dL/dm"
              " - 2 (dL/deta2) m; Cholesky's symmetric-gradient convention is a warning",
              upstream=("natgrad_upstream.npz",), command="vjp"),
+    DemoCase("hessian.py", "numpy_inside", False, "hessian",
+             "grad_fn through .numpy(): first order passes, the Hessian is cut at its line",
+             command="hessian"),
 )
 
 

@@ -167,6 +167,7 @@ DEMO_VERDICTS = {
     "float32_only.py:f": ("PASS", None, None),
     "gather_indexed_slices.py:f": ("PASS", None, None),
     "natgrad.py:expectation_to_meanvarsqrt": ("PASS", "jacobian", None),  # the symmetric warning
+    "hessian.py:numpy_inside": ("FAIL", "second-order", 39),  # the grad_fn through .numpy()
 }
 
 
