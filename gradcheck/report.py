@@ -124,6 +124,12 @@ class TensorInfo:
     differentiable: bool = True
     kind: str = "argument"  # or "variable": a trainable variable f reads
 
+    @property
+    def checked_shape(self) -> tuple[int, ...]:
+        """The shape of gradcheck's arrays for it: a complex tensor is checked as its (real,
+        imaginary) parts, on a last axis of 2."""
+        return (*self.shape, 2) if self.dtype.startswith("complex") else tuple(self.shape)
+
 
 @dataclasses.dataclass(frozen=True)
 class Report:

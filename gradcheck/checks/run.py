@@ -31,11 +31,12 @@ from gradcheck.tf.recording import GradientOutcome, Recording, record
 
 
 def _tensor_infos(recording: Recording) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
-    inputs = tuple(TensorInfo(s.name, s.shape, s.dtype, s.differentiable, s.kind)
+    inputs = tuple(TensorInfo(s.name, s.user_shape, s.user_dtype, s.differentiable, s.kind)
                    for s in recording.program.slots)
     outputs = tuple(
-        TensorInfo(o.name, o.shape if o.tensor is not None else (),
-                   o.dtype if o.tensor is not None else "none", o.differentiable)
+        TensorInfo(o.name, o.shape[:-1] if o.complex_dtype else o.shape,
+                   o.complex_dtype or o.dtype, o.differentiable) if o.tensor is not None
+        else TensorInfo(o.name, (), "none", o.differentiable)
         for o in recording.outputs)
     return inputs, outputs
 

@@ -67,7 +67,7 @@ def _translated(site: Site, result: CheckResult, location: str | None,
     if result.check == Kind.JACOBIAN and result.cause is not None:
         return _located(site, result.status, Kind.CUSTOM_GRADIENT, result.cause.mistake,
                         f"grad_fn {result.cause.what} for input {result.input}"
-                        f" ({result.message})", location, **fields)
+                        f" ({result.message})", location, fix=result.cause.fix, **fields)
     if result.check == Kind.CONNECTED:
         return _located(site, result.status, Kind.CUSTOM_GRADIENT, "none",
                         f"grad_fn returns None for input {result.input}, but finite"

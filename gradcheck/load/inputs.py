@@ -77,8 +77,6 @@ def _numeric(array: np.ndarray, what: str) -> np.ndarray:
         np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
     ):
         raise InputError(f"{what} has dtype {array.dtype}; inputs must be numeric arrays")
-    if np.issubdtype(array.dtype, np.complexfloating):
-        raise InputError(f"{what} is complex ({array.dtype}); gradcheck checks real gradients")
     return array
 
 
@@ -93,7 +91,7 @@ def _from_literal(text: str, what: str) -> Any:
         return value
     if isinstance(value, int):
         return value
-    if isinstance(value, float):
+    if isinstance(value, (float, complex)):
         return value
     if isinstance(value, dict):
         raise InputError(f"{what} {text!r}: use NAME=VALUE for keyword arguments, not a dict")
@@ -106,7 +104,8 @@ def _from_literal(text: str, what: str) -> Any:
     array = _numeric(array, f"{what} {text!r}")
     # Floats stay Python floats, as written: a literal has no dtype of its own (TensorFlow
     # would make it float32), unlike a float64 .npy array.
-    return array.tolist() if np.issubdtype(array.dtype, np.floating) else array
+    inexact = np.issubdtype(array.dtype, np.inexact)
+    return array.tolist() if inexact else array
 
 
 def looks_like_file(text: str) -> bool:
@@ -152,7 +151,7 @@ def parse_value(text: str, what: str = "input") -> Any:
 def _as_array(value: Any) -> np.ndarray | None:
     """The values of an array-like argument (NumPy, lists, tensors), or None for anything else."""
     try:
-        if isinstance(value, (np.ndarray, float, np.floating, list, tuple)):
+        if isinstance(value, (np.ndarray, float, complex, np.inexact, list, tuple)):
             return np.asarray(value)
         if hasattr(value, "numpy") and hasattr(value, "dtype"):  # a tensor or a variable
             return np.asarray(value.numpy())
@@ -164,7 +163,7 @@ def _as_array(value: Any) -> np.ndarray | None:
 def check_finite(name: str, value: Any) -> None:
     """A floating argument must have elements, all of them finite."""
     array = _as_array(value)
-    if array is None or not np.issubdtype(array.dtype, np.floating):
+    if array is None or not np.issubdtype(array.dtype, np.inexact):
         return
     if array.size == 0:
         raise InputError(f"input {name} is empty (shape {array.shape}); there is nothing to"
@@ -318,8 +317,9 @@ def parse_upstreams(specs: Sequence[str]) -> list[Any]:
             parsed.append(spec)
             continue
         value = parse_value(spec, "upstream")
-        if isinstance(value, (int, float, list)) and not isinstance(value, bool):
-            value = np.asarray(value, dtype=np.float64)
+        if isinstance(value, (int, float, complex, list)) and not isinstance(value, bool):
+            value = np.asarray(value)
+            value = value if np.iscomplexobj(value) else value.astype(np.float64)
         if not isinstance(value, (np.ndarray, dict)):
             raise InputError(f"upstream {spec!r} must be an array, 'ones' or 'random'")
         parsed.append(value)
@@ -366,6 +366,8 @@ def resolve_upstreams(
             value = np.asarray(spec)
             if value.dtype == np.bool_:
                 raise InputError(f"upstream for {name} is boolean; it must be a float array")
+            if np.iscomplexobj(value) and (*value.shape, 2) == tuple(shape):
+                value = np.stack([value.real, value.imag], axis=-1)  # a complex output's parts
             if tuple(value.shape) != tuple(shape):
                 raise InputError(
                     f"upstream for {name} has shape {tuple(value.shape)} but {name} has shape"

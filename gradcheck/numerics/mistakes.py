@@ -17,10 +17,18 @@ def _close(a: np.ndarray, b: np.ndarray, scale: float, rtol: float = 1e-6) -> bo
     return a.shape == b.shape and bool(np.all(np.abs(a - b) <= rtol * scale + 1e-9))
 
 
+CONJUGATE_FIX = (
+    "TensorFlow's gradient for a complex z is ∂L/∂Re z + i ∂L/∂Im z, the conjugate of the"
+    " holomorphic derivative: a grad_fn for a holomorphic f returns"
+    " upstream * tf.math.conj(df/dz) (see docs/vjp.md)"
+)
+
+
 def value_mistake(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outputs: int,
-                  output: str, rtol: float = 1e-6) -> Mistake:
+                  output: str, rtol: float = 1e-6, complex_input: bool = False) -> Mistake:
     """What a wrong-valued gradient does, from its Jacobian block next to the true one
-    (equal to within rtol of the block's scale)."""
+    (equal to within rtol of the block's scale). A complex input's columns come in
+    (real, imaginary) pairs."""
     a = np.asarray(autodiff, dtype=np.float64).reshape(out_size, -1)
     f = np.asarray(fd, dtype=np.float64).reshape(out_size, -1)
     scale = float(np.max(np.abs(f), initial=0.0)) + 1e-12
@@ -41,6 +49,15 @@ def value_mistake(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outputs
         factor = float(np.sum(a * f)) / norm
         if not np.isclose(factor, 1.0, rtol=1e-3) and _close(a, factor * f, scale, rtol):
             return Mistake("factor", f"is off by a constant factor of {factor:.4g}")
+    if complex_input and _close(a, f * np.tile([1.0, -1.0], a.shape[1] // 2), scale, rtol):
+        return Mistake("conjugated", "returns the complex conjugate of TensorFlow's gradient"
+                       " (∂L/∂Re z − i ∂L/∂Im z, as 2·∂L/∂z would be)", CONJUGATE_FIX)
+    if a.shape[0] == a.shape[1] > 1 and _close(a, f.T, scale, rtol) and complex_input:
+        # Multiplying by c = p + iq is [[p, -q], [q, p]] on (real, imaginary) parts, and by
+        # conj(c) its transpose.
+        return Mistake("unconjugated", "multiplies the upstream by df/dz where TensorFlow"
+                       " needs its conjugate (in real terms it returns J·u instead of uᵀJ)",
+                       CONJUGATE_FIX)
     if a.shape[0] == a.shape[1] > 1 and _close(a, f.T, scale, rtol):
         return Mistake("transposed", "uses J where Jᵀ is needed (it returns J·u instead of"
                        " uᵀJ): transpose it")

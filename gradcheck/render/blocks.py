@@ -106,7 +106,7 @@ def excess_of(autodiff: np.ndarray, reference: np.ndarray, allowed: np.ndarray) 
 def _shape_of(infos: Sequence[Any], name: str, fallback: tuple[int, ...]) -> tuple[int, ...]:
     for info in infos:
         if info.name == name:
-            return tuple(int(d) for d in info.shape)
+            return tuple(int(d) for d in info.checked_shape)
     return fallback
 
 

@@ -17,6 +17,12 @@ from gradcheck.tf import instrument
 from gradcheck.tf.runtime import tensorflow
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+# A complex tensor is checked as the real tensor of its (real, imaginary) parts, stacked on a
+# new last axis: finite differences move each part on its own, and autodiff through
+# tf.complex, tf.math.real and tf.math.imag applies TensorFlow's convention for complex
+# gradients (∂L/∂Re z + i ∂L/∂Im z), so any grad_fn that breaks it shows as a wrong value.
+COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64"}
+REAL_TO_COMPLEX = {"float32": "complex64", "float64": "complex128"}
 # TensorFlow's op errors start with the graph function's name and end with the op's (empty) name.
 _TF_ERROR_NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*name:\s*$")
 
@@ -36,10 +42,20 @@ class Slot:
     note: str | None = None
     # False for a trainable tf.Variable that f reads (a source, not one of its arguments).
     argument: bool = True
+    # A complex argument's dtype: `value` then holds its (real, imaginary) parts.
+    complex_dtype: str | None = None
 
     @property
     def kind(self) -> str:
         return "argument" if self.argument else "variable"
+
+    @property
+    def user_shape(self) -> tuple[int, ...]:
+        return self.shape[:-1] if self.complex_dtype else self.shape
+
+    @property
+    def user_dtype(self) -> str:
+        return self.complex_dtype or self.dtype
 
 
 @dataclass
@@ -49,6 +65,8 @@ class OutputLeaf:
     differentiable: bool
     origin: str  # "tensor", "numpy", "python"
     reason: str | None = None
+    # A complex output's dtype: `tensor` then holds its (real, imaginary) parts.
+    complex_dtype: str | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -75,21 +93,37 @@ def _is_float(value: Any) -> bool:
     return _dtype_name(value) in FLOAT_DTYPES and not callable(value)
 
 
+def _is_complex(value: Any) -> bool:
+    return _dtype_name(value) in COMPLEX_PARTS and not callable(value)
+
+
+def as_parts(tensor: Any) -> Any:
+    """A complex tensor as the real tensor of its parts, on a new last axis."""
+    tf = tensorflow()
+    return tf.stack([tf.math.real(tensor), tf.math.imag(tensor)], axis=-1)
+
+
+def from_parts(parts: Any) -> Any:
+    tf = tensorflow()
+    return tf.complex(parts[..., 0], parts[..., 1])
+
+
 def _own_dtype(value: Any) -> str:
-    """The dtype TensorFlow would give the argument: float32 for Python floats and lists."""
-    if isinstance(value, (list, tuple, float)):
-        return "float32"
+    """The dtype TensorFlow would give the argument: float32 for Python floats and lists,
+    complex128 for Python complex numbers."""
+    if isinstance(value, (list, tuple, float, complex)):
+        return "complex128" if np.iscomplexobj(np.asarray(value)) else "float32"
     return _dtype_name(value) or "float32"
 
 
 def _as_differentiable_candidate(value: Any) -> Any:
     """Lists and floats of numbers become arrays; anything else is left as given."""
-    if isinstance(value, (list, tuple, float)):
+    if isinstance(value, (list, tuple, float, complex)):
         try:
             array = np.asarray(value)
         except ValueError:
             return value
-        if np.issubdtype(array.dtype, np.floating):
+        if np.issubdtype(array.dtype, np.inexact):
             return array
     return value
 
@@ -132,7 +166,9 @@ class Program:
             if not slot.argument:
                 continue
             value = replacements.get(index, slot.value)
-            if isinstance(value, tf.Tensor):
+            if slot.complex_dtype is not None:
+                value = from_parts(value)
+            elif isinstance(value, tf.Tensor):
                 value = tf.identity(value)
             if slot.keyword is not None:
                 kwargs[slot.keyword] = value
@@ -185,6 +221,15 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot
                 Slot(argument.name, argument.position, keyword, tensor, True, target,
                      tuple(tensor.shape))
             )
+        elif _is_complex(value) and not isinstance(value, tf.Variable):
+            parts = dtype or COMPLEX_PARTS[_own_dtype(argument.value)]
+            tensor = tf.cast(as_parts(tf.convert_to_tensor(value)), parts)
+            slots.append(
+                Slot(argument.name, argument.position, keyword, tensor, True, parts,
+                     tuple(tensor.shape), complex_dtype=REAL_TO_COMPLEX[parts],
+                     note=f"{argument.name} is complex: checked as its (real, imaginary) parts,"
+                     " index [..., 0] and [..., 1]; TensorFlow's gradient for it is"
+                     " ∂L/∂Re + i ∂L/∂Im (docs/vjp.md)"))
         else:
             name = (f"a {type(value).__name__}" if callable(value)
                     else _dtype_name(value) or type(value).__name__)
@@ -339,6 +384,9 @@ def flatten_outputs(result: Any, name: str = "y") -> list[OutputLeaf]:
         return [OutputLeaf(name, None, False, "none", "is None")]
     if isinstance(result, (tf.Tensor, tf.Variable)):
         tensor = tf.convert_to_tensor(result)
+        if tensor.dtype.name in COMPLEX_PARTS:
+            return [OutputLeaf(name, as_parts(tensor), True, "tensor",
+                               complex_dtype=tensor.dtype.name)]
         if tensor.dtype.name not in FLOAT_DTYPES:
             reason = (f"is a tensor of dtype {tensor.dtype.name}; only floating-point outputs"
                       " have gradients")

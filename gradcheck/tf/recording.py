@@ -302,7 +302,8 @@ def record(program: Program) -> Recording:
             result = program.call()
         except (Exception, SystemExit) as exc:
             raise function_raised(program.function, exc) from exc
-    seconds = time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        outputs = flatten_outputs(result, output_base(program))  # complex parts on the tape
     # Variables f creates on each call are copies of values, not parameters to train.
     read = [v for v in tape.watched_variables() if not any(v is c for c in created)]
     slots, notes = variable_slots(program, read)
@@ -311,7 +312,7 @@ def record(program: Program) -> Recording:
         raise no_float_input(program)
     program.notes += notes + select_sources(program.slots, program.wrt)
     unread = unread_weights(program.function, read)
-    return Recording(program, tape, flatten_outputs(result, output_base(program)), seconds,
+    return Recording(program, tape, outputs, seconds,
                      unread_weights=tuple(s.name for s in slots
                                           if any(s.value is v for v in unread)),
                      unbuilt_layers=tuple(unbuilt_layers(program.function)))
