@@ -104,7 +104,7 @@ def test_k_selects_by_substring_or_glob(pattern: str | None, selected: list[str]
     (config({"target": "m:f", "mode": "quick"}),
      "tool.gradcheck.check[0].mode: expected one of auto, full, fast, got 'quick'"),
     (config({"target": "m:f", "command": "run"}),
-     "tool.gradcheck.check[0].command: expected one of check, jacobian, vjp, got 'run'"),
+     "tool.gradcheck.check[0].command: expected one of check, jacobian, vjp, hessian, got 'run'"),
     (config({"target": "m:f", "shape": [3, 4]}),
      "tool.gradcheck.check[0].shape[0]: expected a shape like [3, 4] or \"3,4\", got 3"),
     (config({"target": "m:f", "shape": [[3, 0]]}),
