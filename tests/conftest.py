@@ -17,6 +17,18 @@ from gradcheck.load.target import import_module
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
+@pytest.fixture
+def started_tensorflow() -> None:
+    """A worker process with TensorFlow started, for the tests of time limits (which count
+    TensorFlow's start-up when a check needs a new worker process)."""
+    from gradcheck.isolation import Job, run_jobs
+    from gradcheck.options import CheckOptions
+    from gradcheck.pipeline import TargetRequest, check_request
+
+    target = fixture_target("two_in_two_out")
+    run_jobs([Job(check_request, (TargetRequest(target),), CheckOptions(), "f", target)])
+
+
 def fixture_module(name: str) -> ModuleType:
     return import_module(str(FIXTURES / f"{name}.py"))
 

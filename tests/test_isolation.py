@@ -94,8 +94,7 @@ def test_the_float32_expm_of_issue_11_ends_with_a_verdict(in_fixtures: Path,
     assert ("Error: " in result.stderr) == any("crashed" in n or "aborted" in n for n in notes)
 
 
-def test_a_native_hang_is_killed_at_its_timeout_and_located() -> None:
-    run_jobs([job(f"{FIXTURES}/two_in_two_out.py:f")])  # TensorFlow started: not counted here
+def test_a_native_hang_is_killed_at_its_timeout_and_located(started_tensorflow: None) -> None:
     start = time.monotonic()
     [result] = run_jobs([job(f"{BAD}/hangs_native.py:f", timeout=5)])
     assert 5 <= time.monotonic() - start < 5.5

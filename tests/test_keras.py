@@ -154,20 +154,19 @@ def test_a_training_loss_takes_the_model_as_an_argument_and_checks_its_weights(
     data = json.loads(result.stdout)
     assert [(i["name"], i["kind"], i["differentiable"]) for i in data["inputs"]] == [
         ("model", "argument", False), ("x", "argument", True), ("y", "argument", True),
-        ("regressor/dense/kernel", "variable", True), ("regressor/dense/bias", "variable", True),
-        ("regressor/dense_1/kernel", "variable", True),
-        ("regressor/dense_1/bias", "variable", True)]
+        ("regressor/hidden/kernel", "variable", True), ("regressor/hidden/bias", "variable", True),
+        ("regressor/head/kernel", "variable", True), ("regressor/head/bias", "variable", True)]
     jacobians = {c["input"] for c in data["checks"] if c["check"] == "jacobian"}
-    assert jacobians == {"x", "y", "regressor/dense/kernel", "regressor/dense/bias",
-                         "regressor/dense_1/kernel", "regressor/dense_1/bias"}
+    assert jacobians == {"x", "y", "regressor/hidden/kernel", "regressor/hidden/bias",
+                         "regressor/head/kernel", "regressor/head/bias"}
     assert "model is a Sequential: passed through, not differentiated" in data["notes"]
 
 
 def test_a_penalty_computed_through_numpy_is_located_in_the_loss() -> None:
     report = _module_check("keras_training_loss", "loss_with_numpy_penalty")
-    assert _failing(report) == {("graph-break", "regressor/dense/kernel"): 24,
-                                ("jacobian", "regressor/dense/kernel"): 24,
-                                ("vjp", "regressor/dense/kernel"): 24}
+    assert _failing(report) == {("graph-break", "regressor/hidden/kernel"): 25,
+                                ("jacobian", "regressor/hidden/kernel"): 25,
+                                ("vjp", "regressor/hidden/kernel"): 25}
 
 
 def test_mixed_precision_gets_float16_tolerances_and_no_false_alarm() -> None:

@@ -66,7 +66,8 @@ def test_custom_gradients_are_observed_in_every_check_of_a_run(sample: RunResult
     assert sites[0].location is not None and sites[0].location.endswith("ops.py:18")
 
 
-def test_a_crashing_or_hanging_check_never_stops_the_others(tmp_path: Path) -> None:
+def test_a_crashing_or_hanging_check_never_stops_the_others(tmp_path: Path,
+                                                           started_tensorflow: None) -> None:
     path = write_config(
         tmp_path,
         f'name = "raises"\ntarget = "{BAD}/raises.py:f"',
@@ -159,7 +160,7 @@ def test_cli_run_table_and_quiet(tmp_path: Path, run_cli: Callable[..., Result],
 
 
 def test_cli_timeout_is_the_default_and_a_checks_own_timeout_wins(
-        tmp_path: Path, run_cli: Callable[..., Result]) -> None:
+        tmp_path: Path, run_cli: Callable[..., Result], started_tensorflow: None) -> None:
     path = write_config(
         tmp_path, f'name = "own"\ntarget = "{BAD}/hangs.py:f"\ntimeout = 1.5',
         f'name = "default"\ntarget = "{BAD}/hangs.py:f"', top="timeout = 600")
