@@ -199,3 +199,15 @@ def test_a_factory_that_cannot_build_its_model_is_the_users_error(
     assert result.exit_code == 3
     assert result.stderr.startswith("Error: numpy_scale_model_built raised NotImplementedError:")
     assert result.stderr.rstrip().endswith("(at tf_keras_models.py:31)")
+
+
+def test_a_wide_model_goes_through_fast_mode_narrowed_to_the_wrong_kernel_row() -> None:
+    report = _check("wide_model", mode="fast")
+    failed = {(c.check, c.input): c for c in report.checks if c.status == "fail"}
+    assert set(failed) == {("custom-gradient", "kernel"), ("fast", "off_by_one/kernel"),
+                           ("jvp", "off_by_one/kernel")}
+    fast = failed[("fast", "off_by_one/kernel")]
+    assert fast.worst_index == (7, 0) and _line(fast) == 161
+    assert "the gradient is wrong around off_by_one/kernel[7, 0]" in fast.message
+    assert [i.name for i in report.inputs if i.kind == "variable"] == [
+        "wide/kernel", "wide/bias", "off_by_one/kernel", "out/kernel", "out/bias"]
