@@ -159,3 +159,25 @@ def test_a_kink_crossed_by_the_step_is_not_a_false_alarm() -> None:
     report = gradcheck.check(tf.nn.relu, x, mode="fast", kinds=frozenset({"fast"}))
     (result,) = _by_kind(report, "fast")
     assert result.status == "pass", result.message
+
+
+
+def test_smaller_steps_tried_at_a_kink_do_not_hide_a_wrong_gradient() -> None:
+    import tensorflow as tf
+
+    bump = tf.one_hot(10, 5_000, dtype=tf.float64)
+
+    @tf.custom_gradient
+    def relu(x):
+        def grad_fn(upstream):
+            return upstream * (1.0 + bump) * tf.cast(x > 0, x.dtype)  # twice too large at 10
+
+        return tf.nn.relu(x), grad_fn
+
+    x = np.random.default_rng(1).normal(size=5_000)
+    x[10] = 0.5
+    x[1234] = 6e-7  # the kink that makes fast mode try smaller steps
+    report = gradcheck.check(relu, x, mode="fast", kinds=frozenset({"fast"}))
+    (failure,) = _by_kind(report, "fast")
+    assert failure.status == "fail"
+    assert failure.details["elements"] == [[10, 11]]

@@ -45,6 +45,16 @@ class Projection:
     # Half the gap between the one-sided differences at x: O(t) where f is smooth along d,
     # the size of a slope change where the step crosses a kink (ReLU) close to x.
     asymmetry: float = 0.0
+    # What rounding alone can put into d(t) (and so into the two above).
+    rounding: float = 0.0
+    # The step t of the finite differences (smaller than the default after a kink).
+    step: float = 0.0
+
+    @property
+    def inconsistency(self) -> float:
+        """How far the finite differences disagree with themselves beyond rounding."""
+        return (max(self.error_estimate, self.asymmetry)
+                - tolerances.ERROR_ESTIMATE_SAFETY * self.rounding)
 
     @property
     def error(self) -> float:
@@ -238,15 +248,14 @@ class FastChecker:
         t = self.step()
         result = self._differences(outputs, upstreams, magnitudes, directions, span, t,
                                    autodiff, base)
-        if result.ok or result.error > KINK_FACTOR * max(result.error_estimate,
-                                                         result.asymmetry):
+        if result.ok or result.error > KINK_FACTOR * result.inconsistency:
             return result
         for divisor in SMALLER_STEPS:
             smaller = self._differences(outputs, upstreams, magnitudes, directions, span,
                                         t / divisor, autodiff, base)
             if smaller.ok:
                 return smaller
-        return result
+        return smaller  # still failing with the kink, if any, no longer crossed
 
     def _differences(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
                      magnitudes: Sequence[np.ndarray], directions: dict[int, np.ndarray],
@@ -259,7 +268,7 @@ class FastChecker:
         rounding = eps * (scale_p1 + scale_m1) / t
         asymmetry = abs(plus1 - 2 * self._centre(outputs, upstreams) + minus1) / (2 * t)
         first = Projection(autodiff, d1, rounding, self._allowed(base, d1, rounding),
-                           asymmetry=asymmetry)
+                           asymmetry=asymmetry, rounding=rounding, step=t)
         if first.ok:
             return first
         plus2, scale_p2 = self._along(*along, 2.0 * t, span)
@@ -269,7 +278,7 @@ class FastChecker:
         estimate = abs(d1 - d2) + eps * (scale_p1 + scale_m1 + scale_p2 + scale_m2) / t
         return Projection(autodiff, extrapolated, estimate,
                           self._allowed(base, extrapolated, estimate), extrapolated=True,
-                          asymmetry=asymmetry)
+                          asymmetry=asymmetry, rounding=rounding, step=t)
 
     def _centre(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray]) -> float:
         """⟨u, f(x)⟩ from the recorded outputs."""
@@ -310,14 +319,21 @@ class FastChecker:
         """Failing element ranges of one block, depth first from the left, down to single
         elements: the left half is measured, and the right half's projection is the parent's
         minus the left's when both were extrapolated (autodiff and finite differences are
-        linear in the direction), so a failing pair of halves costs one measurement."""
+        linear in the direction), so a failing pair of halves costs one measurement until the
+        right half's turn comes (if it comes: at most MAX_BRANCHES slices are reported); it
+        is measured then, before it is split or reported."""
         n = slicing.direction.size
         budget = self.counter.evaluations + min(MAX_NARROWING_EVALUATIONS,
                                                 MAX_NARROWING_ELEMENTS // max(n, 1))
-        pending: list[tuple[int, int, Projection | None]] = [(0, n, block)]
+        # (start, stop, its projection if known, whether that projection was only deduced)
+        pending: list[tuple[int, int, Projection | None, bool]] = [(0, n, block, False)]
         found: list[tuple[int, int]] = []
         while pending and len(found) < MAX_BRANCHES:
-            start, stop, known = pending.pop()
+            start, stop, known, deduced = pending.pop()
+            if deduced and self.counter.evaluations < budget:
+                known = self._measure(slicing, (start, stop))
+                if known.ok:
+                    continue
             if stop - start <= 1 or self.counter.evaluations >= budget:
                 found.append((start, stop))
                 continue
@@ -325,13 +341,15 @@ class FastChecker:
             left = self._measure(slicing, (start, middle))
             right = self._rest(slicing, known, left, (middle, stop))
             if left.ok:  # the parent failed, so the error is in the other half
-                pending.append((middle, stop, right))
+                pending.append((middle, stop, right, False))
                 continue
             if right is None:
                 right = self._measure(slicing, (middle, stop))
-            if not right.ok:
-                pending.append((middle, stop, right))
-            pending.append((start, middle, left))
+                if not right.ok:
+                    pending.append((middle, stop, right, False))
+            elif not right.ok:
+                pending.append((middle, stop, right, True))
+            pending.append((start, middle, left, False))
         return found
 
     def _measure(self, slicing: Slicing, span: Span) -> Projection:
@@ -341,8 +359,10 @@ class FastChecker:
 
     def _rest(self, slicing: Slicing, whole: Projection | None, part: Projection,
               span: Span) -> Projection | None:
-        """The projection on `span`, the rest of a measured whole after a measured part."""
-        if whole is None or not (whole.extrapolated and part.extrapolated):
+        """The projection on `span`, the rest of a measured whole after a measured part (both
+        extrapolated from the same step)."""
+        if whole is None or not (whole.extrapolated and part.extrapolated
+                                 and whole.step == part.step):
             return None
         autodiff, base = self._base_allowance(
             [slicing.upstream], {slicing.slot_index: slicing.direction},
@@ -350,7 +370,8 @@ class FastChecker:
         finite_difference = whole.finite_difference - part.finite_difference
         estimate = whole.error_estimate + part.error_estimate
         return Projection(autodiff, finite_difference, estimate,
-                          self._allowed(base, finite_difference, estimate), extrapolated=True)
+                          self._allowed(base, finite_difference, estimate), extrapolated=True,
+                          step=part.step)
 
     def _report(self, results: list[Probe], failed: list[Probe], outputs: Sequence[int],
                 usable: Sequence[int], disconnected: set[int]) -> None:
