@@ -46,12 +46,18 @@ def outcome_of(check: CheckConfig, result: JobResult) -> CheckOutcome:
 
 
 def parse_jobs(text: str) -> int:
-    """-j N or auto (the number of cores this process may use)."""
+    """-j N or auto: the cores this process may use that are idle (by the load average), at
+    least one; workers beyond the idle cores only slow each other down."""
     if text.strip().lower() == "auto":
         try:
-            return max(1, len(os.sched_getaffinity(0)))
+            cores = len(os.sched_getaffinity(0))
         except AttributeError:  # not on Linux
-            return max(1, os.cpu_count() or 1)
+            cores = os.cpu_count() or 1
+        try:
+            busy = int(os.getloadavg()[0])
+        except (AttributeError, OSError):
+            busy = 0
+        return max(1, cores - busy)
     try:
         value = int(text)
     except ValueError:

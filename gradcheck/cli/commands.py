@@ -213,7 +213,7 @@ def hessian(target: str, **options: Any) -> None:
 @click.option("--timeout", type=float, metavar="SECONDS",
               help="Time limit per check (a check's own `timeout` key wins).")
 @click.option("-j", "--jobs", "jobs", default="1", show_default=True, metavar="N|auto",
-              help="Checks run in N worker processes at once (auto: one per core).")
+              help="Checks run in N worker processes at once (auto: one per idle core).")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Pictures of the failing checks' Jacobian blocks, in DIR/<check>/.")
 @output_options
