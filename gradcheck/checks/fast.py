@@ -104,6 +104,7 @@ class FastChecker:
     counter: Counter = field(default_factory=Counter)
     points: dict[int, np.ndarray] = field(default_factory=dict)
     centres: dict[int, np.ndarray] = field(default_factory=dict)
+    scales: dict[int, np.ndarray] = field(default_factory=dict)
     findings: Findings = field(default_factory=Findings)
 
     def _full_mode_bytes(self) -> int:
@@ -149,14 +150,16 @@ class FastChecker:
             if not probe.result.ok:  # one failing probe decides; narrowing it down is next
                 failed.append(probe)
                 break
+            probe.upstreams, probe.directions, probe.gradients = [], {}, {}  # input-sized
         self._report(results, failed, outputs, usable, disconnected)
         return findings
 
     def _direction(self, slot_index: int, rng: np.random.Generator) -> np.ndarray:
         """A random-sign direction scaled like the full-mode steps, so t*d is a sensible step."""
         slot = self.ctx.program.slots[slot_index]
-        scale = np.maximum(np.abs(self.point(slot_index)), 1.0)
-        return rng.choice([-1.0, 1.0], size=slot.shape) * scale
+        if slot_index not in self.scales:
+            self.scales[slot_index] = np.maximum(np.abs(self.point(slot_index)), 1.0)
+        return rng.choice([-1.0, 1.0], size=slot.shape) * self.scales[slot_index]
 
     def _gradients(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
                    usable: Sequence[int], disconnected: set[int]
