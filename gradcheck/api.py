@@ -7,10 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.diagnosis.diagnose import diagnose
-from gradcheck.load.inputs import Arguments, name_arguments, resolve_arguments
+from gradcheck.load.inputs import Arguments, resolve_arguments
 from gradcheck.options import ALL_KINDS, DEFAULT_MAX_MEMORY, CheckOptions
-from gradcheck.pipeline import check_target
+from gradcheck.pipeline import check_callable, check_target
 from gradcheck.report import Report
 
 
@@ -51,6 +50,10 @@ def check(
     instrument: bool = True,
     explain: bool = False,
     surrogates: tuple[str, ...] = (),
+    wrt: str = "all",
+    order: int = 1,
+    training: bool = False,
+    compiled: bool = True,
     isolate: bool = False,
     timeout: float | None = None,
 ) -> Report:
@@ -59,7 +62,9 @@ def check(
     f may be a callable or a TARGET string ('module:function', 'file.py:function'): a TARGET
     is imported with every tf.custom_gradient observed, so each is also checked on its own.
     Without arguments, a TARGET's `<function>_inputs` provides them. `explain=True` adds
-    what tape.gradient returns with and without output_gradients (Report.explain).
+    what tape.gradient returns with and without output_gradients (Report.explain). `wrt`,
+    `order`, `training` and `compiled` mean what --wrt, --order, --training and
+    --compiled/--no-compiled mean.
 
     `isolate=True` runs the check in a worker process, which survives TensorFlow crashing
     (the check runs again without vectorisation) and can be stopped after `timeout` seconds;
@@ -70,7 +75,8 @@ def check(
         upstream=_upstream_specs(upstream), atol=atol, rtol=rtol, eps=eps, mode=mode,
         probes=probes, seed=seed, dtype=dtype, max_memory=max_memory,
         kinds=ALL_KINDS if kinds is None else frozenset(kinds), explain=explain,
-        surrogates=frozenset(surrogates),
+        surrogates=frozenset(surrogates), wrt=wrt, order=order, training=training,
+        compiled=compiled,
     )
     call = (f, tuple(args), dict(kwargs or {}), path, instrument)
     if isolate:
@@ -86,7 +92,7 @@ def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[
     arguments = Arguments(args, kwargs, "gradcheck.check")
     if not isinstance(f, str):
         label = getattr(f, "__qualname__", getattr(f, "__name__", repr(f)))
-        return diagnose(f, name_arguments(f, arguments), options, label)
+        return check_callable(f, lambda: arguments, options, label)
     given = arguments if args or kwargs else None
     return check_target(
         f, path, options,

@@ -87,16 +87,24 @@ def check_target(
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Report:
     """Import TARGET with its custom gradients observed, bind its arguments, diagnose."""
-    from gradcheck.diagnosis.diagnose import diagnose
-    from gradcheck.load.inputs import name_arguments
     from gradcheck.load.target import load_target
     from gradcheck.tf.instrument import observing_custom_gradients
-    from gradcheck.tf.keras import keras_target
 
     with observing_custom_gradients(instrument) as observer:
         target = load_target(spec, path, import_context or contextlib.nullcontext,
                              fresh=instrument)
-        function, notes = keras_target(target.function, options.training)
-        named = name_arguments(function, arguments_for(target))
-        report = diagnose(function, named, options, spec, observer)
-        return replace(report, notes=tuple(notes) + report.notes) if notes else report
+        return check_callable(target.function, lambda: arguments_for(target), options, spec,
+                              observer)
+
+
+def check_callable(function: Callable[..., Any], arguments: Callable[[], Arguments],
+                   options: CheckOptions, label: str, observer: Any = None) -> Report:
+    """A function, a Keras layer or model (called with training=True under --training), or
+    a factory of one, at the given arguments."""
+    from gradcheck.diagnosis.diagnose import diagnose
+    from gradcheck.load.inputs import name_arguments
+    from gradcheck.tf.keras import keras_target
+
+    function, notes = keras_target(function, options.training)
+    report = diagnose(function, name_arguments(function, arguments()), options, label, observer)
+    return replace(report, notes=tuple(notes) + report.notes) if notes else report

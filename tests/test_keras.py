@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import Result
@@ -211,3 +212,22 @@ def test_a_wide_model_goes_through_fast_mode_narrowed_to_the_wrong_kernel_row() 
     assert "the gradient is wrong around off_by_one/kernel[7, 0]" in fast.message
     assert [i.name for i in report.inputs if i.kind == "variable"] == [
         "wide/kernel", "wide/bias", "off_by_one/kernel", "out/kernel", "out/bias"]
+
+
+def test_the_api_takes_the_flags_as_keywords() -> None:
+    model = _keras_fixture().dense_model()
+    x = _keras_fixture().dense_model_inputs[0]
+    variables = gradcheck.check(model, x, wrt="variables", compiled=False)
+    checks = {(c.check, c.input) for c in variables.checks}
+    assert ("jacobian", "hidden/kernel") in checks and ("jacobian", "args[0]") not in checks
+    assert not any(c.check == "compiled" for c in variables.checks)
+    second = gradcheck.check(_keras_fixture().uses_module_variable, [0.5, -1.0, 2.0], order=2)
+    assert any(c.check == "second-order" and c.status == "pass" for c in second.checks)
+    training = gradcheck.check(_keras_fixture().dropout_model(), x, training=True)
+    assert any(c.check == "nondeterminism" and c.status != "pass" for c in training.checks)
+
+
+def _keras_fixture() -> Any:
+    from .conftest import fixture_module
+
+    return fixture_module("keras_models")
