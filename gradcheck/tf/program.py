@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import traceback
 from collections.abc import Callable, Sequence
@@ -25,6 +26,8 @@ COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64"}
 REAL_TO_COMPLEX = {"float32": "complex64", "float64": "complex128"}
 # TensorFlow's op errors start with the graph function's name and end with the op's (empty) name.
 _TF_ERROR_NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*name:\s*$")
+_ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
+_KERAS_WRAPPER = "Exception encountered when calling"
 
 
 @dataclass
@@ -350,13 +353,22 @@ def function_name(function: Callable[..., Any]) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    """The error in one line; for a tf.function's 'in user code:' report, its last line
-    (the underlying error)."""
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    """The error in one line; for a tf.function's 'in user code:' report, its last line (the
+    underlying error); for Keras's 'Exception encountered when calling' wrapper, the error it
+    wraps, with the layer named."""
+    lines = [line.strip() for line in _ANSI_CODES.sub("", str(exc)).strip().splitlines()
+             if line.strip()]
+    layer = None
+    if lines and lines[0].startswith(_KERAS_WRAPPER) and len(lines) > 1:
+        layer = lines[0].removeprefix(_KERAS_WRAPPER).strip(" .:")
+        lines = list(itertools.takewhile(lambda line: "rguments received by" not in line,
+                                         lines[1:])) or lines
     if lines and lines[0] == "in user code:" and len(lines) > 1:
-        return _TF_ERROR_NOISE.sub("", lines[-1]).strip()[:200]
-    line = _TF_ERROR_NOISE.sub("", lines[0]).strip() if lines else ""
-    return f"{type(exc).__name__}: {line[:200]}" if line else type(exc).__name__
+        message = _TF_ERROR_NOISE.sub("", lines[-1]).strip()[:200]
+    else:
+        line = _TF_ERROR_NOISE.sub("", lines[0]).strip()[:200] if lines else ""
+        message = f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+    return message + (f" (in {layer})" if layer else "")
 
 
 def _common_dtype(slots: Sequence[Slot]) -> str:
