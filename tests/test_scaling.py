@@ -61,13 +61,17 @@ def test_chunked_autodiff_jacobian_equals_the_whole_one() -> None:
     np.testing.assert_allclose(chunked, analytic, rtol=1e-12, atol=1e-12)
 
 
-def test_chunked_evaluations_equal_one_batch() -> None:
+def _dense_layer_at_its_point() -> tuple[Program, list[np.ndarray], np.ndarray, np.ndarray]:
+    """The dense-layer fixture recorded: its program, f at the point, the point, the steps."""
     program = _program("dense_layer")
     recording = record(program)
-    slot = program.sources[0]
-    centre = [np.asarray(recording.outputs[0].tensor)]
-    x = np.asarray(slot.value)
-    h = differences.step_sizes(x, "float64")
+    x = np.asarray(program.sources[0].value)
+    return (program, [np.asarray(recording.outputs[0].tensor)], x,
+            differences.step_sizes(x, "float64"))
+
+
+def test_chunked_evaluations_equal_one_batch() -> None:
+    program, centre, x, h = _dense_layer_at_its_point()
     small = BatchEvaluator(program, 0, [0], centre, max_memory=1 << 20)
     large = BatchEvaluator(program, 0, [0], centre, max_memory=1 << 30)
     assert small.chunk_size() < 2 * x.size <= large.chunk_size()
@@ -123,12 +127,7 @@ def test_a_wrong_gradient_gets_the_extrapolated_verdict() -> None:
 
 
 def test_the_vectorised_function_is_traced_once_for_every_chunk_and_step() -> None:
-    program = _program("dense_layer")
-    recording = record(program)
-    slot = program.sources[0]
-    centre = [np.asarray(recording.outputs[0].tensor)]
-    x = np.asarray(slot.value)
-    h = differences.step_sizes(x, "float64")
+    program, centre, x, h = _dense_layer_at_its_point()
     evaluator = BatchEvaluator(program, 0, [0], centre, max_memory=1 << 20)
     assert evaluator.chunk_size() < 2 * x.size
     evaluator.evaluate_perturbations(h, differences.FIRST_FACTORS)

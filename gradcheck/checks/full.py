@@ -11,7 +11,7 @@ from gradcheck.checks.context import CheckContext, Findings, shown
 from gradcheck.checks.verdicts import comparison_fields, mismatch, symmetric_warning
 from gradcheck.numerics import differences, judging, symmetric
 from gradcheck.numerics.differences import FiniteDifference
-from gradcheck.numerics.mistakes import FIX_HINT, value_mistake
+from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
 from gradcheck.report import Block, Cause, Kind, Status, format_index
 from gradcheck.tf.batch import BatchEvaluator
@@ -278,5 +278,5 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
     found.results.append(mismatch(
         Kind.JACOBIAN, "autodiff and finite differences disagree", ("autodiff", block),
         ("finite differences", fd.jacobian), comparison, verdict, details, where,
-        Cause(mistake.kind, mistake.what, fix=None if mistake.fix == FIX_HINT else mistake.fix)))
+        Cause(mistake.kind, mistake.what, fix=mistake.fix)))
     return kinks, found

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gradcheck.numerics.mistakes import Mistake
+from gradcheck.numerics.mistakes import FIX_HINT, Mistake
 from gradcheck.report import Cause, CheckResult, Kind, Report, Status
 from gradcheck.tf.instrument import Site
 
@@ -63,7 +63,7 @@ def _translated(site: Site, result: CheckResult, location: str | None,
                 f" {result.input} of shape {tuple(shapes.get('input_shape', ()))}: it"
                 f" {mistake.what}")
         return _located(site, result.status, Kind.GRAD_SHAPE, mistake.kind, what, location,
-                        fix=mistake.fix, **fields)
+                        fix=mistake.fix or FIX_HINT, **fields)
     if result.check == Kind.JACOBIAN and result.cause is not None:
         return _located(site, result.status, Kind.CUSTOM_GRADIENT, result.cause.mistake,
                         f"grad_fn {result.cause.what} for input {result.input}"

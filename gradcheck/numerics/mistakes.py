@@ -52,13 +52,13 @@ def value_mistake(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outputs
     if complex_input and _close(a, f * np.tile([1.0, -1.0], a.shape[1] // 2), scale, rtol):
         return Mistake("conjugated", "returns the complex conjugate of TensorFlow's gradient"
                        " (∂L/∂Re z − i ∂L/∂Im z, as 2·∂L/∂z would be)", CONJUGATE_FIX)
-    if a.shape[0] == a.shape[1] > 1 and _close(a, f.T, scale, rtol) and complex_input:
-        # Multiplying by c = p + iq is [[p, -q], [q, p]] on (real, imaginary) parts, and by
-        # conj(c) its transpose.
-        return Mistake("unconjugated", "multiplies the upstream by df/dz where TensorFlow"
-                       " needs its conjugate (in real terms it returns J·u instead of uᵀJ)",
-                       CONJUGATE_FIX)
     if a.shape[0] == a.shape[1] > 1 and _close(a, f.T, scale, rtol):
+        if complex_input:
+            # Multiplying by c = p + iq is [[p, -q], [q, p]] on (real, imaginary) parts, and
+            # by conj(c) its transpose.
+            return Mistake("unconjugated", "multiplies the upstream by df/dz where TensorFlow"
+                           " needs its conjugate (in real terms it returns J·u instead of uᵀJ)",
+                           CONJUGATE_FIX)
         return Mistake("transposed", "uses J where Jᵀ is needed (it returns J·u instead of"
                        " uᵀJ): transpose it")
     if a.shape[0] > 1 and np.allclose(a, a[0]) and not _close(a, f, scale, rtol):
@@ -75,7 +75,7 @@ class Mistake:
 
     kind: str
     what: str
-    fix: str = FIX_HINT
+    fix: str | None = None
 
 
 def shape_mistake(grad: np.ndarray, upstream: np.ndarray, jacobian: np.ndarray | None,
