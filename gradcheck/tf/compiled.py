@@ -14,12 +14,21 @@ from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
 
 @dataclass(frozen=True)
 class CompiledVJP:
-    """The gradients for each source (None where there is none) and how often f was traced
-    for two calls at different values."""
+    """The gradients for each source (None where there is none) and f's outputs."""
 
     gradients: list[np.ndarray | None]
-    traces: int
     outputs: list[np.ndarray]
+
+
+def _call(function: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    return function(*args, **kwargs)
+
+
+def _autographed_call() -> Any:
+    """`_call` converted by AutoGraph: f runs as tf.function would run it (a Python `if` on
+    a tensor becomes tf.cond), while gradcheck's code around it is not converted, which
+    would cost about a second in each new process."""
+    return tensorflow().autograph.to_graph(_call)
 
 
 def compiled_vjp(program: Program, output_indices: Sequence[int],
@@ -31,12 +40,15 @@ def compiled_vjp(program: Program, output_indices: Sequence[int],
     arguments = [i for i in sources if program.slots[i].argument
                  and not program.slots[i].is_variable]
 
+    call = _autographed_call()
+
     def vjp(*values: Any) -> list[Any]:
         replacements = dict(zip(arguments, values))
         with tf.GradientTape() as tape:
             for value in values:
                 tape.watch(value)
-            leaves = flatten_outputs(program.call(replacements))
+            args, kwargs = program.arguments(replacements)
+            leaves = flatten_outputs(call(program.function, args, kwargs))
         targets = [leaves[k].tensor for k in output_indices]
         watched = [replacements.get(i, program.slots[i].value) for i in sources]
         grads = tape.gradient(targets, watched, output_gradients=[
@@ -45,17 +57,22 @@ def compiled_vjp(program: Program, output_indices: Sequence[int],
             tf.convert_to_tensor(g), tf.float64) for g in grads] + [
             tf.cast(t, tf.float64) for t in targets]
 
-    compiled = tf.function(vjp, jit_compile=jit)
+    compiled = tf.function(vjp, jit_compile=jit, autograph=False)
     values = [tf.constant(program.value_of(i), dtype=program.slots[i].dtype)
               for i in arguments]
     program.announce(f"the VJP under tf.function{' with XLA' if jit else ''}")
     with silenced_stderr_fd():
-        grads = compiled(*values)
-        # A second call at other values: a well-written f is not traced again.
-        compiled(*[v * (1 + 1e-3) + 1e-3 for v in values])
+        try:
+            grads = compiled(*values)
+        except Exception as exc:
+            # As tf.function does with AutoGraph on: the error names the user's source
+            # lines, not AutoGraph's rewrite of them.
+            metadata = getattr(exc, "ag_error_metadata", None)
+            if metadata is None:
+                raise
+            raise metadata.to_exception(exc) from None
     shapes = [program.slots[i].shape for i in sources]
     return CompiledVJP(
         [None if g.shape == (0,) and shape != (0,) else np.asarray(g).reshape(shape)
          for g, shape in zip(grads, shapes)],
-        int(compiled.experimental_get_tracing_count()),
         [np.asarray(t) for t in grads[len(sources):]])

@@ -161,6 +161,13 @@ class Program:
         would return the previous call's output, recorded on no tape. tf.identity keeps the
         path to the watched tensor, so tapes and forward accumulators see through it.
         """
+        args, kwargs = self.arguments(replacements)
+        return self.function(*args, **kwargs)
+
+    def arguments(self, replacements: dict[int, Any] | None = None
+                  ) -> tuple[list[Any], dict[str, Any]]:
+        """The positional and keyword arguments of one call (see `call`); made inside the tape
+        that is to see through them."""
         tf = tensorflow()
         replacements = replacements or {}
         args: list[Any] = []
@@ -177,7 +184,7 @@ class Program:
                 kwargs[slot.keyword] = value
             else:
                 args.append(value)
-        return self.function(*args, **kwargs)
+        return args, kwargs
 
     def value_of(self, index: int) -> np.ndarray:
         """An argument's current value, as float64."""
