@@ -159,14 +159,19 @@ def _settle_doubts(ctx: CheckContext, analysis: SourceAnalysis, k: int,
                    block: np.ndarray) -> None:
     """Richardson where plain differences disagree, then smaller steps for what still does."""
     size = int(np.prod(analysis.slot.shape))
-    analysis.refine(ctx, judging.in_doubt(block, analysis.fd[k], ctx.tolerance, size))
+    doubt = judging.in_doubt(block, analysis.fd[k], ctx.tolerance, size)
+    analysis.refine(ctx, doubt)
+    # Only the columns refined or retried change, so only they are judged again (noisiness
+    # is judged over all columns once).
+    noisy = judging.noisy_columns(analysis.fd[k], ctx.tolerance, size)
     for divisor in (*differences.SMALLER_STEPS, None):
-        doubt = np.union1d(judging.in_doubt(block, analysis.fd[k], ctx.tolerance, size),
-                           judging.noisy_columns(analysis.fd[k], ctx.tolerance, size))
+        doubt = np.union1d(judging.in_doubt(block, analysis.fd[k], ctx.tolerance, size, doubt),
+                           noisy)
         if doubt.size == 0:
             return
         analysis.retry_smaller(ctx, doubt, divisor if divisor is not None
                                else differences.relative_divisor(analysis.slot.value.numpy()))
+        noisy = judging.noisy_columns(analysis.fd[k], ctx.tolerance, size, doubt)
 
 
 def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,

@@ -21,28 +21,59 @@ def inconclusive(fd: FiniteDifference, tolerance: Tolerance) -> bool:
     return worst > max(NOISY_FRACTION * scale, tolerance.atol)
 
 
-def noisy_columns(fd: FiniteDifference, tolerance: Tolerance, in_size: int) -> np.ndarray:
-    """Flat input elements whose column's error estimate is a sizeable fraction of it."""
-    estimate = np.asarray(fd.error_estimate).reshape(-1, in_size)
-    scale = np.max(np.abs(np.asarray(fd.jacobian).reshape(-1, in_size)), axis=0)
-    return np.flatnonzero(
-        np.max(estimate, axis=0) > np.maximum(NOISY_FRACTION * scale, tolerance.atol))
+def _columns(blocks: tuple[np.ndarray, ...], in_size: int, columns: np.ndarray | None
+             ) -> tuple[np.ndarray, ...]:
+    """Blocks as (out, in) matrices, of all columns or of the listed ones."""
+    matrices = tuple(np.asarray(b, dtype=np.float64).reshape(-1, in_size) for b in blocks)
+    return matrices if columns is None else tuple(m[:, columns] for m in matrices)
+
+
+def _listed(found: np.ndarray, columns: np.ndarray | None) -> np.ndarray:
+    return found if columns is None else np.asarray(columns, dtype=np.int64)[found]
+
+
+def noisy_columns(fd: FiniteDifference, tolerance: Tolerance, in_size: int,
+                  columns: np.ndarray | None = None) -> np.ndarray:
+    """Flat input elements (of all, or of the listed columns) whose column's error estimate
+    is a sizeable fraction of it."""
+    jacobian, estimate = _columns((fd.jacobian, fd.error_estimate), in_size, columns)
+    scale = np.maximum(np.max(jacobian, axis=0), -np.min(jacobian, axis=0))
+    return _listed(np.flatnonzero(
+        np.max(estimate, axis=0) > np.maximum(NOISY_FRACTION * scale, tolerance.atol)), columns)
+
+
+def _allowed(expected: np.ndarray, tolerance: Tolerance,
+             error_estimate: np.ndarray | float) -> np.ndarray:
+    """atol + rtol*|expected| + safety*error_estimate, as a new array (few passes: blocks
+    of full mode have millions of elements)."""
+    allowed = np.asarray(np.abs(expected))
+    allowed *= tolerance.rtol
+    allowed += tolerance.atol
+    estimate = np.asarray(error_estimate, dtype=np.float64)
+    if estimate.ndim or float(estimate) != 0.0:
+        allowed += ERROR_ESTIMATE_SAFETY * estimate
+    return allowed
+
+
+def _abs_difference(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    difference = np.asarray(np.subtract(actual, expected))  # 0-d stays an array
+    return np.abs(difference, out=difference)
 
 
 def in_doubt(autodiff: np.ndarray, fd: FiniteDifference, tolerance: Tolerance,
-             in_size: int) -> np.ndarray:
-    """Flat input elements whose column does not already agree with autodiff within tolerance.
+             in_size: int, columns: np.ndarray | None = None) -> np.ndarray:
+    """Flat input elements (of all, or of the listed columns) whose column does not already
+    agree with autodiff within tolerance.
 
     An element that agrees with plain central differences d1 within atol + rtol*|d1| plus its
     rounding allowance also passes `compare` against the extrapolated value e: |e - d1| is
     |d1 - d2|/3, below the ERROR_ESTIMATE_SAFETY * |d1 - d2| that the allowance then adds.
     Refining only the other elements therefore changes no verdict.
     """
-    block = np.asarray(autodiff, dtype=np.float64)
-    agrees = np.abs(block - fd.jacobian) <= (
-        tolerance.atol + tolerance.rtol * np.abs(fd.jacobian)
-        + ERROR_ESTIMATE_SAFETY * fd.error_estimate)
-    return np.flatnonzero(~np.all(agrees.reshape(-1, in_size), axis=0))
+    block, jacobian, estimate = _columns((autodiff, fd.jacobian, fd.error_estimate), in_size,
+                                         columns)
+    agrees = _abs_difference(block, jacobian) <= _allowed(jacobian, tolerance, estimate)
+    return _listed(np.flatnonzero(~np.all(agrees, axis=0)), columns)
 
 
 @dataclass(frozen=True)
@@ -61,6 +92,10 @@ class Comparison:
 
 def block_scale(expected: np.ndarray, actual: np.ndarray) -> float:
     """What errors in a block are relative to: its largest reference entry (else autodiff's)."""
+    if expected.size:
+        scale = max(float(np.max(expected)), -float(np.min(expected)))
+        if 0.0 < scale < np.inf:
+            return scale
     finite = np.abs(expected[np.isfinite(expected)])
     scale = float(np.max(finite, initial=0.0))
     if scale == 0.0:
@@ -78,34 +113,41 @@ def compare(
     """Elementwise |actual - expected| <= atol + rtol*|expected| + safety*error_estimate."""
     actual = np.asarray(actual, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
-    estimate = np.broadcast_to(np.asarray(error_estimate, dtype=np.float64), expected.shape)
-    abs_err = np.abs(actual - expected)
-    if not np.all(np.isfinite(actual)):
-        abs_err = np.where(np.isfinite(actual), abs_err, np.inf)
-    allowed = tolerance.atol + tolerance.rtol * np.abs(expected) + ERROR_ESTIMATE_SAFETY * estimate
+    abs_err = _abs_difference(actual, expected)
+    if not np.all(np.isfinite(abs_err)):
+        abs_err[~np.isfinite(actual)] = np.inf
+    excess = np.zeros_like(abs_err)
     with np.errstate(invalid="ignore", divide="ignore"):
-        excess = np.where(abs_err == 0, 0.0, abs_err / allowed)
+        np.divide(abs_err, _allowed(expected, tolerance, error_estimate), out=excess,
+                  where=abs_err != 0)
     if ignore is not None:
-        excess = np.where(ignore, 0.0, excess)
-        abs_err = np.where(ignore, 0.0, abs_err)
-    # NaN or inf in either side is never a match (NaN > 1 would be False).
-    bad = (excess > 1.0) | ~np.isfinite(excess)
-    worst = None
-    if excess.size:
-        ranked = np.where(np.isfinite(excess), excess, np.inf)
-        worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(ranked)), excess.shape))
-    max_abs = float(np.max(abs_err)) if abs_err.size else 0.0
+        excess[ignore] = 0.0
+        abs_err[ignore] = 0.0
+    size = int(excess.size)
+    worst, n_bad, largest = None, 0, 0.0
+    if size:
+        if np.all(np.isfinite(excess)):
+            flat = int(np.argmax(excess))
+            n_bad = int(np.count_nonzero(excess > 1.0))
+            largest = float(excess.reshape(-1)[flat])
+        else:  # NaN or inf in either side is never a match (NaN > 1 would be False)
+            ranked = np.where(np.isfinite(excess), excess, np.inf)
+            flat = int(np.argmax(ranked))
+            n_bad = int(np.count_nonzero(ranked > 1.0))
+            largest = float(ranked.reshape(-1)[flat])
+        worst = tuple(int(i) for i in np.unravel_index(flat, excess.shape))
+    max_abs = float(np.max(abs_err)) if size else 0.0
     scale = block_scale(expected, actual)
+    estimate = np.asarray(error_estimate, dtype=np.float64)
     return Comparison(
-        ok=not bool(np.any(bad)),
+        ok=n_bad == 0,
         max_abs_err=max_abs,
         max_rel_err=(max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))),
         worst_index=worst,
-        n_bad=int(np.sum(bad)),
-        size=int(excess.size),
-        max_error_estimate=float(np.max(estimate)) if estimate.size else 0.0,
-        excess=float(np.max(np.where(np.isfinite(excess), excess, np.inf))) if excess.size
-        else 0.0,
+        n_bad=n_bad,
+        size=size,
+        max_error_estimate=float(np.max(estimate)) if size and estimate.size else 0.0,
+        excess=largest,
     )
 
 
