@@ -20,17 +20,6 @@ class CompiledVJP:
     outputs: list[np.ndarray]
 
 
-def _call(function: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    return function(*args, **kwargs)
-
-
-def _autographed_call() -> Any:
-    """`_call` converted by AutoGraph: f runs as tf.function would run it (a Python `if` on
-    a tensor becomes tf.cond), while gradcheck's code around it is not converted, which
-    would cost about a second in each new process."""
-    return tensorflow().autograph.to_graph(_call)
-
-
 def compiled_vjp(program: Program, output_indices: Sequence[int],
                  upstreams: Sequence[np.ndarray], jit: bool) -> CompiledVJP:
     """tape.gradient(ys, sources, output_gradients=us) inside one tf.function; raises what
@@ -40,15 +29,12 @@ def compiled_vjp(program: Program, output_indices: Sequence[int],
     arguments = [i for i in sources if program.slots[i].argument
                  and not program.slots[i].is_variable]
 
-    call = _autographed_call()
-
     def vjp(*values: Any) -> list[Any]:
         replacements = dict(zip(arguments, values))
         with tf.GradientTape() as tape:
             for value in values:
                 tape.watch(value)
-            args, kwargs = program.arguments(replacements)
-            leaves = flatten_outputs(call(program.function, args, kwargs))
+            leaves = flatten_outputs(program.call_converted(replacements))
         targets = [leaves[k].tensor for k in output_indices]
         watched = [replacements.get(i, program.slots[i].value) for i in sources]
         grads = tape.gradient(targets, watched, output_gradients=[
@@ -62,15 +48,7 @@ def compiled_vjp(program: Program, output_indices: Sequence[int],
               for i in arguments]
     program.announce(f"the VJP under tf.function{' with XLA' if jit else ''}")
     with silenced_stderr_fd():
-        try:
-            grads = compiled(*values)
-        except Exception as exc:
-            # As tf.function does with AutoGraph on: the error names the user's source
-            # lines, not AutoGraph's rewrite of them.
-            metadata = getattr(exc, "ag_error_metadata", None)
-            if metadata is None:
-                raise
-            raise metadata.to_exception(exc) from None
+        grads = compiled(*values)
     shapes = [program.slots[i].shape for i in sources]
     return CompiledVJP(
         [None if g.shape == (0,) and shape != (0,) else np.asarray(g).reshape(shape)

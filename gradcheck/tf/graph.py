@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from gradcheck.load.locations import innermost_user_frame
-from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.tf.program import Program, Slot, flatten_outputs
 from gradcheck.tf.runtime import tensorflow
 
 VALUE_INDEPENDENT_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"})
@@ -154,25 +154,27 @@ def _reachable_backward(ends: Iterable[Any]) -> set[Any]:
     return seen
 
 
-def _trace(program: Program, slot_index: int) -> tuple[Any, CutSite | None, str | None]:
-    """f traced with tf.function (the input as its placeholder, a variable captured): its
-    graph, or the cut that stopped the trace, or why tracing failed."""
+def _graph_of(call: Callable[..., Any], slot: Slot, slot_index: int) -> Any:
+    """The graph of f traced by tf.function through `call`, the input as its placeholder (a
+    variable captured)."""
     tf = tensorflow()
-    slot = program.slots[slot_index]
 
     def leaves(result: Any) -> list[Any]:
         return [leaf.tensor for leaf in flatten_outputs(result) if leaf.differentiable]
 
+    if slot.is_variable:
+        return tf.function(lambda: leaves(call()), autograph=False).get_concrete_function().graph
+    traced = tf.function(lambda point: leaves(call({slot_index: point})), autograph=False)
+    return traced.get_concrete_function(tf.TensorSpec(slot.shape, slot.dtype)).graph
+
+
+def _trace(program: Program, slot_index: int) -> tuple[Any, CutSite | None, str | None]:
+    """f traced with tf.function, without and then with AutoGraph: its graph, or the cut that
+    stopped the trace, or why tracing failed."""
     failure: BaseException | None = None
-    for autograph in (False, True):
+    for call in (program.call, program.call_converted):
         try:
-            if slot.is_variable:
-                traced = tf.function(lambda: leaves(program.call()), autograph=autograph)
-                return traced.get_concrete_function().graph, None, None
-            traced = tf.function(lambda point: leaves(program.call({slot_index: point})),
-                                 autograph=autograph)
-            spec = tf.TensorSpec(slot.shape, slot.dtype)
-            return traced.get_concrete_function(spec).graph, None, None
+            return _graph_of(call, program.slots[slot_index], slot_index), None, None
         except Exception as exc:  # where tracing fails is itself the finding
             failure = exc
             cut = _trace_failure(exc)

@@ -131,6 +131,14 @@ def _as_differentiable_candidate(value: Any) -> Any:
     return value
 
 
+def _call(function: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    return function(*args, **kwargs)
+
+
+def _autographed_call() -> Any:
+    return tensorflow().autograph.to_graph(_call)
+
+
 @dataclass
 class Program:
     """The function with its arguments; float arguments are TensorFlow tensors or variables."""
@@ -163,6 +171,20 @@ class Program:
         """
         args, kwargs = self.arguments(replacements)
         return self.function(*args, **kwargs)
+
+    def call_converted(self, replacements: dict[int, Any] | None = None) -> Any:
+        """`call` inside a tf.function traced without AutoGraph, f converted by AutoGraph as
+        tf.function would convert it (a Python `if` on a tensor becomes tf.cond), but not
+        gradcheck's code around it: converting that costs about a second in a new process."""
+        args, kwargs = self.arguments(replacements)
+        try:
+            return _autographed_call()(self.function, args, kwargs)
+        except Exception as exc:
+            # As tf.function does: the error names the user's lines, not AutoGraph's rewrite.
+            metadata = getattr(exc, "ag_error_metadata", None)
+            if metadata is None:
+                raise
+            raise metadata.to_exception(exc) from None
 
     def arguments(self, replacements: dict[int, Any] | None = None
                   ) -> tuple[list[Any], dict[str, Any]]:
