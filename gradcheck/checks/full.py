@@ -252,8 +252,8 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
         "fd_error_estimate": float(np.max(fd.error_estimate, initial=0.0)),
         "atol": ctx.tolerance.atol, "rtol": ctx.tolerance.rtol,
     }
-    if comparison.ok and not judging.compare(block, fd.jacobian, ctx.tolerance).ok \
-            and judging.inconclusive(fd, ctx.tolerance):
+    if comparison.ok and judging.inconclusive(fd, ctx.tolerance) \
+            and not judging.compare(block, fd.jacobian, ctx.tolerance).ok:
         found.add(Kind.JACOBIAN, Status.WARN,
                   f"inconclusive: finite differences are too noisy here to confirm autodiff"
                   f" (their error estimate reaches {details['fd_error_estimate']:.2g} against"

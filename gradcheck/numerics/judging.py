@@ -16,7 +16,8 @@ NOISY_FRACTION = 1e-2
 def inconclusive(fd: FiniteDifference, tolerance: Tolerance) -> bool:
     """True when finite differences are too noisy to confirm anything: their error estimate
     is a sizeable fraction of the Jacobian itself."""
-    scale = float(np.max(np.abs(fd.jacobian), initial=0.0))
+    jacobian = np.asarray(fd.jacobian)
+    scale = max(float(np.max(jacobian, initial=0.0)), -float(np.min(jacobian, initial=0.0)))
     worst = float(np.max(fd.error_estimate, initial=0.0))
     return worst > max(NOISY_FRACTION * scale, tolerance.atol)
 
