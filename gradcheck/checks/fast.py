@@ -201,20 +201,22 @@ class FastChecker:
         """x + step * direction, the direction taken only on the span's elements when given."""
         x = self.point(slot_index)
         if span is None:
-            return x + step * direction
+            moved = direction * step
+            moved += x
+            return moved
         moved = x.copy()
         start, stop = span
         moved.reshape(-1)[start:stop] += step * direction.reshape(-1)[start:stop]
         return moved
 
     def _along(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
-               magnitudes: Sequence[np.ndarray], directions: dict[int, np.ndarray],
-               step: float, span: Span | None) -> tuple[float, float]:
+               directions: dict[int, np.ndarray], step: float, span: Span | None
+               ) -> tuple[float, float]:
         """⟨u, f(x + step*d)⟩ and Σ|u||f| there (the scale of its rounding error)."""
         values = self.evaluate({i: self._moved(i, d, step, span)
                                 for i, d in directions.items()}, outputs)
         inner = sum(float(np.vdot(u, v)) for u, v in zip(upstreams, values))
-        scale = sum(float(np.vdot(m, np.abs(v))) for m, v in zip(magnitudes, values))
+        scale = sum(_abs_inner(u, v) for u, v in zip(upstreams, values))
         return inner, scale
 
     def step(self) -> float:
@@ -247,24 +249,23 @@ class FastChecker:
         given); x±2t only when x±t is in doubt, and smaller steps when the differences are as
         inconsistent as the discrepancy (a kink crossed by the step)."""
         autodiff, base = self._base_allowance(upstreams, directions, gradients, span)
-        magnitudes = [np.abs(u) for u in upstreams]
         t = self.step()
-        result = self._differences(outputs, upstreams, magnitudes, directions, span, t,
+        result = self._differences(outputs, upstreams, directions, span, t,
                                    autodiff, base)
         if result.ok or result.error > KINK_FACTOR * result.inconsistency:
             return result
         for divisor in SMALLER_STEPS:
-            smaller = self._differences(outputs, upstreams, magnitudes, directions, span,
+            smaller = self._differences(outputs, upstreams, directions, span,
                                         t / divisor, autodiff, base)
             if smaller.ok:
                 return smaller
         return smaller  # still failing with the kink, if any, no longer crossed
 
     def _differences(self, outputs: Sequence[int], upstreams: Sequence[np.ndarray],
-                     magnitudes: Sequence[np.ndarray], directions: dict[int, np.ndarray],
+                     directions: dict[int, np.ndarray],
                      span: Span | None, t: float, autodiff: float, base: float) -> Projection:
         eps = tolerances.machine_eps(self.ctx.tolerance_dtype)
-        along = (outputs, upstreams, magnitudes, directions)
+        along = (outputs, upstreams, directions)
         plus1, scale_p1 = self._along(*along, t, span)
         minus1, scale_m1 = self._along(*along, -t, span)
         d1 = (plus1 - minus1) / (2 * t)
@@ -455,6 +456,17 @@ class FastChecker:
             f" {block.finite_difference:.6g} (allowed {block.allowed:.1e}); the gradient is wrong"
             f" around {slot.name}{where_text}; {can_miss}",
             worst_index=first, max_abs_err=block.error, details=block_details, **where)
+
+
+# Input-sized arrays are reduced this many elements at a time, without input-sized temporaries.
+CHUNK = 1 << 20
+
+
+def _abs_inner(a: np.ndarray, b: np.ndarray) -> float:
+    """Σ|aᵢ||bᵢ|."""
+    a, b = np.asarray(a).reshape(-1), np.asarray(b).reshape(-1)
+    return float(sum(np.dot(np.abs(a[i:i + CHUNK]), np.abs(b[i:i + CHUNK]))
+                     for i in range(0, a.size, CHUNK)))
 
 
 def _within(array: np.ndarray, span: Span | None) -> np.ndarray:
