@@ -45,6 +45,15 @@ def test_compiled_modes_agree_on_a_tf_function() -> None:
     assert all(c.max_abs_err is not None and c.max_abs_err < 1e-12 for c in compiled)
 
 
+def test_python_control_flow_is_converted_as_tf_function_converts_it() -> None:
+    """f goes through AutoGraph (gradcheck's own code does not): no untraceable warning."""
+    report = gradcheck.check(fixture_target("compiled_parity", "python_control_flow"))
+    compiled = _compiled(report)
+    assert [c.status for c in compiled] == ["pass", "pass"]
+    assert "tf.function matches the eager one" in compiled[0].message
+    assert report.ok
+
+
 def test_a_compiled_only_difference_fails() -> None:
     """A gradient that differs inside tf.function (tf.executing_eagerly() branches)."""
 
