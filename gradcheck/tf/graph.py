@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradcheck.load.locations import innermost_user_frame
-from gradcheck.tf.program import Program, Slot, flatten_outputs
+from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import tensorflow
 
 VALUE_INDEPENDENT_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"})
@@ -154,10 +154,11 @@ def _reachable_backward(ends: Iterable[Any]) -> set[Any]:
     return seen
 
 
-def _graph_of(call: Callable[..., Any], slot: Slot, slot_index: int) -> Any:
-    """The graph of f traced by tf.function through `call`, the input as its placeholder (a
-    variable captured)."""
+def _graph_of(call: Callable[..., Any], program: Program, slot_index: int) -> Any:
+    """The graph of f traced by tf.function through `call` (one of the program's), the input
+    as its placeholder (a variable captured)."""
     tf = tensorflow()
+    slot = program.slots[slot_index]
 
     def leaves(result: Any) -> list[Any]:
         return [leaf.tensor for leaf in flatten_outputs(result) if leaf.differentiable]
@@ -174,7 +175,7 @@ def _trace(program: Program, slot_index: int) -> tuple[Any, CutSite | None, str 
     failure: BaseException | None = None
     for call in (program.call, program.call_converted):
         try:
-            return _graph_of(call, program.slots[slot_index], slot_index), None, None
+            return _graph_of(call, program, slot_index), None, None
         except Exception as exc:  # where tracing fails is itself the finding
             failure = exc
             cut = _trace_failure(exc)

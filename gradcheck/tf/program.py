@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import traceback
@@ -135,7 +136,9 @@ def _call(function: Callable[..., Any], args: list[Any], kwargs: dict[str, Any])
     return function(*args, **kwargs)
 
 
+@functools.cache
 def _autographed_call() -> Any:
+    """`_call` converted by AutoGraph, once per process."""
     return tensorflow().autograph.to_graph(_call)
 
 
@@ -163,12 +166,7 @@ class Program:
         return [slot for slot in self.slots if slot.differentiable]
 
     def call(self, replacements: dict[int, Any] | None = None) -> Any:
-        """f(*args, **kwargs), each tensor argument a new tensor object on every call.
-
-        Libraries cache results by input tensor identity (TFP bijectors): a reused tensor
-        would return the previous call's output, recorded on no tape. tf.identity keeps the
-        path to the watched tensor, so tapes and forward accumulators see through it.
-        """
+        """f(*args, **kwargs), with `replacements` for some arguments (index -> value)."""
         args, kwargs = self.arguments(replacements)
         return self.function(*args, **kwargs)
 
@@ -188,8 +186,13 @@ class Program:
 
     def arguments(self, replacements: dict[int, Any] | None = None
                   ) -> tuple[list[Any], dict[str, Any]]:
-        """The positional and keyword arguments of one call (see `call`); made inside the tape
-        that is to see through them."""
+        """The positional and keyword arguments of one call, each tensor a new tensor object;
+        made inside the tape that is to see through them.
+
+        Libraries cache results by input tensor identity (TFP bijectors): a reused tensor
+        would return the previous call's output, recorded on no tape. tf.identity keeps the
+        path to the watched tensor, so tapes and forward accumulators see through it.
+        """
         tf = tensorflow()
         replacements = replacements or {}
         args: list[Any] = []
