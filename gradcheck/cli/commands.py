@@ -23,9 +23,9 @@ from gradcheck.cli.output import (
     report_error,
     show,
     write_artifacts,
-    write_atomically,
 )
 from gradcheck.errors import ExitCode, GradcheckError, UsageError
+from gradcheck.render.files import write_file
 from gradcheck.report import VERSION, Status
 
 
@@ -84,6 +84,20 @@ def cli() -> None:
     """
 
 
+def _guard_single(target: str, options: dict[str, Any]) -> None:
+    """Outputs that are files this check reads, or cannot be written: refused before it runs."""
+    from gradcheck.cli.paths import guard_outputs, target_files, value_files
+
+    reads = [(path, "the target's source") for path in target_files(target, options["path"])]
+    reads += [(path, "the --inputs source")
+              for path in target_files(options["inputs_attr"], options["path"])]
+    reads += [(path, "an input file") for path in value_files(options["input_specs"])]
+    reads += [(path, "an upstream file")
+              for path in value_files(options.get("upstream_specs", ()))]
+    guard_outputs(reads, [("-o", options["output_file"]), ("--save", options["save_file"])],
+                  ("--plot", options["plot_dir"]))
+
+
 def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     output_format = options["output_format"]
     try:
@@ -92,6 +106,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
 
         validate_timeout(options["timeout"])
         max_memory = parse_memory(options["max_memory"])
+        _guard_single(target, options)
         from gradcheck import isolation
 
         isolation.prestart(1)  # the worker imports TensorFlow while this process gets ready
@@ -129,7 +144,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
         assert report is not None
         text = formatted(report, output_format, command)
         if options["output_file"]:
-            write_atomically(options["output_file"], text)
+            write_file(options["output_file"], text.encode())
         write_artifacts(report, options)
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], target))
@@ -234,6 +249,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
             names = ", ".join(check.name for check in config.checks)
             raise UsageError(f"-k {pattern!r} matches none of the configured checks ({names})")
         limit = timeout if timeout is not None else config.timeout
+        _guard_run(config, selected, options["output_file"], plot_dir)
         from gradcheck import isolation
 
         isolation.prestart(min(workers, len(selected)))
@@ -248,7 +264,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
                              keep_blocks=plot_dir is not None)
         text = _formatted_run(result, output_format)
         if options["output_file"]:
-            write_atomically(options["output_file"], text)
+            write_file(options["output_file"], text.encode())
         if plot_dir:
             from gradcheck.render.artifacts import write_run_artifacts
 
@@ -264,6 +280,21 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         make_console(options["no_color"]).print(
             render_run(result, quiet=options["quiet"], tracebacks=options["show_traceback"]))
     sys.exit(int(result.exit_code))
+
+
+def _guard_run(config: Any, selected: Any, output_file: str | None,
+               plot_dir: str | None) -> None:
+    """`run`'s outputs must not be the configuration or a file a selected check reads."""
+    from gradcheck.cli.paths import guard_outputs, target_files, value_files
+
+    reads = [(str(config.source), "the configuration")]
+    for check in selected:
+        reads += [(path, f"the source of check {check.name!r}")
+                  for path in (*target_files(check.load_target, check.path),
+                               *target_files(check.inputs, check.path))]
+        reads += [(path, f"a file check {check.name!r} reads")
+                  for path in value_files((*check.input, *check.upstream))]
+    guard_outputs(reads, [("-o", output_file)], ("--plot", plot_dir), plot_subfolders=True)
 
 
 @contextlib.contextmanager

@@ -4,30 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import click
 
-from gradcheck.errors import GradcheckError, UsageError
+from gradcheck.errors import GradcheckError
 
 # Commands whose table also shows the (small) blocks as matrices.
 MATRIX_COMMANDS = ("jacobian", "hessian")
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write the whole file or nothing (no half-written reports)."""
-    target = Path(path)
-    try:
-        with tempfile.NamedTemporaryFile(
-            "w", dir=target.parent, delete=False, prefix=f".{target.name}.", suffix=".tmp",
-            encoding="utf-8",
-        ) as handle:
-            handle.write(text)
-        os.replace(handle.name, target)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
 
 
 def make_console(no_color: bool, stderr: bool = False) -> Any:
