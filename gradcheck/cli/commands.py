@@ -237,7 +237,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     """Run the checks configured in [tool.gradcheck], for CI (exit code: the worst check's)."""
     from gradcheck.load.config import load_config
     from gradcheck.load.timeout import validate_timeout
-    from gradcheck.runner import parse_jobs, run_all
+    from gradcheck.runner import available_memory, cap_workers, parse_jobs, run_all, usable_cores
 
     output_format = options["output_format"]
     try:
@@ -250,9 +250,12 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
             raise UsageError(f"-k {pattern!r} matches none of the configured checks ({names})")
         limit = timeout if timeout is not None else config.timeout
         _guard_run(config, selected, options["output_file"], plot_dir)
+        workers, note = cap_workers(workers, len(selected), usable_cores(), available_memory())
+        if note is not None and not options["quiet"]:
+            click.echo(f"note: {note}", err=True)
         from gradcheck import isolation
 
-        isolation.prestart(min(workers, len(selected)))
+        isolation.prestart(workers)
         _warm_up(output_format)
         if plot_dir:
             from gradcheck.render.artifacts import require_plotting

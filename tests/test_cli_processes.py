@@ -1,0 +1,53 @@
+"""Processes the command line starts never harm the machine: -j is capped by cores and memory,
+whatever f starts is killed with its worker, and Ctrl-C or SIGTERM end the command cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from gradcheck.runner import WORKER_MEMORY, cap_workers, usable_cores
+from tests.conftest import FIXTURES
+
+REPO = Path(__file__).resolve().parent.parent
+GiB = 1 << 30
+
+
+@pytest.mark.parametrize(("requested", "checks", "cores", "available", "expected"), [
+    (1, 10, 2, 8 * GiB, (1, None)),
+    (4, 3, 8, 8 * GiB, (3, None)),  # no more workers than checks, and nothing to say
+    (10**20, 1111, 2, 64 * GiB, (2, "-j 100000000000000000000: running 2 checks at a time"
+                                    " (2 cores)")),
+    (16, 100, 32, 2 * GiB, (4, "-j 16: running 4 checks at a time (2.0GiB of memory"
+                               " available, about 512.0MiB per worker)")),
+    (8, 100, 32, 100 << 20, (1, "-j 8: running 1 check at a time (100.0MiB of memory"
+                                " available, about 512.0MiB per worker)")),
+    (3, 100, 4, None, (3, None)),
+])
+def test_workers_are_capped_by_cores_and_memory(
+        requested: int, checks: int, cores: int, available: int | None,
+        expected: tuple[int, str | None]) -> None:
+    assert cap_workers(requested, checks, cores, available, WORKER_MEMORY) == expected
+
+
+def test_a_huge_j_runs_no_more_workers_than_cores(tmp_path: Path,
+                                                  run_cli: Callable[..., Result]) -> None:
+    checks = "".join(f'[[tool.gradcheck.check]]\nname = "c{i}"\ntarget = "{FIXTURES}/'
+                     f'two_in_two_out.py:f"\ncompiled = false\n' for i in range(3))
+    (tmp_path / "pyproject.toml").write_text(checks)
+    result = run_cli(["run", "--config", str(tmp_path / "pyproject.toml"),
+                      "-j", "99999999999999999999", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    cores = usable_cores()
+    if cores < 3:
+        assert result.stderr.startswith(f"note: -j 99999999999999999999: running {cores} check")
+    assert [r["ok"] for r in json.loads(result.stdout)["reports"]] == [True] * 3
