@@ -208,6 +208,12 @@ class _Worker:
         return failures.Crash(-exitcode if exitcode < 0 else None, exitcode, frames)
 
     def kill(self) -> None:
+        """The worker and every process it started (its session's process group): children
+        of f would otherwise keep the user's stdout and stderr open after gradcheck ends."""
+        pid = self.process.pid
+        if pid is not None:
+            with contextlib.suppress(OSError):  # the worker made itself its group's leader
+                os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.process.kill()
             self.process.join(5)

@@ -51,3 +51,27 @@ def test_a_huge_j_runs_no_more_workers_than_cores(tmp_path: Path,
     if cores < 3:
         assert result.stderr.startswith(f"note: -j 99999999999999999999: running {cores} check")
     assert [r["ok"] for r in json.loads(result.stdout)["reports"]] == [True] * 3
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_what_f_starts_is_killed_and_never_holds_the_users_pipes(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradcheck", "check", "bad/starts_child.py:f", "-q",
+         "--no-compiled"], cwd=FIXTURES, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO), "GRADCHECK_CHILD_PID_FILE": str(pid_file)})
+    stdout, _ = process.communicate(timeout=200)  # the child's 300 s would hold the pipes
+    assert process.returncode == 0 and stdout.startswith(b"OK ")
+    child = int(pid_file.read_text())
+    for _ in range(100):
+        if not _alive(child):
+            break
+        time.sleep(0.1)
+    assert not _alive(child)
