@@ -4,6 +4,7 @@ report exists, each with its exit code."""
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 
 class ExitCode(enum.IntEnum):
@@ -12,6 +13,7 @@ class ExitCode(enum.IntEnum):
     USAGE_ERROR = 2
     FUNCTION_ERROR = 3
     INTERNAL_ERROR = 4
+    INTERRUPTED = 130
 
 
 class GradcheckError(Exception):
@@ -52,3 +54,14 @@ class InternalError(GradcheckError):
     """gradcheck or TensorFlow itself failed: a bug of ours, or a native crash with no verdict."""
 
     exit_code = ExitCode.INTERNAL_ERROR
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM: `reason` says which; `finished` holds what had finished (a run's
+    results by job index), so that it can still be reported."""
+
+    def __init__(self, reason: str = "interrupted (Ctrl-C)",
+                 finished: dict[int, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.finished = finished or {}

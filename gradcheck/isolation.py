@@ -24,7 +24,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from gradcheck import failures, worker
-from gradcheck.errors import GradcheckError, InternalError, UsageError
+from gradcheck.errors import GradcheckError, InternalError, Interrupted, UsageError
 from gradcheck.options import CheckOptions
 from gradcheck.report import Report
 
@@ -283,10 +283,13 @@ class _Supervisor:
                 self._wait()
                 for member in list(self.workers):
                     self._look_at(member)
-        except BaseException:
+        except BaseException as exc:
             for member in self.workers:
                 member.kill()
             self.workers = []
+            if isinstance(exc, KeyboardInterrupt):
+                raise Interrupted(getattr(exc, "reason", Interrupted().reason),
+                                  dict(self.results)) from None
             raise
         finally:
             for member in self.workers:

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gradcheck.errors import ExitCode, Interrupted
 from gradcheck.isolation import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.load.config import CheckConfig
 from gradcheck.options import DEFAULT_MAX_MEMORY
@@ -120,8 +121,15 @@ def run_all(checks: Sequence[CheckConfig], timeout: float | None = None,
         finished=None if progress is None
         else lambda i, result: progress(checks[i], outcome_of(checks[i], result)),
         notice=None if notice is None else lambda i, message: notice(checks[i], message))
-    results = run_jobs([check_job(check, timeout, session, keep_blocks) for check in checks],
-                       jobs, events)
+    try:
+        results = run_jobs([check_job(check, timeout, session, keep_blocks) for check in checks],
+                           jobs, events)
+    except Interrupted as stop:  # what had finished is still reported
+        return RunResult(tuple(
+            outcome_of(check, stop.finished[index]) if index in stop.finished
+            else CheckOutcome(check.name, check.target, None, ExitCode.INTERRUPTED,
+                              error=f"not finished: {stop.reason}")
+            for index, check in enumerate(checks)))
     return RunResult(tuple(outcome_of(check, result) for check, result in zip(checks, results)))
 
 

@@ -75,3 +75,55 @@ def test_what_f_starts_is_killed_and_never_holds_the_users_pipes(tmp_path: Path)
             break
         time.sleep(0.1)
     assert not _alive(child)
+
+
+@pytest.mark.parametrize(("signum", "output_format", "reason"), [
+    (signal.SIGINT, "json", "interrupted (Ctrl-C)"),
+    (signal.SIGTERM, "junit", "terminated (SIGTERM)"),
+])
+def test_an_interrupted_run_exits_130_and_reports_what_finished(
+        signum: int, output_format: str, reason: str, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        f'[[tool.gradcheck.check]]\nname = "quick"\ntarget = "{FIXTURES}/two_in_two_out.py:f"\n'
+        f'compiled = false\n[[tool.gradcheck.check]]\nname = "stuck"\n'
+        f'target = "{FIXTURES}/bad/waits_forever.py:f"\n')
+    started = tmp_path / "started"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradcheck", "run", "--format", output_format], cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), "GRADCHECK_STARTED_FILE": str(started)})
+    for _ in range(1800):
+        if started.exists() or process.poll() is not None:
+            break
+        time.sleep(0.1)
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert stderr.splitlines()[-1] == f"Error: {reason}: 1 of 2 checks finished"
+    assert "Traceback" not in stderr
+    if output_format == "json":
+        payload = json.loads(stdout)
+        assert payload["exit_code"] == 130 and payload["ok"] is False
+        quick, stuck = payload["reports"]
+        assert quick["ok"] is True and quick["exit_code"] == 0
+        assert stuck["exit_code"] == 130 and stuck["error"] == f"not finished: {reason}"
+    else:
+        assert 'name="quick"' in stdout
+        assert f'<error message="not finished: {reason}"' in stdout
+
+
+def test_ctrl_c_in_a_single_check_exits_130_with_one_error_line(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradcheck", "check", "bad/waits_forever.py:f", "--format", "json"],
+        cwd=FIXTURES, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), "GRADCHECK_STARTED_FILE": str(started)})
+    for _ in range(1800):
+        if started.exists() or process.poll() is not None:
+            break
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130
+    assert stderr.endswith("Error: interrupted (Ctrl-C)\n") and "Traceback" not in stderr
+    assert json.loads(stdout)["exit_code"] == 130

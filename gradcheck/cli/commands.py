@@ -24,7 +24,7 @@ from gradcheck.cli.output import (
     show,
     write_artifacts,
 )
-from gradcheck.errors import ExitCode, GradcheckError, UsageError
+from gradcheck.errors import ExitCode, GradcheckError, Interrupted, UsageError
 from gradcheck.render.files import write_file
 from gradcheck.report import VERSION, Status
 
@@ -39,6 +39,26 @@ def _requested_format(arguments: list[str]) -> str | None:
     return None
 
 
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Interrupted("terminated (SIGTERM)")
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the command as Ctrl-C does: workers killed, what finished reported."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class GradcheckGroup(click.Group):
     """Click's own usage errors become one `Error:` line and exit code 2; a bug of gradcheck's
     own in this process, one `Error:` line and exit code 4 (its traceback with --traceback)."""
@@ -47,7 +67,8 @@ class GradcheckGroup(click.Group):
         kwargs["standalone_mode"] = False
         arguments = list(kwargs.get("args") or (args[0] if args else sys.argv[1:]))
         try:
-            result = super().main(*args, **kwargs)
+            with _terminated_as_interrupt():
+                result = super().main(*args, **kwargs)
         except click.UsageError as exc:
             click.echo(f"Error: {exc.format_message()}", err=True)
             if _requested_format(arguments) == "json":
@@ -55,9 +76,14 @@ class GradcheckGroup(click.Group):
 
                 click.echo(render_error_json(exc.format_message(), int(ExitCode.USAGE_ERROR)))
             sys.exit(int(ExitCode.USAGE_ERROR))
-        except click.Abort:
-            click.echo("Error: aborted", err=True)
-            sys.exit(int(ExitCode.USAGE_ERROR))
+        except click.Abort as exc:  # click's wrapping of KeyboardInterrupt (Ctrl-C, SIGTERM)
+            reason = getattr(exc.__cause__, "reason", Interrupted().reason)
+            click.echo(f"Error: {reason}", err=True)
+            if _requested_format(arguments) == "json":
+                from gradcheck.render.json_format import render_error_json
+
+                click.echo(render_error_json(reason, int(ExitCode.INTERRUPTED)))
+            sys.exit(int(ExitCode.INTERRUPTED))
         except Exception as exc:
             if "--traceback" in arguments:
                 import traceback
@@ -79,7 +105,8 @@ def cli() -> None:
     """Diagnose TensorFlow gradients: Jacobians, VJPs, custom_gradient contracts, graph breaks.
 
     Exit codes: 0 all checks passed, 1 a check failed, 2 usage/loading/input error,
-    3 the function itself raised (or hit --timeout), 4 gradcheck or TensorFlow itself failed.
+    3 the function itself raised (or hit --timeout), 4 gradcheck or TensorFlow itself failed,
+    130 interrupted (Ctrl-C or SIGTERM; what had finished is still reported).
     Each check runs in a worker process that imports TensorFlow.
     """
 
@@ -282,6 +309,11 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
 
         make_console(options["no_color"]).print(
             render_run(result, quiet=options["quiet"], tracebacks=options["show_traceback"]))
+    if result.exit_code == ExitCode.INTERRUPTED:
+        unfinished = [o for o in result.outcomes if o.exit_code == ExitCode.INTERRUPTED]
+        reason = (unfinished[0].error or "").removeprefix("not finished: ")
+        click.echo(f"Error: {reason}: {len(result.outcomes) - len(unfinished)} of"
+                   f" {len(result.outcomes)} checks finished", err=True)
     sys.exit(int(result.exit_code))
 
 
