@@ -435,7 +435,8 @@ class _Supervisor:
                 self._finish(failed, None, InternalError(reason), 0.0)
             return
         message = failures.describe_crash(crash, job.name, member.phase)
-        if crash.by_user and "vectorised" not in member.phase:  # it would crash again
+        if crash.signum is None or (crash.by_user and "vectorised" not in member.phase):
+            # it would crash again
             self._finish(index, None, failures.crash_error(crash, message, member.phase),
                          time.monotonic() - member.sent_at)
         else:

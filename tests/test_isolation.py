@@ -220,3 +220,47 @@ def test_run_in_parallel_gives_the_serial_results(tmp_path: Path, run_cli: Run) 
     for payload in (serial, parallel):
         hangs = next(r for r in payload["reports"] if r["name"] == "hangs")
         assert 3 <= hangs["seconds"] < 3.5
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("bad/segfaults_in_ctypes.py:f",
+     "f crashed with a segmentation fault (SIGSEGV) during the first calls of f and its"
+     " gradient; it was running bad/segfaults_in_ctypes.py:11"),
+    ("bad/exits_on_import.py:f",
+     "the worker process exited with code 0 during the loading of bad/exits_on_import.py:f and"
+     " its inputs without a report: f or its module ended the process (os._exit?)"),
+])
+def test_the_users_own_crash_through_the_standard_library_or_exit_is_exit_3_without_a_retry(
+        target: str, message: str, in_fixtures: Path, run_cli: Run) -> None:
+    result = run_cli(["check", target, "--no-compiled"])
+    assert result.exit_code == ExitCode.FUNCTION_ERROR
+    assert result.stderr == f"Error: {message}\n"  # one line: no "checking again"
+
+
+def test_a_file_shadowing_the_standard_library_is_named(tmp_path: Path) -> None:
+    from gradcheck.load.target import import_module
+
+    (tmp_path / "json.py").write_text("def dumps(value):\n    raise RuntimeError('mine')\n")
+    module = import_module(str(tmp_path / "json.py"))
+    with pytest.raises(RuntimeError) as caught:
+        module.dumps(1)
+    error = unexpected_error(caught.value, "f")
+    assert error.message.endswith(f"; {tmp_path / 'json.py'} shadows the standard library's"
+                                  " module json: rename it")
+
+
+def test_a_json_py_in_the_current_folder_does_not_break_python_m_gradcheck(
+        tmp_path: Path) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copy(FIXTURES / "two_in_two_out.py", tmp_path / "ops.py")
+    (tmp_path / "json.py").write_text("raise RuntimeError('not the json you want')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "check", "ops.py:f", "-q", "--no-compiled"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("OK ops.py:f")

@@ -89,7 +89,10 @@ class GradcheckGroup(click.Group):
                 import traceback
 
                 click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
-            message = f"internal error: {type(exc).__name__}: {exc}; please report it"
+            from gradcheck.failures import shadowing_note
+
+            message = (f"internal error: {type(exc).__name__}: {exc}{shadowing_note(exc)};"
+                       " please report it")
             click.echo(f"Error: {message}", err=True)
             if _requested_format(arguments) == "json":
                 from gradcheck.render.json_format import render_error_json
