@@ -13,8 +13,9 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradcheck.errors import FunctionError, GradcheckError, InternalError
+from gradcheck.errors import FunctionError, GradcheckError, InputError, InternalError
 from gradcheck.load.locations import format_location, is_user_file
+from gradcheck.options import format_size
 
 _GRADCHECK_DIR = Path(__file__).resolve().parent
 _STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
@@ -169,13 +170,6 @@ def memory_error(function: str, used: int, limit: int, phase: str) -> FunctionEr
         phase=phase)
 
 
-def format_size(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20)):
-        if size >= scale:
-            return f"{size / scale:.1f}{unit}"
-    return f"{size}B"
-
-
 def unexpected_error(exc: BaseException, function: str) -> GradcheckError:
     """An exception the core did not turn into a GradcheckError. The innermost frame that is
     not a library's decides whose it is: the user's code (exit 3), or gradcheck's (exit 4; a
@@ -189,6 +183,10 @@ def unexpected_error(exc: BaseException, function: str) -> GradcheckError:
         if is_user_file(frame.filename):
             return FunctionError(f"{function} raised {first_line(exc)} (at {where})"
                                  f"{shadowing_note(exc)}", user_traceback=text)
+        if is_gradcheck_file(frame.filename) and isinstance(exc, RecursionError):
+            return InputError(f"the arguments or the result of {function} are nested deeper"
+                              " than Python's recursion limit allows gradcheck to walk"
+                              " (RecursionError); flatten them", user_traceback=text)
         if is_gradcheck_file(frame.filename):
             return InternalError(f"internal error while checking {function}: {first_line(exc)}"
                                  f" (at {where}){shadowing_note(exc)}; please report it",

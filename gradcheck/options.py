@@ -71,3 +71,10 @@ def options_from(command: str, settings: Mapping[str, Any], **overrides: Any) ->
         values["order"] = 2
     values.update(overrides)
     return CheckOptions(**values)
+
+
+def format_size(size: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if size >= scale:
+            return f"{size / scale:.1f}{unit}"
+    return f"{size}B"

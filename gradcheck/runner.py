@@ -12,7 +12,7 @@ from typing import Any
 from gradcheck.errors import ExitCode, Interrupted
 from gradcheck.isolation import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.load.config import CheckConfig
-from gradcheck.options import DEFAULT_MAX_MEMORY
+from gradcheck.options import DEFAULT_MAX_MEMORY, format_size
 from gradcheck.report import CheckOutcome, RunResult
 
 _SESSIONS = itertools.count()
@@ -98,8 +98,6 @@ def cap_workers(requested: int, checks: int, cores: int, available: int | None,
         return workers, None
     why = f"{cores} core{'s' if cores != 1 else ''}"
     if by_memory < min(wanted, cores):
-        from gradcheck.failures import format_size
-
         assert available is not None
         why = (f"{format_size(available)} of memory available, about {format_size(per_worker)}"
                " per worker")

@@ -78,8 +78,15 @@ MATRIX = [
     bad("npy-empty", (*CHECK_F, "-i", "{data}/empty.npy"),
         "input file '{data}/empty.npy' is empty (0 bytes)"),
     bad("npy-truncated", (*CHECK_F, "-i", "{data}/truncated.npy"),
-        "cannot read input '{data}/truncated.npy': the file holds fewer elements than its"
-        " header declares (truncated?)"),
+        "cannot read input '{data}/truncated.npy': its header declares shape (4,) of float64"
+        " (32B) but the file holds 24B of data (truncated?)"),
+    bad("npy-header-declares-a-terabyte", (*CHECK_F, "-i", "{data}/huge.npy"),
+        "cannot read input '{data}/huge.npy': its header declares shape (1000000000000,) of"
+        " float64 (7.3TiB) but the file holds 16B of data (truncated?)"),
+    bad("shape-larger-than-memory", (*CHECK_F, "--shape", "100000000000"),
+        "--shape '100000000000' is 100,000,000,000 elements (745.1GiB as float64), more than a"
+        " worker may hold (4.0GiB, 4 x --max-memory); raise --max-memory or give a smaller"
+        " shape"),
     bad("npy-pickled-objects", (*CHECK_F, "-i", "{data}/objects.npy"),
         "input '{data}/objects.npy' holds Python objects (pickled data); gradcheck loads .npy"
         " files with allow_pickle=False: save numeric arrays"),
@@ -137,6 +144,8 @@ MATRIX = [
         "-j '0' must be a positive number of workers or auto"),
     bad("jobs-word", ("run", "--config", "ci_project/pyproject.toml", "-j", "many"),
         "-j 'many' must be a positive number of workers or auto"),
+    bad("max-memory-overflows", (*SHAPE_3, "--max-memory", "1e400"),
+        "--max-memory '1e400' is more than 1PiB"),
     bad("format-unknown", (*SHAPE_3, "--format", "xml"),
         "Invalid value for '--format': 'xml' is not one of 'table', 'json', 'junit'."),
     # what the function returns
@@ -154,6 +163,12 @@ MATRIX = [
     bad("returns-empty-tuple", ("check", "bad/returns_empty.py:f"),
         "f returned an empty tuple, list or dict; it must return at least one floating-point"
         " tensor"),
+    bad("returns-empty-tensor", ("check", "bad/returns_empty_tensor.py:f"),
+        "f returned an empty tensor: y has shape (0,); every output needs at least one"
+        " element"),
+    bad("returns-output-nested-5000-deep", ("check", "bad/returns_deeply_nested.py:f"),
+        "the arguments or the result of f are nested deeper than Python's recursion limit"
+        " allows gradcheck to walk (RecursionError); flatten them"),
     # the function itself fails
     bad("function-raises", ("check", "bad/raises.py:f"),
         "f raised InvalidArgumentError: Matrix size-incompatible: In[0]: [3,3], In[1]: [2,1]"
@@ -184,6 +199,8 @@ MATRIX = [
         "tool.gradcheck.check[0].atoll: unknown key; known keys are atol, command, compiled,"
         " dtype, eps, input, inputs, mode, name, order, path, probes, rtol, seed, shape,"
         " surrogate, target, timeout, training, upstream, wrt"),
+    bad("config-nested-5000-deep", ("run", "--config", "{data}/deep.toml"),
+        "cannot parse {data}/deep.toml as TOML: it is nested too deeply"),
     bad("config-not-found", ("run", "--config", "{data}/nope.toml"),
         "config file '{data}/nope.toml' not found"),
     bad("run-k-matches-nothing", ("run", "--config", "ci_project/pyproject.toml", "-k", "zzz"),
@@ -212,7 +229,19 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
         '[[tool.gradcheck.check]]\ntarget = "ops:f"\n[[tool.gradcheck.check]]\nname = "g"\n')
     (folder / "unknown_key.toml").write_text(
         '[[tool.gradcheck.check]]\ntarget = "ops:f"\natoll = 1e-6\n')
+    with (folder / "huge.npy").open("wb") as handle:
+        np.lib.format.write_array_header_1_0(
+            handle, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+        handle.write(bytes(16))
+    (folder / "deep.toml").write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
     return folder
+
+
+def test_a_columns_variable_that_is_not_a_number_is_ignored(
+        in_fixtures: Path, run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", "two_in_two_out.py:f", "--no-compiled"], env={"COLUMNS": "abc"})
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "" and "FAILED" not in result.stdout
 
 
 def test_the_matrix_is_large_and_its_ids_unique() -> None:

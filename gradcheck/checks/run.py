@@ -50,6 +50,10 @@ def _validate_outputs(recording: Recording, name: str) -> list[int]:
         raise InputError(f"{name} returned an empty tuple, list or dict; it must return at least"
                          " one floating-point tensor")
     usable = [i for i, o in enumerate(outputs) if o.differentiable]
+    empty = [o for o in outputs if o.differentiable and 0 in tuple(o.shape)]
+    if empty:
+        raise InputError(f"{name} returned an empty tensor: {empty[0].name} has shape"
+                         f" {tuple(empty[0].shape)}; every output needs at least one element")
     if not usable:
         reasons = "; ".join(f"{o.name} {o.reason}" for o in outputs)
         raise InputError(f"{name} returns no floating-point tensor to differentiate: {reasons}")

@@ -138,6 +138,10 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
         max_memory = parse_memory(options["max_memory"])
         _guard_single(target, options)
         from gradcheck import isolation
+        from gradcheck.load.inputs import check_shape_fits
+
+        for shape in options["shapes"]:
+            check_shape_fits(shape, isolation.memory_cap(max_memory))
 
         isolation.prestart(1)  # the worker imports TensorFlow while this process gets ready
         from gradcheck.options import options_from

@@ -10,6 +10,7 @@ import click
 from gradcheck.errors import UsageError
 
 FORMATS = ("table", "json", "junit")
+MAX_MEMORY = 1 << 50
 
 
 def input_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -96,16 +97,19 @@ def upstream_option(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def parse_memory(text: str) -> int:
     units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20,
-             "MB": 10**6, "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30}
+             "MB": 10**6, "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30,
+             "T": 1 << 40, "TB": 10**12, "TIB": 1 << 40}
     cleaned = text.strip().upper()
-    number = cleaned.rstrip("BKMGI")
+    number = cleaned.rstrip("BKMGTI")
     unit = cleaned[len(number):]
     try:
         value = float(number) * units[unit]
     except (ValueError, KeyError) as exc:
         raise UsageError(f"--max-memory {text!r} must be a size like 512MiB or 2GiB") from exc
-    if value < 1 << 20:
+    if not value >= 1 << 20:
         raise UsageError(f"--max-memory {text!r} is below 1MiB")
+    if value > MAX_MEMORY:
+        raise UsageError(f"--max-memory {text!r} is more than 1PiB")
     return int(value)
 
 

@@ -303,6 +303,8 @@ def load_config(config_file: str | None = None, start: Path | None = None) -> Ru
             data = tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"cannot parse {shown} as TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"cannot parse {shown} as TOML: it is nested too deeply") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot parse {shown} as TOML: it is not UTF-8 text") from exc
     except OSError as exc:
