@@ -128,11 +128,19 @@ MATRIX = [
         "upstream for y is boolean; it must be a float array"),
     bad("upstream-nan", (*CHECK_F, "-i", "{data}/three.npy", "--upstream", "{data}/nan3.npy"),
         "upstream for y contains NaN or Inf"),
+    bad("upstream-complex-for-a-real-output", (*SHAPE_3, "--upstream", "[1+1j, 2.0, 3.0]"),
+        "upstream for y is complex but y is real; its imaginary part would be dropped: give a"
+        " real upstream"),
     bad("upstream-npz-unknown-key", (*SHAPE_3, "--upstream", "{data}/extra.npz"),
         "upstream .npz has keys ['x', 'z'] that name no output; outputs are ['y']"),
     # option values
     bad("eps-zero", (*SHAPE_3, "--eps", "0"), "--eps must be positive, got 0.0"),
     bad("eps-negative", (*SHAPE_3, "--eps", "-1e-3"), "--eps must be positive, got -0.001"),
+    bad("eps-infinite", (*SHAPE_3, "--eps", "inf"), "--eps must be finite, got inf"),
+    bad("eps-below-resolution", (*SHAPE_3, "--eps", "1e-300"),
+        "--eps is 1e-300, below float64's resolution (2.2e-16): x + eps x would round back to"
+        " x and every difference would be 0; leave it out for the default step"),
+    bad("atol-infinite", (*SHAPE_3, "--atol", "inf"), "--atol must be finite, got inf"),
     bad("atol-negative", (*SHAPE_3, "--atol", "-1"), "--atol must be zero or positive, got -1.0"),
     bad("rtol-nan", (*SHAPE_3, "--rtol", "nan"), "--rtol must be zero or positive, got nan"),
     bad("seed-negative", (*SHAPE_3, "--seed", "-1"),

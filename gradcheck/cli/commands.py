@@ -15,7 +15,6 @@ from gradcheck.cli.flags import (
     output_options,
     parse_memory,
     upstream_option,
-    validate_numbers,
 )
 from gradcheck.cli.output import (
     formatted,
@@ -131,20 +130,23 @@ def _guard_single(target: str, options: dict[str, Any]) -> None:
 def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     output_format = options["output_format"]
     try:
-        validate_numbers(options["atol"], options["rtol"], options["eps"], options["probes"])
         from gradcheck.load.timeout import validate_timeout
+        from gradcheck.options import options_from
 
         validate_timeout(options["timeout"])
         max_memory = parse_memory(options["max_memory"])
+        check_options = options_from(
+            command, {**options, "max_memory": max_memory},
+            explain=_explain_wanted(command, options),
+            keep_blocks=bool(options["plot_dir"] or options["save_file"])
+            or (output_format == "table" and not options["quiet"]))
         _guard_single(target, options)
         from gradcheck import isolation
         from gradcheck.load.inputs import check_shape_fits
 
         for shape in options["shapes"]:
             check_shape_fits(shape, isolation.memory_cap(max_memory))
-
         isolation.prestart(1)  # the worker imports TensorFlow while this process gets ready
-        from gradcheck.options import options_from
         from gradcheck.pipeline import TargetRequest, check_request
 
         request = TargetRequest(
@@ -157,11 +159,6 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             from gradcheck.render.artifacts import require_plotting
 
             require_plotting()
-        check_options = options_from(
-            command, {**options, "max_memory": max_memory},
-            explain=_explain_wanted(command, options),
-            keep_blocks=bool(options["plot_dir"] or options["save_file"])
-            or (output_format == "table" and not options["quiet"]))
         job = isolation.Job(check_request, (request,), check_options,
                             name=target.rpartition(":")[2], target=target,
                             timeout=options["timeout"],

@@ -8,9 +8,9 @@ from typing import Any
 import click
 
 from gradcheck.errors import UsageError
+from gradcheck.options import DTYPES, MAX_MEMORY, MIN_MEMORY, MODES
 
 FORMATS = ("table", "json", "junit")
-MAX_MEMORY = 1 << 50
 
 
 def input_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -40,11 +40,11 @@ def check_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--rtol", type=float, help="Relative tolerance (default per dtype)."),
         click.option("--eps", type=float,
                      help="Finite-difference step (default: eps^(1/3) x element scale)."),
-        click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto",
+        click.option("--mode", type=click.Choice(MODES), default="auto",
                      show_default=True),
         click.option("--probes", type=int, default=8, show_default=True,
                      help="Random directions in fast mode."),
-        click.option("--dtype", type=click.Choice(["auto", "float32", "float64"]),
+        click.option("--dtype", type=click.Choice(DTYPES),
                      default="auto", show_default=True),
         click.option("--surrogate", "surrogates", multiple=True, metavar="NAME",
                      help="A custom_gradient that deliberately differs from the true gradient"
@@ -106,19 +106,8 @@ def parse_memory(text: str) -> int:
         value = float(number) * units[unit]
     except (ValueError, KeyError) as exc:
         raise UsageError(f"--max-memory {text!r} must be a size like 512MiB or 2GiB") from exc
-    if not value >= 1 << 20:
+    if not value >= MIN_MEMORY:
         raise UsageError(f"--max-memory {text!r} is below 1MiB")
     if value > MAX_MEMORY:
         raise UsageError(f"--max-memory {text!r} is more than 1PiB")
     return int(value)
-
-
-def validate_numbers(atol: float | None, rtol: float | None, eps: float | None,
-                     probes: int) -> None:
-    for name, value in (("--atol", atol), ("--rtol", rtol)):
-        if value is not None and not value >= 0:
-            raise UsageError(f"{name} must be zero or positive, got {value}")
-    if eps is not None and not eps > 0:
-        raise UsageError(f"--eps must be positive, got {eps}")
-    if probes < 1:
-        raise UsageError(f"--probes must be at least 1, got {probes}")

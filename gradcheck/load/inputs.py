@@ -404,6 +404,9 @@ def resolve_upstreams(
                 raise InputError(f"upstream for {name} is boolean; it must be a float array")
             if np.iscomplexobj(value) and (*value.shape, 2) == tuple(shape):
                 value = np.stack([value.real, value.imag], axis=-1)  # a complex output's parts
+            elif np.iscomplexobj(value):
+                raise InputError(f"upstream for {name} is complex but {name} is real; its"
+                                 " imaginary part would be dropped: give a real upstream")
             if tuple(value.shape) != tuple(shape):
                 raise InputError(
                     f"upstream for {name} has shape {tuple(value.shape)} but {name} has shape"
