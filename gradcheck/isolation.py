@@ -64,6 +64,27 @@ def _stop_fork_server() -> None:
             server._stop()
 
 
+def _fork_server_gone() -> bool:
+    """The fork server was killed (e.g. by the out-of-memory killer); it is not reaped here,
+    so that multiprocessing starts a new one when the next worker is needed."""
+    if _context().get_start_method() != "forkserver":
+        return False
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as status:
+            return status.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return not os.path.exists(f"/proc/{pid}") if os.path.isdir("/proc") else False
+
+
+FORK_SERVER_GONE = ("the fork server process that starts gradcheck's workers was killed (perhaps"
+                    " by the system's out-of-memory killer)")
+
+
 def memory_cap(max_memory: int) -> int:
     return max(MEMORY_FACTOR * max_memory, MEMORY_FLOOR)
 
@@ -148,9 +169,16 @@ class _Worker:
         # A check's time limit runs from when a worker was free to take it, so it counts the
         # start-up of a worker started for it: the limit bounds what the user waits.
         self.born = self.free_since = time.monotonic()
-        with _main_module_hidden(not with_main):
-            self.process.start()  # with a fork server: once it has imported TensorFlow
-        child.close()
+        try:
+            with _main_module_hidden(not with_main):
+                self.process.start()  # with a fork server: once it has imported TensorFlow
+        except (OSError, EOFError, ValueError) as exc:  # the fork server died as it forked
+            with contextlib.suppress(OSError):
+                os.unlink(self.fault_path)
+            raise InternalError(f"cannot start a worker process: {FORK_SERVER_GONE}"
+                                f" ({type(exc).__name__}: {exc}); run the command again") from exc
+        finally:
+            child.close()
         # Before multiprocessing's own exit handler, which would wait for idle workers.
         atexit.unregister(stop_workers)
         atexit.register(stop_workers)
@@ -422,6 +450,7 @@ class _Supervisor:
     def _died(self, member: _Worker) -> None:
         crash = member.crash()  # before the worker's fault dump is removed
         self._remove(member)
+        gone = crash.signum is None and _fork_server_gone()
         job, index = member.job, member.index
         if job is None or index is None:
             if member.ready and member.broken is None and member.reserved is None:
@@ -430,9 +459,16 @@ class _Supervisor:
             failed = member.reserved if member.reserved is not None else (
                 self.pending.popleft() if self.pending else None)
             if failed is not None:
-                reason = member.broken or failures.describe_crash(
-                    crash, self.jobs[failed].name, worker.STARTING)
+                reason = member.broken or (f"{FORK_SERVER_GONE}; run the command again"
+                                           if gone else failures.describe_crash(
+                                               crash, self.jobs[failed].name, worker.STARTING))
                 self._finish(failed, None, InternalError(reason), 0.0)
+            return
+        if gone:
+            self._finish(index, None, InternalError(
+                f"{FORK_SERVER_GONE} while the check of {job.target} was running"
+                f" ({member.phase}), which ended the check; run the command again",
+                phase=member.phase), time.monotonic() - member.sent_at)
             return
         message = failures.describe_crash(crash, job.name, member.phase)
         if crash.signum is None or (crash.by_user and "vectorised" not in member.phase):

@@ -73,7 +73,7 @@ def _watch(channel: Channel, main_thread: int, timeout: float, stop: threading.E
     running (with its stack) whenever it changes."""
     from gradcheck.load.locations import innermost_user_frame
 
-    if stop.wait(max(0.0, timeout - SAMPLE_WINDOW)):
+    if stop.wait(min(max(0.0, timeout - SAMPLE_WINDOW), threading.TIMEOUT_MAX)):
         return
     last: str | None = None
     while not stop.is_set():

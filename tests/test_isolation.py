@@ -264,3 +264,46 @@ def test_a_json_py_in_the_current_folder_does_not_break_python_m_gradcheck(
         env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("OK ops.py:f")
+
+
+def test_a_huge_timeout_is_no_timeout_and_no_traceback() -> None:
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "check", "two_in_two_out.py:f", "--timeout", "1e308",
+         "-q", "--no-compiled"], cwd=FIXTURES, capture_output=True, text=True, timeout=300,
+        check=False, env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # the worker's watchdog thread raised no OverflowError
+
+
+def test_a_fork_server_killed_under_the_worker_is_one_clean_error_and_the_next_check_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+    import threading
+    from multiprocessing import forkserver
+
+    if isolation._context().get_start_method() != "forkserver":
+        pytest.skip("no fork server on this platform")
+    started = tmp_path / "started"
+    monkeypatch.setenv("GRADCHECK_STARTED_FILE", str(started))
+
+    def kill_the_fork_server() -> None:
+        for _ in range(1200):
+            if started.exists():
+                os.kill(forkserver._forkserver._forkserver_pid, signal.SIGKILL)
+                return
+            time.sleep(0.1)
+
+    threading.Thread(target=kill_the_fork_server, daemon=True).start()
+    target = str(BAD / "waits_forever.py") + ":f"
+    (result,) = run_jobs([job(target, timeout=120.0)])
+    assert isinstance(result.error, InternalError)
+    assert result.error.message.startswith(
+        "the fork server process that starts gradcheck's workers was killed (perhaps by the"
+        f" system's out-of-memory killer) while the check of {target} was running")
+    (after,) = run_jobs([job(str(FIXTURES / "two_in_two_out.py") + ":f")])
+    assert after.report is not None and after.report.ok
