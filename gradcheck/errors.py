@@ -16,6 +16,10 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130
 
 
+# Longer messages are cut (the whole text stays in the traceback, where there is one).
+MAX_MESSAGE = 1000
+
+
 class GradcheckError(Exception):
     """A problem that ends the run with a one-line message.
 
@@ -26,6 +30,9 @@ class GradcheckError(Exception):
 
     def __init__(self, message: str, *, user_traceback: str | None = None,
                  phase: str | None = None) -> None:
+        if len(message) > MAX_MESSAGE:  # a 4 MB exception message is not a one-line error
+            message = (f"{message[:MAX_MESSAGE]}... ({len(message):,} characters in all"
+                       f"{'; --traceback shows them' if user_traceback else ''})")
         super().__init__(message)
         self.message = message
         self.user_traceback = user_traceback

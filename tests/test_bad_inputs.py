@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ def bad(id: str, args: str | tuple[str, ...], message: str, code: int = USAGE) -
     return Bad(id, (args,) if isinstance(args, str) else args, message, code)
 
 
+HUGE = ("importing module 'import_raises_huge' raised ValueError: " + "x" * 4_000_000
+        + " (at bad/import_raises_huge.py:3)")
 CHECK_F = ("check", "bad/no_inputs.py:f")
 SHAPE_3 = (*CHECK_F, "--shape", "3")
 
@@ -55,6 +58,13 @@ MATRIX = [
     bad("class-not-function", ("check", "bad/a_class.py:Layer"),
         "'bad/a_class.py:Layer' is a class, not a function; name a function or a method"
         " (bad/a_class.py:Layer.method)"),
+    bad("target-with-nul-bytes", ("check", "{data}/nul.py:f"),
+        "cannot import {data}/nul.py: it contains NUL bytes, so it is not Python source (a"
+        " binary file, or saved as UTF-16?)"),
+    bad("target-is-a-folder", ("check", "{data}/folder.py:f"),
+        "file '{data}/folder.py' is a folder, not a file"),
+    bad("import-raises-a-4mb-message", ("check", "bad/import_raises_huge.py:f"),
+        HUGE[:1000] + f"... ({len(HUGE):,} characters in all; --traceback shows them)"),
     bad("path-not-a-directory", (*SHAPE_3, "--path", "nowhere"),
         "--path 'nowhere' is not a directory"),
     # arguments for the signature
@@ -75,6 +85,12 @@ MATRIX = [
     # input values and files
     bad("npy-missing", (*CHECK_F, "-i", "{data}/missing.npy"),
         "input file '{data}/missing.npy' not found"),
+    bad("npy-is-a-folder", (*CHECK_F, "-i", "{data}/folder.npy"),
+        "input file '{data}/folder.npy' is a folder, not a file"),
+    bad("npy-is-a-fifo", (*CHECK_F, "-i", "{data}/pipe.npy"),
+        "input file '{data}/pipe.npy' is a FIFO (named pipe), not a regular file"),
+    bad("npy-is-a-symlink-loop", (*CHECK_F, "-i", "x={data}/loop.npy"),
+        "input x file '{data}/loop.npy' is a symlink loop"),
     bad("npy-empty", (*CHECK_F, "-i", "{data}/empty.npy"),
         "input file '{data}/empty.npy' is empty (0 bytes)"),
     bad("npy-truncated", (*CHECK_F, "-i", "{data}/truncated.npy"),
@@ -152,6 +168,10 @@ MATRIX = [
         "-j '0' must be a positive number of workers or auto"),
     bad("jobs-word", ("run", "--config", "ci_project/pyproject.toml", "-j", "many"),
         "-j 'many' must be a positive number of workers or auto"),
+    bad("surrogate-unknown", ("check", "straight_through.py:quantised_layer", "--surrogate",
+                              "ste_rnd"),
+        "surrogate 'ste_rnd' is not a tf.custom_gradient that straight_through.py:quantised_layer"
+        " uses (its custom gradients: ste_round)"),
     bad("max-memory-overflows", (*SHAPE_3, "--max-memory", "1e400"),
         "--max-memory '1e400' is more than 1PiB"),
     bad("format-unknown", (*SHAPE_3, "--format", "xml"),
@@ -209,6 +229,11 @@ MATRIX = [
         " surrogate, target, timeout, training, upstream, wrt"),
     bad("config-nested-5000-deep", ("run", "--config", "{data}/deep.toml"),
         "cannot parse {data}/deep.toml as TOML: it is nested too deeply"),
+    bad("run-k-over-10000-checks", ("run", "--config", "{data}/many.toml", "-k", "zzz"),
+        "-k 'zzz' matches none of the configured checks (c0, c1, c2, c3, c4, c5, c6, c7, c8, c9"
+        " and 9990 more)"),
+    bad("config-is-a-folder", ("run", "--config", "{data}/folder.npy"),
+        "config file '{data}/folder.npy' is a folder, not a file"),
     bad("config-not-found", ("run", "--config", "{data}/nope.toml"),
         "config file '{data}/nope.toml' not found"),
     bad("run-k-matches-nothing", ("run", "--config", "ci_project/pyproject.toml", "-k", "zzz"),
@@ -241,6 +266,13 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
         np.lib.format.write_array_header_1_0(
             handle, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
         handle.write(bytes(16))
+    (folder / "nul.py").write_bytes(b"def f(x):\n    return x\x00\n")
+    (folder / "folder.py").mkdir()
+    (folder / "folder.npy").mkdir()
+    os.mkfifo(folder / "pipe.npy")
+    (folder / "loop.npy").symlink_to(folder / "loop.npy")
+    (folder / "many.toml").write_text("".join(
+        f'[[tool.gradcheck.check]]\nname = "c{i}"\ntarget = "ops:f"\n' for i in range(10000)))
     (folder / "deep.toml").write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
     return folder
 
@@ -250,6 +282,21 @@ def test_a_columns_variable_that_is_not_a_number_is_ignored(
     result = run_cli(["check", "two_in_two_out.py:f", "--no-compiled"], env={"COLUMNS": "abc"})
     assert result.exit_code == 0, result.output
     assert result.stderr == "" and "FAILED" not in result.stdout
+
+
+def test_a_target_syntax_error_answers_without_starting_tensorflow(
+        run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradcheck import isolation
+
+    def never(*args: object) -> None:
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(isolation, "prestart", never)
+    for args, message in ((["check", ":"], f"TARGET ':' must be {FORMAT}"),
+                          (["vjp", "ops.py:f", "--inputs", "nope"],
+                           f"--inputs nope: TARGET 'nope' must be {FORMAT}")):
+        result = run_cli(args)
+        assert (result.exit_code, result.stderr) == (2, f"Error: {message}\n")
 
 
 def test_the_matrix_is_large_and_its_ids_unique() -> None:

@@ -23,9 +23,19 @@ from gradcheck.cli.output import (
     show,
     write_artifacts,
 )
-from gradcheck.errors import ExitCode, GradcheckError, Interrupted, UsageError
+from gradcheck.errors import (
+    ExitCode,
+    GradcheckError,
+    InputError,
+    Interrupted,
+    LoadError,
+    UsageError,
+)
 from gradcheck.render.files import write_file
 from gradcheck.report import VERSION, Status
+
+# `-k` that matches nothing lists this many of the configured checks' names.
+SHOWN_NAMES = 10
 
 
 def _requested_format(arguments: list[str]) -> str | None:
@@ -130,9 +140,16 @@ def _guard_single(target: str, options: dict[str, Any]) -> None:
 def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     output_format = options["output_format"]
     try:
+        from gradcheck.load.target import split_spec
         from gradcheck.load.timeout import validate_timeout
         from gradcheck.options import options_from
 
+        split_spec(target)  # a usage error answers at once, without waiting for TensorFlow
+        if options["inputs_attr"]:
+            try:
+                split_spec(options["inputs_attr"])
+            except LoadError as exc:
+                raise InputError(f"--inputs {options['inputs_attr']}: {exc.message}") from exc
         validate_timeout(options["timeout"])
         max_memory = parse_memory(options["max_memory"])
         check_options = options_from(
@@ -277,8 +294,10 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         config = load_config(config_file)
         selected = config.select(pattern)
         if not selected:
-            names = ", ".join(check.name for check in config.checks)
-            raise UsageError(f"-k {pattern!r} matches none of the configured checks ({names})")
+            names = [check.name for check in config.checks]
+            shown = ", ".join(names[:SHOWN_NAMES]) + (
+                f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
+            raise UsageError(f"-k {pattern!r} matches none of the configured checks ({shown})")
         limit = timeout if timeout is not None else config.timeout
         _guard_run(config, selected, options["output_file"], plot_dir)
         workers, note = cap_workers(workers, len(selected), usable_cores(), available_memory())

@@ -12,6 +12,7 @@ from gradcheck.diagnosis.attribution import as_surrogate, blame, excuse
 from gradcheck.diagnosis.custom_gradients import merge_shape_findings
 from gradcheck.diagnosis.graph_breaks import graph_break_results
 from gradcheck.diagnosis.sites import record_eager_calls, site_results
+from gradcheck.errors import InputError
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report
@@ -24,6 +25,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     report, program = check_program(function, named, options, label)
     if observer is not None:
         record_eager_calls(function, named, options, observer)
+        _known_surrogates(options.surrogates, [site.name for site in observer.sites], label)
     sites: list[CheckResult] = []
     surrogates: list[CheckResult] = []
     for site in observer.sites if observer is not None else ():
@@ -52,3 +54,12 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
             " gradcheck imports the module itself: pass 'path/to/module.py:function' or"
             " 'package.module:function' instead of the function object",)
     return replace(report, checks=tuple(sites + breaks + core), notes=notes)
+
+
+def _known_surrogates(surrogates: frozenset[str], names: Sequence[str], label: str) -> None:
+    """A surrogate that names none of the custom gradients met would excuse nothing."""
+    unknown = sorted(surrogates - set(names))
+    if unknown:
+        found = ", ".join(sorted(set(names))) or "none"
+        raise InputError(f"surrogate {unknown[0]!r} is not a tf.custom_gradient that {label}"
+                         f" uses (its custom gradients: {found})")

@@ -13,6 +13,7 @@ from typing import Any
 from gradcheck.errors import LoadError, UsageError
 from gradcheck.load.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyword
 from gradcheck.load.locations import relative_path
+from gradcheck.load.paths import not_a_regular_file
 from gradcheck.load.target import split_spec
 from gradcheck.options import option_problem
 
@@ -302,10 +303,9 @@ def load_config(config_file: str | None = None, start: Path | None = None) -> Ru
         source = find_pyproject(start or Path.cwd())
     else:
         source = Path(config_file)
-        if not source.exists():
-            raise ConfigError(f"config file {config_file!r} not found")
-        if not source.is_file():
-            raise ConfigError(f"config file {config_file!r} is not a file")
+        why = not_a_regular_file(source)
+        if why is not None:
+            raise ConfigError(f"config file {config_file!r} {why}")
     shown = config_file or relative_path(source)
     try:
         with source.open("rb") as handle:

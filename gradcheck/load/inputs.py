@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import InputError, LoadError
+from gradcheck.load.paths import not_a_regular_file
 from gradcheck.options import format_size
 
 KEYWORD_SPEC = re.compile(r"^([A-Za-z_]\w*)=(.*)$", re.DOTALL)
@@ -165,8 +166,9 @@ def parse_value(text: str, what: str = "input") -> Any:
     """A .npy array, a .npz dict, or a Python literal (arrays for lists, floats 0-d)."""
     if looks_like_file(text):
         path = Path(text)
-        if not path.is_file():
-            raise InputError(f"{what} file {text!r} not found")
+        why = not_a_regular_file(path)
+        if why is not None:
+            raise InputError(f"{what} file {text!r} {why}")
         _check_header(path, text, what)
         return _load_npz(path, what) if text.endswith(".npz") else _load_npy(path, what)
     return _from_literal(text, what)

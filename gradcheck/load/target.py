@@ -20,6 +20,7 @@ from typing import Any
 
 from gradcheck.errors import LoadError
 from gradcheck.load.locations import relative_path
+from gradcheck.load.paths import not_a_regular_file
 
 FORMAT_HINT = "'module:function' or 'path/to/file.py:function'"
 # Set by module_cache(): each .py file (or dotted module) is executed once per `gradcheck run`.
@@ -78,10 +79,17 @@ def _innermost_user_frame(exc: BaseException) -> str | None:
     return f"{relative_path(frame.filename)}:{frame.lineno}" if frame else None
 
 
-def _import_failure(module_name: str, exc: BaseException) -> LoadError:
+def _import_failure(module_name: str, exc: BaseException,
+                    file_part: str | None = None) -> LoadError:
     tb = "".join(traceback.format_exception(exc))
+    source = exc.filename if isinstance(exc, SyntaxError) and exc.filename else file_part
+    if isinstance(exc, (SyntaxError, ValueError)) and "null bytes" in str(exc) and source:
+        return LoadError(f"cannot import {relative_path(source)}: it contains NUL bytes, so it"
+                         " is not Python source (a binary file, or saved as UTF-16?)",
+                         user_traceback=tb)
     if isinstance(exc, SyntaxError):
-        line = f"{relative_path(exc.filename or '?')}:{exc.lineno}"
+        where = relative_path(source or "?")
+        line = f"{where}:{exc.lineno}" if exc.lineno else where
         return LoadError(f"syntax error in {line}: {exc.msg}", user_traceback=tb)
     where = _innermost_user_frame(exc)
     suffix = f" (at {where})" if where else ""
@@ -121,8 +129,9 @@ def _import_file(file_part: str) -> ModuleType:
 
 def _exec_file(file_part: str) -> ModuleType:
     path = Path(file_part)
-    if not path.is_file():
-        raise LoadError(f"file {file_part!r} not found")
+    why = not_a_regular_file(path)
+    if why is not None:
+        raise LoadError(f"file {file_part!r} {why}")
     if path.suffix != ".py":
         raise LoadError(f"file {file_part!r} is not a Python file (.py)")
     module_name = path.stem
@@ -144,7 +153,7 @@ def _exec_file(file_part: str) -> ModuleType:
             sys.modules.pop(module_name, None)
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise _import_failure(module_name, exc) from exc
+        raise _import_failure(module_name, exc, file_part) from exc
     return module
 
 
