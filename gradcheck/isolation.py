@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import wait
+from pathlib import Path
 from typing import Any
 
 from gradcheck import failures, worker
@@ -153,6 +155,29 @@ def _needs_main(job: Job) -> bool:
     """The job names something defined in the __main__ module (e.g. a script's f)."""
     return any(getattr(item, "__module__", None) == "__main__"
                for item in (job.function, *job.args))
+
+
+_MAIN_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__""")
+
+
+def require_main_guard() -> None:
+    """A worker imports the __main__ script again (as multiprocessing does) to find f in it: a
+    script whose top-level code checks without an `if __name__ == "__main__":` guard would
+    start workers from its workers. Say so now, instead of multiprocessing's bootstrapping
+    error from inside a worker."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path or not str(path).endswith(".py"):
+        return
+    try:
+        source = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if not _MAIN_GUARD.search(source):
+        name = Path(path).name
+        raise UsageError(
+            f"isolate=True runs f in a worker process, which imports {name} again to find f:"
+            f" put the top-level code of {name} that calls gradcheck under"
+            ' `if __name__ == "__main__":`, or define f in a module of its own')
 
 
 class _Worker:
@@ -299,6 +324,8 @@ class _Supervisor:
     def run(self) -> list[JobResult]:
         if not self.jobs:
             return []
+        if self.with_main:
+            require_main_guard()
         self.began = time.monotonic()
         for spare in list(_SPARES):
             if len(self.workers) < self.parallel and spare.with_main >= self.with_main:

@@ -134,7 +134,7 @@ def _eps(value: Any) -> str | None:
 def _integer(minimum: int, maximum: float = math.inf) -> Callable[[Any], str | None]:
     def problem(value: Any) -> str | None:
         if not isinstance(value, int) or isinstance(value, bool):
-            return f"expected an integer, got {value!r}"
+            return f"must be an integer, got {value!r}"
         if value < minimum:
             return f"must be at least {minimum}, got {value}"
         return f"must be at most {maximum}, got {value}" if value > maximum else None
@@ -145,7 +145,7 @@ def _integer(minimum: int, maximum: float = math.inf) -> Callable[[Any], str | N
 def _one_of(choices: tuple[Any, ...]) -> Callable[[Any], str | None]:
     def problem(value: Any) -> str | None:
         if isinstance(value, bool) or value not in choices:
-            return f"expected one of {', '.join(map(str, choices))}, got {value!r}"
+            return f"must be one of {', '.join(map(str, choices))}, got {value!r}"
         return None
 
     return problem

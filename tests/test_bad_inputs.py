@@ -348,3 +348,46 @@ def test_values_from_outside_tensorflow_are_findings_not_errors(
     assert found and words in found[0]["message"]
     if kind == "nondeterminism":  # no finite-difference verdict on noise
         assert [c["check"] for c in checks] == ["nondeterminism"]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"atol": -1.0}, "atol must be zero or positive, got -1.0"),
+    ({"rtol": float("inf")}, "rtol must be finite, got inf"),
+    ({"mode": "slow"}, "mode must be one of auto, full, fast, got 'slow'"),
+    ({"eps": -1e-3}, "eps must be positive, got -0.001"),
+    ({"probes": 0}, "probes must be at least 1, got 0"),
+    ({"order": 3}, "order must be one of 1, 2, got 3"),
+    ({"dtype": "float16"}, "dtype must be one of auto, float32, float64, got 'float16'"),
+    ({"max_memory": 10}, "max_memory is 10B, below 1MiB"),
+])
+def test_the_python_api_refuses_what_the_command_line_refuses(options: dict[str, object],
+                                                               message: str) -> None:
+    import gradcheck
+    from gradcheck.errors import UsageError
+
+    with pytest.raises(ValueError) as caught:  # before anything runs: no false verdict
+        gradcheck.check(lambda x: x, [0.5, 1.0], **options)  # type: ignore[arg-type]
+    assert isinstance(caught.value, UsageError) and str(caught.value) == message
+
+
+@pytest.mark.parametrize(("key", "flag", "value", "problem"), [
+    ("atol", "--atol", -1.0, "must be zero or positive, got -1.0"),
+    ("eps", "--eps", 1e-300, "is 1e-300, below float64's resolution (2.2e-16): x + eps x would"
+     " round back to x and every difference would be 0; leave it out for the default step"),
+    ("probes", "--probes", 0, "must be at least 1, got 0"),
+])
+def test_one_validation_for_the_command_line_the_configuration_and_the_api(
+        key: str, flag: str, value: float, problem: str, tmp_path: Path,
+        run_cli: Callable[..., Result]) -> None:
+    import gradcheck
+    from gradcheck.load.config import ConfigError, parse_config
+
+    cli = run_cli(["check", "ops.py:f", flag, str(value)])
+    assert cli.stderr == f"Error: {flag} {problem}\n"
+    with pytest.raises(ConfigError) as config:
+        parse_config({"tool": {"gradcheck": {"check": [{"target": "m:f", key: value}]}}},
+                     tmp_path / "pyproject.toml")
+    assert config.value.message == f"tool.gradcheck.check[0].{key}: {problem}"
+    with pytest.raises(ValueError) as api:
+        gradcheck.check(lambda x: x, [0.5], **{key: value})  # type: ignore[arg-type]
+    assert str(api.value) == f"{key} {problem}"

@@ -307,3 +307,38 @@ def test_a_fork_server_killed_under_the_worker_is_one_clean_error_and_the_next_c
         f" system's out-of-memory killer) while the check of {target} was running")
     (after,) = run_jobs([job(str(FIXTURES / "two_in_two_out.py") + ":f")])
     assert after.report is not None and after.report.ok
+
+
+SCRIPT = """
+import gradcheck
+
+
+def f(x):
+    import tensorflow as tf
+    return tf.sin(x)
+
+{call}
+"""
+
+
+@pytest.mark.parametrize(("call", "expected"), [
+    ("print(gradcheck.check(f, [0.5, 1.0], isolate=True).ok)",
+     "gradcheck.errors.UsageError: isolate=True runs f in a worker process, which imports"
+     " script.py again to find f: put the top-level code of script.py that calls gradcheck under"
+     ' `if __name__ == "__main__":`, or define f in a module of its own'),
+    ('if __name__ == "__main__":\n    print(gradcheck.check(f, [0.5, 1.0], isolate=True,'
+     ' compiled=False).ok)', "True"),
+])
+def test_isolate_from_a_script_says_when_it_needs_a_main_guard(call: str, expected: str,
+                                                               tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "script.py").write_text(SCRIPT.format(call=call))
+    done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False,
+                          env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert lines[-1] == expected
+    assert "bootstrapping" not in done.stderr
