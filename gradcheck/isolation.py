@@ -156,7 +156,7 @@ class _Worker:
         atexit.register(stop_workers)
         self.clock_from = 0.0
         self.ready = False
-        self.broken: str | None = None
+        self.broken: str | GradcheckError | None = None
         self.main_thread: int | None = None
         self.index: int | None = None
         self.job: Job | None = None
@@ -423,7 +423,8 @@ class _Supervisor:
             if failed is not None:
                 reason = member.broken or failures.describe_crash(
                     crash, self.jobs[failed].name, worker.STARTING)
-                self._finish(failed, None, InternalError(reason), 0.0)
+                self._finish(failed, None, reason if isinstance(reason, GradcheckError)
+                             else InternalError(reason), 0.0)
             return
         message = failures.describe_crash(crash, job.name, member.phase)
         if crash.by_user and "vectorised" not in member.phase:  # it would crash again
