@@ -12,6 +12,7 @@ from click.testing import Result
 from gradcheck.errors import ExitCode
 from gradcheck.render.junit import render_junit
 from gradcheck.report import CheckOutcome, CheckResult, Report, TensorInfo
+from tests.junit_schema import junit_10_errors
 
 # The junit-10.xsd rules (Jenkins xUnit / Surefire): children and attributes per element.
 SCHEMA: dict[str, tuple[set[str], set[str], set[str]]] = {
@@ -75,6 +76,7 @@ def valid(text: str) -> ET.Element:
     assert root.tag == "testsuites"
     assert schema_problems(root) == []
     assert count_problems(root) == []
+    assert junit_10_errors(text) == []  # the schema itself (tests/data/junit-10.xsd)
     return root
 
 
@@ -113,6 +115,15 @@ def test_the_validator_rejects_what_the_schema_rejects() -> None:
         "testsuites failures=None but suites add up to 1",
         "testsuites errors=None but suites add up to 0",
     ]
+
+
+def test_the_junit_10_schema_rejects_testcase_properties_and_bad_times() -> None:
+    base = ('<testsuites><testsuite name="a" tests="1" failures="0" errors="0"{time}>'
+            '<testcase name="t">{inner}</testcase></testsuite></testsuites>')
+    assert junit_10_errors(base.format(time=' time="1.500"', inner="")) == []
+    properties = '<properties><property name="k" value="v"/></properties>'
+    assert junit_10_errors(base.format(time="", inner=properties)) != []
+    assert junit_10_errors(base.format(time=' time="1.5s"', inner="")) != []
 
 
 def test_one_testcase_per_check_kind_with_message_and_location() -> None:
