@@ -226,6 +226,9 @@ class CheckOutcome:
 @dataclasses.dataclass(frozen=True)
 class RunResult:
     outcomes: tuple[CheckOutcome, ...]
+    # What the run took from the command's start (TensorFlow's start-up and the workers'
+    # included), when measured; the outcomes' seconds are the checks' own.
+    wall_seconds: float | None = None
 
     @property
     def exit_code(self) -> ExitCode:

@@ -210,9 +210,14 @@ def test_run_on_the_sample_project_writes_valid_junit(
         tmp_path: Path, in_fixtures: Path, run_cli: Callable[..., Result]) -> None:
     target = tmp_path / "junit.xml"
     result = run_cli(["run", "--config", "ci_project/pyproject.toml", "--format", "junit",
-                      "-o", str(target)])
+                      "-o", str(target)], env={"GITHUB_ACTIONS": "true"})
     assert result.exit_code == 2  # missing-function is a loading error
     root = valid(result.stdout)
+    # Under GitHub Actions the failures are annotated too, on stderr beside the XML.
+    assert "::error file=ci_project/ops.py,line=18,title=gradcheck custom-gradient::" \
+        in result.stderr
+    assert "::error title=gradcheck missing-function::attribute 'no_such_function'" \
+        in result.stderr
     assert target.read_text() == result.stdout
     suites = {suite.get("name"): suite for suite in root.findall("testsuite")}
     assert list(suites) == ["softplus", "moments", "clipped-identity", "missing-function"]
@@ -231,3 +236,17 @@ def test_single_target_junit_is_valid(in_fixtures: Path, run_cli: Callable[..., 
     connected = root.find("testsuite/testcase[@name='connected']/failure")
     assert connected is not None
     assert (connected.get("message") or "").startswith("variable_from_input.py:")
+
+
+def test_run_annotates_failures_in_the_table_format_and_gives_both_times(
+        in_fixtures: Path, run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["run", "--config", "ci_project/pyproject.toml", "-k", "clipped"],
+                     env={"GITHUB_ACTIONS": "true"})
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("::error ")] == [
+        line for line in lines if line.startswith(
+            "::error file=ci_project/ops.py,line=18,title=gradcheck custom-gradient::")]
+    verdict = next(line for line in lines if line.startswith("FAILED 1 check"))
+    wall, checks = re.search(r"in ([0-9.]+)s, ([0-9.]+)s of it in the checks", verdict).groups()
+    assert float(wall) >= float(checks) > 0

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +20,7 @@ from gradcheck.cli.flags import (
     validate_numbers,
 )
 from gradcheck.cli.output import (
+    annotate_run_for_github,
     formatted,
     make_console,
     report_error,
@@ -225,6 +228,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     from gradcheck.runner import parse_jobs, run_all
 
     output_format = options["output_format"]
+    started = time.monotonic()
     try:
         validate_timeout(timeout)
         workers = parse_jobs(jobs)
@@ -246,6 +250,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
             result = run_all(selected, limit, progress, workers, notice=lambda check, message:
                              click.echo(f"Error: {check.name}: {message}", err=True),
                              keep_blocks=plot_dir is not None)
+        result = dataclasses.replace(result, wall_seconds=time.monotonic() - started)
         text = _formatted_run(result, output_format)
         if options["output_file"]:
             write_atomically(options["output_file"], text)
@@ -263,6 +268,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
 
         make_console(options["no_color"]).print(
             render_run(result, quiet=options["quiet"], tracebacks=options["show_traceback"]))
+    annotate_run_for_github(result, err=output_format != "table")  # stdout: JSON or JUnit
     sys.exit(int(result.exit_code))
 
 
