@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gradcheck import report as _report
 from gradcheck.report import VERSION as __version__
 
 if TYPE_CHECKING:
@@ -11,6 +12,16 @@ if TYPE_CHECKING:
     from gradcheck.report import CheckResult, Report
 
 __all__ = ["CheckResult", "Report", "__version__", "assert_gradients", "check"]
+
+
+def _report_views() -> Any:
+    from gradcheck.render import display
+
+    return display
+
+
+# The root wires the layers: reports (the bottom) show themselves through gradcheck.render.
+_report.install_views(_report_views)
 
 
 def __getattr__(name: str) -> Any:

@@ -54,6 +54,7 @@ def check(
     order: int = 1,
     training: bool = False,
     compiled: bool = True,
+    keep_blocks: bool = False,
     isolate: bool = False,
     timeout: float | None = None,
 ) -> Report:
@@ -64,7 +65,8 @@ def check(
     Without arguments, a TARGET's `<function>_inputs` provides them. `explain=True` adds
     what tape.gradient returns with and without output_gradients (Report.explain). `wrt`,
     `order`, `training` and `compiled` mean what --wrt, --order, --training and
-    --compiled/--no-compiled mean.
+    --compiled/--no-compiled mean; `keep_blocks=True` keeps the Jacobian blocks for
+    report.plot().
 
     `isolate=True` runs the check in a worker process, which survives TensorFlow crashing
     (the check runs again without vectorisation) and can be stopped after `timeout` seconds;
@@ -76,7 +78,7 @@ def check(
         probes=probes, seed=seed, dtype=dtype, max_memory=max_memory,
         kinds=ALL_KINDS if kinds is None else frozenset(kinds), explain=explain,
         surrogates=frozenset(surrogates), wrt=wrt, order=order, training=training,
-        compiled=compiled,
+        compiled=compiled, keep_blocks=keep_blocks,
     )
     call = (f, tuple(args), dict(kwargs or {}), path, instrument)
     if isolate:
@@ -128,6 +130,7 @@ def _check_isolated(call: tuple[Any, ...], options: CheckOptions,
 
 def assert_gradients(f: Callable[..., Any] | str, *args: Any, **options: Any) -> Report:
     """Like check(), but raise AssertionError with the report table when a check fails."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     report = check(f, *args, **options)
     if not report.ok:
         from gradcheck.render.text import render_text

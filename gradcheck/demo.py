@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gradcheck.errors import GradcheckError
+    from gradcheck.report import Report
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -73,3 +79,37 @@ def matches(case: DemoCase, ok: bool, failing_checks: Set[str]) -> bool:
     if case.expect_ok:
         return ok and (case.expect_check is None or case.expect_check in failing_checks)
     return not ok and (case.expect_check is None or case.expect_check in failing_checks)
+
+
+def short_location(location: str, directory: Path) -> str:
+    """An example's line relative to the examples folder (installed examples live deep in
+    site-packages); other locations as they are."""
+    path, _, line = location.rpartition(":")
+    if not path:
+        return location
+    try:
+        relative = os.path.relpath(path, directory)
+    except ValueError:  # another drive (Windows)
+        return location
+    return location if relative.startswith("..") else f"{relative}:{line}"
+
+
+def finding(report: Report, directory: Path) -> str:
+    """The worst finding in one line: its kind, the example's line and the first clause of its
+    message (whole: the column wraps it), or that every check passed."""
+    from gradcheck.render.table import headline
+
+    worst = report.sorted_checks()[0] if report.checks else None
+    if worst is None or worst.status == "pass":
+        return "all checks pass"
+    where = f" at {short_location(worst.location, directory)}" if worst.location else ""
+    return f"{worst.check}{where}: {headline(worst.message)}"
+
+
+def common_error(errors: list[GradcheckError | None]) -> GradcheckError | None:
+    """The one error that stopped every example (TensorFlow not installed, say): the demo
+    then says it once, as any command would."""
+    if not errors or any(error is None for error in errors):
+        return None
+    messages = {error.message for error in errors if error is not None}
+    return errors[0] if len(messages) == 1 else None

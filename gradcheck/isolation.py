@@ -209,7 +209,7 @@ class _Worker:
         atexit.register(stop_workers)
         self.clock_from = 0.0
         self.ready = False
-        self.broken: str | None = None
+        self.broken: str | GradcheckError | None = None
         self.main_thread: int | None = None
         self.index: int | None = None
         self.job: Job | None = None
@@ -489,7 +489,8 @@ class _Supervisor:
                 reason = member.broken or (f"{FORK_SERVER_GONE}; run the command again"
                                            if gone else failures.describe_crash(
                                                crash, self.jobs[failed].name, worker.STARTING))
-                self._finish(failed, None, InternalError(reason), 0.0)
+                self._finish(failed, None, reason if isinstance(reason, GradcheckError)
+                             else InternalError(reason), 0.0)
             return
         if gone:
             self._finish(index, None, InternalError(

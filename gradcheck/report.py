@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 from typing import Any
 
 from gradcheck.errors import ExitCode
@@ -131,6 +132,25 @@ class TensorInfo:
         return (*self.shape, 2) if self.dtype.startswith("complex") else tuple(self.shape)
 
 
+# How a report shows itself (text, HTML, pictures) is gradcheck.render's business, a layer
+# above this one: the package root hands this module a loader for it (gradcheck/__init__.py),
+# so that reports delegate without this module importing upwards.
+_views_loader: Callable[[], Any] | None = None
+
+
+def install_views(loader: Callable[[], Any]) -> None:
+    """Name the zero-argument callable that returns the module of report views (render_text,
+    render_html, plot, show)."""
+    global _views_loader
+    _views_loader = loader
+
+
+def _views() -> Any:
+    if _views_loader is None:
+        raise RuntimeError("gradcheck's report views are not installed (import gradcheck)")
+    return _views_loader()
+
+
 @dataclasses.dataclass(frozen=True)
 class Report:
     target: str
@@ -155,6 +175,28 @@ class Report:
 
     def count(self, status: str) -> int:
         return sum(1 for result in self.checks if result.status == status)
+
+    def __str__(self) -> str:
+        """The table as text, as `gradcheck check` prints it."""
+        return str(_views().text(self))
+
+    def _repr_html_(self) -> str:
+        """The table as HTML (Jupyter): failing rows highlighted, small blocks as matrices."""
+        return str(_views().html(self))
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's terminal shows the text table too."""
+        printer.text(str(self))
+
+    def plot(self) -> Any:
+        """The pictures of the kept Jacobian blocks (check with keep_blocks=True); shown inline
+        in Jupyter."""
+        return _views().plot(self)
+
+    def show(self) -> None:
+        """Display the table and, when blocks were kept, the pictures (Jupyter), or print the
+        table (elsewhere)."""
+        _views().show(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +226,9 @@ class CheckOutcome:
 @dataclasses.dataclass(frozen=True)
 class RunResult:
     outcomes: tuple[CheckOutcome, ...]
+    # What the run took from the command's start (TensorFlow's start-up and the workers'
+    # included), when measured; the outcomes' seconds are the checks' own.
+    wall_seconds: float | None = None
 
     @property
     def exit_code(self) -> ExitCode:

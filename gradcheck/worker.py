@@ -184,8 +184,12 @@ def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
 
         preload(threads)
     except BaseException as exc:  # noqa: BLE001 - TensorFlow itself cannot start
-        channel.send("broken", "the worker process could not import TensorFlow and gradcheck's"
-                     f" checks: {type(exc).__name__}: {exc}")
+        from gradcheck.errors import GradcheckError
+
+        # TensorFlow not installed is the user's to fix (its error says how), not a crash.
+        channel.send("broken", exc if isinstance(exc, GradcheckError) else (
+            "the worker process could not import TensorFlow and gradcheck's checks:"
+            f" {type(exc).__name__}: {exc}"))
         return
     channel.send("ready", threading.get_ident())
     stack = contextlib.ExitStack()

@@ -190,7 +190,7 @@ def test_demo_runs_every_bundled_example(run_cli: Run) -> None:
             assert found.startswith(f"{kind}: "), example
         else:
             file = example.partition(":")[0]
-            assert re.match(rf"{kind} \[\S*{re.escape(file)}:{line}\]: ", found), (example, found)
+            assert re.match(rf"{kind} at {re.escape(file)}:{line}: ", found), (example, found)
 
 
 def test_a_grad_fn_that_raises_is_a_failed_check_at_its_line(run_cli: Run) -> None:

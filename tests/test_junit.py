@@ -12,6 +12,7 @@ from click.testing import Result
 from gradcheck.errors import ExitCode
 from gradcheck.render.junit import render_junit
 from gradcheck.report import CheckOutcome, CheckResult, Report, TensorInfo
+from tests.junit_schema import junit_10_errors
 
 # The junit-10.xsd rules (Jenkins xUnit / Surefire): children and attributes per element.
 SCHEMA: dict[str, tuple[set[str], set[str], set[str]]] = {
@@ -75,6 +76,7 @@ def valid(text: str) -> ET.Element:
     assert root.tag == "testsuites"
     assert schema_problems(root) == []
     assert count_problems(root) == []
+    assert junit_10_errors(text) == []  # the schema itself (tests/data/junit-10.xsd)
     return root
 
 
@@ -113,6 +115,15 @@ def test_the_validator_rejects_what_the_schema_rejects() -> None:
         "testsuites failures=None but suites add up to 1",
         "testsuites errors=None but suites add up to 0",
     ]
+
+
+def test_the_junit_10_schema_rejects_testcase_properties_and_bad_times() -> None:
+    base = ('<testsuites><testsuite name="a" tests="1" failures="0" errors="0"{time}>'
+            '<testcase name="t">{inner}</testcase></testsuite></testsuites>')
+    assert junit_10_errors(base.format(time=' time="1.500"', inner="")) == []
+    properties = '<properties><property name="k" value="v"/></properties>'
+    assert junit_10_errors(base.format(time="", inner=properties)) != []
+    assert junit_10_errors(base.format(time=' time="1.5s"', inner="")) != []
 
 
 def test_one_testcase_per_check_kind_with_message_and_location() -> None:
@@ -199,9 +210,14 @@ def test_run_on_the_sample_project_writes_valid_junit(
         tmp_path: Path, in_fixtures: Path, run_cli: Callable[..., Result]) -> None:
     target = tmp_path / "junit.xml"
     result = run_cli(["run", "--config", "ci_project/pyproject.toml", "--format", "junit",
-                      "-o", str(target)])
+                      "-o", str(target)], env={"GITHUB_ACTIONS": "true"})
     assert result.exit_code == 2  # missing-function is a loading error
     root = valid(result.stdout)
+    # Under GitHub Actions the failures are annotated too, on stderr beside the XML.
+    assert "::error file=ci_project/ops.py,line=18,title=gradcheck custom-gradient::" \
+        in result.stderr
+    assert "::error title=gradcheck missing-function::attribute 'no_such_function'" \
+        in result.stderr
     assert target.read_text() == result.stdout
     suites = {suite.get("name"): suite for suite in root.findall("testsuite")}
     assert list(suites) == ["softplus", "moments", "clipped-identity", "missing-function"]
@@ -220,3 +236,17 @@ def test_single_target_junit_is_valid(in_fixtures: Path, run_cli: Callable[..., 
     connected = root.find("testsuite/testcase[@name='connected']/failure")
     assert connected is not None
     assert (connected.get("message") or "").startswith("variable_from_input.py:")
+
+
+def test_run_annotates_failures_in_the_table_format_and_gives_both_times(
+        in_fixtures: Path, run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["run", "--config", "ci_project/pyproject.toml", "-k", "clipped"],
+                     env={"GITHUB_ACTIONS": "true"})
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("::error ")] == [
+        line for line in lines if line.startswith(
+            "::error file=ci_project/ops.py,line=18,title=gradcheck custom-gradient::")]
+    verdict = next(line for line in lines if line.startswith("FAILED 1 check"))
+    wall, checks = re.search(r"in ([0-9.]+)s, ([0-9.]+)s of it in the checks", verdict).groups()
+    assert float(wall) >= float(checks) > 0

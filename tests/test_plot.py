@@ -19,7 +19,7 @@ from gradcheck.render.artifacts import (
     write_artifacts,
     write_run_artifacts,
 )
-from gradcheck.render.blocks import block_views, excess_of
+from gradcheck.render.blocks import BlockView, block_views, excess_of
 from gradcheck.render.plot import (
     PLOT_MISSING,
     block_figure,
@@ -222,6 +222,49 @@ def test_large_blocks_are_pooled_and_outlined_by_region() -> None:
     figure = block_figure(view)
     segments = [c for c in panels(figure)[2].collections if c.get_gid() == "failing-boundary"]
     assert segments and len(segments[0].get_segments()) == 2 * 350 + 2  # one pooled column
+
+
+def _block_30_by_40(failing: np.ndarray) -> BlockView:
+    fd = np.random.default_rng(1).normal(size=failing.shape)
+    ad = np.where(failing, 2.0 * fd + 1.0, fd)
+    ad[19, 36] = 50.0  # the worst
+    report = hand_report(
+        (Block("y", "x", ad, fd, np.zeros_like(fd), np.full(fd.shape, 1e-6), np.ones(30)),),
+        inputs=(TensorInfo("x", (40,), "float64"),), outputs=(TensorInfo("y", (30,), "float64"),))
+    (view,) = block_views(report)
+    return view
+
+
+def _marks(figure: object) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for collection in panels(figure)[2].collections:  # type: ignore[attr-defined]
+        if collection.get_gid():
+            found[collection.get_gid()] = len(collection.get_segments())
+    return found
+
+
+def test_a_large_failing_block_is_outlined_as_one_region_not_540_boxes() -> None:
+    failing = np.zeros((30, 40), dtype=bool)
+    failing[5:23, 10:] = True  # 18 x 30 = 540 elements, as in fixtures/wrong_block.py
+    view = _block_30_by_40(failing)
+    assert int(view.failing.sum()) == 540
+    figure = block_figure(view)
+    assert _marks(figure) == {"failing-boundary": 2 * (18 + 30)}
+    worst = [line for line in panels(figure)[2].lines + panels(figure)[2].patches  # type: ignore[attr-defined]
+             if line.get_gid() == "worst"]
+    assert worst
+
+
+def test_few_failing_cells_are_boxed_and_scattered_ones_leave_only_the_worst_marked() -> None:
+    few = np.zeros((30, 40), dtype=bool)
+    few[[1, 7, 19], [2, 30, 36]] = True
+    assert _marks(block_figure(_block_30_by_40(few))) == {"failing-cells": 3}
+    scattered = np.zeros((30, 40), dtype=bool)
+    scattered[::2, ::2] = True  # 300 isolated elements: 1200 edges of outline
+    view = _block_30_by_40(scattered)
+    figure = block_figure(view)
+    assert _marks(figure) == {}
+    assert "too scattered to outline" in figure.get_supxlabel()  # type: ignore[attr-defined]
 
 
 def test_outline_segments_are_the_boundary_of_the_failing_region() -> None:

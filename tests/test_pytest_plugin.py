@@ -15,6 +15,7 @@ import pytest
 from gradcheck.pytest_plugin import GradcheckFixture
 from gradcheck.report import Report
 from tests.conftest import FIXTURES
+from tests.junit_schema import junit_10_errors
 
 pytest_plugins = ["pytester"]
 
@@ -102,6 +103,7 @@ def test_verdicts_equal_gradcheck_run_serially_and_with_xdist(
         assert ("::error file=pyproject.toml,line=29,title=gradcheck%3A%3Amissing-function"
                 "::attribute 'no_such_function' not found in module 'ops'") in text
 
+        assert junit_10_errors(junit) == [], label  # no testcase-level <properties>
         cases = {case.get("name"): case for case in ET.parse(junit).iter("testcase")}
         assert sorted(cases) == sorted(CHECKS)
         assert {case.get("classname") for case in cases.values()} == {"gradcheck"}
@@ -186,6 +188,25 @@ def test_the_gradcheck_fixture_in_hand_written_tests(
         "FAILED test_hand.py::test_transposed - custom-gradient (x -> y) at *",
         "FAILED test_hand.py::test_slightly_wrong_at_default_tolerance - *"])
     assert "::error file=" in text and "custom_gradient_mistakes.py,line=13" in text
+
+
+def test_assert_gradients_failures_show_the_callers_line_not_gradchecks_frames(
+        pytester: pytest.Pytester) -> None:
+    target = f"{FIXTURES}/custom_gradient_mistakes.py:transposed"
+    pytester.makepyfile(test_api=f"""
+        import gradcheck
+
+        def test_transposed():
+            gradcheck.assert_gradients({target!r})
+    """)
+    junit = pytester.path / "api.xml"
+    result = pytester.runpytest_subprocess("-p", "no:xdist", f"--junitxml={junit}")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "gradients of " in text and "grad_fn uses J where Jᵀ is needed" in text
+    assert "test_api.py:4: AssertionError" in text
+    assert "gradcheck/api.py" not in text and "def assert_gradients" not in text
+    assert junit_10_errors(junit) == []
 
 
 class Recorder:

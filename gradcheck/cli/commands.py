@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +19,7 @@ from gradcheck.cli.flags import (
     upstream_option,
 )
 from gradcheck.cli.output import (
+    annotate_run_for_github,
     formatted,
     make_console,
     report_error,
@@ -32,7 +35,7 @@ from gradcheck.errors import (
     UsageError,
 )
 from gradcheck.render.files import write_file
-from gradcheck.report import VERSION, Status
+from gradcheck.report import VERSION
 
 # `-k` that matches nothing lists this many of the configured checks' names.
 SHOWN_NAMES = 10
@@ -288,6 +291,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     from gradcheck.runner import available_memory, cap_workers, parse_jobs, run_all, usable_cores
 
     output_format = options["output_format"]
+    started = time.monotonic()
     try:
         validate_timeout(timeout)
         workers = parse_jobs(jobs)
@@ -315,6 +319,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
             result = run_all(selected, limit, progress, workers, notice=lambda check, message:
                              click.echo(f"Error: {check.name}: {message}", err=True),
                              keep_blocks=plot_dir is not None)
+        result = dataclasses.replace(result, wall_seconds=time.monotonic() - started)
         text = _formatted_run(result, output_format)
         if options["output_file"]:
             write_file(options["output_file"], text.encode())
@@ -332,6 +337,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
 
         make_console(options["no_color"]).print(
             render_run(result, quiet=options["quiet"], tracebacks=options["show_traceback"]))
+    annotate_run_for_github(result, err=output_format != "table")  # stdout: JSON or JUnit
     if result.exit_code == ExitCode.INTERRUPTED:
         unfinished = [o for o in result.outcomes if o.exit_code == ExitCode.INTERRUPTED]
         reason = (unfinished[0].error or "").removeprefix("not finished: ")
@@ -386,16 +392,24 @@ def _formatted_run(result: Any, output_format: str) -> str:
 @cli.command()
 @click.option("--no-color", is_flag=True, help="No colours (NO_COLOR works too).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every example's full table.")
-def demo(no_color: bool, verbose: bool) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="Only the verdict line.")
+def demo(no_color: bool, verbose: bool, quiet: bool) -> None:
     """Run the bundled examples and show that each gets the verdict it should."""
     from rich.table import Table
     from rich.text import Text
 
     from gradcheck import isolation
-    from gradcheck.demo import DEMO_CASES, fixtures_dir, matches, upstream_specs
+    from gradcheck.demo import (
+        DEMO_CASES,
+        common_error,
+        finding,
+        fixtures_dir,
+        matches,
+        upstream_specs,
+    )
     from gradcheck.options import DEFAULT_MAX_MEMORY, options_from
     from gradcheck.pipeline import TargetRequest, check_request
-    from gradcheck.render.table import headline, render_table, status_text
+    from gradcheck.render.table import render_table, status_text
 
     isolation.prestart(1)
     console = make_console(no_color)
@@ -411,7 +425,11 @@ def demo(no_color: bool, verbose: bool) -> None:
         options_from(case.command, {}, explain=verbose and case.command == "vjp"),
         name=case.function, target=f"{case.file}:{case.function}",
         memory_limit=isolation.memory_cap(DEFAULT_MAX_MEMORY)) for case in DEMO_CASES]
-    for case, result in zip(DEMO_CASES, isolation.run_jobs(jobs)):
+    results = isolation.run_jobs(jobs)
+    stopped = common_error([result.error for result in results])
+    if stopped is not None:
+        sys.exit(report_error(stopped, "table", False, None))
+    for case, result in zip(DEMO_CASES, results):
         report = result.report
         if report is None:
             all_matched = False
@@ -421,20 +439,16 @@ def demo(no_color: bool, verbose: bool) -> None:
         failing = {r.check for r in report.checks if r.status in ("fail", "error", "warn")}
         matched = matches(case, report.ok, failing)
         all_matched &= matched
-        worst = report.sorted_checks()[0] if report.checks else None
-        finding = "all checks pass"
-        if worst and worst.status != Status.PASS:
-            where = f" [{worst.location}]" if worst.location else ""
-            finding = f"{worst.check}{where}: {headline(worst.message)}"
         table.add_row(status_text("pass" if report.ok else "fail"), f"{case.file}:{case.function}",
-                      case.story, Text(finding), "yes" if matched else "NO")
+                      case.story, Text(finding(report, directory)), "yes" if matched else "NO")
         if verbose:
             console.print(render_table(report, show_matrices=True))
             if report.explain is not None:
                 from gradcheck.render.explain import render_explanation
 
                 console.print(render_explanation(report.explain))
-    console.print(table)
+    if not quiet:
+        console.print(table)
     console.print(
         "every example got its expected verdict" if all_matched
         else "some examples did not get their expected verdict",

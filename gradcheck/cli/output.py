@@ -98,6 +98,17 @@ def annotate_for_github(report: Any, err: bool = False) -> None:
         click.echo(text, err=err)
 
 
+def annotate_run_for_github(result: Any, err: bool = False) -> None:
+    """`gradcheck run` under GitHub Actions: every check's failures as ::error annotations."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    from gradcheck.render.annotations import render_run_annotations
+
+    text = render_run_annotations(result.outcomes)
+    if text:
+        click.echo(text, err=err)
+
+
 def write_artifacts(report: Any, options: dict[str, Any]) -> None:
     """--plot DIR and --save FILE.npz; the paths written, and blocks left out, on stderr."""
     if not (options.get("plot_dir") or options.get("save_file")):

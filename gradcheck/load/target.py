@@ -91,8 +91,8 @@ def _import_failure(module_name: str, exc: BaseException,
         where = relative_path(source or "?")
         line = f"{where}:{exc.lineno}" if exc.lineno else where
         return LoadError(f"syntax error in {line}: {exc.msg}", user_traceback=tb)
-    where = _innermost_user_frame(exc)
-    suffix = f" (at {where})" if where else ""
+    frame = _innermost_user_frame(exc)
+    suffix = f" (at {frame})" if frame else ""
     if isinstance(exc, ModuleNotFoundError):
         return LoadError(
             f"importing module {module_name!r} failed: {exc}{suffix}", user_traceback=tb

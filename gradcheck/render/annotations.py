@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from gradcheck.report import Report
+from collections.abc import Sequence
+
+from gradcheck.report import CheckOutcome, Report
 
 
 def _escape_data(text: str) -> str:
@@ -26,4 +28,19 @@ def render_github_annotations(report: Report) -> str:
         where = f"file={_escape_property(path)}" + (f",line={line}" if line else "")
         title = _escape_property(f"gradcheck {result.check}")
         lines.append(f"::error {where},title={title}::{_escape_data(result.message)}")
+    return "\n".join(lines)
+
+
+def render_run_annotations(outcomes: Sequence[CheckOutcome]) -> str:
+    """`gradcheck run`: each check's located failures, and an error for a check that could not
+    run (titled with its name)."""
+    lines = []
+    for outcome in outcomes:
+        if outcome.report is not None:
+            text = render_github_annotations(outcome.report)
+        else:
+            title = _escape_property(f"gradcheck {outcome.name}")
+            text = f"::error title={title}::{_escape_data(outcome.error or 'error')}"
+        if text:
+            lines.append(text)
     return "\n".join(lines)

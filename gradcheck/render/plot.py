@@ -19,20 +19,22 @@ from gradcheck.render.blocks import (
     element_index,
     slug,
 )
+from gradcheck.render.pooling import drawn_matrices, tile_of
 from gradcheck.report import Report
 
 PLOT_MISSING = "--plot needs matplotlib: pip install 'gradcheck[plot]'"
 PANELS = ("autodiff", "finite_difference", "excess")
-# Larger matrices are pooled (the largest magnitude of each tile) to at most this many cells
-# per axis: a picture cannot show more, and drawing would take long.
-MAX_CELLS = 600
 # Blocks up to this many rows and columns get every index as a tick and values in the cells.
 LABEL_EVERY = 16
 ANNOTATE_CELLS = 8
 # Sidecars list at most this many failing elements (the count is always exact).
 MAX_LISTED = 10_000
-# Up to this many cells per axis each failing cell gets its own box and the worst a circle.
+# Up to this many cells per axis the worst element gets a circle, and when at most MAX_BOXES
+# elements fail each gets its own box; more are outlined as regions (boxes would hide the
+# colours), or, when the regions are too scattered to read, only the worst is marked.
 BOX_CELLS = 40
+MAX_BOXES = 24
+MAX_OUTLINE_EDGES = 400
 INSET = 0.07
 DPI = 100
 OUTLINE = "#111111"
@@ -60,51 +62,6 @@ def require_matplotlib() -> Any:
         raise UsageError(PLOT_MISSING) from None
     del matplotlib
     return Figure
-
-
-def _pool(matrix: np.ndarray, rows: int, columns: int, how: str) -> np.ndarray:
-    """Tiles of rows x columns elements, each reduced to its largest magnitude (signed), its
-    maximum, or whether any element is set."""
-    m, n = matrix.shape
-    padded_m, padded_n = -(-m // rows) * rows, -(-n // columns) * columns
-    fill = {"magnitude": 0.0, "max": np.nan, "any": False}[how]
-    padded = np.full((padded_m, padded_n), fill, dtype=matrix.dtype)
-    padded[:m, :n] = matrix
-    tiles = padded.reshape(padded_m // rows, rows, padded_n // columns, columns)
-    tiles = tiles.transpose(0, 2, 1, 3).reshape(padded_m // rows, padded_n // columns, -1)
-    if how == "any":
-        return np.asarray(tiles.any(axis=-1))
-    if how == "max":
-        with np.errstate(all="ignore"):
-            finite = np.where(np.isnan(tiles), -np.inf, tiles)
-            best = finite.max(axis=-1)
-        return np.where(np.isneginf(best), np.nan, best)
-    pick = np.argmax(np.abs(np.nan_to_num(tiles)), axis=-1)
-    return np.take_along_axis(tiles, pick[..., None], axis=-1)[..., 0]
-
-
-@dataclass(frozen=True)
-class _Drawn:
-    """The matrices as drawn (pooled when large) and the tile size."""
-
-    autodiff: np.ndarray
-    finite_difference: np.ndarray
-    excess: np.ndarray
-    failing: np.ndarray
-    tile: tuple[int, int]
-
-
-def _tile(shape: tuple[int, int]) -> tuple[int, int]:
-    return max(1, math.ceil(shape[0] / MAX_CELLS)), max(1, math.ceil(shape[1] / MAX_CELLS))
-
-
-def _drawn(view: BlockView) -> _Drawn:
-    ad = view.autodiff if view.autodiff is not None else np.zeros_like(view.finite_difference)
-    tile = _tile(view.shape)
-    if tile == (1, 1):
-        return _Drawn(ad, view.finite_difference, view.excess, view.failing, tile)
-    return _Drawn(_pool(ad, *tile, "magnitude"), _pool(view.finite_difference, *tile, "magnitude"),
-                  _pool(view.excess, *tile, "max"), _pool(view.failing, *tile, "any"), tile)
 
 
 def outline_segments(mask: np.ndarray) -> list[tuple[tuple[float, float], tuple[float, float]]]:
@@ -212,29 +169,33 @@ def _log_ticks(bottom: int, top: int) -> list[int]:
     return [k * step for k in range(math.ceil(bottom / step), top // step + 1)]
 
 
-def _mark_failing(ax: Any, failing: np.ndarray, small: bool, width: float) -> None:
-    """Each failing cell boxed (small blocks), else the outline of the failing regions; a
-    white halo keeps the line visible on any colour."""
+def failing_marks(failing: np.ndarray, small: bool) -> tuple[str, list[Any]]:
+    """How the failing elements are drawn: ("cells", boxes) when few fail in a small block,
+    ("boundary", segments) around the failing regions, or ("worst-only", []) when those are
+    too scattered to outline (the colours of the excess panel show them)."""
+    if small and int(failing.sum()) <= MAX_BOXES:
+        inset = 0.5 - INSET
+        return "cells", [[(c - inset, r - inset), (c + inset, r - inset), (c + inset, r + inset),
+                          (c - inset, r + inset), (c - inset, r - inset)]
+                         for r, c in np.argwhere(failing)]
+    segments = outline_segments(failing)
+    # Mostly isolated elements (about 4 edges each, where a region has its perimeter only).
+    scattered = len(segments) > max(MAX_OUTLINE_EDGES, 3 * int(failing.sum()))
+    return ("worst-only", []) if scattered else ("boundary", segments)
+
+
+def _mark_failing(ax: Any, marks: tuple[str, list[Any]], width: float) -> None:
+    """The boxes or outlines of failing_marks, with a white halo that keeps them visible on
+    any colour."""
     from matplotlib import patheffects
     from matplotlib.collections import LineCollection
 
-    halo: list[Any] = [patheffects.withStroke(linewidth=width + 2.0, foreground="white")]
-    if small:
-        inset = 0.5 - INSET
-        boxes = [[(c - inset, r - inset), (c + inset, r - inset), (c + inset, r + inset),
-                  (c - inset, r + inset), (c - inset, r - inset)]
-                 for r, c in np.argwhere(failing)]
-        if boxes:
-            lines = LineCollection(boxes, colors=OUTLINE, linewidths=width, gid="failing-cells")
-            lines.set_path_effects(halo)
-            ax.add_collection(lines)
-        return
-    segments = outline_segments(failing)
-    if segments:
-        lines = LineCollection(segments, colors=OUTLINE, linewidths=width,
-                               gid="failing-boundary")
-        lines.set_path_effects(halo)
-        ax.add_collection(lines)
+    kind, lines = marks
+    if lines:
+        drawn = LineCollection(lines, colors=OUTLINE, linewidths=width, gid=f"failing-{kind}")
+        drawn.set_path_effects([patheffects.withStroke(linewidth=width + 2.0,
+                                                       foreground="white")])
+        ax.add_collection(drawn)
 
 
 def _mark_worst(ax: Any, row: int, column: int, small: bool) -> None:
@@ -302,7 +263,7 @@ def _excess_panel(figure: Any, ax: Any, view: BlockView, drawn: Any, aspect: str
 def block_figure(view: BlockView) -> Any:
     """The three-panel matplotlib Figure of one block (no pyplot, no global state)."""
     figure_class = require_matplotlib()
-    drawn = _drawn(view)
+    drawn = drawn_matrices(view)
     rows, columns = drawn.finite_difference.shape
     small = max(rows, columns) <= BOX_CELLS
     ratio = rows / columns
@@ -313,6 +274,10 @@ def block_figure(view: BlockView) -> Any:
     if drawn.tile != (1, 1):
         notes.append(f"large block: each cell shows a {drawn.tile[0]}×{drawn.tile[1]} tile"
                      " (largest magnitude; outlined if any element fails)")
+    marks = failing_marks(drawn.failing, small)
+    if marks[0] == "worst-only":
+        notes.append("the failing elements are too scattered to outline: the right panel's"
+                     " colours show them, the worst is circled")
     height = panel_height + 1.7 + 0.2 * len(notes) + (0.25 if view.cause else 0.0)
     figure = figure_class(figsize=(3 * panel_width + 1.8, height), dpi=DPI,
                           layout="constrained")
@@ -323,7 +288,7 @@ def block_figure(view: BlockView) -> Any:
     width = 2.0 if small else float(np.clip(120.0 / max(rows, columns), 0.6, 2.0))
     worst = view.worst
     for ax in axes:
-        _mark_failing(ax, drawn.failing, small, width)
+        _mark_failing(ax, marks, width)
         if worst is not None and failing:
             _mark_worst(ax, worst[0] // drawn.tile[0], worst[1] // drawn.tile[1], small)
         _set_ticks(ax.xaxis, columns, view.input_shape, drawn.tile[1])
@@ -368,7 +333,7 @@ def sidecar(view: BlockView, png: str) -> dict[str, Any]:
         "failing": [[int(r), int(c)] for r, c in failing[:MAX_LISTED]],
         "failing_truncated": bool(len(failing) > MAX_LISTED),
         "worst": None, "cause": view.cause, "notes": list(view.notes), "png": png,
-        "tile": list(_tile(view.shape)),
+        "tile": list(tile_of(view.shape)),
     }
     if worst is not None:
         r, c = worst

@@ -59,7 +59,9 @@ def verdict_line(result: RunResult) -> Text:
     seconds = sum(o.seconds for o in result.outcomes)
     line = Text()
     line.append("OK " if result.ok else "FAILED ", style="bold green" if result.ok else "bold red")
-    line.append(f"{_plural(len(result.outcomes), 'check')}: {counts} in {seconds:.1f}s"
+    took = f"{seconds:.1f}s" if result.wall_seconds is None else (
+        f"{result.wall_seconds:.1f}s, {seconds:.1f}s of it in the checks")
+    line.append(f"{_plural(len(result.outcomes), 'check')}: {counts} in {took}"
                 f" (exit code {int(result.exit_code)})")
     return line
 

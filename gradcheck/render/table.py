@@ -58,9 +58,21 @@ ROOMY_WIDTH = 150
 MIN_MESSAGE_WIDTH = 30
 
 
+_OPENING, _CLOSING = "([{", ")]}"
+
+
 def headline(message: str) -> str:
-    """The first clause of a message: what fits on one table line."""
-    return message.split("; ", 1)[0]
+    """The first clause of a message, up to its first "; " outside brackets (never mid-way
+    through a parenthesis): what fits on one table line."""
+    depth = 0
+    for index, character in enumerate(message):
+        if character in _OPENING:
+            depth += 1
+        elif character in _CLOSING:
+            depth = max(0, depth - 1)
+        elif depth == 0 and message.startswith("; ", index):
+            return message[:index]
+    return message
 
 
 def _short_location(location: str) -> str:

@@ -13,6 +13,6 @@ from gradcheck.report import Report
 def render_text(report: Report, width: int = 160, show_matrices: bool = False) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, no_color=True, color_system=None,
-                      force_terminal=False, highlight=False)
+                      force_terminal=False, force_jupyter=False, highlight=False)
     console.print(render_table(report, show_matrices=show_matrices))
     return buffer.getvalue()

@@ -3,10 +3,35 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Iterator
 from typing import Any
+
+from gradcheck.errors import UsageError
+
+TENSORFLOW_MISSING = (
+    "gradcheck needs TensorFlow, which is not installed here: pip install 'gradcheck[tensorflow]'"
+    " (or 'gradcheck[tensorflow-cpu]'), or install any TensorFlow distribution yourself"
+    " (tensorflow, tensorflow-cpu, tensorflow-macos, tf-nightly)")
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+class _OwnRetracing(logging.Filter):
+    """Drops TensorFlow's "triggered tf.function retracing" warnings when gradcheck's code is
+    on the stack (its checks trace f and its VJP afresh on purpose); the user's own stay."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "triggered tf.function retracing" not in str(record.msg):
+            return True
+        frame = sys._getframe(1)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if name.startswith(_PACKAGE) and name != __file__:
+                return False
+            frame = frame.f_back  # type: ignore[assignment]
+        return True
 
 
 @contextlib.contextmanager
@@ -36,10 +61,19 @@ def imported() -> Any:
     if "tensorflow" not in sys.modules:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         with silenced_stderr_fd():
-            import tensorflow as tf
+            try:
+                import tensorflow as tf
+            except ModuleNotFoundError as exc:
+                if exc.name != "tensorflow":
+                    raise
+                raise UsageError(TENSORFLOW_MISSING) from None
 
             tf.get_logger().setLevel("ERROR")
-    return sys.modules["tensorflow"]
+    tf = sys.modules["tensorflow"]
+    logger = tf.get_logger()
+    if not any(isinstance(f, _OwnRetracing) for f in logger.filters):
+        logger.addFilter(_OwnRetracing())
+    return tf
 
 
 _started = False

@@ -1,0 +1,88 @@
+"""How a Report shows itself (str, Jupyter, report.plot() and report.show()): the views the
+package root installs into gradcheck.report, each delegating to a renderer."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator, Sequence
+from html import escape
+from typing import Any
+
+from gradcheck.report import Report
+
+NO_BLOCKS = ("this report kept no Jacobian blocks to draw: check with"
+             " gradcheck.check(..., keep_blocks=True), then call report.plot()")
+
+
+def text(report: Report) -> str:
+    from gradcheck.render.text import render_text
+
+    return "\n".join(line.rstrip() for line in render_text(report).splitlines())
+
+
+def html(report: Report) -> str:
+    from gradcheck.render.html import render_html
+
+    return render_html(report)
+
+
+class Pictures(Sequence[Any]):
+    """The block pictures of a report (gradcheck.render.plot.Picture); Jupyter shows them inline,
+    each with its title, and each one's `png` holds the bytes."""
+
+    def __init__(self, pictures: Sequence[Any]) -> None:
+        self._pictures = tuple(pictures)
+
+    def __len__(self) -> int:
+        return len(self._pictures)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._pictures[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._pictures)
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} gradcheck pictures: {', '.join(p.stem for p in self)}>"
+
+    def _repr_html_(self) -> str:
+        shown = []
+        for picture in self._pictures:
+            data = base64.b64encode(picture.png).decode("ascii")
+            shown.append(f'<figure style="margin:4px 0"><img alt="{escape(picture.stem)}"'
+                         f' src="data:image/png;base64,{data}" style="max-width:100%">'
+                         f"<figcaption>{escape(picture.stem)}.png</figcaption></figure>")
+        return "".join(shown)
+
+
+def plot(report: Report) -> Pictures:
+    """One picture per kept block (and per cut path), as `--plot DIR` draws them."""
+    from gradcheck.render.plot import render_pictures
+
+    pictures = render_pictures(report)
+    if not pictures:
+        raise ValueError(NO_BLOCKS)
+    return Pictures(pictures)
+
+
+def _ipython_display() -> Any:
+    """IPython's display() inside a kernel (Jupyter, VS Code), else None."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return display if shell is not None and getattr(shell, "kernel", None) is not None else None
+
+
+def show(report: Report) -> None:
+    """Display the table, and the pictures when blocks were kept, in a notebook; print the
+    table elsewhere."""
+    display = _ipython_display()
+    if display is None:
+        print(text(report))
+        return
+    display(report)
+    if report.blocks:
+        display(plot(report))
