@@ -23,7 +23,9 @@ def _output_change(then: OutputLeaf, now: OutputLeaf) -> tuple[str, float | None
     b = np.asarray(now.tensor, dtype=np.float64)
     gap = np.abs(a - b)
     allowed = 8 * machine_eps(now.dtype) * (np.abs(b) + np.max(np.abs(b), initial=0.0))
-    bad = ~(gap <= allowed)  # NaN on one call only counts as a change
+    # NaN on one call only counts as a change; the same NaN or infinity on both does not
+    # (a deterministic non-finite value is the non-finite check's).
+    bad = ~((gap <= allowed) | (a == b) | (np.isnan(a) & np.isnan(b)))
     if not np.any(bad):
         return None
     ranked = np.where(bad, np.nan_to_num(gap, nan=np.inf), -1.0)
