@@ -15,6 +15,7 @@ from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance, machine_eps, tolerance_for
 from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
 from gradcheck.tf.compiled import CompiledVJP, compiled_vjp, eager_vjp
+from gradcheck.tf.culprits import failing_node_site
 from gradcheck.tf.program import first_line
 
 MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
@@ -90,8 +91,15 @@ def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
                                   own_dtype=own is not None)
         except Exception as exc:  # tracing or compiling failed: judged, not a crash
             status, message, cause = _trace_failure(mode, exc, jit)
-            found.add(Kind.COMPILED, status, message, location=exception_location(exc),
-                      cause=cause)
+            location = exception_location(exc)
+            if location is None and status == Status.SKIP:
+                site = failing_node_site(ctx.program, ctx.diff_outputs, str(exc))
+                if site is not None and site.location is not None:
+                    location = site.location
+                    name = site.scope.split("/")[0] if site.scope else site.op
+                    message += f"; the op: the gradient of {name} at {location}"
+                    cause = replace(cause, culprit=name, location=location)
+            found.add(Kind.COMPILED, status, message, location=location, cause=cause)
             if status == Status.WARN:
                 return found  # XLA would fail the same way
             continue

@@ -9,6 +9,7 @@ import numpy as np
 
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
+from gradcheck.tf.culprits import VARIABLE_WRITES, stateful_sites
 from gradcheck.tf.keras import random_layers
 from gradcheck.tf.program import OutputLeaf, flatten_outputs, output_base
 from gradcheck.tf.recording import Recording
@@ -50,6 +51,13 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
     layers = random_layers(recording.program.function)
     culprit = (f"; its random layers: {', '.join(layers)} (check in inference mode, without"
                " --training, or fix their seeds)" if layers else "")
+    sites = [] if layers else stateful_sites(recording.program, diff_outputs)
+    located = next((site for site in sites if site.location), None)
+    if located is not None:
+        kind = ("a variable write" if located.op in VARIABLE_WRITES else "a random op")
+        others = len({(s.op, s.location) for s in sites}) - 1
+        also = f" (and {others} more)" if others > 0 else ""
+        culprit = f"; the state that changes: {kind}, {located.name}, at {located.location}{also}"
     return CheckResult(
         Kind.NONDETERMINISM, Status.FAIL,
         f"{name} returned different values on two calls with the same inputs: {what}; random"
@@ -57,4 +65,7 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
         " differences meaningless, so no gradient verdict is given: fix the randomness"
         f" (tf.random.stateless_*) or check a deterministic version{culprit}",
         output=output, max_abs_err=largest, worst_index=index,
-        cause=Cause("random", what, culprit=", ".join(layers) or None))
+        location=located.location if located is not None else None,
+        cause=Cause("random", what, culprit=", ".join(layers) or (
+            located.name if located is not None else None),
+            location=located.location if located is not None else None))
