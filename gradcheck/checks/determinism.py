@@ -22,7 +22,8 @@ def _output_change(then: OutputLeaf, now: OutputLeaf) -> tuple[str, float | None
         return f"{now.name} changed from shape {then.shape} to {now.shape}", None, None
     a = np.asarray(then.tensor, dtype=np.float64)
     b = np.asarray(now.tensor, dtype=np.float64)
-    gap = np.abs(a - b)
+    with np.errstate(invalid="ignore"):  # inf - inf is NaN: judged below as no change
+        gap = np.abs(a - b)
     allowed = 8 * machine_eps(now.dtype) * (np.abs(b) + np.max(np.abs(b), initial=0.0))
     # NaN on one call only counts as a change; the same NaN or infinity on both does not
     # (a deterministic non-finite value is the non-finite check's).

@@ -33,6 +33,7 @@ class Site:
     scope: str
     location: str | None
     detail: str = ""
+    backward: bool = False  # the op is part of the gradient of the forward op named
 
     @property
     def name(self) -> str:
@@ -44,7 +45,8 @@ def _site(traced: TracedValues, op: Any, detail: str = "") -> Site:
     named = forward if forward is not None else op
     scope = named.name.rsplit("/", 1)[0] if "/" in named.name else ""
     location = op_location(op) or (op_location(forward) if forward is not None else None)
-    return Site(named.type, "" if scope.startswith("gradient_tape") else scope, location, detail)
+    return Site(named.type, "" if scope.startswith("gradient_tape") else scope, location, detail,
+                op.name in traced.index and traced.is_backward(op))
 
 
 def stateful_sites(program: Program, output_indices: Sequence[int]) -> list[Site]:

@@ -191,9 +191,10 @@ def analyse_non_finite(program: Program, output_indices: Sequence[int],
     """Every non-finite output and gradient of f at the point, with its origins; None when
     f cannot be traced into a graph."""
     traced, dtype = trace_values(program, output_indices, jit=jit), None
-    own = {s.own_dtype for s in program.sources if s.argument} - {program.compute_dtype, None}
-    if traced is None and len(own) == 1:  # a float literal meeting a promoted input
-        traced, dtype = trace_values(program, output_indices, jit=jit, own_dtype=True), own.pop()
+    own = {s.own_dtype for s in program.sources if s.argument and s.own_dtype != s.dtype}
+    if traced is None and len(own) == 1 and None not in own:  # a literal meeting float64
+        traced = trace_values(program, output_indices, jit=jit, own_dtype=True)
+        dtype = own.pop()
     if traced is None:
         return None
     found = [_value(traced, name, tensor, False) for name, tensor in traced.outputs]
