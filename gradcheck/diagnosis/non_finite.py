@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from gradcheck.options import CheckOptions
 from gradcheck.report import Cause, CheckResult, Kind, Status
@@ -125,7 +126,7 @@ def _result(value: NonFiniteValue, analysis: NonFiniteAnalysis, variant: str | N
                            for o in value.origins]}, **_where(value))
 
 
-def _where(value: NonFiniteValue) -> dict[str, str | None]:
+def _where(value: NonFiniteValue) -> dict[str, Any]:
     return {"input": value.name, "output": None} if value.gradient else {
         "input": None, "output": value.name}
 

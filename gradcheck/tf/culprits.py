@@ -78,8 +78,9 @@ def failing_node_site(program: Program, output_indices: Sequence[int],
 
 def _distance_to_kink(traced: TracedValues, op: Any,
                       element: tuple[tuple[int, ...], tuple[int, ...]] | None) -> float | None:
-    values = [traced.value(t) for t in op.inputs]
-    if any(v is None for v in values) or not values:
+    found = [traced.value(t) for t in op.inputs]
+    values = [v for v in found if v is not None]
+    if len(values) != len(found) or not values:
         return None
     if op.type in KINK_AT_ZERO:
         first = np.asarray(values[0], dtype=np.float64)

@@ -175,7 +175,7 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool
         return None
     assert array is not None
     tensor = next(t for op in traced.ops for t in op.outputs if t.name == tensor_name)
-    origins = {}
+    origins: dict[tuple[str, str | None, bool], Origin] = {}
     for op in _origin_ops(traced, tensor):
         if op.type in _CONTROL_FLOW and traced.forward_op(op) is None:
             continue

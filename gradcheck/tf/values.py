@@ -56,7 +56,7 @@ def op_location(op: Any) -> str | None:
     return innermost_user_frame(f for f in inner if "__autograph_generated" not in f.filename)
 
 
-class _RecordingRegistry(dict):  # type: ignore[type-arg]
+class _RecordingRegistry(dict[str, Any]):
     """TensorFlow's gradient registry, handing out gradient functions that note which
     forward op they differentiate and which graph ops they create."""
 
