@@ -15,6 +15,7 @@ from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
 from gradcheck.report import Block, Cause, Kind, Status, format_index
 from gradcheck.tf.batch import BatchEvaluator
+from gradcheck.tf.culprits import kink_site
 from gradcheck.tf.program import OutputLeaf, Slot
 from gradcheck.tf.recording import GradientOutcome
 
@@ -240,12 +241,17 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
                                      ignore=fd.kink)
         if ctx.wants(Kind.KINK):
             index = tuple(int(i) for i in np.argwhere(kinks)[0])
+            site = kink_site(ctx.program, ctx.diff_outputs,
+                             (index[len(output.shape):], slot.shape))
+            at = f"; the kink: {site.name} {site.detail} at {site.location}" if site else ""
             found.add(Kind.KINK, Status.WARN,
                       f"{output.name} is not differentiable in {slot.name} at this point"
                       f" ({int(np.sum(kinks))} element(s), e.g. {format_index(index)}):"
                       f" autodiff gives {block[index]:.6g}, finite differences across the kink"
-                      f" {fd.jacobian[index]:.6g}; move the point away from the kink",
-                      worst_index=index, **where)
+                      f" {fd.jacobian[index]:.6g}{at}; move the point away from the kink",
+                      worst_index=index, location=site.location if site else None,
+                      cause=Cause("kink", f"{site.name} {site.detail}", culprit=site.name,
+                                  location=site.location) if site else None, **where)
     details = {
         "autodiff": shown(block), "finite_difference": shown(fd.jacobian),
         "shape": list(block.shape),

@@ -11,6 +11,7 @@ from gradcheck.checks.run import check_program
 from gradcheck.diagnosis.attribution import as_surrogate, blame, excuse
 from gradcheck.diagnosis.custom_gradients import merge_shape_findings
 from gradcheck.diagnosis.graph_breaks import graph_break_results
+from gradcheck.diagnosis.non_finite import non_finite_results
 from gradcheck.diagnosis.sites import record_eager_calls, site_results
 from gradcheck.errors import InputError
 from gradcheck.load.inputs import NamedArgument
@@ -46,6 +47,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
         core = excuse(core, surrogates)
     explained = {c.input for c in core if c.input} if wrong_sites or surrogates else set()
     breaks, core = graph_break_results(program, core, explained)
+    non_finite, core = non_finite_results(program, core, options)
     notes = report.notes
     unexplained = [c for c in core if c.failed and c.location is None]
     if observer is None and unexplained:
@@ -53,7 +55,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
             "custom gradients are checked on their own, with their grad_fn's line, only when"
             " gradcheck imports the module itself: pass 'path/to/module.py:function' or"
             " 'package.module:function' instead of the function object",)
-    return replace(report, checks=tuple(sites + breaks + core), notes=notes)
+    return replace(report, checks=tuple(sites + breaks + non_finite + core), notes=notes)
 
 
 def _known_surrogates(surrogates: frozenset[str], names: Sequence[str], label: str) -> None:
