@@ -22,6 +22,9 @@ STOP_OPS = frozenset({"StopGradient", "PreventGradient"})
 # the gradient (tf.where, clip_by_norm).
 PIECEWISE_CONSTANT_OPS = frozenset({"Round", "Floor", "Ceil", "Rint", "ArgMax", "ArgMin", "Sign"})
 PYTHON_FUNCTION_OPS = frozenset({"PyFunc", "PyFuncStateless"})
+# tf.py_function: differentiable when its Python function runs TensorFlow ops on the tape, so
+# a cut only when the source gets no gradient at all.
+EAGER_FUNCTION_OPS = frozenset({"EagerPyFunc"})
 VARIABLE_WRITE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp",
                                 "AssignSubVariableOp"})
 
@@ -32,7 +35,8 @@ class CutSite:
     type or dtype involved (`detail`)."""
 
     kind: str  # variable, numpy, python-number, stop-gradient, integer-cast, numpy-function,
-    # piecewise-constant, no-gradient, not-differentiable, assign
+    # piecewise-constant, no-gradient, not-differentiable, assign; and where a source gets no
+    # gradient at all: comparison, integer-output, python-function
     location: str | None
     detail: str = ""
 
@@ -103,7 +107,20 @@ def _has_gradient(op: Any) -> bool | None:
     return any(g is not None for g in grads)
 
 
-def _op_cut(op: Any) -> CutSite | None:
+def _discrete_output(op: Any, carried: list[Any], location: str | None) -> CutSite | None:
+    """An op whose outputs on the path are booleans or integers: piecewise constant."""
+    if not carried or any(t.dtype.is_floating or t.dtype.is_complex for t in carried):
+        return None
+    if all(t.dtype.is_bool for t in carried):
+        return CutSite("comparison", location, op.type)
+    return CutSite("integer-output", location, f"{op.type}:{carried[0].dtype.name}")
+
+
+def _op_cut(op: Any, carried: list[Any] | None = None, no_gradient: bool = False,
+            none: bool = False) -> CutSite | None:
+    """The cut this op makes on the path, if any. `carried`: its outputs on the path to f's
+    outputs. With `none` (autodiff gives the source None, so every path is cut) tf.py_function
+    counts; with `no_gradient` (and finite differences are flat) booleans and integers too."""
     location = _frames_location(op.traceback)
     if op.type in STOP_OPS:
         return CutSite("stop-gradient", location, op.type)
@@ -114,8 +131,12 @@ def _op_cut(op: Any) -> CutSite | None:
         return None
     if op.type in PYTHON_FUNCTION_OPS:
         return CutSite("numpy-function", location, op.type)
+    if (none or no_gradient) and op.type in EAGER_FUNCTION_OPS:
+        return CutSite("python-function", location, op.type)
     if op.type in PIECEWISE_CONSTANT_OPS:
         return CutSite("piecewise-constant", location, op.type)
+    if no_gradient and (discrete := _discrete_output(op, carried or [], location)):
+        return discrete
     if op.outputs and all(out.dtype.is_bool for out in op.outputs):
         return None  # comparisons and logic: booleans select branches, they carry no values
     if op.type in VALUE_INDEPENDENT_OPS:
@@ -195,16 +216,50 @@ def _starts(graph: Any, slot: Any) -> list[Any]:
             if op.type == "ReadVariableOp" and any(op.inputs[0] is h for h in handles)]
 
 
-def graph_cuts(program: Program, slot_index: int) -> tuple[list[CutSite], str | None]:
-    """Trace f with tf.function and list the cutting ops on the input→output path."""
+def _carried(op: Any, backward: set[Any], ends: set[int]) -> list[Any]:
+    """The op's outputs that lead on to f's outputs."""
+    return [t for t in op.outputs
+            if id(t) in ends or any(c in backward for c in t.consumers())]
+
+
+def _first_cuts(graph: Any, starts: list[Any], backward: set[Any]) -> list[Any]:
+    """(op, cut) for the first cutting op on every path from the input to the outputs: the
+    walk stops at each cut, so ops only reached through a cut are not blamed."""
+    ends = {id(t) for t in graph.outputs}
+    seen: set[Any] = set()
+    found: list[Any] = []
+    frontier = [consumer for tensor in starts for consumer in tensor.consumers()]
+    while frontier:
+        op = frontier.pop()
+        if op in seen or op not in backward:
+            continue
+        seen.add(op)
+        if op.type in VALUE_INDEPENDENT_OPS:
+            continue
+        cut = _op_cut(op, _carried(op, backward, ends), no_gradient=True)
+        if cut is not None:
+            found.append((op, cut))
+            continue
+        frontier += [c for out in op.outputs for c in out.consumers()]
+    order = {op: i for i, op in enumerate(graph.get_operations())}
+    return [cut for op, cut in sorted(found, key=lambda pair: order.get(pair[0], 0))]
+
+
+def graph_cuts(program: Program, slot_index: int, no_gradient: bool = False,
+               none: bool = False) -> tuple[list[CutSite], str | None]:
+    """Trace f with tf.function and list the cutting ops on the input→output path. `none`:
+    autodiff gives the input None; `no_gradient`: and finite differences see no slope either
+    (then the first cut on each path, whatever makes it)."""
     graph, stopped, note = _trace(program, slot_index)
     if graph is None:
         return ([stopped] if stopped else []), note
     starts = _starts(graph, program.slots[slot_index])
     if not starts:
         return [], "the traced graph never reads this variable"
-    forward = _reachable_forward(starts)
     backward = _reachable_backward(graph.outputs)
+    if no_gradient:
+        return _first_cuts(graph, starts, backward), None
+    forward = _reachable_forward(starts)
     cuts: list[CutSite] = []
     read_handles = {id(op.inputs[0]) for op in backward if op.type == "ReadVariableOp"}
     for op in graph.get_operations():
@@ -212,16 +267,17 @@ def graph_cuts(program: Program, slot_index: int) -> tuple[list[CutSite], str | 
             continue
         if op.type in VARIABLE_WRITE_OPS and id(op.inputs[0]) in read_handles:
             cuts.append(CutSite("assign", _frames_location(op.traceback), op.type))
-        elif op in backward and (cut := _op_cut(op)) is not None:
+        elif op in backward and (cut := _op_cut(op, none=none)) is not None:
             cuts.append(cut)
     definite = [cut for cut in cuts if cut.kind != "piecewise-constant"]
     return definite or cuts, None
 
 
-def locate_cuts(program: Program, slot_index: int) -> tuple[list[CutSite], str | None]:
+def locate_cuts(program: Program, slot_index: int, no_gradient: bool = False,
+                none: bool = False) -> tuple[list[CutSite], str | None]:
     """Every cut found for one input, deduplicated by kind and location; a note if none."""
     cuts = variable_creations(program, slot_index)
-    traced, note = graph_cuts(program, slot_index)
+    traced, note = graph_cuts(program, slot_index, no_gradient, none)
     seen = {(c.kind, c.location) for c in cuts}
     for cut in traced:
         if (cut.kind, cut.location) not in seen:
