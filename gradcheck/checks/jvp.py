@@ -6,7 +6,8 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.numerics.tolerances import machine_eps
-from gradcheck.report import Kind, Status
+from gradcheck.report import Cause, Kind, Status
+from gradcheck.tf.graph import CutSite, forward_mode_gaps
 from gradcheck.tf.program import Slot, first_line
 
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,
@@ -76,6 +77,10 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
         found.add(Kind.JVP, Status.PASS,
                   f"forward mode ⟨u, Jv⟩ = {forward:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
                   f" {backward:.6g} for a random v and u", **numbers, **where)
+    elif gaps := _gaps(ctx, slot):
+        cause = _gap_cause(gaps)
+        found.add(Kind.JVP, Status.SKIP, f"no forward-mode verdict for {slot.name}: {cause.what};"
+                  f" {cause.fix}", location=cause.location, cause=cause, **numbers, **where)
     else:
         found.add(Kind.JVP, Status.FAIL,
                   f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {forward:.6g} but reverse"
@@ -83,3 +88,20 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
                   " two modes disagree, so a gradient (often a custom_gradient grad_fn) is"
                   " inconsistent", **numbers, **where)
     return found
+
+
+def _gaps(ctx: CheckContext, slot: Slot) -> list[CutSite]:
+    index = next(i for i, s in enumerate(ctx.program.slots) if s is slot)
+    return forward_mode_gaps(ctx.program, index)
+
+
+def _gap_cause(gaps: list[CutSite]) -> Cause:
+    ops = ", ".join(dict.fromkeys(gap.detail for gap in gaps))
+    return Cause(
+        "no-forward-rule",
+        f"TensorFlow has no forward-mode rule for {ops} (tf.autodiff.ForwardAccumulator gives"
+        f" no tangent through it, so forward mode says 0 where reverse mode does not)",
+        culprit=gaps[0].detail, location=gaps[0].location,
+        fix="a gap in TensorFlow, not in your gradient: reverse mode (what training uses) is"
+            " checked by the other checks; for JVPs through it, use two reverse passes"
+            " (the transpose of tape.gradient) instead of ForwardAccumulator")

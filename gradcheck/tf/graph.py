@@ -284,3 +284,99 @@ def locate_cuts(program: Program, slot_index: int, no_gradient: bool = False,
             seen.add((cut.kind, cut.location))
             cuts.append(cut)
     return cuts, note
+
+
+LOW_PRECISION = ("bfloat16", "float16")
+
+
+def lowest_precision_inside(program: Program) -> str | None:
+    """float16 or bfloat16 when f computes in it on the way to its outputs (the mixed-precision
+    recipe: half precision inside, float32 outputs), else None (also when f cannot be traced)."""
+    index = next((i for i, s in enumerate(program.slots) if s.differentiable), None)
+    if index is None:
+        return None
+    try:
+        graph = _graph_of(program.call, program, index)
+    except Exception:  # not traceable: judged by its outputs' dtype, as before
+        return None
+    dtypes = {t.dtype.name for op in _reachable_backward(graph.outputs) for t in op.outputs}
+    return next((d for d in LOW_PRECISION if d in dtypes), None)
+
+
+def _forward_graph(program: Program, slot_index: int) -> tuple[Any, set[str]] | None:
+    """f traced under a ForwardAccumulator: its graph and the names of the tensors that carry
+    a tangent; None when f cannot be traced."""
+    tf = tensorflow()
+    slot = program.slots[slot_index]
+    carried: set[str] = set()
+
+    def leaves(result: Any) -> list[Any]:
+        return [leaf.tensor for leaf in flatten_outputs(result) if leaf.differentiable]
+
+    def traced(point: Any) -> list[Any]:
+        with tf.autodiff.ForwardAccumulator(point, tf.ones_like(point)) as accumulator:
+            outputs = leaves(program.call({slot_index: point}))
+        for op in tf.compat.v1.get_default_graph().get_operations():
+            carried.update(t.name for t in op.outputs if t.dtype.is_floating
+                           and accumulator.jvp(t) is not None)
+        return outputs
+
+    try:
+        graph = tf.function(traced, autograph=False).get_concrete_function(
+            tf.TensorSpec(slot.shape, slot.dtype)).graph
+    except Exception:  # not traceable: no op to name
+        return None
+    return graph, carried
+
+
+def forward_mode_gaps(program: Program, slot_index: int) -> list[CutSite]:
+    """Ops on the path from an argument that reverse mode differentiates but forward mode
+    (tf.autodiff.ForwardAccumulator) gives no tangent: a tangent goes in, none comes out."""
+    if program.slots[slot_index].is_variable:
+        return []
+    traced = _forward_graph(program, slot_index)
+    if traced is None:
+        return []
+    graph, carried = traced
+    backward = _reachable_backward(graph.outputs)
+    gaps: list[CutSite] = []
+    for op in graph.get_operations():
+        floats_out = [t for t in op.outputs if t.dtype.is_floating]
+        if op not in backward or not floats_out or op.type == "IdentityN":
+            continue  # IdentityN: a custom_gradient's own, the user's grad_fn decides
+        if not any(t.name in carried for t in op.inputs) or any(
+                t.name in carried for t in floats_out):
+            continue
+        if _op_cut(op) is None:
+            gaps.append(CutSite("no-forward-rule", _frames_location(op.traceback), op.type))
+    return gaps
+
+
+def _forward_op_of(graph: Any, gradient_op: Any) -> Any:
+    """The forward op a gradient op was made for, by name ("gradient_tape/resize/
+    ResizeBilinearGrad" for "resize/ResizeBilinear"); None if not found."""
+    scope = gradient_op.name.split("/", 1)[-1].rsplit("/", 1)[0] + "/"
+    wanted = gradient_op.type.removesuffix("Grad")
+    candidates = [op for op in graph.get_operations()
+                  if op.name.startswith(scope) and not op.name.startswith("gradient_tape")]
+    return next((op for op in candidates if op.type == wanted),
+                candidates[-1] if candidates else None)
+
+
+def second_order_gaps(program: Program, slot_index: int) -> list[CutSite]:
+    """In the traced gradient g of f (a nested-tape program), the gradient ops with no
+    gradient registered in TensorFlow (ResizeBilinearGrad...), each at its forward op's line."""
+    graph, _, _ = _trace(program, slot_index)
+    if graph is None:
+        return []
+    starts = _starts(graph, program.slots[slot_index])
+    forward = _reachable_forward(starts)
+    backward = _reachable_backward(graph.outputs)
+    gaps: list[CutSite] = []
+    for op in graph.get_operations():
+        if op in forward and op in backward and not _has_gradient(op):
+            source = _forward_op_of(graph, op)
+            location = _frames_location(source.traceback) if source is not None else None
+            gaps.append(CutSite("no-second-order-gradient", location,
+                                f"{op.type}:{source.type if source is not None else op.type}"))
+    return gaps
