@@ -287,6 +287,9 @@ def locate_cuts(program: Program, slot_index: int, no_gradient: bool = False,
 
 
 LOW_PRECISION = ("bfloat16", "float16")
+# Ops that custom gradients and forward mode add around the user's: never a forward-mode gap.
+PASS_THROUGH_OPS = frozenset({"Identity", "IdentityN", "PartitionedCall",
+                              "StatefulPartitionedCall"})
 
 
 def lowest_precision_inside(program: Program) -> str | None:
@@ -342,13 +345,15 @@ def forward_mode_gaps(program: Program, slot_index: int) -> list[CutSite]:
     gaps: list[CutSite] = []
     for op in graph.get_operations():
         floats_out = [t for t in op.outputs if t.dtype.is_floating]
-        if op not in backward or not floats_out or op.type == "IdentityN":
-            continue  # IdentityN: a custom_gradient's own, the user's grad_fn decides
+        if op not in backward or not floats_out or op.type in PASS_THROUGH_OPS \
+                or op.name.startswith("gradient_tape"):
+            continue  # a custom_gradient's or forward mode's own ops: the user's grad_fn decides
         if not any(t.name in carried for t in op.inputs) or any(
                 t.name in carried for t in floats_out):
             continue
-        if _op_cut(op) is None:
-            gaps.append(CutSite("no-forward-rule", _frames_location(op.traceback), op.type))
+        location = _frames_location(op.traceback)
+        if location is not None and _op_cut(op) is None:
+            gaps.append(CutSite("no-forward-rule", location, op.type))
     return gaps
 
 
