@@ -123,7 +123,8 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
         analysis.shape_ok = False
         found.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
                   f"computing the gradient of {output.name} with respect to {slot.name} raised"
-                  f" {outcome.error_line}", location=outcome.location, **where)
+                  f" {outcome.error_line}", location=outcome.location,
+                  details={"error": outcome.error_line}, **where)
         return found
     if outcome.value is None:
         analysis.autodiff[k] = None

@@ -385,3 +385,24 @@ def second_order_gaps(program: Program, slot_index: int) -> list[CutSite]:
             gaps.append(CutSite("no-second-order-gradient", location,
                                 f"{op.type}:{source.type if source is not None else op.type}"))
     return gaps
+
+
+def missing_gradient_of(error: str) -> str | None:
+    """The gradient op TensorFlow says has no gradient ("gradient registry has no entry for:
+    ResizeNearestNeighborGrad", "No gradient defined for operation ... (op type: X)")."""
+    for marker in ("gradient registry has no entry for: ", "(op type: "):
+        if marker in error:
+            return error.split(marker, 1)[1].split(")")[0].split()[0].strip("'\".,")
+    return None
+
+
+def forward_op_location(program: Program, slot_index: int,
+                        gradient_type: str) -> tuple[str, str | None] | None:
+    """The user's op whose gradient op is `gradient_type` (CropAndResize for
+    CropAndResizeGradBoxes), and its line, in f traced; None when f has no such op."""
+    base = gradient_type.split("Grad")[0]
+    graph, _, _ = _trace(program, slot_index)
+    if graph is None or not base:
+        return None
+    op = next((op for op in graph.get_operations() if op.type == base), None)
+    return None if op is None else (op.type, _frames_location(op.traceback))
