@@ -20,6 +20,11 @@ from gradcheck.tf.program import OutputLeaf, Slot
 from gradcheck.tf.recording import GradientOutcome
 
 
+# Marks a `connected` result where autodiff gives None and finite differences see no slope:
+# diagnosis/graph_breaks.py looks for the op that gives no gradient (or finds f never reads it).
+NO_GRADIENT_KEY = "no_gradient"
+
+
 @dataclass
 class SourceAnalysis:
     """Everything known about one differentiable input after the numerics ran."""
@@ -119,7 +124,8 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
         analysis.shape_ok = False
         found.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
                   f"computing the gradient of {output.name} with respect to {slot.name} raised"
-                  f" {outcome.error_line}", location=outcome.location, **where)
+                  f" {outcome.error_line}", location=outcome.location,
+                  details={"error": outcome.error_line}, **where)
         return found
     if outcome.value is None:
         analysis.autodiff[k] = None
@@ -200,11 +206,12 @@ def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,
                       f"the trainable weight {slot.name} gets no gradient from {output.name}"
                       f" (None), and finite differences agree that {output.name} does not"
                       f" depend on it here, so it never trains through {output.name} (Keras:"
-                      f" 'No gradients provided'): {why}", **where)
+                      f" 'No gradients provided'): {why}", details={NO_GRADIENT_KEY: True}, **where)
             return found
         found.add(Kind.CONNECTED, Status.PASS,
                   f"autodiff returns None for d{output.name}/d{slot.name} and finite differences"
-                  f" agree that {output.name} does not depend on {slot.name}", **where)
+                  f" agree that {output.name} does not depend on {slot.name}",
+                  details={NO_GRADIENT_KEY: True}, **where)
         return found
     magnitude = float(np.max(np.abs(fd.jacobian)))
     detached = "" if output.origin == "tensor" else (

@@ -279,9 +279,12 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot
 
 
 def _candidate_dtypes(dtype_mode: str) -> list[str | None]:
-    """The dtypes to try in order; None is each argument's own (a literal's is float32)."""
-    if dtype_mode in ("auto", "float64"):
+    """The dtypes to try in order; None is each argument's own (a literal's is float32). An
+    explicit float64 is the user's choice: checked in it, with no fallback."""
+    if dtype_mode == "auto":
         return ["float64", None]
+    if dtype_mode == "float64":
+        return ["float64"]
     if dtype_mode == "float32":
         return ["float32"]
     raise InputError(f"--dtype must be auto, float32 or float64, not {dtype_mode!r}")
