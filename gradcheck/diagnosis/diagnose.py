@@ -15,7 +15,7 @@ from gradcheck.diagnosis.sites import record_eager_calls, site_results
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report
-from gradcheck.tf.instrument import Observer
+from gradcheck.tf.instrument import Observer, defines
 
 
 def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
@@ -33,7 +33,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
             found = [as_surrogate(r, site.name) for r in found]
         sites += found
     core = merge_shape_findings(report.checks, sites)
-    if observer is not None and any(site.decorated is function for site in observer.sites):
+    if observer is not None and any(defines(site, function) for site in observer.sites):
         # f is itself the custom gradient: its site findings are the core's, re-labelled.
         core = [c for c in core if not (c.failed and c.check in (
             Kind.CUSTOM_GRADIENT, Kind.SECOND_ORDER, Kind.HESSIAN))]
@@ -44,11 +44,4 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
         core = excuse(core, surrogates)
     explained = {c.input for c in core if c.input} if wrong_sites or surrogates else set()
     breaks, core = graph_break_results(program, core, explained)
-    notes = report.notes
-    unexplained = [c for c in core if c.failed and c.location is None]
-    if observer is None and unexplained:
-        notes += (
-            "custom gradients are checked on their own, with their grad_fn's line, only when"
-            " gradcheck imports the module itself: pass 'path/to/module.py:function' or"
-            " 'package.module:function' instead of the function object",)
-    return replace(report, checks=tuple(sites + breaks + core), notes=notes)
+    return replace(report, checks=tuple(sites + breaks + core))

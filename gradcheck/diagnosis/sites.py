@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from gradcheck.checks.run import run_checks
 from gradcheck.diagnosis.custom_gradients import translate, variable_results, violation_results
 from gradcheck.errors import GradcheckError
@@ -13,17 +15,40 @@ from gradcheck.load.inputs import Arguments, NamedArgument, name_arguments
 from gradcheck.numerics.mistakes import Mistake, shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, Status
-from gradcheck.tf.instrument import Observer, Site
+from gradcheck.tf.instrument import Observer, Site, defines, replaying
 from gradcheck.tf.program import prepare
 from gradcheck.tf.sites import eager_call, forward_jacobian, site_vjp
 
+# VJP: a random upstream, so that a grad_fn ignoring its upstream fails even at a scalar output
+# (whose Jacobian is checked with the upstream 1 only).
 SITE_KINDS = frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
-                        Kind.FAST, Kind.SECOND_ORDER})
+                        Kind.FAST, Kind.SECOND_ORDER, Kind.VJP})
 
 
 def _site_arguments(site: Site) -> list[NamedArgument]:
     args, kwargs = site.calls[0]
     return name_arguments(site.forward, Arguments(tuple(args), dict(kwargs), site.name))
+
+
+def _judged(site: Site, named: Sequence[NamedArgument]
+            ) -> tuple[Callable[..., Any], list[NamedArgument]]:
+    """The site as a function of the positional arguments f's sources flow into (all of them
+    when no call was seen under a tape); the others keep the values they were called with."""
+    decorated = site.decorated
+    assert decorated is not None
+    positional = [n for n in named if n.position is not None]
+    keywords = {n.keyword: n.value for n in named if n.keyword is not None}
+    chosen = [n for n in positional if site.differentiated is None
+              or n.position in site.differentiated]
+
+    def judged(*values: Any) -> Any:
+        args = [n.value for n in positional]
+        for argument, value in zip(chosen, values):
+            args[argument.position] = value  # type: ignore[index]
+        return decorated(*args, **keywords)
+
+    judged.__name__ = site.name
+    return judged, [replace(n, position=index) for index, n in enumerate(chosen)]
 
 
 def _shape_evidence(site: Site, named: Sequence[NamedArgument]
@@ -45,26 +70,55 @@ def _shape_evidence(site: Site, named: Sequence[NamedArgument]
     return evidence
 
 
+def _upstream_evidence(site: Site, named: Sequence[NamedArgument]
+                       ) -> Callable[[CheckResult], Mistake | None]:
+    """Call the site with two random upstreams: the same gradient for both ignores them."""
+
+    def evidence(result: CheckResult) -> Mistake | None:
+        index = next((i for i, n in enumerate(named) if n.name == result.input), None)
+        if index is None:
+            return None
+        args = [n.value for n in named]
+        first, second = site_vjp(site, args, index, 1), site_vjp(site, args, index, 2)
+        if first is None or second is None or np.allclose(first[1], second[1]):
+            return None
+        if np.allclose(first[0], second[0], rtol=1e-9, atol=0.0):
+            return Mistake("ignored-upstream", "ignores its upstream: it returns the same"
+                           " gradient whatever upstream u it is given",
+                           "multiply by the upstream (return upstream * dy/dx, or uᵀJ)")
+        return None
+
+    return evidence
+
+
+def _checked_alone(site: Site, named: list[NamedArgument], options: CheckOptions
+                   ) -> Report | None:
+    function, judged = _judged(site, named)
+    if not judged:
+        return None  # f differentiates none of its arguments (passed by keyword, constants)
+    return run_checks(function, judged, replace(options, kinds=SITE_KINDS, upstream=()),
+                      site.name)
+
+
 def site_results(site: Site, top_function: Callable[..., Any], top_report: Report,
                  options: CheckOptions) -> list[CheckResult]:
     """Check one custom_gradient on its own (or reuse the top-level report if it is f)."""
     if not site.calls or site.decorated is None:
         return violation_results(site) + variable_results(site)
-    try:
-        named = _site_arguments(site)
-        if site.decorated is top_function:
-            report = top_report
-        else:
-            site_options = replace(options, kinds=SITE_KINDS, upstream=())
-            report = run_checks(site.decorated, named, site_options, site.name)
-    except GradcheckError as error:
-        return violation_results(site) + [CheckResult(
-            Kind.CUSTOM_GRADIENT, Status.SKIP,
-            f"custom_gradient {site.name} could not be checked on its own: {error.message}",
-            location=site.definition)]
-    # Violations seen while the site ran on its own (eagerly) count too.
-    return (translate(site, report, _shape_evidence(site, named)) + violation_results(site)
-            + variable_results(site))
+    with replaying():
+        try:
+            named = _site_arguments(site)
+            report = top_report if defines(site, top_function) else _checked_alone(
+                site, named, options)
+        except GradcheckError as error:
+            return violation_results(site) + [CheckResult(
+                Kind.CUSTOM_GRADIENT, Status.SKIP,
+                f"custom_gradient {site.name} could not be checked on its own: {error.message}",
+                location=site.definition)]
+        # Violations seen while the site ran on its own (eagerly) count too.
+        found = [] if report is None else translate(
+            site, report, _shape_evidence(site, named), _upstream_evidence(site, named))
+    return found + violation_results(site) + variable_results(site)
 
 
 def record_eager_calls(function: Callable[..., Any], named: Sequence[NamedArgument],
