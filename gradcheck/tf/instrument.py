@@ -221,8 +221,8 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
             "count",
             f"grad_fn of {site.name} returned {len(flat)} gradient(s) for {len(flat_args)}"
             f" input(s); it must return exactly one per input, in order" + (
-                f" (only positional arguments are inputs: {', '.join(keywords)} passed by"
-                " keyword is not one)" if keywords else ""),
+                f" (only positional arguments are inputs, not {', '.join(keywords)} passed by"
+                " keyword)" if keywords else ""),
         ))
     flat = (flat + [None] * len(flat_args))[: len(flat_args)]
     repaired = []
@@ -339,21 +339,20 @@ def _record() -> Any:
 
 def _note_call(observer: Observer, site: Site, f: Callable[..., Any], args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> tuple[str, ...]:
-    """Record an eager call: its arguments, which of them f differentiates, and tensors passed
-    by keyword (which TensorFlow does not treat as inputs); returns those keywords."""
+    """Record an eager call: its arguments, which of them f differentiates, and tensors of f
+    passed by keyword (which TensorFlow does not treat as inputs); returns the keywords."""
     tf = tensorflow()
     if len(site.calls) < MAX_CALLS_KEPT:
         if not site.calls:
             site.forward, site.decorated = f, tf.custom_gradient(f)
         site.calls.append((_snapshot(args), _snapshot(kwargs)))
-    if observer.replaying or not _record().could_possibly_record():
-        return ()
-    watched = {index for index, arg in enumerate(args) if _differentiated(arg)}
-    site.differentiated = watched | (site.differentiated or set())
-    keywords = tuple(key for key, value in kwargs.items() if _differentiated(value))
-    if keywords:
-        _keyword_violation(site, args, keywords)
-    return keywords
+    if not observer.replaying and _record().could_possibly_record():
+        watched = {index for index, arg in enumerate(args) if _differentiated(arg)}
+        site.differentiated = watched | (site.differentiated or set())
+        keywords = tuple(key for key, value in kwargs.items() if _differentiated(value))
+        if keywords:
+            _keyword_violation(site, args, keywords)
+    return tuple(kwargs)
 
 
 def _keyword_violation(site: Site, args: tuple[Any, ...], keywords: tuple[str, ...]) -> None:
