@@ -9,12 +9,9 @@ up when it is called: those two are wrapped for the duration of a check, and res
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import functools
 import inspect
-import os
-import textwrap
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +19,7 @@ from typing import Any
 
 from gradcheck.load.locations import format_location
 from gradcheck.tf.runtime import tensorflow
+from gradcheck.tf.site_lines import caller_location, is_library, return_location, source_location
 
 MAX_CALLS_KEPT = 4
 
@@ -69,16 +67,18 @@ class Observer:
     sites: list[Site] = field(default_factory=list)
     # While gradcheck replays a site on its own, which arguments it differentiates is its own.
     replaying: bool = False
+    # False: custom gradients run untouched inside the block (--no-instrument).
+    enabled: bool = True
 
     def site_for(self, f: Callable[..., Any]) -> Site | None:
         """The site of a decorated function (one per definition), None for TensorFlow's own."""
         code = getattr(inspect.unwrap(f), "__code__", None)
-        if code is not None and _is_library(code.co_filename):
+        if code is not None and is_library(code.co_filename):
             return None
         key = code if code is not None else f
         site = next((s for s in self.sites if s.key is key), None)
         if site is None:
-            site = Site(getattr(f, "__name__", "custom_gradient"), f, _source_location(f),
+            site = Site(getattr(f, "__name__", "custom_gradient"), f, source_location(f),
                         parameter_names=_parameter_names(f), key=key)
             self.sites.append(site)
         return site
@@ -141,43 +141,6 @@ def _noting_variables(found: list[str | None], code: Any) -> Iterator[None]:
 # implementations while they are replaced.
 _active: list[Observer] = []
 _saved: list[Callable[..., Any]] = []
-
-
-def _source_location(function: Callable[..., Any]) -> str | None:
-    code = getattr(inspect.unwrap(function), "__code__", None)
-    if code is None:
-        return None
-    try:
-        lines, start = inspect.getsourcelines(code)
-    except (OSError, TypeError):
-        return format_location(code.co_filename, code.co_firstlineno)
-    for offset, line in enumerate(lines):
-        if line.lstrip().startswith(("def ", "async def ")):
-            return format_location(code.co_filename, start + offset)
-    return format_location(code.co_filename, code.co_firstlineno)
-
-
-def return_location(function: Callable[..., Any]) -> str | None:
-    """The grad_fn's own `return` line when it has exactly one, else its `def` line."""
-    code = getattr(function, "__code__", None)
-    if code is None:
-        return None
-    try:
-        lines, start = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
-        return _source_location(function)
-    definition = tree.body[0] if tree.body else None
-    returns = []
-    if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        nested = {id(n) for node in ast.walk(definition) if node is not definition
-                  and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-                  for n in ast.walk(node)}
-        returns = [n for n in ast.walk(definition)
-                   if isinstance(n, ast.Return) and id(n) not in nested]
-    if len(returns) == 1:
-        return format_location(code.co_filename, start + returns[0].lineno - 1)
-    return _source_location(function)
 
 
 def _parameter_names(function: Callable[..., Any]) -> list[str]:
@@ -297,32 +260,6 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., 
 
 
 
-@functools.cache
-def _library_directories() -> tuple[str, ...]:
-    """Where TensorFlow's own code lives (its custom gradients are not the user's)."""
-    import sys
-
-    found = []
-    for name in ("tensorflow", "keras", "tf_keras", "gradcheck"):
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
-        if path:
-            found.append(os.path.dirname(os.path.abspath(path)) + os.sep)
-    return tuple(found)
-
-
-def _is_library(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_library_directories())
-
-
-def _caller_location() -> str | None:
-    """The innermost line of the stack outside TensorFlow and gradcheck: the call's line."""
-    for frame in reversed(traceback.extract_stack()):
-        if not _is_library(frame.filename) and not frame.filename.startswith("<"):
-            return format_location(frame.filename, frame.lineno or 0)
-    return None
-
-
 def _differentiated(values: Any) -> bool:
     """Whether a tape active now watches (a tensor of) `values`: f's sources flow into it."""
     tf = tensorflow()
@@ -369,7 +306,7 @@ def _keyword_violation(site: Site, args: tuple[Any, ...], keywords: tuple[str, .
                 " to it through grad_fn (None) and grad_fn must return one gradient per"
                 " positional argument only")
     site.add_violation(Violation("keywords", f"{what}; pass {', '.join(keywords)} positionally",
-                                 location=_caller_location()))
+                                 location=caller_location()))
 
 
 def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
@@ -377,7 +314,7 @@ def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
 
     def decorator(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         observer = _active[-1] if _active else None
-        site = observer.site_for(f) if observer is not None else None
+        site = observer.site_for(f) if observer is not None and observer.enabled else None
         if observer is None or site is None:
             return original(f, args, kwargs)
         keywords = _note_call(observer, site, f, args, kwargs) \
@@ -420,13 +357,13 @@ def replaying() -> Iterator[None]:
 def observing_custom_gradients(enabled: bool = True) -> Iterator[Observer]:
     """Observe every custom gradient called inside the block (a fresh observer each time),
     with TensorFlow's two implementations wrapped while any observer is active."""
-    if not enabled:
-        yield Observer()
-        return
     import importlib
 
-    module = importlib.import_module("tensorflow.python.ops.custom_gradient")
-    observer = Observer()
+    module: Any = importlib.import_module("tensorflow.python.ops.custom_gradient")
+    observer = Observer(enabled=enabled)
+    if not enabled and not _active:
+        yield observer
+        return
     if not _active:
         _saved[:] = [module._eager_mode_decorator, module._graph_mode_decorator]
         module._eager_mode_decorator = _observed(_saved[0], eager=True)
