@@ -18,6 +18,13 @@ from gradcheck.tf.program import Slot, first_line
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,
 # allowed as this many machine epsilons of the sum of the terms' magnitudes.
 JVP_ROUNDING = 300.0
+# ForwardAccumulator gives None where TensorFlow has no way forward: not a wrong gradient.
+_NO_FORWARD_MODE = (
+    "forward mode (ForwardAccumulator) gives no JVP for {0} (None) although reverse mode gives"
+    " a gradient: TensorFlow has no forward-mode rule on the path (a custom_gradient whose"
+    " forward and grad_fn both leave TensorFlow, e.g. NumPy through tf.numpy_function, which"
+    " forward mode would differentiate through; or an op without one), so the two modes cannot"
+    " be compared")
 # Random streams of their own: the JVP's u and v must not repeat the VJP's upstream.
 JVP_STREAM = 2
 
@@ -68,6 +75,9 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
         else:
             found.add(Kind.JVP, Status.SKIP,
                       f"forward mode could not run for {slot.name}: {first_line(exc)}", **where)
+        return found
+    if all(j is None for j in jvps) and reverse.value is not None and np.any(reverse.value):
+        found.add(Kind.JVP, Status.SKIP, _NO_FORWARD_MODE.format(slot.name), **where)
         return found
     forward_terms = [u * j for u, j in zip(upstreams, jvps) if j is not None]
     reverse_terms = np.zeros(slot.shape) if reverse.value is None else reverse.value * tangent

@@ -28,7 +28,7 @@ def input_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
                      help="Seed for --shape and random upstreams."),
         click.option("--no-instrument", "no_instrument", is_flag=True,
-                     help="Do not observe tf.custom_gradient functions while loading."),
+                     help="Do not observe the tf.custom_gradient functions f calls."),
     )):
         function = decorator(function)
     return function

@@ -17,7 +17,7 @@ from gradcheck.errors import InputError
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report
-from gradcheck.tf.instrument import Observer
+from gradcheck.tf.instrument import Observer, defines
 
 
 def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
@@ -36,7 +36,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
             found = [as_surrogate(r, site.name) for r in found]
         sites += found
     core = merge_shape_findings(report.checks, sites)
-    if observer is not None and any(site.decorated is function for site in observer.sites):
+    if observer is not None and any(defines(site, function) for site in observer.sites):
         # f is itself the custom gradient: its site findings are the core's, re-labelled.
         core = [c for c in core if not (c.failed and c.check in (
             Kind.CUSTOM_GRADIENT, Kind.SECOND_ORDER, Kind.HESSIAN))]
@@ -48,14 +48,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     explained = {c.input for c in core if c.input} if wrong_sites or surrogates else set()
     breaks, core = graph_break_results(program, core, explained)
     non_finite, core = non_finite_results(program, core, options)
-    notes = report.notes
-    unexplained = [c for c in core if c.failed and c.location is None]
-    if observer is None and unexplained:
-        notes += (
-            "custom gradients are checked on their own, with their grad_fn's line, only when"
-            " gradcheck imports the module itself: pass 'path/to/module.py:function' or"
-            " 'package.module:function' instead of the function object",)
-    return replace(report, checks=tuple(sites + breaks + non_finite + core), notes=notes)
+    return replace(report, checks=tuple(sites + breaks + non_finite + core))
 
 
 def _known_surrogates(surrogates: frozenset[str], names: Sequence[str], label: str) -> None:

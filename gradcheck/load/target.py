@@ -157,28 +157,12 @@ def _exec_file(file_part: str) -> ModuleType:
     return module
 
 
-def _reload_if_possible(module: ModuleType) -> ModuleType:
-    """Imported before gradcheck could observe it (e.g. by the user's own tests): execute it
-    again so that its decorators run under observation. Modules that cannot run twice (a
-    gradient registered by name) keep their first import, unobserved."""
-    try:
-        return importlib.reload(module)
-    except KeyboardInterrupt:
-        raise
-    except Exception:
-        return sys.modules.get(module.__name__, module)
-
-
-def _import_module(module_name: str, search_path: str, fresh: bool = False) -> ModuleType:
+def _import_module(module_name: str, search_path: str) -> ModuleType:
     if not all(part.isidentifier() for part in module_name.split(".")):
         raise LoadError(f"TARGET module {module_name!r} is not a valid module name")
     cache = _FILE_MODULES.get()
-    already = module_name in sys.modules
     try:
-        if fresh and already and (cache is None or module_name not in cache):
-            module = _reload_if_possible(sys.modules[module_name])
-        else:
-            module = importlib.import_module(module_name)
+        module = importlib.import_module(module_name)
         if cache is not None:
             cache[module_name] = module
         return module
@@ -196,13 +180,13 @@ def _import_module(module_name: str, search_path: str, fresh: bool = False) -> M
         raise _import_failure(module_name, exc) from exc
 
 
-def import_module(module_part: str, search_path: str = ".", fresh: bool = False) -> ModuleType:
-    """Import the module part of a TARGET (a dotted name or a .py file); `fresh` executes a
-    dotted module again if it was imported before (once per run under module_cache)."""
+def import_module(module_part: str, search_path: str = ".") -> ModuleType:
+    """Import the module part of a TARGET (a dotted name or a .py file); a module imported
+    before is used as it is (custom gradients are observed when called, not when defined)."""
     _add_to_sys_path(os.path.abspath(search_path))
     if _is_file_spec(module_part):
         return _import_file(module_part)
-    return _import_module(module_part, search_path, fresh)
+    return _import_module(module_part, search_path)
 
 
 def resolve_attribute(module: ModuleType, module_part: str, attr_path: str) -> Any:
@@ -241,7 +225,6 @@ def load_target(
     spec: str,
     search_path: str = ".",
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
-    fresh: bool = False,
 ) -> Target:
     """Import TARGET and return the callable it names, with loader errors in plain words."""
     module_part, attr_path = split_spec(spec)
@@ -249,7 +232,7 @@ def load_target(
         raise LoadError(f"--path {search_path!r} is not a directory")
     context = import_context() if import_context is not None else contextlib.nullcontext()
     with context:
-        module = import_module(module_part, search_path, fresh)
+        module = import_module(module_part, search_path)
     function = resolve_attribute(module, module_part, attr_path)
     if inspect.isclass(function):
         raise LoadError(
