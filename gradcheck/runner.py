@@ -14,6 +14,7 @@ from gradcheck.isolation import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.load.config import CheckConfig
 from gradcheck.options import DEFAULT_MAX_MEMORY, format_size
 from gradcheck.report import CheckOutcome, RunResult
+from gradcheck.workers import status_kib
 
 _SESSIONS = itertools.count()
 # What a worker that has imported TensorFlow and run a small check holds (measured: 380 MiB).
@@ -57,14 +58,7 @@ def usable_cores() -> int:
 
 def available_memory() -> int | None:
     """Bytes of memory available to new processes (Linux's MemAvailable), or None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    return status_kib("", "MemAvailable", "/proc/meminfo")
 
 
 def parse_jobs(text: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from gradcheck.errors import UsageError
 from gradcheck.load.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyword
@@ -74,3 +75,28 @@ def guard_outputs(reads: Sequence[tuple[str, str]], files: Sequence[tuple[str, s
         check_writable(folder, folder=True)
     for flag, path in chosen:
         check_writable(path, make_folders=flag == "--save")
+
+
+def guard_single(target: str, options: dict[str, Any]) -> None:
+    """Outputs that are files this check reads, or cannot be written: refused before it runs."""
+    reads = [(path, "the target's source") for path in target_files(target, options["path"])]
+    reads += [(path, "the --inputs source")
+              for path in target_files(options["inputs_attr"], options["path"])]
+    reads += [(path, "an input file") for path in value_files(options["input_specs"])]
+    reads += [(path, "an upstream file")
+              for path in value_files(options.get("upstream_specs", ()))]
+    guard_outputs(reads, [("-o", options["output_file"]), ("--save", options["save_file"])],
+                  ("--plot", options["plot_dir"]))
+
+
+def guard_run(config: Any, selected: Any, output_file: str | None,
+               plot_dir: str | None) -> None:
+    """`run`'s outputs must not be the configuration or a file a selected check reads."""
+    reads = [(str(config.source), "the configuration")]
+    for check in selected:
+        reads += [(path, f"the source of check {check.name!r}")
+                  for path in (*target_files(check.load_target, check.path),
+                               *target_files(check.inputs, check.path))]
+        reads += [(path, f"a file check {check.name!r} reads")
+                  for path in value_files((*check.input, *check.upstream))]
+    guard_outputs(reads, [("-o", output_file)], ("--plot", plot_dir), plot_subfolders=True)
