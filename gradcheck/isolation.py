@@ -22,6 +22,7 @@ from gradcheck.options import CheckOptions
 from gradcheck.report import Report
 from gradcheck.workers import (
     FORK_SERVER_GONE,
+    LOST_BY_FORK_SERVER,
     MAX_SPARES,
     SPARES,
     WorkerProcess,
@@ -272,7 +273,8 @@ class _Supervisor:
     def _died(self, member: WorkerProcess) -> None:
         crash = member.crash()  # before the worker's fault dump is removed
         self._remove(member)
-        gone = crash.signum is None and fork_server_gone()
+        gone = crash.signum is None and crash.exitcode == LOST_BY_FORK_SERVER \
+            and fork_server_gone(wait=2.0)
         job, index = member.job, member.index
         if job is None or index is None:
             if member.ready and member.broken is None and member.reserved is None:

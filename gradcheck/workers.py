@@ -64,16 +64,7 @@ def _stop_fork_server() -> None:
             server._stop()
 
 
-def fork_server_gone() -> bool:
-    """The fork server was killed (e.g. by the out-of-memory killer); it is not reaped here,
-    so that multiprocessing starts a new one when the next worker is needed."""
-    if context().get_start_method() != "forkserver":
-        return False
-    from multiprocessing import forkserver
-
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    if pid is None:
-        return False
+def _ended(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as status:
             return status.read().rpartition(")")[2].split()[0] in ("Z", "X")
@@ -81,6 +72,27 @@ def fork_server_gone() -> bool:
         return not os.path.exists(f"/proc/{pid}") if os.path.isdir("/proc") else False
 
 
+def fork_server_gone(wait: float = 0.0) -> bool:
+    """The fork server was killed (e.g. by the out-of-memory killer), looking for up to `wait`
+    seconds (its pipes close just before it becomes a zombie); it is not reaped here, so that
+    multiprocessing starts a new one when the next worker is needed."""
+    if context().get_start_method() != "forkserver":
+        return False
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if pid is None:
+        return False
+    deadline = time.monotonic() + wait
+    while not _ended(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+# multiprocessing's exit code for a worker whose fork server can no longer say how it ended.
+LOST_BY_FORK_SERVER = 255
 FORK_SERVER_GONE = ("the fork server process that starts gradcheck's workers was killed (perhaps"
                     " by the system's out-of-memory killer)")
 

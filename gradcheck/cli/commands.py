@@ -29,6 +29,7 @@ from gradcheck.errors import (
     ExitCode,
     GradcheckError,
     InputError,
+    Interrupted,
     LoadError,
     UsageError,
 )
@@ -233,10 +234,13 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
             from gradcheck.render.artifacts import require_plotting
 
             require_plotting()
-        with _run_progress(len(selected), options) as progress:
-            result = run_all(selected, limit, progress, workers, notice=lambda check, message:
-                             click.echo(f"Error: {check.name}: {message}", err=True),
-                             keep_blocks=plot_dir is not None)
+        try:
+            with _run_progress(len(selected), options) as progress:
+                result = run_all(selected, limit, progress, workers, notice=lambda check, msg:
+                                 click.echo(f"Error: {check.name}: {msg}", err=True),
+                                 keep_blocks=plot_dir is not None)
+        except Interrupted as stop:  # Ctrl-C or SIGTERM: what finished is still reported
+            result = stop.finished  # a RunResult, from run_all
         text = _formatted_run(result, output_format)
         if options["output_file"]:
             write_file(options["output_file"], text.encode())

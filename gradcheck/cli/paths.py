@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,15 @@ def _same(one: Path, other: Path) -> bool:
         return False
 
 
+def _is_special(path: str) -> bool:
+    """A device or FIFO (/dev/null), which any number of outputs may share."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def guard_outputs(reads: Sequence[tuple[str, str]], files: Sequence[tuple[str, str | None]],
                   plot_dir: tuple[str, str | None] = ("--plot", None),
                   plot_subfolders: bool = False) -> None:
@@ -61,7 +71,8 @@ def guard_outputs(reads: Sequence[tuple[str, str]], files: Sequence[tuple[str, s
             if _same(real_target(path), source):
                 raise UsageError(f"{flag} {path!r} is {what}, which this run reads; write the"
                                  " output to another file")
-    if len({real_target(path) for _, path in chosen}) < len(chosen):
+    files_only = [real_target(path) for _, path in chosen if not _is_special(path)]
+    if len(set(files_only)) < len(files_only):
         raise UsageError(" and ".join(flag for flag, _ in chosen) + " name the same file")
     flag, folder = plot_dir
     if folder:
