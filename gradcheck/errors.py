@@ -64,11 +64,10 @@ class InternalError(GradcheckError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM: `reason` says which; `finished` holds what had finished (a run's
-    results by job index), so that it can still be reported."""
+    """Ctrl-C or SIGTERM: `reason` says which; `finished` holds what had finished, so that it
+    can still be reported (the supervisor's results by job index, a run's RunResult)."""
 
-    def __init__(self, reason: str = "interrupted (Ctrl-C)",
-                 finished: dict[int, Any] | None = None) -> None:
+    def __init__(self, reason: str = "interrupted (Ctrl-C)", finished: Any = None) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.finished = finished or {}
+        self.finished: Any = {} if finished is None else finished

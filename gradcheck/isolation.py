@@ -1,34 +1,37 @@
-"""Run checks in worker processes, forked from a fork server that has imported TensorFlow once
-(the command line itself never imports it; "spawn" where there is no fork server). A worker
-that crashes, outlives its time limit or outgrows its memory cap is killed and reported with
-the phase it was in; after a native crash the check runs again, without vectorisation, in a new
-worker, so that a verdict is still given where TensorFlow allows one. Idle workers are kept for
-the next checks of this process."""
+"""Run checks in worker processes (gradcheck.workers), forked from a fork server that has
+imported TensorFlow once (the command line itself never imports it; "spawn" where there is no
+fork server). A worker that crashes, outlives its time limit or outgrows its memory cap is
+killed and reported with the phase it was in; after a native crash the check runs again,
+without vectorisation, in a new worker, so that a verdict is still given where TensorFlow
+allows one. Idle workers are kept for the next checks of this process."""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
-import multiprocessing
-import os
-import re
-import signal
-import sys
-import tempfile
 import time
-import types
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import wait
-from pathlib import Path
 from typing import Any
 
 from gradcheck import failures, worker
 from gradcheck.errors import GradcheckError, InternalError, Interrupted, UsageError
 from gradcheck.options import CheckOptions
 from gradcheck.report import Report
+from gradcheck.workers import (
+    FORK_SERVER_GONE,
+    LOST_BY_FORK_SERVER,
+    MAX_SPARES,
+    SPARES,
+    WorkerProcess,
+    fork_server_gone,
+    prestart,
+    require_main_guard,
+    stop_workers,
+    threads_per_worker,
+)
 
 # A worker may use this much more memory than --max-memory before it is stopped.
 MEMORY_FACTOR = 4
@@ -37,54 +40,8 @@ MEMORY_FLOOR = 2 << 30
 STARTUP_LIMIT = 120.0
 # How often a busy worker's memory is looked at.
 POLL_SECONDS = 0.25
-# Idle workers kept for later checks of this process (tests, the Python API).
-MAX_SPARES = 4
 RETRY_NOTE = ("these results come from a new worker process with vectorisation off"
               " (no pfor, no tf.vectorized_map)")
-
-
-def _context() -> Any:
-    """The fork server's context, its preloading set (workers start in a fraction of a second
-    after the first), or "spawn" where fork servers do not exist."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["gradcheck.preimported"])
-    return context
-
-
-def _stop_fork_server() -> None:
-    """Without waiting for the interpreter teardown of a process that imported TensorFlow (it
-    holds this process's stdout and stderr until it ends)."""
-    from multiprocessing import forkserver
-
-    server: Any = forkserver._forkserver
-    pid = getattr(server, "_forkserver_pid", None)
-    if pid is not None:
-        with contextlib.suppress(Exception):
-            os.kill(pid, signal.SIGKILL)
-            server._stop()
-
-
-def _fork_server_gone() -> bool:
-    """The fork server was killed (e.g. by the out-of-memory killer); it is not reaped here,
-    so that multiprocessing starts a new one when the next worker is needed."""
-    if _context().get_start_method() != "forkserver":
-        return False
-    from multiprocessing import forkserver
-
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    if pid is None:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as status:
-            return status.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return not os.path.exists(f"/proc/{pid}") if os.path.isdir("/proc") else False
-
-
-FORK_SERVER_GONE = ("the fork server process that starts gradcheck's workers was killed (perhaps"
-                    " by the system's out-of-memory killer)")
 
 
 def memory_cap(max_memory: int) -> int:
@@ -137,171 +94,10 @@ class Events:
             listener(*arguments)
 
 
-@contextlib.contextmanager
-def _main_module_hidden(hide: bool) -> Iterator[None]:
-    """Without a __main__ to re-run, a spawned worker starts faster and a script that starts
-    one needs no `if __name__ == "__main__"` guard; only jobs that use __main__ need it."""
-    main = sys.modules.get("__main__")
-    if hide and main is not None:
-        sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
-
-
 def _needs_main(job: Job) -> bool:
     """The job names something defined in the __main__ module (e.g. a script's f)."""
     return any(getattr(item, "__module__", None) == "__main__"
                for item in (job.function, *job.args))
-
-
-_MAIN_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__""")
-
-
-def require_main_guard() -> None:
-    """A worker imports the __main__ script again (as multiprocessing does) to find f in it: a
-    script whose top-level code checks without an `if __name__ == "__main__":` guard would
-    start workers from its workers. Say so now, instead of multiprocessing's bootstrapping
-    error from inside a worker."""
-    path = getattr(sys.modules.get("__main__"), "__file__", None)
-    if not path or not str(path).endswith(".py"):
-        return
-    try:
-        source = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return
-    if not _MAIN_GUARD.search(source):
-        name = Path(path).name
-        raise UsageError(
-            f"isolate=True runs f in a worker process, which imports {name} again to find f:"
-            f" put the top-level code of {name} that calls gradcheck under"
-            ' `if __name__ == "__main__":`, or define f in a module of its own')
-
-
-class _Worker:
-    """One worker process, its connection, and what it is doing."""
-
-    def __init__(self, with_main: bool = False, threads: int | None = None) -> None:
-        context = _context()
-        handle, self.fault_path = tempfile.mkstemp(prefix="gradcheck-fault-", suffix=".txt")
-        os.close(handle)
-        self.connection, child = context.Pipe()
-        self.with_main = with_main
-        self.process = context.Process(target=worker.main, name="gradcheck-worker",
-                                       args=(child, self.fault_path, threads))
-        # A check's time limit runs from when a worker was free to take it, so it counts the
-        # start-up of a worker started for it: the limit bounds what the user waits.
-        self.born = self.free_since = time.monotonic()
-        try:
-            with _main_module_hidden(not with_main):
-                self.process.start()  # with a fork server: once it has imported TensorFlow
-        except (OSError, EOFError, ValueError) as exc:  # the fork server died as it forked
-            with contextlib.suppress(OSError):
-                os.unlink(self.fault_path)
-            raise InternalError(f"cannot start a worker process: {FORK_SERVER_GONE}"
-                                f" ({type(exc).__name__}: {exc}); run the command again") from exc
-        finally:
-            child.close()
-        # Before multiprocessing's own exit handler, which would wait for idle workers.
-        atexit.unregister(stop_workers)
-        atexit.register(stop_workers)
-        self.clock_from = 0.0
-        self.ready = False
-        self.broken: str | GradcheckError | None = None
-        self.main_thread: int | None = None
-        self.index: int | None = None
-        self.job: Job | None = None
-        self.sent_at = 0.0
-        self.phase = worker.STARTING
-        self.where: str | None = None
-        self.stack: str | None = None
-        self.reserved: int | None = None  # the retry this new worker was started for
-
-    def send(self, index: int, job: Job, clock_from: float) -> None:
-        now = time.monotonic()
-        self.clock_from = min(clock_from, now)
-        # The worker is told the time left, so that it knows when its last second begins.
-        left = None if job.timeout is None else job.timeout - (now - self.clock_from)
-        sent = dataclasses.replace(job, timeout=left, options=dataclasses.replace(
-            job.options, phase=None, progress=None))
-        environ = {"TF_CPP_MIN_LOG_LEVEL": "3", **os.environ}  # as gradcheck.tf.runtime does
-        self.connection.send((sent, os.getcwd(), environ))
-        self.index, self.job, self.sent_at = index, job, now
-        self.phase, self.where, self.stack = f"the start of the check of {job.target}", None, None
-
-    def deadline(self) -> float | None:
-        if self.job is None or self.job.timeout is None:
-            return None
-        return self.clock_from + self.job.timeout
-
-    def startup(self) -> float:
-        """How much of the job's time went to waiting for this worker to start."""
-        return self.sent_at - self.clock_from
-
-    def memory(self) -> int | None:
-        """Resident memory in bytes (Linux), or None."""
-        try:
-            with open(f"/proc/{self.process.pid}/status", encoding="ascii") as status:
-                for line in status:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) * 1024
-        except (OSError, ValueError, IndexError):
-            pass
-        return None
-
-    def crash(self) -> failures.Crash:
-        exitcode = self.process.exitcode or 0
-        try:
-            with open(self.fault_path, encoding="utf-8", errors="replace") as dump:
-                frames = failures.read_fault_dump(dump.read(), self.main_thread)
-        except OSError:
-            frames = ()
-        return failures.Crash(-exitcode if exitcode < 0 else None, exitcode, frames)
-
-    def kill(self) -> None:
-        """The worker and every process it started (its session's process group): children
-        of f would otherwise keep the user's stdout and stderr open after gradcheck ends."""
-        pid = self.process.pid
-        if pid is not None:
-            with contextlib.suppress(OSError):  # the worker made itself its group's leader
-                os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            self.process.kill()
-            self.process.join(5)
-        with contextlib.suppress(Exception):
-            self.connection.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.fault_path)
-
-
-_SPARES: list[_Worker] = []
-
-
-def stop_workers() -> None:
-    """Stop the idle workers and the fork server (as this process ends)."""
-    while _SPARES:
-        _SPARES.pop().kill()
-    _stop_fork_server()
-
-
-def threads_per_worker(parallel: int) -> int | None:
-    """TensorFlow's thread pools of workers that run side by side share the cores between them
-    (each would otherwise start a pool as large as the machine)."""
-    return max(1, (os.cpu_count() or 1) // parallel) if parallel > 1 else None
-
-
-def prestart(count: int = 1) -> None:
-    """Start importing TensorFlow now, while the caller gets on with other work: in the fork
-    server (without waiting), or else in `count` workers."""
-    if _context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
-        return
-    while len(_SPARES) < min(count, MAX_SPARES):
-        _SPARES.append(_Worker(threads=threads_per_worker(count)))
 
 
 def run_jobs(jobs: Sequence[Job], parallel: int = 1, events: Events | None = None
@@ -319,7 +115,7 @@ class _Supervisor:
         self.pending = deque(range(len(self.jobs)))
         self.retries: dict[int, tuple[Job, str]] = {}  # index: (the retry, why)
         self.results: dict[int, JobResult] = {}
-        self.workers: list[_Worker] = []
+        self.workers: list[WorkerProcess] = []
 
     def run(self) -> list[JobResult]:
         if not self.jobs:
@@ -327,9 +123,9 @@ class _Supervisor:
         if self.with_main:
             require_main_guard()
         self.began = time.monotonic()
-        for spare in list(_SPARES):
+        for spare in list(SPARES):
             if len(self.workers) < self.parallel and spare.with_main >= self.with_main:
-                _SPARES.remove(spare)
+                SPARES.remove(spare)
                 self.workers.append(spare)
         try:
             while len(self.results) < len(self.jobs):
@@ -348,8 +144,8 @@ class _Supervisor:
             raise
         finally:
             for member in self.workers:
-                if member.index is None and member.broken is None and len(_SPARES) < MAX_SPARES:
-                    _SPARES.append(member)
+                if member.index is None and member.broken is None and len(SPARES) < MAX_SPARES:
+                    SPARES.append(member)
                 else:
                     member.kill()
         return [self.results[index] for index in range(len(self.jobs))]
@@ -358,10 +154,10 @@ class _Supervisor:
         """Enough workers for the pending jobs, up to `parallel`."""
         free = sum(1 for w in self.workers if w.index is None and w.reserved is None)
         while len(self.workers) < self.parallel and len(self.pending) > free:
-            self.workers.append(_Worker(self.with_main, threads_per_worker(self.parallel)))
+            self.workers.append(WorkerProcess(self.with_main, threads_per_worker(self.parallel)))
             free += 1
 
-    def _next_job(self, member: _Worker, take: bool) -> tuple[int, Job] | None:
+    def _next_job(self, member: WorkerProcess, take: bool) -> tuple[int, Job] | None:
         """The job this worker is to run next (its retry, or the next pending one)."""
         if member.reserved is not None:
             index = member.reserved
@@ -412,7 +208,7 @@ class _Supervisor:
         objects = [w.connection for w in self.workers] + [w.process.sentinel for w in self.workers]
         wait(objects, timeout)
 
-    def _look_at(self, member: _Worker) -> None:
+    def _look_at(self, member: WorkerProcess) -> None:
         with contextlib.suppress(EOFError, OSError):
             while member.connection.poll():
                 self._receive(member, member.connection.recv())
@@ -442,7 +238,7 @@ class _Supervisor:
             else:
                 self._finish(member.index, None, error, seconds)
 
-    def _starting(self, member: _Worker) -> None:
+    def _starting(self, member: WorkerProcess) -> None:
         """A worker still starting: given up after STARTUP_LIMIT, or once the time limit of
         the check it is to take has run out."""
         if time.monotonic() - member.born > STARTUP_LIMIT:
@@ -455,7 +251,7 @@ class _Supervisor:
             self._next_job(member, take=True)
             self._remove(member)
 
-    def _receive(self, member: _Worker, message: tuple[Any, ...]) -> None:
+    def _receive(self, member: WorkerProcess, message: tuple[Any, ...]) -> None:
         kind, *rest = message
         index = member.index
         if kind == "ready":
@@ -474,10 +270,11 @@ class _Supervisor:
             member.free_since = time.monotonic()
             self._finish(index, *rest)
 
-    def _died(self, member: _Worker) -> None:
+    def _died(self, member: WorkerProcess) -> None:
         crash = member.crash()  # before the worker's fault dump is removed
         self._remove(member)
-        gone = crash.signum is None and _fork_server_gone()
+        gone = crash.signum is None and crash.exitcode == LOST_BY_FORK_SERVER \
+            and fork_server_gone(wait=2.0)
         job, index = member.job, member.index
         if job is None or index is None:
             if member.ready and member.broken is None and member.reserved is None:
@@ -515,11 +312,11 @@ class _Supervisor:
         retry = dataclasses.replace(job, options=dataclasses.replace(job.options, vectorise=False))
         self.retries[index] = (retry, error.message)
         self.events.tell("notice", index, f"{error.message}; checking again without vectorisation")
-        fresh = _Worker(self.with_main, threads_per_worker(self.parallel))
+        fresh = WorkerProcess(self.with_main, threads_per_worker(self.parallel))
         fresh.reserved = index
         self.workers.append(fresh)
 
-    def _remove(self, member: _Worker) -> None:
+    def _remove(self, member: WorkerProcess) -> None:
         member.kill()
         if member in self.workers:
             self.workers.remove(member)
@@ -537,3 +334,7 @@ class _Supervisor:
         result = JobResult(report, error, seconds)
         self.results[index] = result
         self.events.tell("finished", index, result)
+
+
+__all__ = ["Events", "Job", "JobResult", "memory_cap", "prestart", "run_jobs", "stop_workers",
+           "threads_per_worker"]

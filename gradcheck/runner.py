@@ -14,6 +14,7 @@ from gradcheck.isolation import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.load.config import CheckConfig
 from gradcheck.options import DEFAULT_MAX_MEMORY, format_size
 from gradcheck.report import CheckOutcome, RunResult
+from gradcheck.workers import status_kib
 
 _SESSIONS = itertools.count()
 # What a worker that has imported TensorFlow and run a small check holds (measured: 380 MiB).
@@ -57,14 +58,7 @@ def usable_cores() -> int:
 
 def available_memory() -> int | None:
     """Bytes of memory available to new processes (Linux's MemAvailable), or None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    return status_kib("", "MemAvailable", "/proc/meminfo")
 
 
 def parse_jobs(text: str) -> int:
@@ -110,7 +104,8 @@ def run_all(checks: Sequence[CheckConfig], timeout: float | None = None,
             jobs: int = 1,
             notice: Callable[[CheckConfig, str], Any] | None = None,
             keep_blocks: bool = False) -> RunResult:
-    """Run every check, `jobs` at a time. `progress(check, None)` when a check starts and
+    """Run every check, `jobs` at a time (on Ctrl-C, Interrupted carries the RunResult of what
+    had finished). `progress(check, None)` when a check starts and
     `(check, outcome)` when it ends; `notice(check, message)` when it crashed and runs again.
     A worker runs checks one after another, loading each module once for all of them."""
     session = f"run-{os.getpid()}-{next(_SESSIONS)}"
@@ -122,12 +117,12 @@ def run_all(checks: Sequence[CheckConfig], timeout: float | None = None,
     try:
         results = run_jobs([check_job(check, timeout, session, keep_blocks) for check in checks],
                            jobs, events)
-    except Interrupted as stop:  # what had finished is still reported
-        return RunResult(tuple(
+    except Interrupted as stop:  # what had finished goes with it, to be reported
+        raise Interrupted(stop.reason, RunResult(tuple(
             outcome_of(check, stop.finished[index]) if index in stop.finished
             else CheckOutcome(check.name, check.target, None, ExitCode.INTERRUPTED,
                               error=f"not finished: {stop.reason}")
-            for index, check in enumerate(checks)))
+            for index, check in enumerate(checks)))) from None
     return RunResult(tuple(outcome_of(check, result) for check, result in zip(checks, results)))
 
 

@@ -93,6 +93,13 @@ def test_a_fifo_is_written_into_not_replaced(victim: Path,
     assert json.loads(received[0])["ok"] is True
 
 
+def test_dev_null_is_written_into_and_stays_a_device(victim: Path,
+                                                    run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", "victim.py:f", "-q", "-o", "/dev/null", "--save", "/dev/null"])
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
 def test_a_full_device_is_an_error_and_stays_a_device(victim: Path,
                                                       run_cli: Callable[..., Result]) -> None:
     if not Path("/dev/full").exists():

@@ -150,7 +150,7 @@ def test_bad_toml_is_a_one_line_config_error(tmp_path: Path, text: str, message:
 def test_missing_and_non_utf8_config_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="^config file 'nope.toml' not found$"):
         load_config("nope.toml")
-    with pytest.raises(ConfigError, match="is not a file$"):
+    with pytest.raises(ConfigError, match="is a folder, not a file$"):
         load_config(str(tmp_path))
     latin = tmp_path / "latin.toml"
     latin.write_bytes(b"# caf\xe9\n")

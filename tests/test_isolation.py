@@ -286,7 +286,9 @@ def test_a_fork_server_killed_under_the_worker_is_one_clean_error_and_the_next_c
     import threading
     from multiprocessing import forkserver
 
-    if isolation._context().get_start_method() != "forkserver":
+    from gradcheck import workers
+
+    if workers.context().get_start_method() != "forkserver":
         pytest.skip("no fork server on this platform")
     started = tmp_path / "started"
     monkeypatch.setenv("GRADCHECK_STARTED_FILE", str(started))

@@ -1,5 +1,6 @@
 """The command line: a thin layer over the pipeline that prints, writes files and exits
-(commands), with its options (flags) and what it prints (output)."""
+(commands, group: errors and signals), with its options (flags), what it prints (output)
+and the checks on the paths it writes (paths)."""
 
 from gradcheck.cli.commands import cli, main
 

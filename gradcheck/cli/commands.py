@@ -18,6 +18,7 @@ from gradcheck.cli.flags import (
     parse_memory,
     upstream_option,
 )
+from gradcheck.cli.group import GradcheckGroup
 from gradcheck.cli.output import (
     annotate_run_for_github,
     formatted,
@@ -26,6 +27,7 @@ from gradcheck.cli.output import (
     show,
     write_artifacts,
 )
+from gradcheck.cli.paths import guard_run, guard_single
 from gradcheck.errors import (
     ExitCode,
     GradcheckError,
@@ -41,79 +43,6 @@ from gradcheck.report import VERSION
 SHOWN_NAMES = 10
 
 
-def _requested_format(arguments: list[str]) -> str | None:
-    """--format as written on a command line click could not parse."""
-    for index, argument in enumerate(arguments):
-        if argument == "--format" and index + 1 < len(arguments):
-            return arguments[index + 1]
-        if argument.startswith("--format="):
-            return argument.partition("=")[2]
-    return None
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Interrupted("terminated (SIGTERM)")
-
-
-@contextlib.contextmanager
-def _terminated_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends the command as Ctrl-C does: workers killed, what finished reported."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-class GradcheckGroup(click.Group):
-    """Click's own usage errors become one `Error:` line and exit code 2; a bug of gradcheck's
-    own in this process, one `Error:` line and exit code 4 (its traceback with --traceback)."""
-
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs["standalone_mode"] = False
-        arguments = list(kwargs.get("args") or (args[0] if args else sys.argv[1:]))
-        try:
-            with _terminated_as_interrupt():
-                result = super().main(*args, **kwargs)
-        except click.UsageError as exc:
-            click.echo(f"Error: {exc.format_message()}", err=True)
-            if _requested_format(arguments) == "json":
-                from gradcheck.render.json_format import render_error_json
-
-                click.echo(render_error_json(exc.format_message(), int(ExitCode.USAGE_ERROR)))
-            sys.exit(int(ExitCode.USAGE_ERROR))
-        except click.Abort as exc:  # click's wrapping of KeyboardInterrupt (Ctrl-C, SIGTERM)
-            reason = getattr(exc.__cause__, "reason", Interrupted().reason)
-            click.echo(f"Error: {reason}", err=True)
-            if _requested_format(arguments) == "json":
-                from gradcheck.render.json_format import render_error_json
-
-                click.echo(render_error_json(reason, int(ExitCode.INTERRUPTED)))
-            sys.exit(int(ExitCode.INTERRUPTED))
-        except Exception as exc:
-            if "--traceback" in arguments:
-                import traceback
-
-                click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
-            from gradcheck.failures import shadowing_note
-
-            message = (f"internal error: {type(exc).__name__}: {exc}{shadowing_note(exc)};"
-                       " please report it")
-            click.echo(f"Error: {message}", err=True)
-            if _requested_format(arguments) == "json":
-                from gradcheck.render.json_format import render_error_json
-
-                click.echo(render_error_json(message, int(ExitCode.INTERNAL_ERROR)))
-            sys.exit(int(ExitCode.INTERNAL_ERROR))
-        sys.exit(result if isinstance(result, int) else 0)
-
-
 @click.group(cls=GradcheckGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(VERSION, prog_name="gradcheck")
 def cli() -> None:
@@ -126,46 +55,40 @@ def cli() -> None:
     """
 
 
-def _guard_single(target: str, options: dict[str, Any]) -> None:
-    """Outputs that are files this check reads, or cannot be written: refused before it runs."""
-    from gradcheck.cli.paths import guard_outputs, target_files, value_files
+def _validated(command: str, target: str, options: dict[str, Any]) -> Any:
+    """Every check of the command line that needs no TensorFlow, before a worker starts: the
+    options, the TARGET's form, the output paths, shapes; the CheckOptions."""
+    from gradcheck import isolation
+    from gradcheck.load.inputs import check_shape_fits
+    from gradcheck.load.target import split_spec
+    from gradcheck.load.timeout import validate_timeout
+    from gradcheck.options import options_from
 
-    reads = [(path, "the target's source") for path in target_files(target, options["path"])]
-    reads += [(path, "the --inputs source")
-              for path in target_files(options["inputs_attr"], options["path"])]
-    reads += [(path, "an input file") for path in value_files(options["input_specs"])]
-    reads += [(path, "an upstream file")
-              for path in value_files(options.get("upstream_specs", ()))]
-    guard_outputs(reads, [("-o", options["output_file"]), ("--save", options["save_file"])],
-                  ("--plot", options["plot_dir"]))
+    split_spec(target)  # a usage error answers at once, without waiting for TensorFlow
+    if options["inputs_attr"]:
+        try:
+            split_spec(options["inputs_attr"])
+        except LoadError as exc:
+            raise InputError(f"--inputs {options['inputs_attr']}: {exc.message}") from exc
+    validate_timeout(options["timeout"])
+    max_memory = parse_memory(options["max_memory"])
+    check_options = options_from(
+        command, {**options, "max_memory": max_memory},
+        explain=_explain_wanted(command, options),
+        keep_blocks=bool(options["plot_dir"] or options["save_file"])
+        or (options["output_format"] == "table" and not options["quiet"]))
+    guard_single(target, options)
+    for shape in options["shapes"]:
+        check_shape_fits(shape, isolation.memory_cap(max_memory))
+    return check_options
 
 
 def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     output_format = options["output_format"]
     try:
-        from gradcheck.load.target import split_spec
-        from gradcheck.load.timeout import validate_timeout
-        from gradcheck.options import options_from
-
-        split_spec(target)  # a usage error answers at once, without waiting for TensorFlow
-        if options["inputs_attr"]:
-            try:
-                split_spec(options["inputs_attr"])
-            except LoadError as exc:
-                raise InputError(f"--inputs {options['inputs_attr']}: {exc.message}") from exc
-        validate_timeout(options["timeout"])
-        max_memory = parse_memory(options["max_memory"])
-        check_options = options_from(
-            command, {**options, "max_memory": max_memory},
-            explain=_explain_wanted(command, options),
-            keep_blocks=bool(options["plot_dir"] or options["save_file"])
-            or (output_format == "table" and not options["quiet"]))
-        _guard_single(target, options)
+        check_options = _validated(command, target, options)
         from gradcheck import isolation
-        from gradcheck.load.inputs import check_shape_fits
 
-        for shape in options["shapes"]:
-            check_shape_fits(shape, isolation.memory_cap(max_memory))
         isolation.prestart(1)  # the worker imports TensorFlow while this process gets ready
         from gradcheck.pipeline import TargetRequest, check_request
 
@@ -182,7 +105,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
         job = isolation.Job(check_request, (request,), check_options,
                             name=target.rpartition(":")[2], target=target,
                             timeout=options["timeout"],
-                            memory_limit=isolation.memory_cap(max_memory))
+                            memory_limit=isolation.memory_cap(check_options.max_memory))
         _warm_up(output_format)
         with _progress_bar(output_format, options["no_color"]) as progress:
             events = isolation.Events(
@@ -303,7 +226,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
                 f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
             raise UsageError(f"-k {pattern!r} matches none of the configured checks ({shown})")
         limit = timeout if timeout is not None else config.timeout
-        _guard_run(config, selected, options["output_file"], plot_dir)
+        guard_run(config, selected, options["output_file"], plot_dir)
         workers, note = cap_workers(workers, len(selected), usable_cores(), available_memory())
         if note is not None and not options["quiet"]:
             click.echo(f"note: {note}", err=True)
@@ -315,10 +238,13 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
             from gradcheck.render.artifacts import require_plotting
 
             require_plotting()
-        with _run_progress(len(selected), options) as progress:
-            result = run_all(selected, limit, progress, workers, notice=lambda check, message:
-                             click.echo(f"Error: {check.name}: {message}", err=True),
-                             keep_blocks=plot_dir is not None)
+        try:
+            with _run_progress(len(selected), options) as progress:
+                result = run_all(selected, limit, progress, workers, notice=lambda check, msg:
+                                 click.echo(f"Error: {check.name}: {msg}", err=True),
+                                 keep_blocks=plot_dir is not None)
+        except Interrupted as stop:  # Ctrl-C or SIGTERM: what finished is still reported
+            result = stop.finished  # a RunResult, from run_all
         result = dataclasses.replace(result, wall_seconds=time.monotonic() - started)
         text = _formatted_run(result, output_format)
         if options["output_file"]:
@@ -344,21 +270,6 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         click.echo(f"Error: {reason}: {len(result.outcomes) - len(unfinished)} of"
                    f" {len(result.outcomes)} checks finished", err=True)
     sys.exit(int(result.exit_code))
-
-
-def _guard_run(config: Any, selected: Any, output_file: str | None,
-               plot_dir: str | None) -> None:
-    """`run`'s outputs must not be the configuration or a file a selected check reads."""
-    from gradcheck.cli.paths import guard_outputs, target_files, value_files
-
-    reads = [(str(config.source), "the configuration")]
-    for check in selected:
-        reads += [(path, f"the source of check {check.name!r}")
-                  for path in (*target_files(check.load_target, check.path),
-                               *target_files(check.inputs, check.path))]
-        reads += [(path, f"a file check {check.name!r} reads")
-                  for path in value_files((*check.input, *check.upstream))]
-    guard_outputs(reads, [("-o", output_file)], ("--plot", plot_dir), plot_subfolders=True)
 
 
 @contextlib.contextmanager

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from gradcheck.errors import UsageError
 from gradcheck.load.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyword
@@ -48,6 +50,15 @@ def _same(one: Path, other: Path) -> bool:
         return False
 
 
+def _is_special(path: str) -> bool:
+    """A device or FIFO (/dev/null), which any number of outputs may share."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def guard_outputs(reads: Sequence[tuple[str, str]], files: Sequence[tuple[str, str | None]],
                   plot_dir: tuple[str, str | None] = ("--plot", None),
                   plot_subfolders: bool = False) -> None:
@@ -60,7 +71,8 @@ def guard_outputs(reads: Sequence[tuple[str, str]], files: Sequence[tuple[str, s
             if _same(real_target(path), source):
                 raise UsageError(f"{flag} {path!r} is {what}, which this run reads; write the"
                                  " output to another file")
-    if len({real_target(path) for _, path in chosen}) < len(chosen):
+    files_only = [real_target(path) for _, path in chosen if not _is_special(path)]
+    if len(set(files_only)) < len(files_only):
         raise UsageError(" and ".join(flag for flag, _ in chosen) + " name the same file")
     flag, folder = plot_dir
     if folder:
@@ -74,3 +86,28 @@ def guard_outputs(reads: Sequence[tuple[str, str]], files: Sequence[tuple[str, s
         check_writable(folder, folder=True)
     for flag, path in chosen:
         check_writable(path, make_folders=flag == "--save")
+
+
+def guard_single(target: str, options: dict[str, Any]) -> None:
+    """Outputs that are files this check reads, or cannot be written: refused before it runs."""
+    reads = [(path, "the target's source") for path in target_files(target, options["path"])]
+    reads += [(path, "the --inputs source")
+              for path in target_files(options["inputs_attr"], options["path"])]
+    reads += [(path, "an input file") for path in value_files(options["input_specs"])]
+    reads += [(path, "an upstream file")
+              for path in value_files(options.get("upstream_specs", ()))]
+    guard_outputs(reads, [("-o", options["output_file"]), ("--save", options["save_file"])],
+                  ("--plot", options["plot_dir"]))
+
+
+def guard_run(config: Any, selected: Any, output_file: str | None,
+               plot_dir: str | None) -> None:
+    """`run`'s outputs must not be the configuration or a file a selected check reads."""
+    reads = [(str(config.source), "the configuration")]
+    for check in selected:
+        reads += [(path, f"the source of check {check.name!r}")
+                  for path in (*target_files(check.load_target, check.path),
+                               *target_files(check.inputs, check.path))]
+        reads += [(path, f"a file check {check.name!r} reads")
+                  for path in value_files((*check.input, *check.upstream))]
+    guard_outputs(reads, [("-o", output_file)], ("--plot", plot_dir), plot_subfolders=True)

@@ -1,0 +1,87 @@
+"""The command group: click's usage errors, Ctrl-C, SIGTERM and gradcheck's own bugs in this
+process, each as one `Error:` line (and a JSON error object with --format json) and its exit
+code."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from gradcheck.errors import ExitCode, Interrupted
+
+
+def _requested_format(arguments: list[str]) -> str | None:
+    """--format as written on a command line click could not parse."""
+    for index, argument in enumerate(arguments):
+        if argument == "--format" and index + 1 < len(arguments):
+            return arguments[index + 1]
+        if argument.startswith("--format="):
+            return argument.partition("=")[2]
+    return None
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Interrupted("terminated (SIGTERM)")
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the command as Ctrl-C does: workers killed, what finished reported."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class GradcheckGroup(click.Group):
+    """Click's own usage errors become one `Error:` line and exit code 2; a bug of gradcheck's
+    own in this process, one `Error:` line and exit code 4 (its traceback with --traceback)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        arguments = list(kwargs.get("args") or (args[0] if args else sys.argv[1:]))
+        try:
+            with _terminated_as_interrupt():
+                result = super().main(*args, **kwargs)
+        except click.UsageError as exc:
+            click.echo(f"Error: {exc.format_message()}", err=True)
+            if _requested_format(arguments) == "json":
+                from gradcheck.render.json_format import render_error_json
+
+                click.echo(render_error_json(exc.format_message(), int(ExitCode.USAGE_ERROR)))
+            sys.exit(int(ExitCode.USAGE_ERROR))
+        except click.Abort as exc:  # click's wrapping of KeyboardInterrupt (Ctrl-C, SIGTERM)
+            reason = getattr(exc.__cause__, "reason", Interrupted().reason)
+            click.echo(f"Error: {reason}", err=True)
+            if _requested_format(arguments) == "json":
+                from gradcheck.render.json_format import render_error_json
+
+                click.echo(render_error_json(reason, int(ExitCode.INTERRUPTED)))
+            sys.exit(int(ExitCode.INTERRUPTED))
+        except Exception as exc:
+            if "--traceback" in arguments:
+                import traceback
+
+                click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
+            from gradcheck.failures import shadowing_note
+
+            message = (f"internal error: {type(exc).__name__}: {exc}{shadowing_note(exc)};"
+                       " please report it")
+            click.echo(f"Error: {message}", err=True)
+            if _requested_format(arguments) == "json":
+                from gradcheck.render.json_format import render_error_json
+
+                click.echo(render_error_json(message, int(ExitCode.INTERNAL_ERROR)))
+            sys.exit(int(ExitCode.INTERNAL_ERROR))
+        sys.exit(result if isinstance(result, int) else 0)
