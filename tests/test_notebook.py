@@ -9,7 +9,39 @@ from typing import Any
 
 import pytest
 
+from gradcheck.render.html import render_html
+from gradcheck.report import CheckResult, Report, TensorInfo
 from tests.conftest import FIXTURES
+
+
+def hand_report() -> Report:
+    jacobian = CheckResult(
+        "jacobian", "fail", "autodiff and finite differences disagree in 2 of 4 elements;"
+        " likely cause: <x> & co", "x", "y['mean']", "ops.py:9", 5.0, 1.7, (0, 1), 2.5e6,
+        details={"autodiff": [[1.0, -3.0], [2.0, 0.5]], "finite_difference": [[1.0, 2.0],
+                 [-3.0, 0.5]], "shape": [2, 2], "atol": 1e-8, "rtol": 1e-6,
+                 "fd_error_estimate": 1e-10})
+    connected = CheckResult("connected", "pass", "y['mean'] is connected to x", "x", "y['mean']")
+    return Report("ops.py:f", (TensorInfo("x", (2,), "float64"),),
+                  (TensorInfo("y['mean']", (2,), "float64"),), (connected, jacobian),
+                  notes=("checked in float64",))
+
+
+def test_the_html_table_from_a_hand_built_report() -> None:
+    html = render_html(hand_report())
+    rows = html.split("<tbody>")[1].split("</tbody>")[0].split("<tr")[1:]
+    assert "FAIL" in rows[0] and "PASS" in rows[1]  # worst first
+    assert 'style="background:#fde2e1"' in rows[0] and "background" not in rows[1].split(">")[0]
+    assert "&lt;x&gt; &amp; co" in html and "<x>" not in html  # escaped, never markup
+    assert "y[&#x27;mean&#x27;]" in html and "<code>ops.py:9</code>" in html
+    assert "<th" in html and ">worst</th>" in html and ">[0,1]<" in html
+    # The block as matrices: the worst element [0, 1] and the other wrong one [1, 0] marked.
+    matrices = html.split("finite differences</th>")[1]
+    marked = [cell.split(">")[1].split("<")[0] for cell in matrices.split("<td ")[1:]
+              if "background:" in cell.split(">")[0]]
+    assert marked == ["-3", "2", "2", "-3"]
+    assert "note: checked in float64" in html and "FAILED</b> ops.py:f: 1 failed, 1 passed" in html
+
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
