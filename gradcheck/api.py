@@ -60,8 +60,8 @@ def check(
 ) -> Report:
     """Check the gradients of f at the given arguments; never raises for a wrong gradient.
 
-    f may be a callable or a TARGET string ('module:function', 'file.py:function'): a TARGET
-    is imported with every tf.custom_gradient observed, so each is also checked on its own.
+    f may be a callable or a TARGET string ('module:function', 'file.py:function'); either way
+    every tf.custom_gradient f calls is observed and also checked on its own, at its line.
     Without arguments, a TARGET's `<function>_inputs` provides them. `explain=True` adds
     what tape.gradient returns with and without output_gradients (Report.explain). `wrt`,
     `order`, `training` and `compiled` mean what --wrt, --order, --training and
@@ -94,7 +94,7 @@ def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[
     arguments = Arguments(args, kwargs, "gradcheck.check")
     if not isinstance(f, str):
         label = getattr(f, "__qualname__", getattr(f, "__name__", repr(f)))
-        return check_callable(f, lambda: arguments, options, label)
+        return check_callable(f, lambda: arguments, options, label, instrument=instrument)
     given = arguments if args or kwargs else None
     return check_target(
         f, path, options,

@@ -4,6 +4,7 @@ report exists, each with its exit code."""
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 
 class ExitCode(enum.IntEnum):
@@ -12,6 +13,11 @@ class ExitCode(enum.IntEnum):
     USAGE_ERROR = 2
     FUNCTION_ERROR = 3
     INTERNAL_ERROR = 4
+    INTERRUPTED = 130
+
+
+# Longer messages are cut (the whole text stays in the traceback, where there is one).
+MAX_MESSAGE = 1000
 
 
 class GradcheckError(Exception):
@@ -24,6 +30,9 @@ class GradcheckError(Exception):
 
     def __init__(self, message: str, *, user_traceback: str | None = None,
                  phase: str | None = None) -> None:
+        if len(message) > MAX_MESSAGE:  # a 4 MB exception message is not a one-line error
+            message = (f"{message[:MAX_MESSAGE]}... ({len(message):,} characters in all"
+                       f"{'; --traceback shows them' if user_traceback else ''})")
         super().__init__(message)
         self.message = message
         self.user_traceback = user_traceback
@@ -52,3 +61,14 @@ class InternalError(GradcheckError):
     """gradcheck or TensorFlow itself failed: a bug of ours, or a native crash with no verdict."""
 
     exit_code = ExitCode.INTERNAL_ERROR
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM: `reason` says which; `finished` holds what had finished (a run's
+    results by job index), so that it can still be reported."""
+
+    def __init__(self, reason: str = "interrupted (Ctrl-C)",
+                 finished: dict[int, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.finished = finished or {}

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import re
 import signal
+import sys
+import sysconfig
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradcheck.errors import FunctionError, GradcheckError, InternalError
+from gradcheck.errors import FunctionError, GradcheckError, InputError, InternalError
 from gradcheck.load.locations import format_location, is_user_file
+from gradcheck.options import format_size
 
 _GRADCHECK_DIR = Path(__file__).resolve().parent
+_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)")
 _FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.*)$')
 _VERBS = {
@@ -30,6 +34,26 @@ _VERBS = {
 def is_gradcheck_file(filename: str) -> bool:
     """gradcheck's own source (the bundled examples in it are the user's)."""
     return not is_user_file(filename) and Path(filename).resolve().is_relative_to(_GRADCHECK_DIR)
+
+
+def is_stdlib_file(filename: str) -> bool:
+    """The standard library's own source (not a package installed beside it)."""
+    resolved = str(Path(filename).resolve())
+    return resolved.startswith(_STDLIB) and not any(
+        marker in resolved for marker in ("site-packages", "dist-packages"))
+
+
+def shadowing_note(exc: BaseException) -> str:
+    """"; X.py shadows the standard library's module X: rename it" when a file of the user's
+    named like a standard-library module is in the traceback (a json.py in the current folder
+    breaks whatever imports json after it), else ""."""
+    for frame in traceback.extract_tb(exc.__traceback__):
+        stem = Path(frame.filename).stem
+        if stem in sys.stdlib_module_names and not is_stdlib_file(frame.filename) \
+                and is_user_file(frame.filename):
+            where = format_location(frame.filename, None)
+            return f"; {where} shadows the standard library's module {stem}: rename it"
+    return ""
 
 
 def signal_name(signum: int) -> str:
@@ -51,8 +75,13 @@ class Crash:
 
     @property
     def by_user(self) -> bool:
-        """The user's own line was running (os.abort(), os.kill(), a C extension of theirs)."""
-        return bool(self.frames) and is_user_file(self.frames[0][0])
+        """The user's own line was running (os.abort(), os.kill(), a C extension of theirs, or
+        the standard library called from it, such as ctypes.string_at(0)), or the process
+        ended without a signal (os._exit: TensorFlow aborts rather than exits)."""
+        if self.signum is None:
+            return True
+        frames = [frame for frame in self.frames if not is_stdlib_file(frame[0])]
+        return bool(frames) and is_user_file(frames[0][0])
 
     @property
     def user_line(self) -> str | None:
@@ -83,7 +112,7 @@ def describe_crash(crash: Crash, function: str, phase: str) -> str:
     """One line: who crashed, how (the signal) and during what."""
     if crash.signum is None:
         return (f"the worker process exited with code {crash.exitcode} during {phase} without a"
-                f" report ({function} or TensorFlow called exit)")
+                f" report: {function} or its module ended the process (os._exit?)")
     name = signal_name(crash.signum)
     verb = _VERBS.get(name, "was killed")
     if crash.by_user:
@@ -141,13 +170,6 @@ def memory_error(function: str, used: int, limit: int, phase: str) -> FunctionEr
         phase=phase)
 
 
-def format_size(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20)):
-        if size >= scale:
-            return f"{size / scale:.1f}{unit}"
-    return f"{size}B"
-
-
 def unexpected_error(exc: BaseException, function: str) -> GradcheckError:
     """An exception the core did not turn into a GradcheckError. The innermost frame that is
     not a library's decides whose it is: the user's code (exit 3), or gradcheck's (exit 4; a
@@ -159,10 +181,15 @@ def unexpected_error(exc: BaseException, function: str) -> GradcheckError:
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         where = format_location(frame.filename, frame.lineno)
         if is_user_file(frame.filename):
-            return FunctionError(f"{function} raised {first_line(exc)} (at {where})",
-                                 user_traceback=text)
+            return FunctionError(f"{function} raised {first_line(exc)} (at {where})"
+                                 f"{shadowing_note(exc)}", user_traceback=text)
+        if is_gradcheck_file(frame.filename) and isinstance(exc, RecursionError):
+            return InputError(f"the arguments or the result of {function} are nested deeper"
+                              " than Python's recursion limit allows gradcheck to walk"
+                              " (RecursionError); flatten them", user_traceback=text)
         if is_gradcheck_file(frame.filename):
             return InternalError(f"internal error while checking {function}: {first_line(exc)}"
-                                 f" (at {where}); please report it", user_traceback=text)
-    return InternalError(f"internal error while checking {function}: {first_line(exc)};"
-                         " please report it", user_traceback=text)
+                                 f" (at {where}){shadowing_note(exc)}; please report it",
+                                 user_traceback=text)
+    return InternalError(f"internal error while checking {function}: {first_line(exc)}"
+                         f"{shadowing_note(exc)}; please report it", user_traceback=text)

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -21,10 +22,11 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import wait
+from pathlib import Path
 from typing import Any
 
 from gradcheck import failures, worker
-from gradcheck.errors import GradcheckError, InternalError, UsageError
+from gradcheck.errors import GradcheckError, InternalError, Interrupted, UsageError
 from gradcheck.options import CheckOptions
 from gradcheck.report import Report
 
@@ -62,6 +64,27 @@ def _stop_fork_server() -> None:
         with contextlib.suppress(Exception):
             os.kill(pid, signal.SIGKILL)
             server._stop()
+
+
+def _fork_server_gone() -> bool:
+    """The fork server was killed (e.g. by the out-of-memory killer); it is not reaped here,
+    so that multiprocessing starts a new one when the next worker is needed."""
+    if _context().get_start_method() != "forkserver":
+        return False
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as status:
+            return status.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return not os.path.exists(f"/proc/{pid}") if os.path.isdir("/proc") else False
+
+
+FORK_SERVER_GONE = ("the fork server process that starts gradcheck's workers was killed (perhaps"
+                    " by the system's out-of-memory killer)")
 
 
 def memory_cap(max_memory: int) -> int:
@@ -134,6 +157,29 @@ def _needs_main(job: Job) -> bool:
                for item in (job.function, *job.args))
 
 
+_MAIN_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__""")
+
+
+def require_main_guard() -> None:
+    """A worker imports the __main__ script again (as multiprocessing does) to find f in it: a
+    script whose top-level code checks without an `if __name__ == "__main__":` guard would
+    start workers from its workers. Say so now, instead of multiprocessing's bootstrapping
+    error from inside a worker."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path or not str(path).endswith(".py"):
+        return
+    try:
+        source = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if not _MAIN_GUARD.search(source):
+        name = Path(path).name
+        raise UsageError(
+            f"isolate=True runs f in a worker process, which imports {name} again to find f:"
+            f" put the top-level code of {name} that calls gradcheck under"
+            ' `if __name__ == "__main__":`, or define f in a module of its own')
+
+
 class _Worker:
     """One worker process, its connection, and what it is doing."""
 
@@ -148,9 +194,16 @@ class _Worker:
         # A check's time limit runs from when a worker was free to take it, so it counts the
         # start-up of a worker started for it: the limit bounds what the user waits.
         self.born = self.free_since = time.monotonic()
-        with _main_module_hidden(not with_main):
-            self.process.start()  # with a fork server: once it has imported TensorFlow
-        child.close()
+        try:
+            with _main_module_hidden(not with_main):
+                self.process.start()  # with a fork server: once it has imported TensorFlow
+        except (OSError, EOFError, ValueError) as exc:  # the fork server died as it forked
+            with contextlib.suppress(OSError):
+                os.unlink(self.fault_path)
+            raise InternalError(f"cannot start a worker process: {FORK_SERVER_GONE}"
+                                f" ({type(exc).__name__}: {exc}); run the command again") from exc
+        finally:
+            child.close()
         # Before multiprocessing's own exit handler, which would wait for idle workers.
         atexit.unregister(stop_workers)
         atexit.register(stop_workers)
@@ -208,6 +261,12 @@ class _Worker:
         return failures.Crash(-exitcode if exitcode < 0 else None, exitcode, frames)
 
     def kill(self) -> None:
+        """The worker and every process it started (its session's process group): children
+        of f would otherwise keep the user's stdout and stderr open after gradcheck ends."""
+        pid = self.process.pid
+        if pid is not None:
+            with contextlib.suppress(OSError):  # the worker made itself its group's leader
+                os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.process.kill()
             self.process.join(5)
@@ -265,6 +324,8 @@ class _Supervisor:
     def run(self) -> list[JobResult]:
         if not self.jobs:
             return []
+        if self.with_main:
+            require_main_guard()
         self.began = time.monotonic()
         for spare in list(_SPARES):
             if len(self.workers) < self.parallel and spare.with_main >= self.with_main:
@@ -277,10 +338,13 @@ class _Supervisor:
                 self._wait()
                 for member in list(self.workers):
                     self._look_at(member)
-        except BaseException:
+        except BaseException as exc:
             for member in self.workers:
                 member.kill()
             self.workers = []
+            if isinstance(exc, KeyboardInterrupt):
+                raise Interrupted(getattr(exc, "reason", Interrupted().reason),
+                                  dict(self.results)) from None
             raise
         finally:
             for member in self.workers:
@@ -413,6 +477,7 @@ class _Supervisor:
     def _died(self, member: _Worker) -> None:
         crash = member.crash()  # before the worker's fault dump is removed
         self._remove(member)
+        gone = crash.signum is None and _fork_server_gone()
         job, index = member.job, member.index
         if job is None or index is None:
             if member.ready and member.broken is None and member.reserved is None:
@@ -421,13 +486,21 @@ class _Supervisor:
             failed = member.reserved if member.reserved is not None else (
                 self.pending.popleft() if self.pending else None)
             if failed is not None:
-                reason = member.broken or failures.describe_crash(
-                    crash, self.jobs[failed].name, worker.STARTING)
+                reason = member.broken or (f"{FORK_SERVER_GONE}; run the command again"
+                                           if gone else failures.describe_crash(
+                                               crash, self.jobs[failed].name, worker.STARTING))
                 self._finish(failed, None, reason if isinstance(reason, GradcheckError)
                              else InternalError(reason), 0.0)
             return
+        if gone:
+            self._finish(index, None, InternalError(
+                f"{FORK_SERVER_GONE} while the check of {job.target} was running"
+                f" ({member.phase}), which ended the check; run the command again",
+                phase=member.phase), time.monotonic() - member.sent_at)
+            return
         message = failures.describe_crash(crash, job.name, member.phase)
-        if crash.by_user and "vectorised" not in member.phase:  # it would crash again
+        if crash.signum is None or (crash.by_user and "vectorised" not in member.phase):
+            # it would crash again
             self._finish(index, None, failures.crash_error(crash, message, member.phase),
                          time.monotonic() - member.sent_at)
         else:

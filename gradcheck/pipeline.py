@@ -86,25 +86,26 @@ def check_target(
     instrument: bool = True,
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Report:
-    """Import TARGET with its custom gradients observed, bind its arguments, diagnose."""
+    """Import TARGET, bind its arguments, diagnose (as check_callable does)."""
     from gradcheck.load.target import load_target
-    from gradcheck.tf.instrument import observing_custom_gradients
 
-    with observing_custom_gradients(instrument) as observer:
-        target = load_target(spec, path, import_context or contextlib.nullcontext,
-                             fresh=instrument)
-        return check_callable(target.function, lambda: arguments_for(target), options, spec,
-                              observer)
+    target = load_target(spec, path, import_context or contextlib.nullcontext)
+    return check_callable(target.function, lambda: arguments_for(target), options, spec,
+                          instrument=instrument)
 
 
 def check_callable(function: Callable[..., Any], arguments: Callable[[], Arguments],
-                   options: CheckOptions, label: str, observer: Any = None) -> Report:
+                   options: CheckOptions, label: str, *, instrument: bool = True) -> Report:
     """A function, a Keras layer or model (called with training=True under --training), or
-    a factory of one, at the given arguments."""
+    a factory of one, at the given arguments; every custom gradient it calls is observed
+    (however it was defined or imported) unless `instrument` is False."""
     from gradcheck.diagnosis.diagnose import diagnose
     from gradcheck.load.inputs import name_arguments
+    from gradcheck.tf.instrument import observing_custom_gradients
     from gradcheck.tf.keras import keras_target
 
-    function, notes = keras_target(function, options.training)
-    report = diagnose(function, name_arguments(function, arguments()), options, label, observer)
+    with observing_custom_gradients(instrument) as observer:
+        function, notes = keras_target(function, options.training)
+        report = diagnose(function, name_arguments(function, arguments()), options, label,
+                          observer)
     return replace(report, notes=tuple(notes) + report.notes) if notes else report

@@ -46,6 +46,7 @@ class Kind(_Spelled):
     COMPILED = "compiled"
     SECOND_ORDER = "second-order"
     HESSIAN = "hessian"
+    NON_FINITE = "non-finite"
 
 
 STATUSES = tuple(Status)

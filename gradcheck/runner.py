@@ -9,12 +9,15 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gradcheck.errors import ExitCode, Interrupted
 from gradcheck.isolation import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.load.config import CheckConfig
-from gradcheck.options import DEFAULT_MAX_MEMORY
+from gradcheck.options import DEFAULT_MAX_MEMORY, format_size
 from gradcheck.report import CheckOutcome, RunResult
 
 _SESSIONS = itertools.count()
+# What a worker that has imported TensorFlow and run a small check holds (measured: 380 MiB).
+WORKER_MEMORY = 512 << 20
 
 
 def check_job(check: CheckConfig, timeout: float | None = None,
@@ -45,19 +48,34 @@ def outcome_of(check: CheckConfig, result: JobResult) -> CheckOutcome:
     return CheckOutcome(check.name, check.target, report, report.exit_code, result.seconds)
 
 
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new processes (Linux's MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def parse_jobs(text: str) -> int:
     """-j N or auto: the cores this process may use that are idle (by the load average), at
     least one; workers beyond the idle cores only slow each other down."""
     if text.strip().lower() == "auto":
         try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            cores = os.cpu_count() or 1
-        try:
             busy = int(os.getloadavg()[0])
         except (AttributeError, OSError):
             busy = 0
-        return max(1, cores - busy)
+        return max(1, usable_cores() - busy)
     try:
         value = int(text)
     except ValueError:
@@ -67,6 +85,24 @@ def parse_jobs(text: str) -> int:
 
         raise UsageError(f"-j {text!r} must be a positive number of workers or auto")
     return value
+
+
+def cap_workers(requested: int, checks: int, cores: int, available: int | None,
+                per_worker: int = WORKER_MEMORY) -> tuple[int, str | None]:
+    """Workers to start for `checks` checks: no more than the cores, nor than the available
+    memory holds (each worker imports TensorFlow); with a note when that is fewer than asked."""
+    wanted = max(1, min(requested, checks))
+    by_memory = max(1, available // per_worker) if available is not None else wanted
+    workers = max(1, min(wanted, cores, by_memory))
+    if workers == wanted:
+        return workers, None
+    why = f"{cores} core{'s' if cores != 1 else ''}"
+    if by_memory < min(wanted, cores):
+        assert available is not None
+        why = (f"{format_size(available)} of memory available, about {format_size(per_worker)}"
+               " per worker")
+    return workers, (f"-j {requested}: running {workers} check{'s' if workers != 1 else ''} at"
+                     f" a time ({why})")
 
 
 def run_all(checks: Sequence[CheckConfig], timeout: float | None = None,
@@ -83,8 +119,15 @@ def run_all(checks: Sequence[CheckConfig], timeout: float | None = None,
         finished=None if progress is None
         else lambda i, result: progress(checks[i], outcome_of(checks[i], result)),
         notice=None if notice is None else lambda i, message: notice(checks[i], message))
-    results = run_jobs([check_job(check, timeout, session, keep_blocks) for check in checks],
-                       jobs, events)
+    try:
+        results = run_jobs([check_job(check, timeout, session, keep_blocks) for check in checks],
+                           jobs, events)
+    except Interrupted as stop:  # what had finished is still reported
+        return RunResult(tuple(
+            outcome_of(check, stop.finished[index]) if index in stop.finished
+            else CheckOutcome(check.name, check.target, None, ExitCode.INTERRUPTED,
+                              error=f"not finished: {stop.reason}")
+            for index, check in enumerate(checks)))
     return RunResult(tuple(outcome_of(check, result) for check, result in zip(checks, results)))
 
 
@@ -100,4 +143,4 @@ def outcome_dict(outcome: CheckOutcome) -> dict[str, Any]:
     return {"name": outcome.name, **data, "seconds": round(outcome.seconds, 3)}
 
 
-__all__ = ["check_job", "outcome_dict", "parse_jobs", "run_all"]
+__all__ = ["cap_workers", "check_job", "outcome_dict", "parse_jobs", "run_all"]

@@ -63,6 +63,8 @@ def _exit_with_parent() -> None:
     parent = multiprocessing.parent_process()
     if parent is not None:
         wait([parent.sentinel])
+    with contextlib.suppress(OSError):  # and whatever f started, which holds the user's pipes
+        os.killpg(os.getpgid(0), signal.SIGKILL)
     os._exit(1)
 
 
@@ -71,7 +73,7 @@ def _watch(channel: Channel, main_thread: int, timeout: float, stop: threading.E
     running (with its stack) whenever it changes."""
     from gradcheck.load.locations import innermost_user_frame
 
-    if stop.wait(max(0.0, timeout - SAMPLE_WINDOW)):
+    if stop.wait(min(max(0.0, timeout - SAMPLE_WINDOW), threading.TIMEOUT_MAX)):
         return
     last: str | None = None
     while not stop.is_set():
@@ -168,6 +170,8 @@ def _apply(cwd: str, environ: dict[str, str]) -> None:
 def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
     """Entry point of a worker process (started by gradcheck.isolation); `threads` caps
     TensorFlow's thread pools."""
+    with contextlib.suppress(OSError):  # a session of its own: killed with what f starts
+        os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     os.dup2(2, 1)  # the user's prints go to stderr: stdout carries only gradcheck's report
     threading.Thread(target=_exit_with_parent, daemon=True).start()

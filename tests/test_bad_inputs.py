@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ def bad(id: str, args: str | tuple[str, ...], message: str, code: int = USAGE) -
     return Bad(id, (args,) if isinstance(args, str) else args, message, code)
 
 
+HUGE = ("importing module 'import_raises_huge' raised ValueError: " + "x" * 4_000_000
+        + " (at bad/import_raises_huge.py:3)")
 CHECK_F = ("check", "bad/no_inputs.py:f")
 SHAPE_3 = (*CHECK_F, "--shape", "3")
 
@@ -55,6 +58,13 @@ MATRIX = [
     bad("class-not-function", ("check", "bad/a_class.py:Layer"),
         "'bad/a_class.py:Layer' is a class, not a function; name a function or a method"
         " (bad/a_class.py:Layer.method)"),
+    bad("target-with-nul-bytes", ("check", "{data}/nul.py:f"),
+        "cannot import {data}/nul.py: it contains NUL bytes, so it is not Python source (a"
+        " binary file, or saved as UTF-16?)"),
+    bad("target-is-a-folder", ("check", "{data}/folder.py:f"),
+        "file '{data}/folder.py' is a folder, not a file"),
+    bad("import-raises-a-4mb-message", ("check", "bad/import_raises_huge.py:f"),
+        HUGE[:1000] + f"... ({len(HUGE):,} characters in all; --traceback shows them)"),
     bad("path-not-a-directory", (*SHAPE_3, "--path", "nowhere"),
         "--path 'nowhere' is not a directory"),
     # arguments for the signature
@@ -75,11 +85,24 @@ MATRIX = [
     # input values and files
     bad("npy-missing", (*CHECK_F, "-i", "{data}/missing.npy"),
         "input file '{data}/missing.npy' not found"),
+    bad("npy-is-a-folder", (*CHECK_F, "-i", "{data}/folder.npy"),
+        "input file '{data}/folder.npy' is a folder, not a file"),
+    bad("npy-is-a-fifo", (*CHECK_F, "-i", "{data}/pipe.npy"),
+        "input file '{data}/pipe.npy' is a FIFO (named pipe), not a regular file"),
+    bad("npy-is-a-symlink-loop", (*CHECK_F, "-i", "x={data}/loop.npy"),
+        "input x file '{data}/loop.npy' is a symlink loop"),
     bad("npy-empty", (*CHECK_F, "-i", "{data}/empty.npy"),
         "input file '{data}/empty.npy' is empty (0 bytes)"),
     bad("npy-truncated", (*CHECK_F, "-i", "{data}/truncated.npy"),
-        "cannot read input '{data}/truncated.npy': the file holds fewer elements than its"
-        " header declares (truncated?)"),
+        "cannot read input '{data}/truncated.npy': its header declares shape (4,) of float64"
+        " (32B) but the file holds 24B of data (truncated?)"),
+    bad("npy-header-declares-a-terabyte", (*CHECK_F, "-i", "{data}/huge.npy"),
+        "cannot read input '{data}/huge.npy': its header declares shape (1000000000000,) of"
+        " float64 (7.3TiB) but the file holds 16B of data (truncated?)"),
+    bad("shape-larger-than-memory", (*CHECK_F, "--shape", "100000000000"),
+        "--shape '100000000000' is 100,000,000,000 elements (745.1GiB as float64), more than a"
+        " worker may hold (4.0GiB, 4 x --max-memory); raise --max-memory or give a smaller"
+        " shape"),
     bad("npy-pickled-objects", (*CHECK_F, "-i", "{data}/objects.npy"),
         "input '{data}/objects.npy' holds Python objects (pickled data); gradcheck loads .npy"
         " files with allow_pickle=False: save numeric arrays"),
@@ -121,11 +144,19 @@ MATRIX = [
         "upstream for y is boolean; it must be a float array"),
     bad("upstream-nan", (*CHECK_F, "-i", "{data}/three.npy", "--upstream", "{data}/nan3.npy"),
         "upstream for y contains NaN or Inf"),
+    bad("upstream-complex-for-a-real-output", (*SHAPE_3, "--upstream", "[1+1j, 2.0, 3.0]"),
+        "upstream for y is complex but y is real; its imaginary part would be dropped: give a"
+        " real upstream"),
     bad("upstream-npz-unknown-key", (*SHAPE_3, "--upstream", "{data}/extra.npz"),
         "upstream .npz has keys ['x', 'z'] that name no output; outputs are ['y']"),
     # option values
     bad("eps-zero", (*SHAPE_3, "--eps", "0"), "--eps must be positive, got 0.0"),
     bad("eps-negative", (*SHAPE_3, "--eps", "-1e-3"), "--eps must be positive, got -0.001"),
+    bad("eps-infinite", (*SHAPE_3, "--eps", "inf"), "--eps must be finite, got inf"),
+    bad("eps-below-resolution", (*SHAPE_3, "--eps", "1e-300"),
+        "--eps is 1e-300, below float64's resolution (2.2e-16): x + eps x would round back to"
+        " x and every difference would be 0; leave it out for the default step"),
+    bad("atol-infinite", (*SHAPE_3, "--atol", "inf"), "--atol must be finite, got inf"),
     bad("atol-negative", (*SHAPE_3, "--atol", "-1"), "--atol must be zero or positive, got -1.0"),
     bad("rtol-nan", (*SHAPE_3, "--rtol", "nan"), "--rtol must be zero or positive, got nan"),
     bad("seed-negative", (*SHAPE_3, "--seed", "-1"),
@@ -137,6 +168,12 @@ MATRIX = [
         "-j '0' must be a positive number of workers or auto"),
     bad("jobs-word", ("run", "--config", "ci_project/pyproject.toml", "-j", "many"),
         "-j 'many' must be a positive number of workers or auto"),
+    bad("surrogate-unknown", ("check", "straight_through.py:quantised_layer", "--surrogate",
+                              "ste_rnd"),
+        "surrogate 'ste_rnd' is not a tf.custom_gradient that straight_through.py:quantised_layer"
+        " uses (its custom gradients: ste_round)"),
+    bad("max-memory-overflows", (*SHAPE_3, "--max-memory", "1e400"),
+        "--max-memory '1e400' is more than 1PiB"),
     bad("format-unknown", (*SHAPE_3, "--format", "xml"),
         "Invalid value for '--format': 'xml' is not one of 'table', 'json', 'junit'."),
     # what the function returns
@@ -154,6 +191,12 @@ MATRIX = [
     bad("returns-empty-tuple", ("check", "bad/returns_empty.py:f"),
         "f returned an empty tuple, list or dict; it must return at least one floating-point"
         " tensor"),
+    bad("returns-empty-tensor", ("check", "bad/returns_empty_tensor.py:f"),
+        "f returned an empty tensor: y has shape (0,); every output needs at least one"
+        " element"),
+    bad("returns-output-nested-5000-deep", ("check", "bad/returns_deeply_nested.py:f"),
+        "the arguments or the result of f are nested deeper than Python's recursion limit"
+        " allows gradcheck to walk (RecursionError); flatten them"),
     # the function itself fails
     bad("function-raises", ("check", "bad/raises.py:f"),
         "f raised InvalidArgumentError: Matrix size-incompatible: In[0]: [3,3], In[1]: [2,1]"
@@ -184,6 +227,13 @@ MATRIX = [
         "tool.gradcheck.check[0].atoll: unknown key; known keys are atol, command, compiled,"
         " dtype, eps, input, inputs, mode, name, order, path, probes, rtol, seed, shape,"
         " surrogate, target, timeout, training, upstream, wrt"),
+    bad("config-nested-5000-deep", ("run", "--config", "{data}/deep.toml"),
+        "cannot parse {data}/deep.toml as TOML: it is nested too deeply"),
+    bad("run-k-over-10000-checks", ("run", "--config", "{data}/many.toml", "-k", "zzz"),
+        "-k 'zzz' matches none of the configured checks (c0, c1, c2, c3, c4, c5, c6, c7, c8, c9"
+        " and 9990 more)"),
+    bad("config-is-a-folder", ("run", "--config", "{data}/folder.npy"),
+        "config file '{data}/folder.npy' is a folder, not a file"),
     bad("config-not-found", ("run", "--config", "{data}/nope.toml"),
         "config file '{data}/nope.toml' not found"),
     bad("run-k-matches-nothing", ("run", "--config", "ci_project/pyproject.toml", "-k", "zzz"),
@@ -212,7 +262,41 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
         '[[tool.gradcheck.check]]\ntarget = "ops:f"\n[[tool.gradcheck.check]]\nname = "g"\n')
     (folder / "unknown_key.toml").write_text(
         '[[tool.gradcheck.check]]\ntarget = "ops:f"\natoll = 1e-6\n')
+    with (folder / "huge.npy").open("wb") as handle:
+        np.lib.format.write_array_header_1_0(
+            handle, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+        handle.write(bytes(16))
+    (folder / "nul.py").write_bytes(b"def f(x):\n    return x\x00\n")
+    (folder / "folder.py").mkdir()
+    (folder / "folder.npy").mkdir()
+    os.mkfifo(folder / "pipe.npy")
+    (folder / "loop.npy").symlink_to(folder / "loop.npy")
+    (folder / "many.toml").write_text("".join(
+        f'[[tool.gradcheck.check]]\nname = "c{i}"\ntarget = "ops:f"\n' for i in range(10000)))
+    (folder / "deep.toml").write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
     return folder
+
+
+def test_a_columns_variable_that_is_not_a_number_is_ignored(
+        in_fixtures: Path, run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", "two_in_two_out.py:f", "--no-compiled"], env={"COLUMNS": "abc"})
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "" and "FAILED" not in result.stdout
+
+
+def test_a_target_syntax_error_answers_without_starting_tensorflow(
+        run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradcheck import isolation
+
+    def never(*args: object) -> None:
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(isolation, "prestart", never)
+    for args, message in ((["check", ":"], f"TARGET ':' must be {FORMAT}"),
+                          (["vjp", "ops.py:f", "--inputs", "nope"],
+                           f"--inputs nope: TARGET 'nope' must be {FORMAT}")):
+        result = run_cli(args)
+        assert (result.exit_code, result.stderr) == (2, f"Error: {message}\n")
 
 
 def test_the_matrix_is_large_and_its_ids_unique() -> None:
@@ -264,3 +348,46 @@ def test_values_from_outside_tensorflow_are_findings_not_errors(
     assert found and words in found[0]["message"]
     if kind == "nondeterminism":  # no finite-difference verdict on noise
         assert [c["check"] for c in checks] == ["nondeterminism"]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"atol": -1.0}, "atol must be zero or positive, got -1.0"),
+    ({"rtol": float("inf")}, "rtol must be finite, got inf"),
+    ({"mode": "slow"}, "mode must be one of auto, full, fast, got 'slow'"),
+    ({"eps": -1e-3}, "eps must be positive, got -0.001"),
+    ({"probes": 0}, "probes must be at least 1, got 0"),
+    ({"order": 3}, "order must be one of 1, 2, got 3"),
+    ({"dtype": "float16"}, "dtype must be one of auto, float32, float64, got 'float16'"),
+    ({"max_memory": 10}, "max_memory is 10B, below 1MiB"),
+])
+def test_the_python_api_refuses_what_the_command_line_refuses(options: dict[str, object],
+                                                               message: str) -> None:
+    import gradcheck
+    from gradcheck.errors import UsageError
+
+    with pytest.raises(ValueError) as caught:  # before anything runs: no false verdict
+        gradcheck.check(lambda x: x, [0.5, 1.0], **options)  # type: ignore[arg-type]
+    assert isinstance(caught.value, UsageError) and str(caught.value) == message
+
+
+@pytest.mark.parametrize(("key", "flag", "value", "problem"), [
+    ("atol", "--atol", -1.0, "must be zero or positive, got -1.0"),
+    ("eps", "--eps", 1e-300, "is 1e-300, below float64's resolution (2.2e-16): x + eps x would"
+     " round back to x and every difference would be 0; leave it out for the default step"),
+    ("probes", "--probes", 0, "must be at least 1, got 0"),
+])
+def test_one_validation_for_the_command_line_the_configuration_and_the_api(
+        key: str, flag: str, value: float, problem: str, tmp_path: Path,
+        run_cli: Callable[..., Result]) -> None:
+    import gradcheck
+    from gradcheck.load.config import ConfigError, parse_config
+
+    cli = run_cli(["check", "ops.py:f", flag, str(value)])
+    assert cli.stderr == f"Error: {flag} {problem}\n"
+    with pytest.raises(ConfigError) as config:
+        parse_config({"tool": {"gradcheck": {"check": [{"target": "m:f", key: value}]}}},
+                     tmp_path / "pyproject.toml")
+    assert config.value.message == f"tool.gradcheck.check[0].{key}: {problem}"
+    with pytest.raises(ValueError) as api:
+        gradcheck.check(lambda x: x, [0.5], **{key: value})  # type: ignore[arg-type]
+    assert str(api.value) == f"{key} {problem}"

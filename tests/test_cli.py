@@ -294,6 +294,15 @@ def test_malformed_max_memory_is_one_error_line(run_cli: Run, size: str, message
     assert result.stderr == message + "\n" and result.stdout == ""
 
 
+def test_max_memory_takes_terabytes_and_refuses_the_absurd() -> None:
+    from gradcheck.cli.flags import parse_memory
+    from gradcheck.errors import UsageError
+
+    assert parse_memory("1TB") == 10**12 and parse_memory("2TiB") == 2 << 40
+    with pytest.raises(UsageError, match="is more than 1PiB"):
+        parse_memory("1e400")
+
+
 def test_a_bug_of_gradcheck_in_the_command_line_is_exit_4(
         run_cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Stands in for a bug in a renderer: one `Error:` line and exit 4, never exit 3."""

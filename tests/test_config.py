@@ -102,7 +102,7 @@ def test_k_selects_by_substring_or_glob(pattern: str | None, selected: list[str]
     (config({"target": "m:f", "probes": True}),
      "tool.gradcheck.check[0].probes: expected an integer, got True (boolean)"),
     (config({"target": "m:f", "mode": "quick"}),
-     "tool.gradcheck.check[0].mode: expected one of auto, full, fast, got 'quick'"),
+     "tool.gradcheck.check[0].mode: must be one of auto, full, fast, got 'quick'"),
     (config({"target": "m:f", "command": "run"}),
      "tool.gradcheck.check[0].command: expected one of check, jacobian, vjp, hessian, got 'run'"),
     (config({"target": "m:f", "shape": [3, 4]}),

@@ -220,3 +220,125 @@ def test_run_in_parallel_gives_the_serial_results(tmp_path: Path, run_cli: Run) 
     for payload in (serial, parallel):
         hangs = next(r for r in payload["reports"] if r["name"] == "hangs")
         assert 3 <= hangs["seconds"] < 3.5
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("bad/segfaults_in_ctypes.py:f",
+     "f crashed with a segmentation fault (SIGSEGV) during the first calls of f and its"
+     " gradient; it was running bad/segfaults_in_ctypes.py:11"),
+    ("bad/exits_on_import.py:f",
+     "the worker process exited with code 0 during the loading of bad/exits_on_import.py:f and"
+     " its inputs without a report: f or its module ended the process (os._exit?)"),
+])
+def test_the_users_own_crash_through_the_standard_library_or_exit_is_exit_3_without_a_retry(
+        target: str, message: str, in_fixtures: Path, run_cli: Run) -> None:
+    result = run_cli(["check", target, "--no-compiled"])
+    assert result.exit_code == ExitCode.FUNCTION_ERROR
+    assert result.stderr == f"Error: {message}\n"  # one line: no "checking again"
+
+
+def test_a_file_shadowing_the_standard_library_is_named(tmp_path: Path) -> None:
+    from gradcheck.load.target import import_module
+
+    (tmp_path / "json.py").write_text("def dumps(value):\n    raise RuntimeError('mine')\n")
+    module = import_module(str(tmp_path / "json.py"))
+    with pytest.raises(RuntimeError) as caught:
+        module.dumps(1)
+    error = unexpected_error(caught.value, "f")
+    assert error.message.endswith(f"; {tmp_path / 'json.py'} shadows the standard library's"
+                                  " module json: rename it")
+
+
+def test_a_json_py_in_the_current_folder_does_not_break_python_m_gradcheck(
+        tmp_path: Path) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copy(FIXTURES / "two_in_two_out.py", tmp_path / "ops.py")
+    (tmp_path / "json.py").write_text("raise RuntimeError('not the json you want')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "check", "ops.py:f", "-q", "--no-compiled"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("OK ops.py:f")
+
+
+def test_a_huge_timeout_is_no_timeout_and_no_traceback() -> None:
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "check", "two_in_two_out.py:f", "--timeout", "1e308",
+         "-q", "--no-compiled"], cwd=FIXTURES, capture_output=True, text=True, timeout=300,
+        check=False, env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # the worker's watchdog thread raised no OverflowError
+
+
+def test_a_fork_server_killed_under_the_worker_is_one_clean_error_and_the_next_check_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+    import threading
+    from multiprocessing import forkserver
+
+    if isolation._context().get_start_method() != "forkserver":
+        pytest.skip("no fork server on this platform")
+    started = tmp_path / "started"
+    monkeypatch.setenv("GRADCHECK_STARTED_FILE", str(started))
+
+    def kill_the_fork_server() -> None:
+        for _ in range(1200):
+            if started.exists():
+                os.kill(forkserver._forkserver._forkserver_pid, signal.SIGKILL)
+                return
+            time.sleep(0.1)
+
+    threading.Thread(target=kill_the_fork_server, daemon=True).start()
+    target = str(BAD / "waits_forever.py") + ":f"
+    (result,) = run_jobs([job(target, timeout=120.0)])
+    assert isinstance(result.error, InternalError)
+    assert result.error.message.startswith(
+        "the fork server process that starts gradcheck's workers was killed (perhaps by the"
+        f" system's out-of-memory killer) while the check of {target} was running")
+    (after,) = run_jobs([job(str(FIXTURES / "two_in_two_out.py") + ":f")])
+    assert after.report is not None and after.report.ok
+
+
+SCRIPT = """
+import gradcheck
+
+
+def f(x):
+    import tensorflow as tf
+    return tf.sin(x)
+
+{call}
+"""
+
+
+@pytest.mark.parametrize(("call", "expected"), [
+    ("print(gradcheck.check(f, [0.5, 1.0], isolate=True).ok)",
+     "gradcheck.errors.UsageError: isolate=True runs f in a worker process, which imports"
+     " script.py again to find f: put the top-level code of script.py that calls gradcheck under"
+     ' `if __name__ == "__main__":`, or define f in a module of its own'),
+    ('if __name__ == "__main__":\n    print(gradcheck.check(f, [0.5, 1.0], isolate=True,'
+     ' compiled=False).ok)', "True"),
+])
+def test_isolate_from_a_script_says_when_it_needs_a_main_guard(call: str, expected: str,
+                                                               tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "script.py").write_text(SCRIPT.format(call=call))
+    done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False,
+                          env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert lines[-1] == expected
+    assert "bootstrapping" not in done.stderr

@@ -12,7 +12,8 @@ from gradcheck.errors import UsageError
 from gradcheck.options import options_from
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.artifacts import write_artifacts
-from gradcheck.render.save import block_arrays, write_atomically, write_npz
+from gradcheck.render.files import write_file
+from gradcheck.render.save import block_arrays, write_npz
 from gradcheck.report import Block, CheckResult, Report, TensorInfo
 from tests.conftest import fixture_target
 
@@ -67,8 +68,8 @@ def test_npz_round_trips_every_key(tmp_path: Path) -> None:
 
 def test_writes_are_atomic_and_leave_no_temporary(tmp_path: Path) -> None:
     target = tmp_path / "file.bin"
-    write_atomically(target, b"old")
-    write_atomically(target, b"new")
+    write_file(target, b"old")
+    write_file(target, b"new")
     assert target.read_bytes() == b"new"
     assert [p.name for p in tmp_path.iterdir()] == ["file.bin"]
     assert oct(target.stat().st_mode & 0o777) == oct(0o644)
@@ -80,7 +81,7 @@ def test_an_unwritable_folder_is_a_usage_error(tmp_path: Path) -> None:
     tmp_path.chmod(0o500)
     try:
         with pytest.raises(UsageError, match="cannot write"):
-            write_atomically(tmp_path / "x.npz", b"")
+            write_file(tmp_path / "x.npz", b"")
     finally:
         tmp_path.chmod(0o700)
 
@@ -88,6 +89,6 @@ def test_an_unwritable_folder_is_a_usage_error(tmp_path: Path) -> None:
 def test_a_path_under_a_file_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(UsageError) as caught:
-        write_atomically(tmp_path / "file" / "x.npz", b"")
+        write_file(tmp_path / "file" / "x.npz", b"")
     assert caught.value.message.startswith(f"cannot write {str(tmp_path / 'file' / 'x.npz')!r}")
     assert [p.name for p in tmp_path.iterdir()] == ["file"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -11,9 +12,10 @@ from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.load.locations import exception_location
 from gradcheck.numerics import judging
-from gradcheck.numerics.tolerances import Tolerance, machine_eps
+from gradcheck.numerics.tolerances import Tolerance, machine_eps, tolerance_for
 from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
-from gradcheck.tf.compiled import compiled_vjp
+from gradcheck.tf.compiled import CompiledVJP, compiled_vjp, eager_vjp
+from gradcheck.tf.culprits import failing_node_site
 from gradcheck.tf.program import first_line
 
 MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
@@ -40,7 +42,40 @@ def _trace_failure(mode: str, exc: BaseException, jit: bool) -> tuple[Status, st
             f" eagerly only; {fix}", Cause("untraceable", first_line(exc), fix=fix))
 
 
+def _own_dtype(ctx: CheckContext) -> str | None:
+    """The arguments' own dtype when gradcheck promoted them to float64 (one dtype only)."""
+    sources = [slot for slot in ctx.program.sources if slot.argument]
+    own = {slot.own_dtype for slot in sources}
+    if any(slot.dtype != "float64" for slot in sources) or len(own) != 1 or None in own:
+        return None
+    dtype = own.pop()
+    return dtype if dtype in ("float32", "float16", "bfloat16") else None
+
+
 def check_compiled(ctx: CheckContext) -> Findings:
+    """Eager, tf.function and XLA VJPs; when promotion to float64 is what makes them differ
+    (a float literal meeting a float64 input, an XLA kernel wrong in float64 only), the check
+    in the arguments' own dtype is the verdict, with a note."""
+    found = _compiled_findings(ctx, None)
+    own = _own_dtype(ctx)
+    if own is None or not any(r.status in (Status.FAIL, Status.WARN) for r in found.results):
+        return found
+    try:
+        eager = eager_vjp(ctx.program, ctx.diff_outputs, ctx.upstreams)
+    except Exception:  # f does not run in its own dtype eagerly: keep the promoted verdict
+        return found
+    in_own = _compiled_findings(replace(ctx, tolerance=tolerance_for(
+        own, ctx.options.atol, ctx.options.rtol), tolerance_dtype=own), eager)
+    first = next(r for r in found.results if r.status in (Status.FAIL, Status.WARN))
+    in_own.notes.append(
+        f"the compiled check ran in {own}, the arguments' own dtype: in float64, gradcheck's"
+        f" promotion, {first.status}: {first.message.split('; ', 1)[0]}")
+    return in_own
+
+
+def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
+    """The compiled check against the recorded eager VJP, or against `own` (the eager VJP
+    in the arguments' own dtype, the compiled ones then in that dtype too)."""
     found = Findings()
     sources = [slot for slot in ctx.program.slots if slot.differentiable]
     eager = [ctx.recording.gradient(ctx.diff_outputs, slot, ctx.upstreams) for slot in sources]
@@ -49,41 +84,79 @@ def check_compiled(ctx: CheckContext) -> Findings:
         found.add(Kind.COMPILED, Status.SKIP, "no eager VJP to compare with (see the checks"
                   " above)")
         return found
+    eager_values = [g.value for g in eager] if own is None else own.gradients
     for mode, jit in MODES:
         try:
-            result = compiled_vjp(ctx.program, ctx.diff_outputs, ctx.upstreams, jit)
+            result = compiled_vjp(ctx.program, ctx.diff_outputs, ctx.upstreams, jit,
+                                  own_dtype=own is not None)
         except Exception as exc:  # tracing or compiling failed: judged, not a crash
             status, message, cause = _trace_failure(mode, exc, jit)
-            found.add(Kind.COMPILED, status, message, location=exception_location(exc),
-                      cause=cause)
+            # An XLA error is raised by the runtime, under gradcheck's frames only: its line
+            # is that of the op the error names.
+            location = exception_location(exc) if status != Status.SKIP else None
+            if status == Status.SKIP:
+                site = failing_node_site(ctx.program, ctx.diff_outputs, str(exc))
+                if site is not None and site.location is not None:
+                    location = site.location
+                    name = site.scope.split("/")[0] if site.scope else site.op
+                    gradient = "the gradient of " if site.backward else ""
+                    message += f"; the op: {gradient}{name} at {location}"
+                    cause = replace(cause, culprit=name, location=location)
+            found.add(Kind.COMPILED, status, message, location=location, cause=cause)
             if status == Status.WARN:
                 return found  # XLA would fail the same way
             continue
-        changed = _values_differ(ctx, result.outputs)
+        changed = _values_differ(ctx, result.outputs, None if own is None else own.outputs)
         if changed is not None:
             found.add(Kind.COMPILED, Status.SKIP,
                       f"f itself returns other values under {mode} ({changed}: random ops, or"
                       " a kernel that computes differently), so its VJPs are not comparable",
                       cause=Cause("compiled-values", f"f's values differ under {mode}"))
             continue
-        for slot, outcome, compiled in zip(sources, eager, result.gradients):
-            found.results.append(_judge(ctx, mode, slot.name, outcome.value, compiled))
+        for slot, value, compiled in zip(sources, eager_values, result.gradients):
+            found.results.append(_judge(ctx, mode, slot.name, value, compiled, jit))
     return found
 
 
-def _values_differ(ctx: CheckContext, outputs: list[np.ndarray]) -> str | None:
+def _values_differ(ctx: CheckContext, outputs: list[np.ndarray],
+                   eager_outputs: list[np.ndarray] | None) -> str | None:
     """Which output f computes differently when compiled, beyond the dtype's tolerance."""
-    for k, compiled in zip(ctx.diff_outputs, outputs):
-        eager = np.asarray(ctx.outputs[k].tensor, dtype=np.float64)
-        scale = float(np.max(np.abs(eager), initial=0.0))
-        if compiled.shape != eager.shape or not np.all(
-                np.abs(compiled - eager) <= ctx.tolerance.atol + ctx.tolerance.rtol * scale):
+    for position, (k, compiled) in enumerate(zip(ctx.diff_outputs, outputs)):
+        eager = np.asarray(ctx.outputs[k].tensor if eager_outputs is None
+                           else eager_outputs[position], dtype=np.float64)
+        scale = float(np.max(np.abs(eager), initial=0.0, where=np.isfinite(eager)))
+        if compiled.shape != eager.shape:
+            return f"{ctx.outputs[k].name} differs"
+        with np.errstate(invalid="ignore"):  # inf - inf: the same infinity is no change
+            close = np.abs(compiled - eager) <= ctx.tolerance.atol + ctx.tolerance.rtol * scale
+        if not np.all(close | (compiled == eager) | (np.isnan(compiled) & np.isnan(eager))):
             return f"{ctx.outputs[k].name} differs"
     return None
 
 
+def _non_finite(mode: str, name: str, eager: np.ndarray, compiled: np.ndarray, jit: bool
+                ) -> CheckResult | None:
+    """A NaN or infinity in the eager VJP is the non-finite check's (skip); one only in the
+    compiled VJP fails, marked for the non-finite diagnosis to analyse that variant."""
+    if not np.all(np.isfinite(eager)):
+        return CheckResult(Kind.COMPILED, Status.SKIP, f"the eager VJP for {name} is not"
+                           f" finite, so the one under {mode} is not compared with it (see the"
+                           " non-finite check)", input=name)
+    bad = ~np.isfinite(compiled)
+    if not bad.any():
+        return None
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    return CheckResult(
+        Kind.COMPILED, Status.FAIL,
+        f"the VJP for {name} under {mode} is not finite in {int(bad.sum())} of {bad.size}"
+        f" elements where the eager one is; worst {format_index(index)}: {mode}"
+        f" {compiled[index]:.6g}, eager {eager[index]:.6g}", input=name, worst_index=index,
+        cause=Cause("compiled-non-finite", f"{mode} gives non-finite values"),
+        details={"non_finite": True, "jit": jit})
+
+
 def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
-           compiled: np.ndarray | None) -> CheckResult:
+           compiled: np.ndarray | None, jit: bool = False) -> CheckResult:
     where: dict[str, Any] = {"input": name}
     if eager is None or compiled is None:
         if eager is None and compiled is None:
@@ -93,6 +166,8 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
         return CheckResult(Kind.COMPILED, Status.FAIL,
                            f"the gradient for {name} is None only {which}", **where,
                            cause=Cause("compiled-none", f"None {which}"))
+    if (non_finite := _non_finite(mode, name, eager, compiled, jit)) is not None:
+        return non_finite
     # Compiled kernels reassociate sums and may use other algorithms (XLA's eigensolver):
     # differences are judged against the block's scale, as finite differences would be.
     scale = float(np.max(np.abs(eager), initial=0.0))

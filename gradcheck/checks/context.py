@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.numerics.tolerances import Tolerance
+from gradcheck.numerics.tolerances import Tolerance, fd_tolerance
 from gradcheck.options import CheckOptions
 from gradcheck.report import Block, CheckResult, Kind, Status
 from gradcheck.tf.program import OutputLeaf, Program
@@ -36,6 +36,12 @@ class CheckContext:
     @property
     def outputs(self) -> list[OutputLeaf]:
         return self.recording.outputs
+
+    @property
+    def fd_tolerance(self) -> Tolerance:
+        """The tolerance of full-mode comparisons with finite differences."""
+        return fd_tolerance(self.tolerance, self.program.compute_dtype, self.options.atol,
+                            self.options.rtol)
 
     def wants(self, kind: Kind) -> bool:
         return kind in self.options.kinds

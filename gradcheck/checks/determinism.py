@@ -9,6 +9,7 @@ import numpy as np
 
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
+from gradcheck.tf.culprits import VARIABLE_WRITES, stateful_sites
 from gradcheck.tf.keras import random_layers
 from gradcheck.tf.program import OutputLeaf, flatten_outputs, output_base
 from gradcheck.tf.recording import Recording
@@ -21,9 +22,12 @@ def _output_change(then: OutputLeaf, now: OutputLeaf) -> tuple[str, float | None
         return f"{now.name} changed from shape {then.shape} to {now.shape}", None, None
     a = np.asarray(then.tensor, dtype=np.float64)
     b = np.asarray(now.tensor, dtype=np.float64)
-    gap = np.abs(a - b)
+    with np.errstate(invalid="ignore"):  # inf - inf is NaN: judged below as no change
+        gap = np.abs(a - b)
     allowed = 8 * machine_eps(now.dtype) * (np.abs(b) + np.max(np.abs(b), initial=0.0))
-    bad = ~(gap <= allowed)  # NaN on one call only counts as a change
+    # NaN on one call only counts as a change; the same NaN or infinity on both does not
+    # (a deterministic non-finite value is the non-finite check's).
+    bad = ~((gap <= allowed) | (a == b) | (np.isnan(a) & np.isnan(b)))
     if not np.any(bad):
         return None
     ranked = np.where(bad, np.nan_to_num(gap, nan=np.inf), -1.0)
@@ -48,6 +52,13 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
     layers = random_layers(recording.program.function)
     culprit = (f"; its random layers: {', '.join(layers)} (check in inference mode, without"
                " --training, or fix their seeds)" if layers else "")
+    sites = [] if layers else stateful_sites(recording.program, diff_outputs)
+    located = next((site for site in sites if site.location), None)
+    if located is not None:
+        kind = ("a variable write" if located.op in VARIABLE_WRITES else "a random op")
+        others = len({(s.op, s.location) for s in sites}) - 1
+        also = f" (and {others} more)" if others > 0 else ""
+        culprit = f"; the state that changes: {kind}, {located.name}, at {located.location}{also}"
     return CheckResult(
         Kind.NONDETERMINISM, Status.FAIL,
         f"{name} returned different values on two calls with the same inputs: {what}; random"
@@ -55,4 +66,7 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
         " differences meaningless, so no gradient verdict is given: fix the randomness"
         f" (tf.random.stateless_*) or check a deterministic version{culprit}",
         output=output, max_abs_err=largest, worst_index=index,
-        cause=Cause("random", what, culprit=", ".join(layers) or None))
+        location=located.location if located is not None else None,
+        cause=Cause("random", what, culprit=", ".join(layers) or (
+            located.name if located is not None else None),
+            location=located.location if located is not None else None))

@@ -9,14 +9,20 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings, shown
 from gradcheck.checks.verdicts import comparison_fields, mismatch, symmetric_warning
-from gradcheck.numerics import differences, judging, symmetric
+from gradcheck.numerics import differences, float32, judging, symmetric
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
 from gradcheck.report import Block, Cause, Kind, Status, format_index
 from gradcheck.tf.batch import BatchEvaluator
+from gradcheck.tf.culprits import kink_site
 from gradcheck.tf.program import OutputLeaf, Slot
 from gradcheck.tf.recording import GradientOutcome
+
+
+# Marks a `connected` result where autodiff gives None and finite differences see no slope:
+# diagnosis/graph_breaks.py looks for the op that gives no gradient (or finds f never reads it).
+NO_GRADIENT_KEY = "no_gradient"
 
 
 @dataclass
@@ -36,6 +42,8 @@ class SourceAnalysis:
     kink_masks: dict[int, np.ndarray] = field(default_factory=dict)
     shape_ok: bool = True
     probe: symmetric.SymmetricProbe | None = None
+    # Per output, where f computes in float32: x and f's measured noise (numerics/float32.py).
+    precise: dict[int, float32.Float32Steps] = field(default_factory=dict)
 
     def refine(self, ctx: CheckContext, elements: np.ndarray) -> None:
         """Add x±2h for these flat input elements: Richardson values, error estimates, kinks."""
@@ -54,6 +62,13 @@ class SourceAnalysis:
                       divisor: float | np.ndarray) -> None:
         """Columns still in doubt, again with steps `divisor` times smaller."""
         small = self.steps / divisor
+        if self.precise:
+            values = self.evaluator.evaluate_perturbations(small, float32.FACTORS, elements)
+            for k, evaluations in zip(ctx.diff_outputs, values):
+                self.fd[k] = differences.keep_better(self.fd[k], *float32.columns(
+                    evaluations, self.centres[k], small, self.precise[k], elements),
+                    elements, small.size)
+            return
         first = self.evaluator.evaluate_perturbations(
             small, differences.FIRST_FACTORS, elements=elements)
         second = self.evaluator.evaluate_perturbations(
@@ -78,11 +93,38 @@ def analyse(ctx: CheckContext, slot_index: int) -> tuple[SourceAnalysis, list[st
     evaluator = BatchEvaluator(ctx.program, slot_index, ctx.diff_outputs, centres,
                                ctx.options.max_memory)
     x = ctx.program.value_of(slot_index)
+    if float32.applies(ctx.program.compute_dtype):
+        return _analyse_float32(ctx, slot_index, evaluator, centres)
     h = differences.step_sizes(x, ctx.program.compute_dtype, ctx.options.eps)
     evaluations = evaluator.evaluate_perturbations(
         h, differences.FIRST_FACTORS, progress=ctx.progress(f"finite differences for {slot.name}"))
     fd = {k: differences.central_difference(values, centre, h, ctx.outputs[k].dtype)
           for k, values, centre in zip(ctx.diff_outputs, evaluations, centres)}
+    return _analysis(ctx, slot_index, evaluator, h, fd, evaluations, centres)
+
+
+def _analyse_float32(ctx: CheckContext, slot_index: int, evaluator: BatchEvaluator,
+                     centres: list[np.ndarray]) -> tuple[SourceAnalysis, list[str]]:
+    """Where f computes in float32: f's noise measured, then x ± h, ± 2h, ± 4h at once."""
+    slot, x = ctx.program.slots[slot_index], ctx.program.value_of(slot_index)
+    h = float32.step_sizes(x, ctx.options.eps)
+    noise = evaluator.evaluate(float32.noise_points(x, ctx.options.seed))
+    precise = {k: float32.Float32Steps(x, float32.noise_level(values, centre))
+               for k, values, centre in zip(ctx.diff_outputs, noise, centres)}
+    evaluations = evaluator.evaluate_perturbations(
+        h, float32.FACTORS, progress=ctx.progress(f"finite differences for {slot.name}"))
+    fd = {k: float32.finite_difference(values, centre, h, precise[k])
+          for k, values, centre in zip(ctx.diff_outputs, evaluations, centres)}
+    analysis, notes = _analysis(ctx, slot_index, evaluator, h, fd, evaluations, centres)
+    analysis.precise = precise
+    analysis.refined[:] = True
+    return analysis, notes
+
+
+def _analysis(ctx: CheckContext, slot_index: int, evaluator: BatchEvaluator, h: np.ndarray,
+              fd: dict[int, FiniteDifference], evaluations: list[np.ndarray],
+              centres: list[np.ndarray]) -> tuple[SourceAnalysis, list[str]]:
+    slot, x = ctx.program.slots[slot_index], ctx.program.value_of(slot_index)
     probe = None
     if symmetric.is_square_matrix(slot.shape):
         probe = symmetric.SymmetricProbe(
@@ -118,7 +160,8 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
         analysis.shape_ok = False
         found.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
                   f"computing the gradient of {output.name} with respect to {slot.name} raised"
-                  f" {outcome.error_line}", location=outcome.location, **where)
+                  f" {outcome.error_line}", location=outcome.location,
+                  details={"error": outcome.error_line}, **where)
         return found
     if outcome.value is None:
         analysis.autodiff[k] = None
@@ -147,8 +190,9 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
     analysis.kink_masks[k] = kinks
     found.extend(judged)
     if ctx.options.keep_blocks:
-        fd = analysis.fd[k]
-        allowed = (ctx.tolerance.atol + ctx.tolerance.rtol * np.abs(fd.jacobian)
+        fd, tolerance = analysis.fd[k], ctx.fd_tolerance
+        allowed = (tolerance.atol + tolerance.rtol * np.abs(fd.jacobian)
+                   + tolerance.scale_rtol * judging.block_scale(fd.jacobian, block)
                    + ERROR_ESTIMATE_SAFETY * fd.error_estimate)
         found.blocks.append(Block(output.name, slot.name, block, fd.jacobian, fd.error_estimate,
                                   np.where(kinks, np.nan, allowed), ctx.upstreams[position]))
@@ -158,20 +202,21 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
 def _settle_doubts(ctx: CheckContext, analysis: SourceAnalysis, k: int,
                    block: np.ndarray) -> None:
     """Richardson where plain differences disagree, then smaller steps for what still does."""
-    size = int(np.prod(analysis.slot.shape))
-    doubt = judging.in_doubt(block, analysis.fd[k], ctx.tolerance, size)
+    size, tolerance = int(np.prod(analysis.slot.shape)), ctx.fd_tolerance
+    doubt = judging.in_doubt(block, analysis.fd[k], tolerance, size)
     analysis.refine(ctx, doubt)
     # Only the columns refined or retried change, so only they are judged again (noisiness
     # is judged over all columns once).
-    noisy = judging.noisy_columns(analysis.fd[k], ctx.tolerance, size)
-    for divisor in (*differences.SMALLER_STEPS, None):
-        doubt = np.union1d(judging.in_doubt(block, analysis.fd[k], ctx.tolerance, size, doubt),
+    noisy = judging.noisy_columns(analysis.fd[k], tolerance, size)
+    divisors = float32.SMALLER_STEPS if analysis.precise else differences.SMALLER_STEPS
+    for divisor in (*divisors, None):
+        doubt = np.union1d(judging.in_doubt(block, analysis.fd[k], tolerance, size, doubt),
                            noisy)
         if doubt.size == 0:
             return
         analysis.retry_smaller(ctx, doubt, divisor if divisor is not None
                                else differences.relative_divisor(analysis.slot.value.numpy()))
-        noisy = judging.noisy_columns(analysis.fd[k], ctx.tolerance, size, doubt)
+        noisy = judging.noisy_columns(analysis.fd[k], tolerance, size, doubt)
 
 
 def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,
@@ -199,11 +244,12 @@ def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,
                       f"the trainable weight {slot.name} gets no gradient from {output.name}"
                       f" (None), and finite differences agree that {output.name} does not"
                       f" depend on it here, so it never trains through {output.name} (Keras:"
-                      f" 'No gradients provided'): {why}", **where)
+                      f" 'No gradients provided'): {why}", details={NO_GRADIENT_KEY: True}, **where)
             return found
         found.add(Kind.CONNECTED, Status.PASS,
                   f"autodiff returns None for d{output.name}/d{slot.name} and finite differences"
-                  f" agree that {output.name} does not depend on {slot.name}", **where)
+                  f" agree that {output.name} does not depend on {slot.name}",
+                  details={NO_GRADIENT_KEY: True}, **where)
         return found
     magnitude = float(np.max(np.abs(fd.jacobian)))
     detached = "" if output.origin == "tensor" else (
@@ -223,7 +269,7 @@ def _kinks(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
         return np.zeros(block.shape, dtype=bool)
     # A NaN or inf from autodiff is a finding even at a kink.
     return fd.kink & np.isfinite(block) & ~np.isclose(
-        block, fd.jacobian, rtol=ctx.tolerance.rtol, atol=ctx.tolerance.atol)
+        block, fd.jacobian, rtol=ctx.fd_tolerance.rtol, atol=ctx.fd_tolerance.atol)
 
 
 def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
@@ -232,28 +278,34 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
     """Judge one block; return the mask of elements at kinks (excluded from the verdict)."""
     found = Findings()
     where = {"input": slot.name, "output": output.name}
-    plain = judging.compare(block, fd.jacobian, ctx.tolerance, fd.error_estimate)
+    tolerance = ctx.fd_tolerance
+    plain = judging.compare(block, fd.jacobian, tolerance, fd.error_estimate)
     kinks = _kinks(ctx, block, fd, plain)
     comparison = plain
     if np.any(kinks):
-        comparison = judging.compare(block, fd.jacobian, ctx.tolerance, fd.error_estimate,
+        comparison = judging.compare(block, fd.jacobian, tolerance, fd.error_estimate,
                                      ignore=fd.kink)
         if ctx.wants(Kind.KINK):
             index = tuple(int(i) for i in np.argwhere(kinks)[0])
+            site = kink_site(ctx.program, ctx.diff_outputs,
+                             (index[len(output.shape):], slot.shape))
+            at = f"; the kink: {site.name} {site.detail} at {site.location}" if site else ""
             found.add(Kind.KINK, Status.WARN,
                       f"{output.name} is not differentiable in {slot.name} at this point"
                       f" ({int(np.sum(kinks))} element(s), e.g. {format_index(index)}):"
                       f" autodiff gives {block[index]:.6g}, finite differences across the kink"
-                      f" {fd.jacobian[index]:.6g}; move the point away from the kink",
-                      worst_index=index, **where)
+                      f" {fd.jacobian[index]:.6g}{at}; move the point away from the kink",
+                      worst_index=index, location=site.location if site else None,
+                      cause=Cause("kink", f"{site.name} {site.detail}", culprit=site.name,
+                                  location=site.location) if site else None, **where)
     details = {
         "autodiff": shown(block), "finite_difference": shown(fd.jacobian),
         "shape": list(block.shape),
         "fd_error_estimate": float(np.max(fd.error_estimate, initial=0.0)),
-        "atol": ctx.tolerance.atol, "rtol": ctx.tolerance.rtol,
+        "atol": tolerance.atol, "rtol": tolerance.rtol,
     }
-    if comparison.ok and judging.inconclusive(fd, ctx.tolerance) \
-            and not judging.compare(block, fd.jacobian, ctx.tolerance).ok:
+    if comparison.ok and judging.inconclusive(fd, tolerance) \
+            and not judging.compare(block, fd.jacobian, tolerance).ok:
         found.add(Kind.JACOBIAN, Status.WARN,
                   f"inconclusive: finite differences are too noisy here to confirm autodiff"
                   f" (their error estimate reaches {details['fd_error_estimate']:.2g} against"
@@ -267,7 +319,7 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
                   f"autodiff matches finite differences (max abs err"
                   f" {comparison.max_abs_err:.1e}, {comparison.max_rel_err:.1e} of max |J|;"
                   f" the worst element uses {comparison.excess:.2g} of its allowed error"
-                  f" atol={ctx.tolerance.atol:g} + rtol={ctx.tolerance.rtol:g}·|J| + the"
+                  f" atol={tolerance.atol:g} + rtol={tolerance.rtol:g}·|J| + the"
                   f" finite-difference error estimate)",
                   details=details, **comparison_fields(comparison), **where)
         return kinks, found

@@ -6,12 +6,25 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.numerics.tolerances import machine_eps
-from gradcheck.report import Kind, Status
+from gradcheck.report import Cause, Kind, Status
+from gradcheck.tf.graph import (
+    CutSite,
+    forward_mode_gaps,
+    forward_op_location,
+    missing_gradient_of,
+)
 from gradcheck.tf.program import Slot, first_line
 
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,
 # allowed as this many machine epsilons of the sum of the terms' magnitudes.
 JVP_ROUNDING = 300.0
+# ForwardAccumulator gives None where TensorFlow has no way forward: not a wrong gradient.
+_NO_FORWARD_MODE = (
+    "forward mode (ForwardAccumulator) gives no JVP for {0} (None) although reverse mode gives"
+    " a gradient: TensorFlow has no forward-mode rule on the path (a custom_gradient whose"
+    " forward and grad_fn both leave TensorFlow, e.g. NumPy through tf.numpy_function, which"
+    " forward mode would differentiate through; or an op without one), so the two modes cannot"
+    " be compared")
 # Random streams of their own: the JVP's u and v must not repeat the VJP's upstream.
 JVP_STREAM = 2
 
@@ -55,13 +68,26 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
     try:
         jvps = ctx.recording.forward_jvp(slot, tangent, outputs)
     except Exception as exc:  # forward mode is not defined for every op
-        found.add(Kind.JVP, Status.SKIP,
-                  f"forward mode could not run for {slot.name}: {first_line(exc)}", **where)
+        gap = _raised_gap(ctx, slot, first_line(exc))
+        if gap is not None:
+            found.add(Kind.JVP, Status.SKIP, f"no forward-mode verdict for {slot.name}:"
+                      f" {gap.what}; {gap.fix}", location=gap.location, cause=gap, **where)
+        else:
+            found.add(Kind.JVP, Status.SKIP,
+                      f"forward mode could not run for {slot.name}: {first_line(exc)}", **where)
+        return found
+    if all(j is None for j in jvps) and reverse.value is not None and np.any(reverse.value):
+        found.add(Kind.JVP, Status.SKIP, _NO_FORWARD_MODE.format(slot.name), **where)
         return found
     forward_terms = [u * j for u, j in zip(upstreams, jvps) if j is not None]
     reverse_terms = np.zeros(slot.shape) if reverse.value is None else reverse.value * tangent
     forward = float(sum(np.sum(t) for t in forward_terms))
     backward = float(np.sum(reverse_terms))
+    if not (np.isfinite(forward) and np.isfinite(backward)):
+        found.add(Kind.JVP, Status.SKIP, f"forward mode gives {forward:.6g} and reverse mode"
+                  f" {backward:.6g} for {slot.name}: not finite, so not comparable (see the"
+                  " non-finite check)", **where)
+        return found
     scale = max(float(sum(np.sum(np.abs(t)) for t in forward_terms)),
                 float(np.sum(np.abs(reverse_terms))))
     allowed = _allowed(ctx, scale, tangent, upstreams)
@@ -76,6 +102,10 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
         found.add(Kind.JVP, Status.PASS,
                   f"forward mode ⟨u, Jv⟩ = {forward:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
                   f" {backward:.6g} for a random v and u", **numbers, **where)
+    elif gaps := _gaps(ctx, slot):
+        cause = _gap_cause(gaps)
+        found.add(Kind.JVP, Status.SKIP, f"no forward-mode verdict for {slot.name}: {cause.what};"
+                  f" {cause.fix}", location=cause.location, cause=cause, **numbers, **where)
     else:
         found.add(Kind.JVP, Status.FAIL,
                   f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {forward:.6g} but reverse"
@@ -83,3 +113,36 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
                   " two modes disagree, so a gradient (often a custom_gradient grad_fn) is"
                   " inconsistent", **numbers, **where)
     return found
+
+
+def _gaps(ctx: CheckContext, slot: Slot) -> list[CutSite]:
+    index = next(i for i, s in enumerate(ctx.program.slots) if s is slot)
+    return forward_mode_gaps(ctx.program, index)
+
+
+def _raised_gap(ctx: CheckContext, slot: Slot, error: str) -> Cause | None:
+    """Forward mode raised because TensorFlow has no gradient for an op's gradient (forward
+    mode is built from it): the user's op, at its line."""
+    missing = missing_gradient_of(error)
+    if missing is None or slot.is_variable:
+        return None
+    index = next(i for i, s in enumerate(ctx.program.slots) if s is slot)
+    found = forward_op_location(ctx.program, index, missing)
+    if found is None:
+        return None
+    op, location = found
+    return _gap_cause([CutSite("no-forward-rule", location, op)],
+                      f"TensorFlow has no gradient for {missing}, which its forward mode needs")
+
+
+def _gap_cause(gaps: list[CutSite], why: str | None = None) -> Cause:
+    ops = ", ".join(dict.fromkeys(gap.detail for gap in gaps))
+    return Cause(
+        "no-forward-rule",
+        f"TensorFlow has no forward-mode rule for {ops} ("
+        + (why or "tf.autodiff.ForwardAccumulator gives no tangent through it, so forward"
+           " mode says 0 where reverse mode does not") + ")",
+        culprit=gaps[0].detail, location=gaps[0].location,
+        fix="a gap in TensorFlow, not in your gradient: reverse mode (what training uses) is"
+            " checked by the other checks; for JVPs through it, use two reverse passes"
+            " (the transpose of tape.gradient) instead of ForwardAccumulator")

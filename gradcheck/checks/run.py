@@ -26,6 +26,7 @@ from gradcheck.load.inputs import NamedArgument, resolve_upstreams
 from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.options import CheckOptions
 from gradcheck.report import Kind, Report, TensorInfo
+from gradcheck.tf.graph import lowest_precision_inside
 from gradcheck.tf.program import Program, flatten_outputs, function_name, prepare
 from gradcheck.tf.recording import GradientOutcome, Recording, record
 
@@ -50,6 +51,10 @@ def _validate_outputs(recording: Recording, name: str) -> list[int]:
         raise InputError(f"{name} returned an empty tuple, list or dict; it must return at least"
                          " one floating-point tensor")
     usable = [i for i, o in enumerate(outputs) if o.differentiable]
+    empty = [o for o in outputs if o.differentiable and 0 in tuple(o.shape)]
+    if empty:
+        raise InputError(f"{name} returned an empty tensor: {empty[0].name} has shape"
+                         f" {tuple(empty[0].shape)}; every output needs at least one element")
     if not usable:
         reasons = "; ".join(f"{o.name} {o.reason}" for o in outputs)
         raise InputError(f"{name} returns no floating-point tensor to differentiate: {reasons}")
@@ -94,7 +99,17 @@ def _context(recording: Recording, options: CheckOptions) -> CheckContext:
         options.seed)
     tolerance_dtype = _lowest_precision(
         [program.compute_dtype] + [recording.outputs[k].dtype for k in diff_outputs])
-    if tolerance_dtype != program.compute_dtype:
+    inside = (lowest_precision_inside(program)
+              if tolerance_dtype not in ("float16", "bfloat16") else None)
+    if inside is not None:
+        # Half precision inside, float32 outputs (the mixed-precision recipe): its rounding
+        # decides what finite differences can see and how far autodiff may be off.
+        program.notes.append(
+            f"{name} computes in {inside} inside (its outputs are"
+            f" {recording.outputs[diff_outputs[0]].dtype}): finite-difference steps and"
+            f" tolerances are {inside}'s")
+        tolerance_dtype = program.compute_dtype = inside
+    elif tolerance_dtype != program.compute_dtype:
         # f returns lower precision than its inputs (a Keras layer, a tf.cast inside):
         # steps sized for the inputs' dtype would drown in the outputs' rounding.
         program.notes.append(

@@ -20,6 +20,12 @@ from gradcheck.errors import FunctionError
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance
 from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
+from gradcheck.tf.graph import (
+    CutSite,
+    forward_op_location,
+    missing_gradient_of,
+    second_order_gaps,
+)
 from gradcheck.tf.nested import record_gradient
 from gradcheck.tf.program import Slot
 from gradcheck.tf.recording import Recording
@@ -73,6 +79,11 @@ def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:
                   f" gradient to differentiate failed ({error.message})")
         return found
     gctx = _gradient_context(ctx, recording)
+    if not gctx.diff_outputs:
+        found = Findings()
+        found.add(what.kind, Status.SKIP, "no second derivative checked: the gradient to"
+                  " differentiate has no floating-point values")
+        return found
     choice = choose_mode(ctx.options, gctx.program,
                          [gctx.outputs[k].shape for k in gctx.diff_outputs],
                          recording.call_seconds)
@@ -90,7 +101,28 @@ def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:
             autodiff.append(analysis.autodiff)
         found.results += _symmetry(gctx, what.kind, rows, autodiff)
     found.notes += recording.workarounds
-    return _told(found, what.kind)
+    return _told(found, what.kind, _missing_in_tensorflow(ctx, recording, found))
+
+
+def _missing_in_tensorflow(ctx: CheckContext, recording: Recording,
+                           found: Findings) -> dict[str, list[CutSite]]:
+    """Per argument whose second derivative is None (or raises LookupError): the gradient ops
+    TensorFlow has no gradient for, at the user's op (its gap, not the user's grad_fn)."""
+    gaps: dict[str, list[CutSite]] = {}
+    for result in found.results:
+        index = next((i for i, s in enumerate(recording.program.slots)
+                      if s.name == result.input), None)
+        if index is None or not result.failed:
+            continue
+        if result.check == Kind.CONNECTED:
+            if located := second_order_gaps(recording.program, index):
+                gaps[result.input or ""] = located
+        elif result.check == Kind.CUSTOM_GRADIENT and (
+                missing := missing_gradient_of(str(result.details.get("error", "")))):
+            if (op := forward_op_location(ctx.program, index, missing)) is not None:
+                gaps[result.input or ""] = [
+                    CutSite("no-second-order-gradient", op[1], f"{missing}:{op[0]}")]
+    return gaps
 
 
 def _symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int],
@@ -100,7 +132,7 @@ def _symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int],
     slots = [gctx.program.slots[i] for i in rows]
     sizes = [int(np.prod(slot.shape, dtype=np.int64)) for slot in slots]
     blocks = [[column.get(k) for column in autodiff] for k in gctx.diff_outputs]
-    if any(b is None or np.size(b) != sizes[r] * sizes[c]
+    if not blocks or not rows or any(b is None or np.size(b) != sizes[r] * sizes[c]
            for r, row in enumerate(blocks) for c, b in enumerate(row)):
         return []  # a cut or wrong-shaped second derivative: reported block by block
     matrix = np.block([[np.asarray(b, dtype=np.float64).reshape(sizes[r], sizes[c])
@@ -184,8 +216,10 @@ def _element(slots: Sequence[Slot], sizes: Sequence[int], flat: int) -> str:
     return str(flat)
 
 
-def _told(found: Findings, kind: Kind) -> Findings:
-    """g's first-order findings told as second derivatives of f."""
+def _told(found: Findings, kind: Kind,
+          gaps: dict[str, list[CutSite]] | None = None) -> Findings:
+    """g's first-order findings told as second derivatives of f (a None one at TensorFlow's
+    missing gradient when that is why)."""
     judged = {(r.input, r.output) for r in found.results if r.check != Kind.CONNECTED}
     told = Findings(notes=[f"second derivatives: {note}" for note in found.notes],
                     blocks=found.blocks)
@@ -194,8 +228,32 @@ def _told(found: Findings, kind: Kind) -> Findings:
                 and (result.input, result.output) in judged:
             continue  # "g is connected to x": the block's own verdict follows
         # The symmetry finding is already of the kind; g's own findings are first-order kinds.
+        if result.check in (Kind.CONNECTED, Kind.CUSTOM_GRADIENT) and result.failed \
+                and result.input in (gaps or {}):
+            told.results.append(_tensorflow_gap(result, kind, (gaps or {})[result.input]))
+            continue
         told.results.append(result if result.check == kind else _as_second_order(result, kind))
     return told
+
+
+def _tensorflow_gap(result: CheckResult, kind: Kind, gaps: list[CutSite]) -> CheckResult:
+    """A None second derivative because TensorFlow registers no gradient for a gradient op."""
+    first = gaps[0]
+    grad_op, op = first.detail.split(":")
+    cause = Cause(
+        "no-second-order-gradient",
+        f"TensorFlow has no gradient for {grad_op}, the gradient of {op}: the second"
+        f" derivative through {op} is missing (TensorFlow's missing gradient, not your code's)",
+        culprit=op, location=first.location,
+        fix=f"compute {op} with ops that have second derivatives (e.g. for a resize:"
+            " tf.nn.conv2d_transpose or tf.nn.avg_pool2d, or a tf.custom_gradient whose grad_fn"
+            " is written in differentiable ops)")
+    symptom = ("raises LookupError" if result.check == Kind.CUSTOM_GRADIENT else
+               f"is None, but finite differences show it depends on {result.input}")
+    return replace(result, check=kind, cause=cause, location=first.location,
+                   message=f"{result.output} (the gradient of f) differentiated by nested tapes"
+                           f" with respect to {result.input} {symptom}: {cause.what};"
+                           f" {cause.fix}")
 
 
 def _as_second_order(result: CheckResult, kind: Kind) -> CheckResult:

@@ -21,6 +21,10 @@ def fd_vjp(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[np.ndarray, np.
                     for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
     estimate = sum((judging.contract(np.abs(u), analysis.fd[k].error_estimate)
                     for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
+    if ctx.fd_tolerance.scale_rtol:  # autodiff's own rounding grows with Σ|u||J|
+        magnitude = sum((judging.contract(np.abs(u), np.abs(analysis.reference(k)))
+                         for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
+        estimate = estimate + ctx.fd_tolerance.scale_rtol / ERROR_ESTIMATE_SAFETY * magnitude
     return expected, estimate
 
 
@@ -41,14 +45,15 @@ def check_vjp(ctx: CheckContext, analysis: SourceAnalysis
         return outcome, found
     actual = np.zeros(slot.shape) if outcome.value is None else outcome.value
     expected, estimate = fd_vjp(ctx, analysis)
-    comparison = judging.compare(actual, expected, ctx.tolerance, estimate)
+    tolerance = ctx.fd_tolerance
+    comparison = judging.compare(actual, expected, tolerance, estimate)
     if not comparison.ok and not analysis.refined.all():
         # Same argument as judging.in_doubt: only failing elements can change the verdict.
-        failing = ~(np.abs(actual - expected) <= ctx.tolerance.atol + ctx.tolerance.rtol
+        failing = ~(np.abs(actual - expected) <= tolerance.atol + tolerance.rtol
                     * np.abs(expected) + ERROR_ESTIMATE_SAFETY * estimate)
         analysis.refine(ctx, np.flatnonzero(failing))
         expected, estimate = fd_vjp(ctx, analysis)
-        comparison = judging.compare(actual, expected, ctx.tolerance, estimate)
+        comparison = judging.compare(actual, expected, tolerance, estimate)
     details = {"vjp": shown(actual), "finite_difference": shown(expected)}
     if comparison.ok:
         found.add(Kind.VJP, Status.PASS,

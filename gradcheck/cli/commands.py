@@ -17,7 +17,6 @@ from gradcheck.cli.flags import (
     output_options,
     parse_memory,
     upstream_option,
-    validate_numbers,
 )
 from gradcheck.cli.output import (
     annotate_run_for_github,
@@ -26,10 +25,20 @@ from gradcheck.cli.output import (
     report_error,
     show,
     write_artifacts,
-    write_atomically,
 )
-from gradcheck.errors import ExitCode, GradcheckError, UsageError
+from gradcheck.errors import (
+    ExitCode,
+    GradcheckError,
+    InputError,
+    Interrupted,
+    LoadError,
+    UsageError,
+)
+from gradcheck.render.files import write_file
 from gradcheck.report import VERSION
+
+# `-k` that matches nothing lists this many of the configured checks' names.
+SHOWN_NAMES = 10
 
 
 def _requested_format(arguments: list[str]) -> str | None:
@@ -42,6 +51,26 @@ def _requested_format(arguments: list[str]) -> str | None:
     return None
 
 
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Interrupted("terminated (SIGTERM)")
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the command as Ctrl-C does: workers killed, what finished reported."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class GradcheckGroup(click.Group):
     """Click's own usage errors become one `Error:` line and exit code 2; a bug of gradcheck's
     own in this process, one `Error:` line and exit code 4 (its traceback with --traceback)."""
@@ -50,7 +79,8 @@ class GradcheckGroup(click.Group):
         kwargs["standalone_mode"] = False
         arguments = list(kwargs.get("args") or (args[0] if args else sys.argv[1:]))
         try:
-            result = super().main(*args, **kwargs)
+            with _terminated_as_interrupt():
+                result = super().main(*args, **kwargs)
         except click.UsageError as exc:
             click.echo(f"Error: {exc.format_message()}", err=True)
             if _requested_format(arguments) == "json":
@@ -58,15 +88,23 @@ class GradcheckGroup(click.Group):
 
                 click.echo(render_error_json(exc.format_message(), int(ExitCode.USAGE_ERROR)))
             sys.exit(int(ExitCode.USAGE_ERROR))
-        except click.Abort:
-            click.echo("Error: aborted", err=True)
-            sys.exit(int(ExitCode.USAGE_ERROR))
+        except click.Abort as exc:  # click's wrapping of KeyboardInterrupt (Ctrl-C, SIGTERM)
+            reason = getattr(exc.__cause__, "reason", Interrupted().reason)
+            click.echo(f"Error: {reason}", err=True)
+            if _requested_format(arguments) == "json":
+                from gradcheck.render.json_format import render_error_json
+
+                click.echo(render_error_json(reason, int(ExitCode.INTERRUPTED)))
+            sys.exit(int(ExitCode.INTERRUPTED))
         except Exception as exc:
             if "--traceback" in arguments:
                 import traceback
 
                 click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
-            message = f"internal error: {type(exc).__name__}: {exc}; please report it"
+            from gradcheck.failures import shadowing_note
+
+            message = (f"internal error: {type(exc).__name__}: {exc}{shadowing_note(exc)};"
+                       " please report it")
             click.echo(f"Error: {message}", err=True)
             if _requested_format(arguments) == "json":
                 from gradcheck.render.json_format import render_error_json
@@ -82,23 +120,53 @@ def cli() -> None:
     """Diagnose TensorFlow gradients: Jacobians, VJPs, custom_gradient contracts, graph breaks.
 
     Exit codes: 0 all checks passed, 1 a check failed, 2 usage/loading/input error,
-    3 the function itself raised (or hit --timeout), 4 gradcheck or TensorFlow itself failed.
+    3 the function itself raised (or hit --timeout), 4 gradcheck or TensorFlow itself failed,
+    130 interrupted (Ctrl-C or SIGTERM; what had finished is still reported).
     Each check runs in a worker process that imports TensorFlow.
     """
+
+
+def _guard_single(target: str, options: dict[str, Any]) -> None:
+    """Outputs that are files this check reads, or cannot be written: refused before it runs."""
+    from gradcheck.cli.paths import guard_outputs, target_files, value_files
+
+    reads = [(path, "the target's source") for path in target_files(target, options["path"])]
+    reads += [(path, "the --inputs source")
+              for path in target_files(options["inputs_attr"], options["path"])]
+    reads += [(path, "an input file") for path in value_files(options["input_specs"])]
+    reads += [(path, "an upstream file")
+              for path in value_files(options.get("upstream_specs", ()))]
+    guard_outputs(reads, [("-o", options["output_file"]), ("--save", options["save_file"])],
+                  ("--plot", options["plot_dir"]))
 
 
 def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     output_format = options["output_format"]
     try:
-        validate_numbers(options["atol"], options["rtol"], options["eps"], options["probes"])
+        from gradcheck.load.target import split_spec
         from gradcheck.load.timeout import validate_timeout
+        from gradcheck.options import options_from
 
+        split_spec(target)  # a usage error answers at once, without waiting for TensorFlow
+        if options["inputs_attr"]:
+            try:
+                split_spec(options["inputs_attr"])
+            except LoadError as exc:
+                raise InputError(f"--inputs {options['inputs_attr']}: {exc.message}") from exc
         validate_timeout(options["timeout"])
         max_memory = parse_memory(options["max_memory"])
+        check_options = options_from(
+            command, {**options, "max_memory": max_memory},
+            explain=_explain_wanted(command, options),
+            keep_blocks=bool(options["plot_dir"] or options["save_file"])
+            or (output_format == "table" and not options["quiet"]))
+        _guard_single(target, options)
         from gradcheck import isolation
+        from gradcheck.load.inputs import check_shape_fits
 
+        for shape in options["shapes"]:
+            check_shape_fits(shape, isolation.memory_cap(max_memory))
         isolation.prestart(1)  # the worker imports TensorFlow while this process gets ready
-        from gradcheck.options import options_from
         from gradcheck.pipeline import TargetRequest, check_request
 
         request = TargetRequest(
@@ -111,11 +179,6 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             from gradcheck.render.artifacts import require_plotting
 
             require_plotting()
-        check_options = options_from(
-            command, {**options, "max_memory": max_memory},
-            explain=_explain_wanted(command, options),
-            keep_blocks=bool(options["plot_dir"] or options["save_file"])
-            or (output_format == "table" and not options["quiet"]))
         job = isolation.Job(check_request, (request,), check_options,
                             name=target.rpartition(":")[2], target=target,
                             timeout=options["timeout"],
@@ -132,7 +195,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
         assert report is not None
         text = formatted(report, output_format, command)
         if options["output_file"]:
-            write_atomically(options["output_file"], text)
+            write_file(options["output_file"], text.encode())
         write_artifacts(report, options)
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], target))
@@ -225,7 +288,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     """Run the checks configured in [tool.gradcheck], for CI (exit code: the worst check's)."""
     from gradcheck.load.config import load_config
     from gradcheck.load.timeout import validate_timeout
-    from gradcheck.runner import parse_jobs, run_all
+    from gradcheck.runner import available_memory, cap_workers, parse_jobs, run_all, usable_cores
 
     output_format = options["output_format"]
     started = time.monotonic()
@@ -235,12 +298,18 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         config = load_config(config_file)
         selected = config.select(pattern)
         if not selected:
-            names = ", ".join(check.name for check in config.checks)
-            raise UsageError(f"-k {pattern!r} matches none of the configured checks ({names})")
+            names = [check.name for check in config.checks]
+            shown = ", ".join(names[:SHOWN_NAMES]) + (
+                f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
+            raise UsageError(f"-k {pattern!r} matches none of the configured checks ({shown})")
         limit = timeout if timeout is not None else config.timeout
+        _guard_run(config, selected, options["output_file"], plot_dir)
+        workers, note = cap_workers(workers, len(selected), usable_cores(), available_memory())
+        if note is not None and not options["quiet"]:
+            click.echo(f"note: {note}", err=True)
         from gradcheck import isolation
 
-        isolation.prestart(min(workers, len(selected)))
+        isolation.prestart(workers)
         _warm_up(output_format)
         if plot_dir:
             from gradcheck.render.artifacts import require_plotting
@@ -253,7 +322,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         result = dataclasses.replace(result, wall_seconds=time.monotonic() - started)
         text = _formatted_run(result, output_format)
         if options["output_file"]:
-            write_atomically(options["output_file"], text)
+            write_file(options["output_file"], text.encode())
         if plot_dir:
             from gradcheck.render.artifacts import write_run_artifacts
 
@@ -269,7 +338,27 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         make_console(options["no_color"]).print(
             render_run(result, quiet=options["quiet"], tracebacks=options["show_traceback"]))
     annotate_run_for_github(result, err=output_format != "table")  # stdout: JSON or JUnit
+    if result.exit_code == ExitCode.INTERRUPTED:
+        unfinished = [o for o in result.outcomes if o.exit_code == ExitCode.INTERRUPTED]
+        reason = (unfinished[0].error or "").removeprefix("not finished: ")
+        click.echo(f"Error: {reason}: {len(result.outcomes) - len(unfinished)} of"
+                   f" {len(result.outcomes)} checks finished", err=True)
     sys.exit(int(result.exit_code))
+
+
+def _guard_run(config: Any, selected: Any, output_file: str | None,
+               plot_dir: str | None) -> None:
+    """`run`'s outputs must not be the configuration or a file a selected check reads."""
+    from gradcheck.cli.paths import guard_outputs, target_files, value_files
+
+    reads = [(str(config.source), "the configuration")]
+    for check in selected:
+        reads += [(path, f"the source of check {check.name!r}")
+                  for path in (*target_files(check.load_target, check.path),
+                               *target_files(check.inputs, check.path))]
+        reads += [(path, f"a file check {check.name!r} reads")
+                  for path in value_files((*check.input, *check.upstream))]
+    guard_outputs(reads, [("-o", output_file)], ("--plot", plot_dir), plot_subfolders=True)
 
 
 @contextlib.contextmanager

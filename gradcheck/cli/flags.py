@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from gradcheck.errors import UsageError
+from gradcheck.options import DTYPES, MAX_MEMORY, MIN_MEMORY, MODES
 
 FORMATS = ("table", "json", "junit")
 
@@ -27,7 +28,7 @@ def input_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
                      help="Seed for --shape and random upstreams."),
         click.option("--no-instrument", "no_instrument", is_flag=True,
-                     help="Do not observe tf.custom_gradient functions while loading."),
+                     help="Do not observe the tf.custom_gradient functions f calls."),
     )):
         function = decorator(function)
     return function
@@ -39,11 +40,11 @@ def check_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--rtol", type=float, help="Relative tolerance (default per dtype)."),
         click.option("--eps", type=float,
                      help="Finite-difference step (default: eps^(1/3) x element scale)."),
-        click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto",
+        click.option("--mode", type=click.Choice(MODES), default="auto",
                      show_default=True),
         click.option("--probes", type=int, default=8, show_default=True,
                      help="Random directions in fast mode."),
-        click.option("--dtype", type=click.Choice(["auto", "float32", "float64"]),
+        click.option("--dtype", type=click.Choice(DTYPES),
                      default="auto", show_default=True),
         click.option("--surrogate", "surrogates", multiple=True, metavar="NAME",
                      help="A custom_gradient that deliberately differs from the true gradient"
@@ -96,25 +97,17 @@ def upstream_option(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def parse_memory(text: str) -> int:
     units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20,
-             "MB": 10**6, "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30}
+             "MB": 10**6, "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30,
+             "T": 1 << 40, "TB": 10**12, "TIB": 1 << 40}
     cleaned = text.strip().upper()
-    number = cleaned.rstrip("BKMGI")
+    number = cleaned.rstrip("BKMGTI")
     unit = cleaned[len(number):]
     try:
         value = float(number) * units[unit]
     except (ValueError, KeyError) as exc:
         raise UsageError(f"--max-memory {text!r} must be a size like 512MiB or 2GiB") from exc
-    if value < 1 << 20:
+    if not value >= MIN_MEMORY:
         raise UsageError(f"--max-memory {text!r} is below 1MiB")
+    if value > MAX_MEMORY:
+        raise UsageError(f"--max-memory {text!r} is more than 1PiB")
     return int(value)
-
-
-def validate_numbers(atol: float | None, rtol: float | None, eps: float | None,
-                     probes: int) -> None:
-    for name, value in (("--atol", atol), ("--rtol", rtol)):
-        if value is not None and not value >= 0:
-            raise UsageError(f"{name} must be zero or positive, got {value}")
-    if eps is not None and not eps > 0:
-        raise UsageError(f"--eps must be positive, got {eps}")
-    if probes < 1:
-        raise UsageError(f"--probes must be at least 1, got {probes}")

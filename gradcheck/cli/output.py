@@ -4,30 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import click
 
-from gradcheck.errors import GradcheckError, UsageError
+from gradcheck.errors import GradcheckError
 
 # Commands whose table also shows the (small) blocks as matrices.
 MATRIX_COMMANDS = ("jacobian", "hessian")
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write the whole file or nothing (no half-written reports)."""
-    target = Path(path)
-    try:
-        with tempfile.NamedTemporaryFile(
-            "w", dir=target.parent, delete=False, prefix=f".{target.name}.", suffix=".tmp",
-            encoding="utf-8",
-        ) as handle:
-            handle.write(text)
-        os.replace(handle.name, target)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
 
 
 def make_console(no_color: bool, stderr: bool = False) -> Any:
@@ -35,9 +19,15 @@ def make_console(no_color: bool, stderr: bool = False) -> Any:
 
     stream = sys.stderr if stderr else sys.stdout
     # Rich assumes 80 columns off a terminal; logs and CI artefacts read better wider.
-    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
+    width = None if stream.isatty() else _columns()
     return Console(stderr=stderr, no_color=no_color or "NO_COLOR" in os.environ,
                    highlight=False, width=width)
+
+
+def _columns() -> int:
+    """$COLUMNS when it is a sensible width (COLUMNS=abc is not), else 160."""
+    text = os.environ.get("COLUMNS", "")
+    return int(text) if text.isdigit() and 20 <= int(text) <= 10_000 else 160
 
 
 def report_error(error: GradcheckError, output_format: str, show_traceback: bool,

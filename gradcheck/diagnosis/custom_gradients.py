@@ -25,7 +25,8 @@ def _located(site: Site, status: Status, check: Kind, mistake: str, what: str,
 
 def violation_results(site: Site) -> list[CheckResult]:
     return [_located(site, Status.FAIL, Kind.CUSTOM_GRADIENT, v.kind, v.message,
-                     site.grad_fn_location or site.definition) for v in site.violations]
+                     v.location or site.grad_fn_location or site.definition)
+            for v in site.violations]
 
 
 def variable_results(site: Site) -> list[CheckResult]:
@@ -50,7 +51,9 @@ def variable_results(site: Site) -> list[CheckResult]:
 
 
 def _translated(site: Site, result: CheckResult, location: str | None,
-                shape_evidence: Callable[[CheckResult], Mistake | None]) -> CheckResult | None:
+                shape_evidence: Callable[[CheckResult], Mistake | None],
+                upstream_evidence: Callable[[CheckResult], Mistake | None]
+                ) -> CheckResult | None:
     """One failing finding of the site's own check, told as the grad_fn's mistake."""
     fields: dict[str, Any] = {"input": result.input, "output": result.output,
               "max_abs_err": result.max_abs_err, "max_rel_err": result.max_rel_err,
@@ -72,6 +75,12 @@ def _translated(site: Site, result: CheckResult, location: str | None,
         return _located(site, result.status, Kind.CUSTOM_GRADIENT, "none",
                         f"grad_fn returns None for input {result.input}, but finite"
                         f" differences show {result.output} depends on it", location, **fields)
+    if result.check == Kind.VJP:
+        mistake = upstream_evidence(result) or Mistake(
+            "wrong-values", "returns a wrong VJP for a random upstream")
+        return _located(site, result.status, Kind.CUSTOM_GRADIENT, mistake.kind,
+                        f"grad_fn {mistake.what} for input {result.input} ({result.message})",
+                        location, fix=mistake.fix, **fields)
     if result.check in (Kind.SECOND_ORDER, Kind.HESSIAN):
         cause = result.cause
         what = cause.what if cause else "has a wrong second derivative"
@@ -88,11 +97,16 @@ def _translated(site: Site, result: CheckResult, location: str | None,
 
 
 def translate(site: Site, report: Report,
-              shape_evidence: Callable[[CheckResult], Mistake | None]) -> list[CheckResult]:
-    """Re-label the findings of a check run on the site alone: its name, its grad_fn line."""
+              shape_evidence: Callable[[CheckResult], Mistake | None],
+              upstream_evidence: Callable[[CheckResult], Mistake | None]) -> list[CheckResult]:
+    """Re-label the findings of a check run on the site alone: its name, its grad_fn line.
+    A wrong VJP is told only for an input whose Jacobian was not already found wrong."""
     location = site.grad_fn_location or site.definition
+    wrong = {r.input for r in report.checks if r.failed and r.check != Kind.VJP}
     results = [translated for result in report.checks if result.failed
-               and (translated := _translated(site, result, location, shape_evidence))]
+               and not (result.check == Kind.VJP and result.input in wrong)
+               and (translated := _translated(site, result, location, shape_evidence,
+                                              upstream_evidence))]
     if not results and not site.violations:
         results.append(CheckResult(
             Kind.CUSTOM_GRADIENT, Status.PASS,

@@ -11,11 +11,13 @@ from gradcheck.checks.run import check_program
 from gradcheck.diagnosis.attribution import as_surrogate, blame, excuse
 from gradcheck.diagnosis.custom_gradients import merge_shape_findings
 from gradcheck.diagnosis.graph_breaks import graph_break_results
+from gradcheck.diagnosis.non_finite import non_finite_results
 from gradcheck.diagnosis.sites import record_eager_calls, site_results
+from gradcheck.errors import InputError
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report
-from gradcheck.tf.instrument import Observer
+from gradcheck.tf.instrument import Observer, defines
 
 
 def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
@@ -24,6 +26,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     report, program = check_program(function, named, options, label)
     if observer is not None:
         record_eager_calls(function, named, options, observer)
+        _known_surrogates(options.surrogates, [site.name for site in observer.sites], label)
     sites: list[CheckResult] = []
     surrogates: list[CheckResult] = []
     for site in observer.sites if observer is not None else ():
@@ -33,7 +36,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
             found = [as_surrogate(r, site.name) for r in found]
         sites += found
     core = merge_shape_findings(report.checks, sites)
-    if observer is not None and any(site.decorated is function for site in observer.sites):
+    if observer is not None and any(defines(site, function) for site in observer.sites):
         # f is itself the custom gradient: its site findings are the core's, re-labelled.
         core = [c for c in core if not (c.failed and c.check in (
             Kind.CUSTOM_GRADIENT, Kind.SECOND_ORDER, Kind.HESSIAN))]
@@ -44,11 +47,14 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
         core = excuse(core, surrogates)
     explained = {c.input for c in core if c.input} if wrong_sites or surrogates else set()
     breaks, core = graph_break_results(program, core, explained)
-    notes = report.notes
-    unexplained = [c for c in core if c.failed and c.location is None]
-    if observer is None and unexplained:
-        notes += (
-            "custom gradients are checked on their own, with their grad_fn's line, only when"
-            " gradcheck imports the module itself: pass 'path/to/module.py:function' or"
-            " 'package.module:function' instead of the function object",)
-    return replace(report, checks=tuple(sites + breaks + core), notes=notes)
+    non_finite, core = non_finite_results(program, core, options)
+    return replace(report, checks=tuple(sites + breaks + non_finite + core))
+
+
+def _known_surrogates(surrogates: frozenset[str], names: Sequence[str], label: str) -> None:
+    """A surrogate that names none of the custom gradients met would excuse nothing."""
+    unknown = sorted(surrogates - set(names))
+    if unknown:
+        found = ", ".join(sorted(set(names))) or "none"
+        raise InputError(f"surrogate {unknown[0]!r} is not a tf.custom_gradient that {label}"
+                         f" uses (its custom gradients: {found})")

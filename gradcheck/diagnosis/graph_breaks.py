@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from gradcheck.checks.full import NO_GRADIENT_KEY
 from gradcheck.report import Cause, CheckResult, Kind, Status
 from gradcheck.tf.graph import CutSite, locate_cuts
 from gradcheck.tf.program import Program
@@ -15,12 +16,25 @@ USUAL_CAUSES = (
     " tf.stop_gradient, casts to integer types, round/floor/ceil/argmax, tf.numpy_function,"
     " ops without a registered gradient"
 )
+# What people do where an op gives no gradient (a hard count, index or threshold).
+RELAX = ("for a gradient, use a smooth relaxation (a sigmoid- or softmax-weighted count, a soft"
+         " rank or soft argmax, probabilities instead of hard hits), or a straight-through"
+         " tf.custom_gradient (identity backward) declared with --surrogate NAME")
+# TensorFlow op types as the user wrote them.
+OP_NAMES = {"TopKV2": "TopKV2 (tf.math.top_k / tf.argsort indices)", "ArgMax": "ArgMax (tf.argmax)",
+            "ArgMin": "ArgMin (tf.argmin)", "Round": "Round (tf.round)",
+            "Floor": "Floor (tf.floor)", "Ceil": "Ceil (tf.math.ceil)",
+            "Sign": "Sign (tf.sign)", "Equal": "Equal (tf.equal / ==)",
+            "NotEqual": "NotEqual (tf.not_equal / count_nonzero)",
+            "Greater": "Greater (>)", "GreaterEqual": "GreaterEqual (>=)", "Less": "Less (<)",
+            "LessEqual": "LessEqual (<=)"}
 # Findings that a cut path explains when autodiff and finite differences disagree.
 CUT_SYMPTOMS = frozenset({Kind.CONNECTED, Kind.JACOBIAN, Kind.VJP, Kind.FAST})
 
 
 def cause_of(cut: CutSite, input_name: str) -> Cause:
     """The words for one cut: what cuts the path from `input_name`, and what to do."""
+    op = OP_NAMES.get(cut.detail.split(":")[0], cut.detail.split(":")[0])
     words = {
         "variable": (f"tf.Variable created from {input_name} copies its values and cuts the"
                      " gradient path",
@@ -37,12 +51,22 @@ def cause_of(cut: CutSite, input_name: str) -> Cause:
         "stop-gradient": (f"tf.stop_gradient blocks the gradient from {input_name} on this path",
                           "remove it if the gradient should flow"),
         "integer-cast": (f"a cast to {cut.detail} on the path from {input_name}: integers carry"
-                         " no gradient", "keep the value in a floating dtype"),
+                         " no gradient", "keep the value in a floating dtype (a deliberate"
+                         " quantisation: a straight-through tf.custom_gradient, declared with"
+                         " --surrogate NAME)"),
         "numpy-function": (f"tf.numpy_function on the path from {input_name} has no gradient",
                            "use TensorFlow ops, or tf.py_function with a tf.custom_gradient"),
-        "piecewise-constant": (f"{cut.detail} on the path from {input_name} is piecewise"
-                               " constant: its gradient is zero or None",
-                               "use a smooth surrogate if a gradient is wanted here"),
+        "piecewise-constant": (f"{op} on the path from {input_name} is piecewise"
+                               " constant: its gradient is zero or None", RELAX),
+        "comparison": (f"{op} on the path from {input_name} compares values: its"
+                       " boolean result is piecewise constant and has no gradient", RELAX),
+        "integer-output": (f"{op} on the path from {input_name} returns"
+                           f" {cut.detail.split(':')[-1]} values (indices or counts), which are"
+                           " piecewise constant and carry no gradient", RELAX),
+        "python-function": (f"tf.py_function on the path from {input_name} returns no gradient"
+                            " (its Python function computes the result outside the tape, e.g."
+                            " with NumPy)", "compute it with TensorFlow ops inside the function,"
+                            " or give it a tf.custom_gradient"),
         "no-gradient": (f"{cut.detail} on the path from {input_name} has no registered gradient",
                         "register one with tf.RegisterGradient or wrap it in tf.custom_gradient"),
         "not-differentiable": (f"{cut.detail} on the path from {input_name} is marked not"
@@ -60,9 +84,9 @@ def _failing_inputs(checks: Sequence[CheckResult], kinds: frozenset[Kind]) -> se
 
 
 def _cut_findings(program: Program, index: int, lost: bool,
-                  status: Status = Status.FAIL) -> list[CheckResult]:
+                  status: Status = Status.FAIL, no_gradient: bool = False) -> list[CheckResult]:
     slot = program.slots[index]
-    cuts, note = locate_cuts(program, index)
+    cuts, note = locate_cuts(program, index, no_gradient, none=lost)
     if not cuts and not lost:
         return []  # values are wrong but the path is there: nothing to locate
     if not cuts:
@@ -78,32 +102,72 @@ def _cut_findings(program: Program, index: int, lost: bool,
     return found
 
 
+def _no_gradient_sources(program: Program, checks: Sequence[CheckResult]) -> set[str]:
+    """Sources that get no gradient from any output while finite differences see no slope
+    either (autodiff None everywhere, `connected` passing or warning)."""
+    connected: dict[str, list[CheckResult]] = {}
+    for c in checks:
+        if c.check == Kind.CONNECTED and c.input:
+            connected.setdefault(c.input, []).append(c)
+    return {name for name, results in connected.items()
+            if all(r.details.get(NO_GRADIENT_KEY) and not r.failed for r in results)}
+
+
+def _gets_gradient(checks: Sequence[CheckResult]) -> set[str]:
+    return {c.input for c in checks if c.check == Kind.CONNECTED and c.input
+            and not c.failed and not c.details.get(NO_GRADIENT_KEY)}
+
+
+def _no_gradient_findings(program: Program, index: int, status: Status,
+                          only_source: bool) -> list[CheckResult]:
+    """Where a source that gets no gradient at all loses it; nothing when f never reads it.
+    A failed trace (.numpy(), NumPy) names f, not this input, unless it is f's only source."""
+    found = [c for c in _cut_findings(program, index, False, status, no_gradient=True)
+             if c.cause is not None]
+    traced = {"numpy", "numpy-method", "python-number"}
+    return [c for c in found if only_source or c.cause is None or c.cause.mistake not in traced]
+
+
+def _annotate(checks: list[CheckResult], name: str, kinds: frozenset[Kind],
+              first: Cause, passing: bool = False) -> list[CheckResult]:
+    at = f" at {first.location}" if first.location else ""
+    return [
+        replace(c, location=c.location or first.location,
+                message=f"{c.message}; likely cause: {first.what}{at}", cause=first)
+        if c.input == name and c.check in kinds and (c.failed or passing) else c
+        for c in checks]
+
+
 def graph_break_results(program: Program, checks: Sequence[CheckResult],
                         explained: set[str]) -> tuple[list[CheckResult], list[CheckResult]]:
     """Cuts for inputs whose gradient is missing or wrong; the checks, annotated with them."""
     suspects = _failing_inputs(checks, CUT_SYMPTOMS) - explained
     lost = _failing_inputs(checks, frozenset({Kind.CONNECTED}))
-    # Weights that never train (no gradient, and no dependence at this point): where is
-    # their path cut? A warning, like the finding it explains.
-    idle = {c.input for c in checks if c.check == Kind.CONNECTED and c.status == Status.WARN
-            and any(s.name == c.input and not s.argument for s in program.slots)}
+    # Sources that get no gradient at all, where finite differences see no slope either (a
+    # count, an index, a threshold): where does an op give none? A failure when no source of
+    # f gets a gradient (what makes Keras raise 'No gradients provided'), else a warning.
+    idle = _no_gradient_sources(program, checks) - explained
+    differentiable = [s for s in program.slots if s.differentiable]
+    # When f reads trainable weights, they are what trains: no gradient to any of them is
+    # Keras' error, whatever the data arguments get.
+    weights = {s.name for s in program.slots if not s.argument}
+    trained = _gets_gradient(checks) & weights if weights else _gets_gradient(checks)
+    status = Status.WARN if trained else Status.FAIL
     found: list[CheckResult] = []
     annotated = list(checks)
     for index, slot in enumerate(program.slots):
         if slot.name in idle - suspects:
-            found += [c for c in _cut_findings(program, index, False, Status.WARN) if c.cause]
+            cuts = _no_gradient_findings(program, index, status, len(differentiable) == 1)
+            found += cuts
+            if cuts and cuts[0].cause is not None:
+                annotated = _annotate(annotated, slot.name, frozenset({Kind.CONNECTED}),
+                                      cuts[0].cause, passing=True)
             continue
         if slot.name not in suspects:
             continue
         cuts = _cut_findings(program, index, slot.name in lost)
         found += cuts
         first = next((c.cause for c in cuts if c.cause is not None), None)
-        if first is None:
-            continue
-        at = f" at {first.location}" if first.location else ""
-        annotated = [
-            replace(c, location=c.location or first.location,
-                    message=f"{c.message}; likely cause: {first.what}{at}", cause=first)
-            if c.input == slot.name and c.failed and c.check in CUT_SYMPTOMS else c
-            for c in annotated]
+        if first is not None:
+            annotated = _annotate(annotated, slot.name, CUT_SYMPTOMS, first)
     return found, annotated

@@ -6,19 +6,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from gradcheck.checks.run import run_checks
-from gradcheck.diagnosis.custom_gradients import translate, variable_results, violation_results
+from gradcheck.diagnosis.custom_gradients import (
+    site_label,
+    translate,
+    variable_results,
+    violation_results,
+)
 from gradcheck.errors import GradcheckError
 from gradcheck.load.inputs import Arguments, NamedArgument, name_arguments
 from gradcheck.numerics.mistakes import Mistake, shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, Status
-from gradcheck.tf.instrument import Observer, Site
+from gradcheck.tf.instrument import Observer, Site, defines, replaying
 from gradcheck.tf.program import prepare
-from gradcheck.tf.sites import eager_call, forward_jacobian, site_vjp
+from gradcheck.tf.sites import eager_call, forward_jacobian, lacks_forward_mode, site_vjp
 
+# VJP: a random upstream, so that a grad_fn ignoring its upstream fails even at a scalar output
+# (whose Jacobian is checked with the upstream 1 only).
 SITE_KINDS = frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
-                        Kind.FAST, Kind.SECOND_ORDER})
+                        Kind.FAST, Kind.SECOND_ORDER, Kind.VJP})
 
 
 def _site_arguments(site: Site) -> list[NamedArgument]:
@@ -26,23 +35,101 @@ def _site_arguments(site: Site) -> list[NamedArgument]:
     return name_arguments(site.forward, Arguments(tuple(args), dict(kwargs), site.name))
 
 
+def _parts(named: Sequence[NamedArgument]) -> tuple[list[Any], dict[str, Any]]:
+    """The positional and keyword arguments of the site's recorded call."""
+    return ([n.value for n in named if n.position is not None],
+            {n.keyword: n.value for n in named if n.keyword is not None})
+
+
+def _position(named: Sequence[NamedArgument], name: str | None) -> int | None:
+    return next((n.position for n in named if n.name == name), None)
+
+
+def _judged(site: Site, named: Sequence[NamedArgument]
+            ) -> tuple[Callable[..., Any], list[NamedArgument]]:
+    """The site as a function of the positional arguments f's sources flow into (all of them
+    when no call was seen under a tape); the others keep the values they were called with."""
+    decorated = site.decorated
+    assert decorated is not None
+    positional, keywords = _parts(named)
+    chosen = [n for n in named if n.position is not None and (
+        site.differentiated is None or n.position in site.differentiated)]
+
+    def judged(*values: Any) -> Any:
+        args = list(positional)
+        for argument, value in zip(chosen, values):
+            args[argument.position] = value  # type: ignore[index]
+        return decorated(*args, **keywords)
+
+    judged.__name__ = site.name
+    return judged, [replace(n, position=index) for index, n in enumerate(chosen)]
+
+
 def _shape_evidence(site: Site, named: Sequence[NamedArgument]
                     ) -> Callable[[CheckResult], Mistake | None]:
     """Call the site with a random upstream and name what its wrong-shaped gradient is."""
 
     def evidence(result: CheckResult) -> Mistake | None:
-        index = next((i for i, n in enumerate(named) if n.name == result.input), None)
+        index = _position(named, result.input)
         if index is None:
             return None
-        args = [n.value for n in named]
-        vjp = site_vjp(site, args, index)
+        args, kwargs = _parts(named)
+        vjp = site_vjp(site, args, index, kwargs=kwargs)
         if vjp is None:
             return None
         grad, upstream, out_shape, in_shape = vjp
-        jacobian, rtol = forward_jacobian(site, args, index, out_shape)
+        jacobian, rtol = forward_jacobian(site, args, index, out_shape, kwargs)
         return shape_mistake(grad, upstream, jacobian, in_shape, out_shape, rtol)
 
     return evidence
+
+
+def _upstream_evidence(site: Site, named: Sequence[NamedArgument]
+                       ) -> Callable[[CheckResult], Mistake | None]:
+    """Call the site with two random upstreams: the same gradient for both ignores them."""
+
+    def evidence(result: CheckResult) -> Mistake | None:
+        index = _position(named, result.input)
+        if index is None:
+            return None
+        args, kwargs = _parts(named)
+        first, second = (site_vjp(site, args, index, seed, kwargs) for seed in (1, 2))
+        if first is None or second is None or np.allclose(first[1], second[1]):
+            return None
+        if np.allclose(first[0], second[0], rtol=1e-9, atol=0.0):
+            return Mistake("ignored-upstream", "ignores its upstream: it returns the same"
+                           " gradient whatever upstream u it is given",
+                           "multiply by the upstream (return upstream * dy/dx, or uᵀJ)")
+        return None
+
+    return evidence
+
+
+def _forward_mode_gaps(site: Site, named: Sequence[NamedArgument],
+                       options: CheckOptions) -> list[CheckResult]:
+    """A site that forward mode cannot go through, named (f's jvp check skips it)."""
+    if Kind.JVP not in options.kinds:
+        return []
+    args, kwargs = _parts(named)
+    return [CheckResult(
+        Kind.JVP, Status.SKIP,
+        f"{site_label(site)}: forward mode (ForwardAccumulator) gives no JVP through it for"
+        f" {n.name}: its forward and its grad_fn both leave TensorFlow (NumPy,"
+        " tf.numpy_function, .numpy()), and forward mode differentiates through one of them;"
+        " not a wrong gradient, but forward mode (and the jvp check) cannot be used",
+        input=n.name, location=site.definition)
+        for n in named if n.position is not None
+        and (site.differentiated is None or n.position in site.differentiated)
+        and lacks_forward_mode(site, args, n.position, kwargs)]
+
+
+def _checked_alone(site: Site, named: list[NamedArgument], options: CheckOptions
+                   ) -> Report | None:
+    function, judged = _judged(site, named)
+    if not judged:
+        return None  # f differentiates none of its arguments (passed by keyword, constants)
+    return run_checks(function, judged, replace(options, kinds=SITE_KINDS, upstream=()),
+                      site.name)
 
 
 def site_results(site: Site, top_function: Callable[..., Any], top_report: Report,
@@ -50,21 +137,21 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
     """Check one custom_gradient on its own (or reuse the top-level report if it is f)."""
     if not site.calls or site.decorated is None:
         return violation_results(site) + variable_results(site)
-    try:
-        named = _site_arguments(site)
-        if site.decorated is top_function:
-            report = top_report
-        else:
-            site_options = replace(options, kinds=SITE_KINDS, upstream=())
-            report = run_checks(site.decorated, named, site_options, site.name)
-    except GradcheckError as error:
-        return violation_results(site) + [CheckResult(
-            Kind.CUSTOM_GRADIENT, Status.SKIP,
-            f"custom_gradient {site.name} could not be checked on its own: {error.message}",
-            location=site.definition)]
-    # Violations seen while the site ran on its own (eagerly) count too.
-    return (translate(site, report, _shape_evidence(site, named)) + violation_results(site)
-            + variable_results(site))
+    with replaying():
+        try:
+            named = _site_arguments(site)
+            report = top_report if defines(site, top_function) else _checked_alone(
+                site, named, options)
+        except GradcheckError as error:
+            return violation_results(site) + [CheckResult(
+                Kind.CUSTOM_GRADIENT, Status.SKIP,
+                f"custom_gradient {site.name} could not be checked on its own: {error.message}",
+                location=site.definition)]
+        # Violations seen while the site ran on its own (eagerly) count too.
+        found = [] if report is None else translate(
+            site, report, _shape_evidence(site, named), _upstream_evidence(site, named))
+        found += _forward_mode_gaps(site, named, options)
+    return found + violation_results(site) + variable_results(site)
 
 
 def record_eager_calls(function: Callable[..., Any], named: Sequence[NamedArgument],

@@ -13,7 +13,9 @@ from typing import Any
 from gradcheck.errors import LoadError, UsageError
 from gradcheck.load.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyword
 from gradcheck.load.locations import relative_path
+from gradcheck.load.paths import not_a_regular_file
 from gradcheck.load.target import split_spec
+from gradcheck.options import option_problem
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,8 +24,6 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 TABLE = "tool.gradcheck"
 COMMANDS = ("check", "jacobian", "vjp", "hessian")
-MODES = ("auto", "full", "fast")
-DTYPES = ("auto", "float32", "float64")
 
 
 class ConfigError(UsageError):
@@ -145,6 +145,24 @@ def _number(positive: bool) -> Callable[[Any, str], float]:
     return parse
 
 
+def _option(name: str, parse: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    """A key that is a check option: its type here, its range by the options' own rules."""
+    def check(value: Any, where: str) -> Any:
+        parsed = parse(value, where)
+        problem = option_problem(name, value)
+        if problem is not None:
+            raise _fail(where, problem)
+        return parsed
+
+    return check
+
+
+def _number_type(value: Any, where: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise _fail(where, f"expected a number, got {value!r} ({_kind(value)})")
+    return float(value)
+
+
 def _choice(choices: Sequence[str]) -> Callable[[Any, str], str]:
     def parse(value: Any, where: str) -> str:
         if value not in choices:
@@ -160,15 +178,6 @@ def _boolean(value: Any, where: str) -> bool:
     return value
 
 
-def _choice_of_ints(choices: Sequence[int]) -> Callable[[Any, str], int]:
-    def parse(value: Any, where: str) -> int:
-        if isinstance(value, bool) or value not in choices:
-            raise _fail(where, f"expected one of {', '.join(map(str, choices))}, got {value!r}")
-        return int(value)
-
-    return parse
-
-
 def _target(value: Any, where: str) -> str:
     text = _string(value, where)
     try:
@@ -181,11 +190,12 @@ def _target(value: Any, where: str) -> str:
 CHECK_KEYS: dict[str, Callable[[Any, str], Any]] = {
     "name": _string, "target": _target, "path": _string, "input": _strings, "shape": _shapes,
     "inputs": _target, "upstream": _strings, "command": _choice(COMMANDS),
-    "seed": _integer(0), "mode": _choice(MODES), "atol": _number(False),
-    "rtol": _number(False), "eps": _number(True), "probes": _integer(1),
-    "dtype": _choice(DTYPES), "timeout": _number(True), "surrogate": _strings,
-    "wrt": _string, "order": _choice_of_ints((1, 2)), "training": _boolean,
-    "compiled": _boolean,
+    "seed": _option("seed", _integer(0)), "mode": _option("mode", _string),
+    "atol": _option("atol", _number_type), "rtol": _option("rtol", _number_type),
+    "eps": _option("eps", _number_type), "probes": _option("probes", _integer(1)),
+    "dtype": _option("dtype", _string), "timeout": _number(True), "surrogate": _strings,
+    "wrt": _option("wrt", _string), "order": _option("order", lambda value, where: value),
+    "training": _boolean, "compiled": _boolean,
 }
 TOP_KEYS: dict[str, Callable[[Any, str], Any]] = {
     "path": _string, "timeout": _number(True), "check": lambda value, where: value,
@@ -293,16 +303,17 @@ def load_config(config_file: str | None = None, start: Path | None = None) -> Ru
         source = find_pyproject(start or Path.cwd())
     else:
         source = Path(config_file)
-        if not source.exists():
-            raise ConfigError(f"config file {config_file!r} not found")
-        if not source.is_file():
-            raise ConfigError(f"config file {config_file!r} is not a file")
+        why = not_a_regular_file(source)
+        if why is not None:
+            raise ConfigError(f"config file {config_file!r} {why}")
     shown = config_file or relative_path(source)
     try:
         with source.open("rb") as handle:
             data = tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"cannot parse {shown} as TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"cannot parse {shown} as TOML: it is nested too deeply") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot parse {shown} as TOML: it is not UTF-8 text") from exc
     except OSError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import math
 import re
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
@@ -16,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import InputError, LoadError
+from gradcheck.load.paths import not_a_regular_file
+from gradcheck.options import format_size
 
 KEYWORD_SPEC = re.compile(r"^([A-Za-z_]\w*)=(.*)$", re.DOTALL)
 UPSTREAM_KEYWORDS = ("ones", "random")
@@ -59,6 +62,9 @@ def _reading(path: Path, what: str) -> Iterator[None]:
         raise InputError(f"cannot read {what} {str(path)!r}: {text}") from exc
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise InputError(f"cannot read {what} {str(path)!r}: {exc or 'empty file'}") from exc
+    except MemoryError as exc:
+        raise InputError(f"cannot read {what} {str(path)!r}: its arrays do not fit in"
+                         " memory") from exc
 
 
 def _load_npy(path: Path, what: str) -> np.ndarray:
@@ -135,14 +141,34 @@ def _check_header(path: Path, text: str, what: str) -> None:
         kind = "a .npz (zip) archive" if npz else "a .npy file (no NumPy header)"
         raise InputError(f"{what} file {text!r} is not {kind}; save it with"
                          f" numpy.{'savez' if npz else 'save'}")
+    if not npz:
+        _check_declaredformat_size(path, text, what)
+
+
+def _check_declaredformat_size(path: Path, text: str, what: str) -> None:
+    """A header that declares more data than the file holds is refused before NumPy
+    allocates it (10^12 elements would be a MemoryError, or swap the machine)."""
+    with _reading(path, what), path.open("rb") as handle:
+        version = np.lib.format.read_magic(handle)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read_header(handle)
+        declared = math.prod(shape) * dtype.itemsize
+        held = path.stat().st_size - handle.tell()
+    if dtype.hasobject or declared <= held:
+        return
+    raise InputError(f"cannot read {what} {str(path)!r}: its header declares shape {shape} of"
+                     f" {dtype} ({format_size(declared)}) but the file holds"
+                     f" {format_size(held)} of data (truncated?)")
 
 
 def parse_value(text: str, what: str = "input") -> Any:
     """A .npy array, a .npz dict, or a Python literal (arrays for lists, floats 0-d)."""
     if looks_like_file(text):
         path = Path(text)
-        if not path.is_file():
-            raise InputError(f"{what} file {text!r} not found")
+        why = not_a_regular_file(path)
+        if why is not None:
+            raise InputError(f"{what} file {text!r} {why}")
         _check_header(path, text, what)
         return _load_npz(path, what) if text.endswith(".npz") else _load_npy(path, what)
     return _from_literal(text, what)
@@ -226,12 +252,24 @@ def _from_specs(specs: Sequence[str]) -> Arguments:
     return Arguments(tuple(args), kwargs, "-i/--input")
 
 
+def check_shape_fits(text: str, limit: int) -> None:
+    """Refuse a --shape whose float64 argument alone would need more than `limit` bytes."""
+    elements = math.prod(parse_shape(text))
+    if elements * 8 > limit:
+        raise InputError(f"--shape {text!r} is {elements:,} elements"
+                         f" ({format_size(elements * 8)} as float64), more than a worker may"
+                         f" hold ({format_size(limit)}, 4 x --max-memory); raise --max-memory"
+                         " or give a smaller shape")
+
+
 def _from_shapes(shapes: Sequence[str], seed: int) -> Arguments:
     rng = np.random.default_rng(seed)
-    return Arguments(
-        tuple(rng.standard_normal(parse_shape(s)).tolist() for s in shapes), {},
-        f"--shape (seed {seed})"
-    )
+    try:
+        values = tuple(rng.standard_normal(parse_shape(s)).tolist() for s in shapes)
+    except MemoryError as exc:
+        raise InputError(f"--shape {', '.join(shapes)}: the random arguments do not fit in"
+                         " memory") from exc
+    return Arguments(values, {}, f"--shape (seed {seed})")
 
 
 def resolve_arguments(
@@ -368,6 +406,9 @@ def resolve_upstreams(
                 raise InputError(f"upstream for {name} is boolean; it must be a float array")
             if np.iscomplexobj(value) and (*value.shape, 2) == tuple(shape):
                 value = np.stack([value.real, value.imag], axis=-1)  # a complex output's parts
+            elif np.iscomplexobj(value):
+                raise InputError(f"upstream for {name} is complex but {name} is real; its"
+                                 " imaginary part would be dropped: give a real upstream")
             if tuple(value.shape) != tuple(shape):
                 raise InputError(
                     f"upstream for {name} has shape {tuple(value.shape)} but {name} has shape"

@@ -20,6 +20,7 @@ from typing import Any
 
 from gradcheck.errors import LoadError
 from gradcheck.load.locations import relative_path
+from gradcheck.load.paths import not_a_regular_file
 
 FORMAT_HINT = "'module:function' or 'path/to/file.py:function'"
 # Set by module_cache(): each .py file (or dotted module) is executed once per `gradcheck run`.
@@ -78,13 +79,20 @@ def _innermost_user_frame(exc: BaseException) -> str | None:
     return f"{relative_path(frame.filename)}:{frame.lineno}" if frame else None
 
 
-def _import_failure(module_name: str, exc: BaseException) -> LoadError:
+def _import_failure(module_name: str, exc: BaseException,
+                    file_part: str | None = None) -> LoadError:
     tb = "".join(traceback.format_exception(exc))
+    source = exc.filename if isinstance(exc, SyntaxError) and exc.filename else file_part
+    if isinstance(exc, (SyntaxError, ValueError)) and "null bytes" in str(exc) and source:
+        return LoadError(f"cannot import {relative_path(source)}: it contains NUL bytes, so it"
+                         " is not Python source (a binary file, or saved as UTF-16?)",
+                         user_traceback=tb)
     if isinstance(exc, SyntaxError):
-        line = f"{relative_path(exc.filename or '?')}:{exc.lineno}"
+        where = relative_path(source or "?")
+        line = f"{where}:{exc.lineno}" if exc.lineno else where
         return LoadError(f"syntax error in {line}: {exc.msg}", user_traceback=tb)
-    where = _innermost_user_frame(exc)
-    suffix = f" (at {where})" if where else ""
+    frame = _innermost_user_frame(exc)
+    suffix = f" (at {frame})" if frame else ""
     if isinstance(exc, ModuleNotFoundError):
         return LoadError(
             f"importing module {module_name!r} failed: {exc}{suffix}", user_traceback=tb
@@ -121,8 +129,9 @@ def _import_file(file_part: str) -> ModuleType:
 
 def _exec_file(file_part: str) -> ModuleType:
     path = Path(file_part)
-    if not path.is_file():
-        raise LoadError(f"file {file_part!r} not found")
+    why = not_a_regular_file(path)
+    if why is not None:
+        raise LoadError(f"file {file_part!r} {why}")
     if path.suffix != ".py":
         raise LoadError(f"file {file_part!r} is not a Python file (.py)")
     module_name = path.stem
@@ -144,32 +153,16 @@ def _exec_file(file_part: str) -> ModuleType:
             sys.modules.pop(module_name, None)
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise _import_failure(module_name, exc) from exc
+        raise _import_failure(module_name, exc, file_part) from exc
     return module
 
 
-def _reload_if_possible(module: ModuleType) -> ModuleType:
-    """Imported before gradcheck could observe it (e.g. by the user's own tests): execute it
-    again so that its decorators run under observation. Modules that cannot run twice (a
-    gradient registered by name) keep their first import, unobserved."""
-    try:
-        return importlib.reload(module)
-    except KeyboardInterrupt:
-        raise
-    except Exception:
-        return sys.modules.get(module.__name__, module)
-
-
-def _import_module(module_name: str, search_path: str, fresh: bool = False) -> ModuleType:
+def _import_module(module_name: str, search_path: str) -> ModuleType:
     if not all(part.isidentifier() for part in module_name.split(".")):
         raise LoadError(f"TARGET module {module_name!r} is not a valid module name")
     cache = _FILE_MODULES.get()
-    already = module_name in sys.modules
     try:
-        if fresh and already and (cache is None or module_name not in cache):
-            module = _reload_if_possible(sys.modules[module_name])
-        else:
-            module = importlib.import_module(module_name)
+        module = importlib.import_module(module_name)
         if cache is not None:
             cache[module_name] = module
         return module
@@ -187,13 +180,13 @@ def _import_module(module_name: str, search_path: str, fresh: bool = False) -> M
         raise _import_failure(module_name, exc) from exc
 
 
-def import_module(module_part: str, search_path: str = ".", fresh: bool = False) -> ModuleType:
-    """Import the module part of a TARGET (a dotted name or a .py file); `fresh` executes a
-    dotted module again if it was imported before (once per run under module_cache)."""
+def import_module(module_part: str, search_path: str = ".") -> ModuleType:
+    """Import the module part of a TARGET (a dotted name or a .py file); a module imported
+    before is used as it is (custom gradients are observed when called, not when defined)."""
     _add_to_sys_path(os.path.abspath(search_path))
     if _is_file_spec(module_part):
         return _import_file(module_part)
-    return _import_module(module_part, search_path, fresh)
+    return _import_module(module_part, search_path)
 
 
 def resolve_attribute(module: ModuleType, module_part: str, attr_path: str) -> Any:
@@ -232,7 +225,6 @@ def load_target(
     spec: str,
     search_path: str = ".",
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
-    fresh: bool = False,
 ) -> Target:
     """Import TARGET and return the callable it names, with loader errors in plain words."""
     module_part, attr_path = split_spec(spec)
@@ -240,7 +232,7 @@ def load_target(
         raise LoadError(f"--path {search_path!r} is not a directory")
     context = import_context() if import_context is not None else contextlib.nullcontext()
     with context:
-        module = import_module(module_part, search_path, fresh)
+        module = import_module(module_part, search_path)
     function = resolve_attribute(module, module_part, attr_path)
     if inspect.isclass(function):
         raise LoadError(

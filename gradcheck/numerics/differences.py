@@ -74,7 +74,7 @@ def _richardson(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2
     return extrapolated, truncation + rounding, kink
 
 
-def _to_block(a: np.ndarray, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> np.ndarray:
+def to_block(a: np.ndarray, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> np.ndarray:
     """(n_in, n_out) -> out_shape + in_shape."""
     return a.T.reshape(out_shape + in_shape)
 
@@ -96,9 +96,9 @@ def finite_difference(
         values[:, 0], values[:, 1], values[:, 2], values[:, 3], f0, h.reshape(-1)[:, None],
         machine_eps(output_dtype))
     shapes = (np.shape(centre), h.shape)
-    return FiniteDifference(jacobian=_to_block(extrapolated, *shapes),
-                            error_estimate=_to_block(estimate, *shapes),
-                            kink=_to_block(kink, *shapes))
+    return FiniteDifference(jacobian=to_block(extrapolated, *shapes),
+                            error_estimate=to_block(estimate, *shapes),
+                            kink=to_block(kink, *shapes))
 
 
 def central_difference(
@@ -118,8 +118,8 @@ def central_difference(
     d1 = (plus - minus) / (2.0 * step)
     rounding = machine_eps(output_dtype) * (np.abs(plus) + np.abs(minus)) / step
     shapes = (np.shape(centre), h.shape)
-    return FiniteDifference(jacobian=_to_block(d1, *shapes),
-                            error_estimate=_to_block(rounding, *shapes),
+    return FiniteDifference(jacobian=to_block(d1, *shapes),
+                            error_estimate=to_block(rounding, *shapes),
                             kink=np.zeros(np.shape(centre) + h.shape, dtype=bool))
 
 
@@ -169,13 +169,22 @@ def with_smaller_steps(
     index = np.asarray(elements, dtype=np.int64)
     if index.size == 0:
         return fd
-    n, m = h_small.size, int(np.prod(np.shape(centre), dtype=np.int64))
+    m = int(np.prod(np.shape(centre), dtype=np.int64))
     ones = np.asarray(first, dtype=np.float64).reshape((index.size, 2, m))
     twos = np.asarray(second, dtype=np.float64).reshape((index.size, 2, m))
     f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
     extrapolated, estimate, kink = _richardson(
         ones[:, 0], ones[:, 1], twos[:, 0], twos[:, 1], f0, h_small.reshape(-1)[index][:, None],
         machine_eps(output_dtype))
+    return keep_better(fd, extrapolated, estimate, kink, index, h_small.size)
+
+
+def keep_better(fd: FiniteDifference, extrapolated: np.ndarray, estimate: np.ndarray,
+                kink: np.ndarray, elements: np.ndarray, in_size: int) -> FiniteDifference:
+    """Columns (k, m) recomputed with other steps replace the listed ones of fd where their
+    error estimate is smaller, or where the two disagree beyond both estimates."""
+    index = np.asarray(elements, dtype=np.int64)
+    m, n = extrapolated.shape[1], in_size
     old_estimate = np.asarray(fd.error_estimate).reshape(m, n)[:, index].T
     old_value = np.asarray(fd.jacobian).reshape(m, n)[:, index].T
     # Smaller steps win when they are more certain, or when the two disagree beyond both

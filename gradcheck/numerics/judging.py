@@ -39,17 +39,27 @@ def noisy_columns(fd: FiniteDifference, tolerance: Tolerance, in_size: int,
     is a sizeable fraction of it."""
     jacobian, estimate = _columns((fd.jacobian, fd.error_estimate), in_size, columns)
     scale = np.maximum(np.max(jacobian, axis=0), -np.min(jacobian, axis=0))
+    if tolerance.resolution < NOISY_FRACTION:  # retry coarse columns too, against the block
+        scale = np.minimum(NOISY_FRACTION * scale, tolerance.resolution * _scale(fd.jacobian))
+    else:
+        scale = NOISY_FRACTION * scale
     return _listed(np.flatnonzero(
-        np.max(estimate, axis=0) > np.maximum(NOISY_FRACTION * scale, tolerance.atol)), columns)
+        np.max(estimate, axis=0) > np.maximum(scale, tolerance.atol)), columns)
+
+
+def _scale(expected: np.ndarray) -> float:
+    """The largest finite |entry| (0 for none)."""
+    finite = np.abs(np.asarray(expected, dtype=np.float64))
+    return float(np.max(finite[np.isfinite(finite)], initial=0.0))
 
 
 def _allowed(expected: np.ndarray, tolerance: Tolerance,
-             error_estimate: np.ndarray | float) -> np.ndarray:
-    """atol + rtol*|expected| + safety*error_estimate, as a new array (few passes: blocks
-    of full mode have millions of elements)."""
+             error_estimate: np.ndarray | float, scale: float = 0.0) -> np.ndarray:
+    """atol + rtol*|expected| + scale_rtol*scale + safety*error_estimate, as a new array (few
+    passes: blocks of full mode have millions of elements)."""
     allowed = np.asarray(np.abs(expected))
     allowed *= tolerance.rtol
-    allowed += tolerance.atol
+    allowed += tolerance.atol + tolerance.scale_rtol * scale
     estimate = np.asarray(error_estimate, dtype=np.float64)
     if estimate.ndim or float(estimate) != 0.0:
         allowed += ERROR_ESTIMATE_SAFETY * estimate
@@ -73,7 +83,8 @@ def in_doubt(autodiff: np.ndarray, fd: FiniteDifference, tolerance: Tolerance,
     """
     block, jacobian, estimate = _columns((autodiff, fd.jacobian, fd.error_estimate), in_size,
                                          columns)
-    agrees = _abs_difference(block, jacobian) <= _allowed(jacobian, tolerance, estimate)
+    scale = _scale(fd.jacobian) if tolerance.scale_rtol else 0.0
+    agrees = _abs_difference(block, jacobian) <= _allowed(jacobian, tolerance, estimate, scale)
     return _listed(np.flatnonzero(~np.all(agrees, axis=0)), columns)
 
 
@@ -118,8 +129,9 @@ def compare(
     if not np.all(np.isfinite(abs_err)):
         abs_err[~np.isfinite(actual)] = np.inf
     excess = np.zeros_like(abs_err)
+    scale = block_scale(expected, actual) if tolerance.scale_rtol else 0.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        np.divide(abs_err, _allowed(expected, tolerance, error_estimate), out=excess,
+        np.divide(abs_err, _allowed(expected, tolerance, error_estimate, scale), out=excess,
                   where=abs_err != 0)
     if ignore is not None:
         excess[ignore] = 0.0

@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 
 from gradcheck.render.blocks import skipped_blocks, slug
+from gradcheck.render.files import write_file
 from gradcheck.render.plot import render_pictures, require_matplotlib
-from gradcheck.render.save import block_arrays, write_atomically, write_npz
+from gradcheck.render.save import block_arrays, write_npz
 from gradcheck.report import Report, RunResult, Status
 
 PathLike = str | os.PathLike[str]
@@ -24,9 +25,10 @@ def write_pictures(report: Report, plot_dir: PathLike) -> list[str]:
     folder = Path(plot_dir)
     written = []
     for picture in render_pictures(report):
-        written.append(write_atomically(folder / f"{picture.stem}.png", picture.png))
+        written.append(write_file(folder / f"{picture.stem}.png", picture.png, make_folders=True))
         sidecar = json.dumps(picture.sidecar, indent=1, allow_nan=False) + "\n"
-        written.append(write_atomically(folder / f"{picture.stem}.json", sidecar.encode()))
+        written.append(write_file(folder / f"{picture.stem}.json", sidecar.encode(),
+                                  make_folders=True))
     return written
 
 

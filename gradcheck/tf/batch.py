@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import FunctionError
+from gradcheck.numerics import float32
 from gradcheck.numerics.differences import STEP_FACTORS, points_along
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.tf.program import Program, Slot, flatten_outputs, function_name, function_raised
@@ -163,6 +164,8 @@ class BatchEvaluator:
         parts: list[list[np.ndarray]] = [[] for _ in self.output_indices]
         for start in range(0, index.size, per_chunk):
             points = points_along(x, h, index[start:start + per_chunk], factors)
+            if float32.applies(self.program.compute_dtype):  # the widths float32.py divides by
+                points = float32.rounded(points)
             for bucket, values in zip(parts, self.evaluate(points)):
                 bucket.append(values)
             if progress is not None:

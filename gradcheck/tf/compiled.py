@@ -20,10 +20,28 @@ class CompiledVJP:
     outputs: list[np.ndarray]
 
 
+def _argument_dtype(program: Program, index: int, own_dtype: bool) -> str:
+    slot = program.slots[index]
+    return (slot.own_dtype if own_dtype else None) or slot.dtype
+
+
+def eager_vjp(program: Program, output_indices: Sequence[int],
+              upstreams: Sequence[np.ndarray]) -> CompiledVJP:
+    """The eager VJP with the arguments in the user's own dtype (not gradcheck's float64)."""
+    return _vjp(program, output_indices, upstreams, None, True)
+
+
 def compiled_vjp(program: Program, output_indices: Sequence[int],
-                 upstreams: Sequence[np.ndarray], jit: bool) -> CompiledVJP:
-    """tape.gradient(ys, sources, output_gradients=us) inside one tf.function; raises what
-    tracing or compiling raises."""
+                 upstreams: Sequence[np.ndarray], jit: bool,
+                 own_dtype: bool = False) -> CompiledVJP:
+    """tape.gradient(ys, sources, output_gradients=us) inside one tf.function (arguments in
+    the user's own dtype if asked); raises what tracing or compiling raises."""
+    return _vjp(program, output_indices, upstreams, jit, own_dtype)
+
+
+def _vjp(program: Program, output_indices: Sequence[int], upstreams: Sequence[np.ndarray],
+         jit: bool | None, own_dtype: bool) -> CompiledVJP:
+    """The VJP eagerly (jit None) or inside a tf.function."""
     tf = tensorflow()
     sources = [i for i, slot in enumerate(program.slots) if slot.differentiable]
     arguments = [i for i in sources if program.slots[i].argument
@@ -34,7 +52,8 @@ def compiled_vjp(program: Program, output_indices: Sequence[int],
         with tf.GradientTape() as tape:
             for value in values:
                 tape.watch(value)
-            leaves = flatten_outputs(program.call_converted(replacements))
+            call = program.call if jit is None else program.call_converted
+            leaves = flatten_outputs(call(replacements))
         targets = [leaves[k].tensor for k in output_indices]
         watched = [replacements.get(i, program.slots[i].value) for i in sources]
         grads = tape.gradient(targets, watched, output_gradients=[
@@ -43,10 +62,11 @@ def compiled_vjp(program: Program, output_indices: Sequence[int],
             tf.convert_to_tensor(g), tf.float64) for g in grads] + [
             tf.cast(t, tf.float64) for t in targets]
 
-    compiled = tf.function(vjp, jit_compile=jit, autograph=False)
-    values = [tf.constant(program.value_of(i), dtype=program.slots[i].dtype)
+    compiled = vjp if jit is None else tf.function(vjp, jit_compile=jit, autograph=False)
+    values = [tf.constant(program.value_of(i), dtype=_argument_dtype(program, i, own_dtype))
               for i in arguments]
-    program.announce(f"the VJP under tf.function{' with XLA' if jit else ''}")
+    if jit is not None:
+        program.announce(f"the VJP under tf.function{' with XLA' if jit else ''}")
     with silenced_stderr_fd():
         grads = compiled(*values)
     shapes = [program.slots[i].shape for i in sources]

@@ -22,6 +22,9 @@ STOP_OPS = frozenset({"StopGradient", "PreventGradient"})
 # the gradient (tf.where, clip_by_norm).
 PIECEWISE_CONSTANT_OPS = frozenset({"Round", "Floor", "Ceil", "Rint", "ArgMax", "ArgMin", "Sign"})
 PYTHON_FUNCTION_OPS = frozenset({"PyFunc", "PyFuncStateless"})
+# tf.py_function: differentiable when its Python function runs TensorFlow ops on the tape, so
+# a cut only when the source gets no gradient at all.
+EAGER_FUNCTION_OPS = frozenset({"EagerPyFunc"})
 VARIABLE_WRITE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp",
                                 "AssignSubVariableOp"})
 
@@ -32,7 +35,8 @@ class CutSite:
     type or dtype involved (`detail`)."""
 
     kind: str  # variable, numpy, python-number, stop-gradient, integer-cast, numpy-function,
-    # piecewise-constant, no-gradient, not-differentiable, assign
+    # piecewise-constant, no-gradient, not-differentiable, assign; and where a source gets no
+    # gradient at all: comparison, integer-output, python-function
     location: str | None
     detail: str = ""
 
@@ -103,7 +107,20 @@ def _has_gradient(op: Any) -> bool | None:
     return any(g is not None for g in grads)
 
 
-def _op_cut(op: Any) -> CutSite | None:
+def _discrete_output(op: Any, carried: list[Any], location: str | None) -> CutSite | None:
+    """An op whose outputs on the path are booleans or integers: piecewise constant."""
+    if not carried or any(t.dtype.is_floating or t.dtype.is_complex for t in carried):
+        return None
+    if all(t.dtype.is_bool for t in carried):
+        return CutSite("comparison", location, op.type)
+    return CutSite("integer-output", location, f"{op.type}:{carried[0].dtype.name}")
+
+
+def _op_cut(op: Any, carried: list[Any] | None = None, no_gradient: bool = False,
+            none: bool = False) -> CutSite | None:
+    """The cut this op makes on the path, if any. `carried`: its outputs on the path to f's
+    outputs. With `none` (autodiff gives the source None, so every path is cut) tf.py_function
+    counts; with `no_gradient` (and finite differences are flat) booleans and integers too."""
     location = _frames_location(op.traceback)
     if op.type in STOP_OPS:
         return CutSite("stop-gradient", location, op.type)
@@ -114,8 +131,12 @@ def _op_cut(op: Any) -> CutSite | None:
         return None
     if op.type in PYTHON_FUNCTION_OPS:
         return CutSite("numpy-function", location, op.type)
+    if (none or no_gradient) and op.type in EAGER_FUNCTION_OPS:
+        return CutSite("python-function", location, op.type)
     if op.type in PIECEWISE_CONSTANT_OPS:
         return CutSite("piecewise-constant", location, op.type)
+    if no_gradient and (discrete := _discrete_output(op, carried or [], location)):
+        return discrete
     if op.outputs and all(out.dtype.is_bool for out in op.outputs):
         return None  # comparisons and logic: booleans select branches, they carry no values
     if op.type in VALUE_INDEPENDENT_OPS:
@@ -195,16 +216,50 @@ def _starts(graph: Any, slot: Any) -> list[Any]:
             if op.type == "ReadVariableOp" and any(op.inputs[0] is h for h in handles)]
 
 
-def graph_cuts(program: Program, slot_index: int) -> tuple[list[CutSite], str | None]:
-    """Trace f with tf.function and list the cutting ops on the input→output path."""
+def _carried(op: Any, backward: set[Any], ends: set[int]) -> list[Any]:
+    """The op's outputs that lead on to f's outputs."""
+    return [t for t in op.outputs
+            if id(t) in ends or any(c in backward for c in t.consumers())]
+
+
+def _first_cuts(graph: Any, starts: list[Any], backward: set[Any]) -> list[Any]:
+    """(op, cut) for the first cutting op on every path from the input to the outputs: the
+    walk stops at each cut, so ops only reached through a cut are not blamed."""
+    ends = {id(t) for t in graph.outputs}
+    seen: set[Any] = set()
+    found: list[Any] = []
+    frontier = [consumer for tensor in starts for consumer in tensor.consumers()]
+    while frontier:
+        op = frontier.pop()
+        if op in seen or op not in backward:
+            continue
+        seen.add(op)
+        if op.type in VALUE_INDEPENDENT_OPS:
+            continue
+        cut = _op_cut(op, _carried(op, backward, ends), no_gradient=True)
+        if cut is not None:
+            found.append((op, cut))
+            continue
+        frontier += [c for out in op.outputs for c in out.consumers()]
+    order = {op: i for i, op in enumerate(graph.get_operations())}
+    return [cut for op, cut in sorted(found, key=lambda pair: order.get(pair[0], 0))]
+
+
+def graph_cuts(program: Program, slot_index: int, no_gradient: bool = False,
+               none: bool = False) -> tuple[list[CutSite], str | None]:
+    """Trace f with tf.function and list the cutting ops on the input→output path. `none`:
+    autodiff gives the input None; `no_gradient`: and finite differences see no slope either
+    (then the first cut on each path, whatever makes it)."""
     graph, stopped, note = _trace(program, slot_index)
     if graph is None:
         return ([stopped] if stopped else []), note
     starts = _starts(graph, program.slots[slot_index])
     if not starts:
         return [], "the traced graph never reads this variable"
-    forward = _reachable_forward(starts)
     backward = _reachable_backward(graph.outputs)
+    if no_gradient:
+        return _first_cuts(graph, starts, backward), None
+    forward = _reachable_forward(starts)
     cuts: list[CutSite] = []
     read_handles = {id(op.inputs[0]) for op in backward if op.type == "ReadVariableOp"}
     for op in graph.get_operations():
@@ -212,19 +267,142 @@ def graph_cuts(program: Program, slot_index: int) -> tuple[list[CutSite], str | 
             continue
         if op.type in VARIABLE_WRITE_OPS and id(op.inputs[0]) in read_handles:
             cuts.append(CutSite("assign", _frames_location(op.traceback), op.type))
-        elif op in backward and (cut := _op_cut(op)) is not None:
+        elif op in backward and (cut := _op_cut(op, none=none)) is not None:
             cuts.append(cut)
     definite = [cut for cut in cuts if cut.kind != "piecewise-constant"]
     return definite or cuts, None
 
 
-def locate_cuts(program: Program, slot_index: int) -> tuple[list[CutSite], str | None]:
+def locate_cuts(program: Program, slot_index: int, no_gradient: bool = False,
+                none: bool = False) -> tuple[list[CutSite], str | None]:
     """Every cut found for one input, deduplicated by kind and location; a note if none."""
     cuts = variable_creations(program, slot_index)
-    traced, note = graph_cuts(program, slot_index)
+    traced, note = graph_cuts(program, slot_index, no_gradient, none)
     seen = {(c.kind, c.location) for c in cuts}
     for cut in traced:
         if (cut.kind, cut.location) not in seen:
             seen.add((cut.kind, cut.location))
             cuts.append(cut)
     return cuts, note
+
+
+LOW_PRECISION = ("bfloat16", "float16")
+# Ops that custom gradients and forward mode add around the user's: never a forward-mode gap.
+PASS_THROUGH_OPS = frozenset({"Identity", "IdentityN", "PartitionedCall",
+                              "StatefulPartitionedCall"})
+
+
+def lowest_precision_inside(program: Program) -> str | None:
+    """float16 or bfloat16 when f computes in it on the way to its outputs (the mixed-precision
+    recipe: half precision inside, float32 outputs), else None (also when f cannot be traced)."""
+    index = next((i for i, s in enumerate(program.slots) if s.differentiable), None)
+    if index is None:
+        return None
+    try:
+        graph = _graph_of(program.call, program, index)
+    except Exception:  # not traceable: judged by its outputs' dtype, as before
+        return None
+    dtypes = {t.dtype.name for op in _reachable_backward(graph.outputs) for t in op.outputs}
+    return next((d for d in LOW_PRECISION if d in dtypes), None)
+
+
+def _forward_graph(program: Program, slot_index: int) -> tuple[Any, set[str]] | None:
+    """f traced under a ForwardAccumulator: its graph and the names of the tensors that carry
+    a tangent; None when f cannot be traced."""
+    tf = tensorflow()
+    slot = program.slots[slot_index]
+    carried: set[str] = set()
+
+    def leaves(result: Any) -> list[Any]:
+        return [leaf.tensor for leaf in flatten_outputs(result) if leaf.differentiable]
+
+    def traced(point: Any) -> list[Any]:
+        with tf.autodiff.ForwardAccumulator(point, tf.ones_like(point)) as accumulator:
+            outputs = leaves(program.call({slot_index: point}))
+        for op in tf.compat.v1.get_default_graph().get_operations():
+            carried.update(t.name for t in op.outputs if t.dtype.is_floating
+                           and accumulator.jvp(t) is not None)
+        return outputs
+
+    try:
+        graph = tf.function(traced, autograph=False).get_concrete_function(
+            tf.TensorSpec(slot.shape, slot.dtype)).graph
+    except Exception:  # not traceable: no op to name
+        return None
+    return graph, carried
+
+
+def forward_mode_gaps(program: Program, slot_index: int) -> list[CutSite]:
+    """Ops on the path from an argument that reverse mode differentiates but forward mode
+    (tf.autodiff.ForwardAccumulator) gives no tangent: a tangent goes in, none comes out."""
+    if program.slots[slot_index].is_variable:
+        return []
+    traced = _forward_graph(program, slot_index)
+    if traced is None:
+        return []
+    graph, carried = traced
+    backward = _reachable_backward(graph.outputs)
+    gaps: list[CutSite] = []
+    for op in graph.get_operations():
+        floats_out = [t for t in op.outputs if t.dtype.is_floating]
+        if op not in backward or not floats_out or op.type in PASS_THROUGH_OPS \
+                or op.name.startswith("gradient_tape"):
+            continue  # a custom_gradient's or forward mode's own ops: the user's grad_fn decides
+        if not any(t.name in carried for t in op.inputs) or any(
+                t.name in carried for t in floats_out):
+            continue
+        location = _frames_location(op.traceback)
+        if location is not None and _op_cut(op) is None:
+            gaps.append(CutSite("no-forward-rule", location, op.type))
+    return gaps
+
+
+def _forward_op_of(graph: Any, gradient_op: Any) -> Any:
+    """The forward op a gradient op was made for, by name ("gradient_tape/resize/
+    ResizeBilinearGrad" for "resize/ResizeBilinear"); None if not found."""
+    scope = gradient_op.name.split("/", 1)[-1].rsplit("/", 1)[0] + "/"
+    wanted = gradient_op.type.removesuffix("Grad")
+    candidates = [op for op in graph.get_operations()
+                  if op.name.startswith(scope) and not op.name.startswith("gradient_tape")]
+    return next((op for op in candidates if op.type == wanted),
+                candidates[-1] if candidates else None)
+
+
+def second_order_gaps(program: Program, slot_index: int) -> list[CutSite]:
+    """In the traced gradient g of f (a nested-tape program), the gradient ops with no
+    gradient registered in TensorFlow (ResizeBilinearGrad...), each at its forward op's line."""
+    graph, _, _ = _trace(program, slot_index)
+    if graph is None:
+        return []
+    starts = _starts(graph, program.slots[slot_index])
+    forward = _reachable_forward(starts)
+    backward = _reachable_backward(graph.outputs)
+    gaps: list[CutSite] = []
+    for op in graph.get_operations():
+        if op in forward and op in backward and not _has_gradient(op):
+            source = _forward_op_of(graph, op)
+            location = _frames_location(source.traceback) if source is not None else None
+            gaps.append(CutSite("no-second-order-gradient", location,
+                                f"{op.type}:{source.type if source is not None else op.type}"))
+    return gaps
+
+
+def missing_gradient_of(error: str) -> str | None:
+    """The gradient op TensorFlow says has no gradient ("gradient registry has no entry for:
+    ResizeNearestNeighborGrad", "No gradient defined for operation ... (op type: X)")."""
+    for marker in ("gradient registry has no entry for: ", "(op type: "):
+        if marker in error:
+            return error.split(marker, 1)[1].split(")")[0].split()[0].strip("'\".,")
+    return None
+
+
+def forward_op_location(program: Program, slot_index: int,
+                        gradient_type: str) -> tuple[str, str | None] | None:
+    """The user's op whose gradient op is `gradient_type` (CropAndResize for
+    CropAndResizeGradBoxes), and its line, in f traced; None when f has no such op."""
+    base = gradient_type.split("Grad")[0]
+    graph, _, _ = _trace(program, slot_index)
+    if graph is None or not base:
+        return None
+    op = next((op for op in graph.get_operations() if op.type == base), None)
+    return None if op is None else (op.type, _frames_location(op.traceback))

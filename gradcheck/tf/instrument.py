@@ -1,14 +1,17 @@
-"""Observe every tf.custom_gradient while the user's module loads and runs (the forward
-function, the upstreams its grad_fn receives and what it returns), repairing contract slips
-that would otherwise crash TensorFlow so that the rest of the checks can still run."""
+"""Observe every tf.custom_gradient while a check runs (the forward function, the arguments it
+is called with, what its grad_fn returns), repairing contract slips that would otherwise crash
+TensorFlow so that the rest of the checks can still run.
+
+Whatever spelling decorated a function (`tf.custom_gradient`, `tensorflow.compat.v2`, a name
+bound before gradcheck was imported, a library's own import), every call of it goes through
+`_eager_mode_decorator` or `_graph_mode_decorator` of TensorFlow's custom_gradient module, looked
+up when it is called: those two are wrapped for the duration of a check, and restored after."""
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import functools
 import inspect
-import textwrap
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,6 +19,7 @@ from typing import Any
 
 from gradcheck.load.locations import format_location
 from gradcheck.tf.runtime import tensorflow
+from gradcheck.tf.site_lines import caller_location, is_library, return_location, source_location
 
 MAX_CALLS_KEPT = 4
 
@@ -24,9 +28,10 @@ MAX_CALLS_KEPT = 4
 class Violation:
     """A broken grad_fn contract seen while TensorFlow computed a gradient."""
 
-    kind: str  # "count", "variables", "variable-count", "dtype", "none", "raised"
+    kind: str  # "count", "variables", "variable-count", "dtype", "keywords"
     message: str
     input_index: int | None = None
+    location: str | None = None  # where it was seen, when not at grad_fn (a call's line)
 
 
 @dataclass
@@ -48,6 +53,9 @@ class Site:
     # Where tf.Variables are created on each call: in the forward, or inside grad_fn.
     forward_variables: list[str | None] = field(default_factory=list)
     grad_fn_variables: list[str | None] = field(default_factory=list)
+    # Which positional arguments f's sources flow into (seen under a tape), once one was seen.
+    differentiated: set[int] | None = None
+    key: Any = None
 
     def add_violation(self, violation: Violation) -> None:
         if all(v.message != violation.message for v in self.violations):
@@ -57,6 +65,23 @@ class Site:
 @dataclass
 class Observer:
     sites: list[Site] = field(default_factory=list)
+    # While gradcheck replays a site on its own, which arguments it differentiates is its own.
+    replaying: bool = False
+    # False: custom gradients run untouched inside the block (--no-instrument).
+    enabled: bool = True
+
+    def site_for(self, f: Callable[..., Any]) -> Site | None:
+        """The site of a decorated function (one per definition), None for TensorFlow's own."""
+        code = getattr(inspect.unwrap(f), "__code__", None)
+        if code is not None and is_library(code.co_filename):
+            return None
+        key = code if code is not None else f
+        site = next((s for s in self.sites if s.key is key), None)
+        if site is None:
+            site = Site(getattr(f, "__name__", "custom_gradient"), f, source_location(f),
+                        parameter_names=_parameter_names(f), key=key)
+            self.sites.append(site)
+        return site
 
     def start_check(self) -> None:
         """A new check begins: forget the calls and findings of the previous one."""
@@ -112,46 +137,10 @@ def _noting_variables(found: list[str | None], code: Any) -> Iterator[None]:
         yield
 
 
-# The observer in force: nested observation (a `gradcheck run` over many checks sharing
-# modules loaded once) reuses it, so that decorators applied at the first import still report.
+# The observers in force, innermost last (it gets the calls), and TensorFlow's own two
+# implementations while they are replaced.
 _active: list[Observer] = []
-
-
-def _source_location(function: Callable[..., Any]) -> str | None:
-    code = getattr(inspect.unwrap(function), "__code__", None)
-    if code is None:
-        return None
-    try:
-        lines, start = inspect.getsourcelines(code)
-    except (OSError, TypeError):
-        return format_location(code.co_filename, code.co_firstlineno)
-    for offset, line in enumerate(lines):
-        if line.lstrip().startswith(("def ", "async def ")):
-            return format_location(code.co_filename, start + offset)
-    return format_location(code.co_filename, code.co_firstlineno)
-
-
-def return_location(function: Callable[..., Any]) -> str | None:
-    """The grad_fn's own `return` line when it has exactly one, else its `def` line."""
-    code = getattr(function, "__code__", None)
-    if code is None:
-        return None
-    try:
-        lines, start = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
-        return _source_location(function)
-    definition = tree.body[0] if tree.body else None
-    returns = []
-    if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        nested = {id(n) for node in ast.walk(definition) if node is not definition
-                  and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-                  for n in ast.walk(node)}
-        returns = [n for n in ast.walk(definition)
-                   if isinstance(n, ast.Return) and id(n) not in nested]
-    if len(returns) == 1:
-        return format_location(code.co_filename, start + returns[0].lineno - 1)
-    return _source_location(function)
+_saved: list[Callable[..., Any]] = []
 
 
 def _parameter_names(function: Callable[..., Any]) -> list[str]:
@@ -184,7 +173,8 @@ def _snapshot(values: Any) -> Any:
     )
 
 
-def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool) -> list[Any]:
+def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
+            keywords: tuple[str, ...] = ()) -> list[Any]:
     """Check count and dtype of the input gradients; return a list TensorFlow will accept."""
     tf = tensorflow()
     flat_args = tf.nest.flatten(args)
@@ -193,7 +183,9 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool) -> list[
         site.add_violation(Violation(
             "count",
             f"grad_fn of {site.name} returned {len(flat)} gradient(s) for {len(flat_args)}"
-            f" input(s); it must return exactly one per input, in order",
+            f" input(s); it must return exactly one per input, in order" + (
+                f" (only positional arguments are inputs, not {', '.join(keywords)} passed by"
+                " keyword)" if keywords else ""),
         ))
     flat = (flat + [None] * len(flat_args))[: len(flat_args)]
     repaired = []
@@ -216,8 +208,8 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool) -> list[
     return repaired
 
 
-def _observed_grad_fn(site: Site, args: tuple[Any, ...],
-                      grad_fn: Callable[..., Any]) -> Callable[..., Any]:
+def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., Any],
+                      keywords: tuple[str, ...] = ()) -> Callable[..., Any]:
     site.grad_fn_location = site.grad_fn_location or return_location(grad_fn)
     site.grad_fn_accepts_variables = accepts_variables(grad_fn)
 
@@ -228,7 +220,7 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...],
     def _checked_grad_fn(*upstreams: Any, variables: Any = None) -> Any:
         eager = _is_eager(upstreams)
         if not variables:
-            return _repair(site, args, grad_fn(*upstreams), eager)
+            return _repair(site, args, grad_fn(*upstreams), eager, keywords)
         names = [v.name for v in variables]
         site.reads_variables = names
         if not site.grad_fn_accepts_variables:
@@ -261,58 +253,125 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...],
                 " variable, in the order of `variables`",
             ))
         variable_grads = (variable_grads + [None] * len(variables))[: len(variables)]
-        return _repair(site, args, input_grads, eager), variable_grads
+        return _repair(site, args, input_grads, eager, keywords), variable_grads
 
     return grad_wrapper
 
 
-def make_decorator(observer: Observer, original: Callable[..., Any]) -> Callable[..., Any]:
-    """A stand-in for tf.custom_gradient that records every decorated function."""
 
-    def custom_gradient(f: Callable[..., Any] | None = None) -> Any:
-        if f is None:
-            return custom_gradient
-        name, definition = getattr(f, "__name__", "custom_gradient"), _source_location(f)
-        # Decorated again on every call (a custom_gradient defined inside a grad_fn): one site.
-        site = next((s for s in observer.sites if definition is not None
-                     and (s.name, s.definition) == (name, definition)), None)
-        if site is None:
-            site = Site(name, f, definition, parameter_names=_parameter_names(f))
-            observer.sites.append(site)
-        site.forward = f
+
+def _differentiated(values: Any) -> bool:
+    """Whether a tape active now watches (a tensor of) `values`: f's sources flow into it."""
+    tf = tensorflow()
+    tensors = [getattr(v, "handle", v) for v in tf.nest.flatten(values)
+               if isinstance(v, (tf.Tensor, tf.Variable))]
+    return bool(tensors) and bool(_record().should_record_backprop(tensors))
+
+
+def _record() -> Any:
+    import importlib
+
+    return importlib.import_module("tensorflow.python.eager.record")
+
+
+def _note_call(observer: Observer, site: Site, f: Callable[..., Any], args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """Record an eager call: its arguments, which of them f differentiates, and tensors of f
+    passed by keyword (which TensorFlow does not treat as inputs); returns the keywords."""
+    tf = tensorflow()
+    if len(site.calls) < MAX_CALLS_KEPT:
+        if not site.calls:
+            site.forward, site.decorated = f, tf.custom_gradient(f)
+        site.calls.append((_snapshot(args), _snapshot(kwargs)))
+    if not observer.replaying and _record().could_possibly_record():
+        watched = {index for index, arg in enumerate(args) if _differentiated(arg)}
+        site.differentiated = watched | (site.differentiated or set())
+        keywords = tuple(key for key, value in kwargs.items() if _differentiated(value))
+        if keywords:
+            _keyword_violation(site, args, keywords)
+    return tuple(kwargs)
+
+
+def _keyword_violation(site: Site, args: tuple[Any, ...], keywords: tuple[str, ...]) -> None:
+    tf = tensorflow()
+    passed = ", ".join(f"{key}=..." for key in keywords)
+    if not any(isinstance(v, (tf.Tensor, tf.Variable)) for v in tf.nest.flatten(args)):
+        what = (f"{site.name} is called with its tensors as keyword arguments ({passed}):"
+                " TensorFlow treats only positional arguments as a custom_gradient's inputs, so"
+                " its grad_fn is never called and the gradient silently comes from the forward"
+                " ops instead")
+    else:
+        what = (f"{site.name} gets {', '.join(keywords)} by keyword ({passed}): TensorFlow treats"
+                " only positional arguments as a custom_gradient's inputs, so no gradient flows"
+                " to it through grad_fn (None) and grad_fn must return one gradient per"
+                " positional argument only")
+    site.add_violation(Violation("keywords", f"{what}; pass {', '.join(keywords)} positionally",
+                                 location=caller_location()))
+
+
+def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
+    """TensorFlow's eager (or graph) implementation of a custom_gradient call, observed."""
+
+    def decorator(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        observer = _active[-1] if _active else None
+        site = observer.site_for(f) if observer is not None and observer.enabled else None
+        if observer is None or site is None:
+            return original(f, args, kwargs)
+        keywords = _note_call(observer, site, f, args, kwargs) \
+            if eager and _is_eager((args, kwargs)) else ()
+        code = getattr(inspect.unwrap(f), "__code__", None)
 
         @functools.wraps(f)
-        def forward(*args: Any, **kwargs: Any) -> Any:
-            with _noting_variables(site.forward_variables, getattr(f, "__code__", None)):
-                result, grad_fn = f(*args, **kwargs)
-            if len(site.calls) < MAX_CALLS_KEPT and _is_eager((args, kwargs)):
-                site.calls.append((_snapshot(args), _snapshot(kwargs)))
-            return result, _observed_grad_fn(site, args, grad_fn)
+        def forward(*call_args: Any, **call_kwargs: Any) -> Any:
+            with _noting_variables(site.forward_variables, code):
+                result, grad_fn = f(*call_args, **call_kwargs)
+            return result, _observed_grad_fn(site, call_args, grad_fn, keywords)
 
-        site.decorated = original(forward)
-        return site.decorated
+        return original(forward, args, kwargs)
 
-    return custom_gradient
+    decorator.__wrapped__ = original  # type: ignore[attr-defined]
+    return decorator
+
+
+def defines(site: Site, function: Callable[..., Any]) -> bool:
+    """Whether `function` is the site itself (f is a custom gradient)."""
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    return code is not None and code is site.key
+
+
+@contextlib.contextmanager
+def replaying() -> Iterator[None]:
+    """gradcheck calls a site on its own: which arguments it differentiates is not f's."""
+    observer = _active[-1] if _active else None
+    if observer is None:
+        yield
+        return
+    previous, observer.replaying = observer.replaying, True
+    try:
+        yield
+    finally:
+        observer.replaying = previous
 
 
 @contextlib.contextmanager
 def observing_custom_gradients(enabled: bool = True) -> Iterator[Observer]:
-    """Replace tf.custom_gradient while the user's code is imported and checked."""
-    if not enabled:
-        yield Observer()
+    """Observe every custom gradient called inside the block (a fresh observer each time),
+    with TensorFlow's two implementations wrapped while any observer is active."""
+    import importlib
+
+    module: Any = importlib.import_module("tensorflow.python.ops.custom_gradient")
+    observer = Observer(enabled=enabled)
+    if not enabled and not _active:
+        yield observer
         return
-    if _active:
-        _active[-1].start_check()
-        yield _active[-1]
-        return
-    observer = Observer()
-    tf = tensorflow()
-    original = tf.custom_gradient
-    tf.custom_gradient = make_decorator(observer, original)
+    if not _active:
+        _saved[:] = [module._eager_mode_decorator, module._graph_mode_decorator]
+        module._eager_mode_decorator = _observed(_saved[0], eager=True)
+        module._graph_mode_decorator = _observed(_saved[1], eager=False)
     _active.append(observer)
     try:
         yield observer
     finally:
-        _active.pop()
-        tf.custom_gradient = original
-
+        _active.remove(observer)
+        if not _active:
+            module._eager_mode_decorator, module._graph_mode_decorator = _saved

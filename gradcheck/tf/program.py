@@ -48,6 +48,8 @@ class Slot:
     argument: bool = True
     # A complex argument's dtype: `value` then holds its (real, imaginary) parts.
     complex_dtype: str | None = None
+    # The dtype the user gave (float32 for a literal): what promotion to float64 replaced.
+    own_dtype: str | None = None
 
     @property
     def kind(self) -> str:
@@ -247,14 +249,14 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot
             copy = tf.Variable(tf.cast(value, target), name=value.name.split(":")[0])
             slots.append(
                 Slot(argument.name, argument.position, keyword, copy, True, target,
-                     tuple(copy.shape), is_variable=True)
+                     tuple(copy.shape), is_variable=True, own_dtype=value.dtype.name)
             )
         elif _is_float(value) and not isinstance(value, tf.Variable):
             target = dtype or _own_dtype(argument.value)
             tensor = tf.cast(tf.convert_to_tensor(value), target)
             slots.append(
                 Slot(argument.name, argument.position, keyword, tensor, True, target,
-                     tuple(tensor.shape))
+                     tuple(tensor.shape), own_dtype=_own_dtype(argument.value))
             )
         elif _is_complex(value) and not isinstance(value, tf.Variable):
             parts = dtype or COMPLEX_PARTS[_own_dtype(argument.value)]
@@ -277,9 +279,12 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot
 
 
 def _candidate_dtypes(dtype_mode: str) -> list[str | None]:
-    """The dtypes to try in order; None is each argument's own (a literal's is float32)."""
-    if dtype_mode in ("auto", "float64"):
+    """The dtypes to try in order; None is each argument's own (a literal's is float32). An
+    explicit float64 is the user's choice: checked in it, with no fallback."""
+    if dtype_mode == "auto":
         return ["float64", None]
+    if dtype_mode == "float64":
+        return ["float64"]
     if dtype_mode == "float32":
         return ["float32"]
     raise InputError(f"--dtype must be auto, float32 or float64, not {dtype_mode!r}")

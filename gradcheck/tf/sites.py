@@ -17,7 +17,8 @@ from gradcheck.tf.runtime import tensorflow
 FORWARD_JACOBIAN_SIZE = 256
 
 
-def site_vjp(site: Site, args: list[Any], index: int, upstream_seed: int = 1
+def site_vjp(site: Site, args: list[Any], index: int, upstream_seed: int = 1,
+             kwargs: dict[str, Any] | None = None
              ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], tuple[int, ...]] | None:
     """The site's gradient for argument `index` with a random upstream, that upstream, and
     the output and input shapes; None when the site cannot give one."""
@@ -30,7 +31,7 @@ def site_vjp(site: Site, args: list[Any], index: int, upstream_seed: int = 1
     try:
         with tf.GradientTape() as tape:
             tape.watch(x)
-            y = site.decorated(*args)
+            y = site.decorated(*args, **(kwargs or {}))
         if not isinstance(y, tf.Tensor):
             return None
         upstream = np.random.default_rng(upstream_seed).standard_normal(tuple(y.shape))
@@ -42,8 +43,32 @@ def site_vjp(site: Site, args: list[Any], index: int, upstream_seed: int = 1
     return np.asarray(grad), upstream, tuple(y.shape), tuple(x.shape)
 
 
-def forward_jacobian(site: Site, args: list[Any], index: int, out_shape: tuple[int, ...]
-                     ) -> tuple[np.ndarray | None, float]:
+def lacks_forward_mode(site: Site, args: list[Any], index: int,
+                       kwargs: dict[str, Any] | None = None) -> bool:
+    """Whether forward mode gives no JVP (None) through the site for argument `index` where
+    reverse mode gives a gradient (forward and grad_fn both outside TensorFlow)."""
+    tf = tensorflow()
+    if site.decorated is None:
+        return False
+    args = list(args)
+    x = tf.constant(args[index])
+    args[index] = x
+    try:
+        with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as accumulator:
+            y = site.decorated(*args, **(kwargs or {}))
+            jvp = accumulator.jvp(y) if isinstance(y, tf.Tensor) else None
+        if jvp is not None or not isinstance(y, tf.Tensor):
+            return False
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = site.decorated(*args, **(kwargs or {}))
+        return tape.gradient(y, x) is not None
+    except Exception:
+        return False
+
+
+def forward_jacobian(site: Site, args: list[Any], index: int, out_shape: tuple[int, ...],
+                     kwargs: dict[str, Any] | None = None) -> tuple[np.ndarray | None, float]:
     """The true Jacobian of the site's forward by central differences, in float64 when the
     forward accepts it; and the relative precision to compare it with."""
     tf = tensorflow()
@@ -56,7 +81,7 @@ def forward_jacobian(site: Site, args: list[Any], index: int, out_shape: tuple[i
         def value(point: np.ndarray, dtype: str = dtype) -> np.ndarray:
             moved = list(args)
             moved[index] = tf.constant(point, dtype)
-            return np.asarray(site.forward(*moved)[0], dtype=np.float64)
+            return np.asarray(site.forward(*moved, **(kwargs or {}))[0], dtype=np.float64)
 
         try:
             columns = []

@@ -1,0 +1,76 @@
+"""Before a check runs: its output paths (-o, --save, --plot) must not be files the run reads
+(the target's source, input and upstream files, the configuration) and must be writable."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from gradcheck.errors import UsageError
+from gradcheck.load.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyword
+from gradcheck.render.files import check_writable, real_target
+
+# What --plot DIR writes: OUTPUT-INPUT.png and OUTPUT-INPUT.json.
+PLOT_SUFFIXES = (".png", ".json")
+
+
+def _module_files(module_part: str, search_path: str) -> Iterator[str]:
+    """The source a TARGET's module part names: a .py path, or a dotted module under --path."""
+    if module_part.endswith(".py") or "/" in module_part or os.sep in module_part:
+        yield module_part
+        return
+    base = Path(search_path, *module_part.split("."))
+    yield str(base.with_suffix(".py"))
+    yield str(base / "__init__.py")
+
+
+def target_files(spec: str | None, search_path: str = ".") -> Iterator[str]:
+    if spec and ":" in spec:
+        yield from _module_files(spec.strip().rpartition(":")[0], search_path)
+
+
+def value_files(specs: Iterable[str]) -> Iterator[str]:
+    """The .npy/.npz files among -i/--upstream values (NAME=FILE included)."""
+    for spec in specs:
+        if spec in UPSTREAM_KEYWORDS:
+            continue
+        keyword = split_keyword(spec)
+        value = keyword[1] if keyword is not None else spec
+        if looks_like_file(value):
+            yield value
+
+
+def _same(one: Path, other: Path) -> bool:
+    try:
+        return one == other or (one.exists() and other.exists() and os.path.samefile(one, other))
+    except OSError:
+        return False
+
+
+def guard_outputs(reads: Sequence[tuple[str, str]], files: Sequence[tuple[str, str | None]],
+                  plot_dir: tuple[str, str | None] = ("--plot", None),
+                  plot_subfolders: bool = False) -> None:
+    """Refuse (UsageError, exit 2) an output path that is a file the run reads, or that cannot
+    be written. `reads`: (path, what it is); `files`: (flag, path or None)."""
+    read = [(real_target(path), what) for path, what in reads]
+    chosen = [(flag, path) for flag, path in files if path]
+    for flag, path in chosen:
+        for source, what in read:
+            if _same(real_target(path), source):
+                raise UsageError(f"{flag} {path!r} is {what}, which this run reads; write the"
+                                 " output to another file")
+    if len({real_target(path) for _, path in chosen}) < len(chosen):
+        raise UsageError(" and ".join(flag for flag, _ in chosen) + " name the same file")
+    flag, folder = plot_dir
+    if folder:
+        where = real_target(folder)
+        for source, what in read:
+            inside = source.parent == where or (plot_subfolders and source.is_relative_to(where))
+            if inside and source.suffix in PLOT_SUFFIXES:
+                raise UsageError(f"{flag} {folder!r} holds {what} {str(source)!r}, which this"
+                                 " run reads and the pictures could replace; choose another"
+                                 " folder")
+        check_writable(folder, folder=True)
+    for flag, path in chosen:
+        check_writable(path, make_folders=flag == "--save")

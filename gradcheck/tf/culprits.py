@@ -1,0 +1,128 @@
+"""The op behind a finding, at the user's line: the stateful op that makes f random, the op
+XLA cannot compile, the op whose kink the point sits on. Facts only; checks word them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gradcheck.tf.program import Program
+from gradcheck.tf.values import TracedValues, op_location, trace_values
+
+VARIABLE_WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
+                             "ResourceScatterAdd", "ResourceScatterUpdate"})
+_RANDOM = re.compile(r"Random|TruncatedNormal|Multinomial|StatefulUniform|StatefulStandard"
+                     r"|StatefulTruncated|RngReadAndSkip|RngSkip")
+# Ops with a kink at 0 of their (first) input, and those with one where two inputs tie.
+KINK_AT_ZERO = frozenset({"Abs", "Relu", "LeakyRelu", "Relu6", "Sign"})
+KINK_AT_TIE = frozenset({"Maximum", "Minimum", "Greater", "GreaterEqual", "Less", "LessEqual"})
+# How close to the kink an input must be for finite differences (steps ~1e-5) to cross it.
+KINK_REACH = 1e-4
+_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
+
+
+@dataclass(frozen=True)
+class Site:
+    """One op, named as the user wrote it (the forward op), at the user's line."""
+
+    op: str
+    scope: str
+    location: str | None
+    detail: str = ""
+    backward: bool = False  # the op is part of the gradient of the forward op named
+
+    @property
+    def name(self) -> str:
+        return f"{self.op} (inside {self.scope})" if self.scope else self.op
+
+
+def _site(traced: TracedValues, op: Any, detail: str = "") -> Site:
+    forward = traced.forward_op(op) if op.name in traced.index else None
+    named = forward if forward is not None else op
+    scope = named.name.rsplit("/", 1)[0] if "/" in named.name else ""
+    location = op_location(op) or (op_location(forward) if forward is not None else None)
+    return Site(named.type, "" if scope.startswith("gradient_tape") else scope, location, detail,
+                op.name in traced.index and traced.is_backward(op))
+
+
+def stateful_sites(program: Program, output_indices: Sequence[int]) -> list[Site]:
+    """Random ops and variable writes in f's traced graph (what makes two calls differ)."""
+    traced = trace_values(program, output_indices, gradients=False)
+    if traced is None:
+        return []
+    return [_site(traced, op) for op in traced.ops
+            if op.type in VARIABLE_WRITES or _RANDOM.search(op.type)]
+
+
+def failing_node_site(program: Program, output_indices: Sequence[int],
+                      message: str) -> Site | None:
+    """The op a TensorFlow/XLA error names ({{node ...}}), found in f's traced VJP and named
+    as the forward op whose gradient created it."""
+    named = _NODE.search(message)
+    if named is None:
+        return None
+    traced = trace_values(program, output_indices)
+    if traced is None:
+        return None
+    parts = named.group(1).split("/")
+    for end in range(len(parts), 0, -1):
+        name = "/".join(parts[:end])
+        if name in traced.index:
+            return _site(traced, traced.ops[traced.index[name]])
+    return None
+
+
+def _distance_to_kink(traced: TracedValues, op: Any,
+                      element: tuple[tuple[int, ...], tuple[int, ...]] | None) -> float | None:
+    found = [traced.value(t) for t in op.inputs]
+    values = [v for v in found if v is not None]
+    if len(values) != len(found) or not values:
+        return None
+    if op.type in KINK_AT_ZERO:
+        first = np.asarray(values[0], dtype=np.float64)
+        scale = 1.0
+        gaps = np.abs(first)
+        if op.type == "Relu6":
+            gaps = np.minimum(gaps, np.abs(first - 6.0))
+    elif len(values) >= 2 and values[0].dtype != bool:
+        a, b = (np.asarray(v, dtype=np.float64) for v in values[:2])
+        try:
+            gaps = np.abs(a - b)
+        except ValueError:
+            return None
+        scale = max(1.0, float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b),
+                                                                               initial=0.0)))
+    else:
+        return None
+    if gaps.size == 0:
+        return None
+    if element is not None and gaps.shape == element[1]:
+        return float(gaps[element[0]]) / scale  # an elementwise op on the input itself
+    return float(np.min(gaps)) / scale
+
+
+def kink_site(program: Program, output_indices: Sequence[int],
+              element: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> Site | None:
+    """The op of f whose input sits (within finite differences' reach) on its kink: Abs or
+    Relu at 0, a Maximum/Minimum or a tf.where comparison at a tie; the closest one (at the
+    input's `element`, (index, shape), for ops on tensors of the input's shape)."""
+    traced = trace_values(program, output_indices, gradients=False)
+    if traced is None:
+        return None
+    best: tuple[float, Any] | None = None
+    for op in traced.ops:
+        if op.type not in KINK_AT_ZERO | KINK_AT_TIE:
+            continue
+        distance = _distance_to_kink(traced, op, element)
+        if distance is not None and distance <= KINK_REACH and (
+                best is None or distance < best[0]):
+            best = (distance, op)
+    if best is None:
+        return None
+    op = best[1]
+    detail = "at 0" if op.type in KINK_AT_ZERO else "where its two inputs tie"
+    return _site(traced, op, detail)

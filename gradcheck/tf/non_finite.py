@@ -1,0 +1,227 @@
+"""Where a NaN or an infinity comes from: the first op, forward or in the backward pass, that
+turns finite values into non-finite ones, named as the forward op the user wrote, and
+whether it sits in a tf.where branch that is not taken there. Facts only;
+diagnosis/non_finite.py words them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
+from gradcheck.tf.values import TracedValues, op_location, trace_values
+
+SELECT_OPS = frozenset({"Select", "SelectV2"})
+# Ops that only pass values on: a NaN they output came in through an input.
+_CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "PartitionedCall",
+                           "StatefulPartitionedCall"})
+
+
+@dataclass(frozen=True)
+class Branch:
+    """The tf.where whose branch the origin feeds, and whether that branch is not taken at
+    the non-finite elements (so its zero mask times an infinity gives NaN)."""
+
+    location: str | None
+    untaken: bool
+
+
+@dataclass(frozen=True)
+class Origin:
+    """One op that made non-finite values out of finite ones."""
+
+    op: str  # the forward op the user wrote: Sqrt, Log, RealDiv...
+    scope: str  # the TensorFlow function it belongs to (norm for tf.norm), or ""
+    location: str | None
+    backward: bool  # True: its gradient produced the value; False: its own output
+    produced: str  # "NaN", "inf" or "-inf"
+    arguments: tuple[float, ...]  # the forward op's float inputs at the first such element
+    branch: Branch | None
+    kernel: str  # the graph op that produced it (SqrtGrad, Reciprocal, Log...)
+
+
+@dataclass(frozen=True)
+class NonFiniteValue:
+    """An output of f, or a gradient, with NaN or infinite elements."""
+
+    name: str
+    gradient: bool
+    produced: str
+    count: int
+    size: int
+    index: tuple[int, ...] | None
+    origins: tuple[Origin, ...]
+
+
+@dataclass(frozen=True)
+class NonFiniteAnalysis:
+    values: tuple[NonFiniteValue, ...]
+    seconds: float
+    jit: bool
+    # The dtype the graph ran in, when it is not the checked one (f traces only in it).
+    dtype: str | None = None
+
+
+def _describe(array: np.ndarray) -> str:
+    if np.any(np.isnan(array)):
+        return "NaN"
+    return "inf" if np.any(array[np.isinf(array)] > 0) else "-inf"
+
+
+def _bad(array: np.ndarray | None) -> bool:
+    if array is None or array.dtype == bool:
+        return False
+    return not bool(np.all(np.isfinite(array)))
+
+
+def _origin_ops(traced: TracedValues, tensor: Any) -> list[Any]:
+    """Ops upstream of `tensor` with non-finite outputs and only finite inputs, in graph order."""
+    found: dict[str, Any] = {}
+    seen: set[str] = set()
+    stack = [tensor.op]
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        bad_inputs = [t for t in op.inputs if _bad(traced.value(t))]
+        if bad_inputs:
+            stack += [t.op for t in bad_inputs]
+        else:
+            found[op.name] = op
+    return sorted(found.values(), key=lambda op: traced.index[op.name])
+
+
+def _first_bad(array: np.ndarray) -> tuple[int, ...]:
+    flat = int(np.argmax(~np.isfinite(array.reshape(-1))))
+    return tuple(int(i) for i in np.unravel_index(flat, array.shape)) if array.ndim else ()
+
+
+def _arguments(traced: TracedValues, forward: Any, bad: np.ndarray) -> tuple[float, ...]:
+    """The forward op's float inputs at the first non-finite element of `bad` (none when
+    the op is not elementwise)."""
+    found = []
+    for tensor in forward.inputs:
+        value = traced.value(tensor)
+        if value is None or value.dtype == bool:
+            continue
+        try:
+            value = np.broadcast_to(value, bad.shape)
+        except ValueError:
+            return ()
+        found.append(float(np.real(value[_first_bad(bad)])))
+    return tuple(found)
+
+
+def _branch(traced: TracedValues, forward: Any, bad: np.ndarray) -> Branch | None:
+    """The first tf.where downstream of `forward` that it reaches through a branch."""
+    frontier = [forward]
+    seen: set[str] = set()
+    while frontier:
+        op = frontier.pop(0)
+        for out in op.outputs:
+            for consumer in out.consumers():
+                if consumer.name in seen or consumer.name not in traced.index \
+                        or traced.is_backward(consumer):
+                    continue
+                seen.add(consumer.name)
+                frontier.append(consumer)
+                if consumer.type not in SELECT_OPS or out is consumer.inputs[0]:
+                    continue
+                branch = _select_branch(traced, consumer, out is consumer.inputs[1], bad)
+                if branch is not None:
+                    return branch
+    return None
+
+
+def _select_branch(traced: TracedValues, select: Any, first: bool,
+                   bad: np.ndarray) -> Branch | None:
+    condition = traced.value(select.inputs[0])
+    result = traced.value(select.outputs[0])
+    if condition is None or result is None:
+        return None
+    taken = np.broadcast_to(condition if first else ~condition, result.shape)
+    if taken.all():
+        return None
+    mask = ~np.isfinite(bad)
+    untaken = bool(not taken[mask].any()) if mask.shape == taken.shape else True
+    return Branch(op_location(select), untaken)
+
+
+def _origin(traced: TracedValues, op: Any) -> Origin:
+    forward = traced.forward_op(op)
+    value = traced.value(op.outputs[0]) if op.outputs else None
+    bad = value if value is not None else np.asarray(np.nan)
+    named = forward if forward is not None else op
+    location = op_location(op) or (op_location(forward) if forward is not None else None)
+    scope = named.name.rsplit("/", 1)[0] if "/" in named.name else ""
+    if scope.startswith("gradient_tape"):
+        scope = ""
+    return Origin(
+        op=named.type, scope=scope, location=location, backward=traced.is_backward(op),
+        produced=_describe(bad), kernel=op.type,
+        arguments=_arguments(traced, forward, bad) if forward is not None else (),
+        branch=_branch(traced, forward, bad) if forward is not None else None)
+
+
+def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool
+           ) -> NonFiniteValue | None:
+    array = traced.values.get(tensor_name)
+    if not _bad(array):
+        return None
+    assert array is not None
+    tensor = next(t for op in traced.ops for t in op.outputs if t.name == tensor_name)
+    origins: dict[tuple[str, str | None, bool], Origin] = {}
+    for op in _origin_ops(traced, tensor):
+        if op.type in _CONTROL_FLOW and traced.forward_op(op) is None:
+            continue
+        found = _origin(traced, op)
+        origins.setdefault((found.op, found.location, found.backward), found)
+    mask = ~np.isfinite(array)
+    return NonFiniteValue(name, gradient, _describe(array), int(mask.sum()), int(array.size),
+                          _first_bad(array) or None, tuple(origins.values()))
+
+
+def analyse_non_finite(program: Program, output_indices: Sequence[int],
+                       jit: bool = False) -> NonFiniteAnalysis | None:
+    """Every non-finite output and gradient of f at the point, with its origins; None when
+    f cannot be traced into a graph."""
+    traced, dtype = trace_values(program, output_indices, jit=jit), None
+    own = {s.own_dtype for s in program.sources if s.argument and s.own_dtype != s.dtype}
+    if traced is None and len(own) == 1 and None not in own:  # a literal meeting float64
+        traced = trace_values(program, output_indices, jit=jit, own_dtype=True)
+        dtype = own.pop()
+    if traced is None:
+        return None
+    found = [_value(traced, name, tensor, False) for name, tensor in traced.outputs]
+    found += [_value(traced, name, tensor, True) for name, tensor in traced.gradients
+              if tensor is not None]
+    return NonFiniteAnalysis(tuple(v for v in found if v is not None), traced.seconds, jit,
+                             dtype)
+
+
+def differentiable_outputs(program: Program) -> list[int]:
+    return [k for k, leaf in enumerate(flatten_outputs(program.call())) if leaf.differentiable]
+
+
+def eager_non_finite(program: Program, output_indices: Sequence[int]) -> bool:
+    """Whether f or its VJP (all-ones upstreams) has a NaN or an infinity at the point."""
+    tf = tensorflow()
+    sources = [slot.value for slot in program.sources]
+    try:
+        with silenced_stderr_fd(), tf.GradientTape() as tape:
+            for source in sources:
+                tape.watch(source)
+            leaves = flatten_outputs(program.call())
+            targets = [leaves[k].tensor for k in output_indices]
+        grads = tape.gradient(targets, sources,
+                              output_gradients=[tf.ones_like(t) for t in targets])
+    except Exception:  # the checks report what raises
+        return False
+    arrays = [np.asarray(t) for t in targets] + [
+        np.asarray(tf.convert_to_tensor(g)) for g in grads if g is not None]
+    return any(_bad(a) for a in arrays)

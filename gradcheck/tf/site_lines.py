@@ -1,0 +1,77 @@
+"""Where things are in the user's source: a function's `def` line, a grad_fn's `return` line,
+the line that called into TensorFlow, and whether a file is TensorFlow's (or gradcheck's) own."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import os
+import sys
+import textwrap
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from gradcheck.load.locations import format_location
+
+
+def source_location(function: Callable[..., Any]) -> str | None:
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    if code is None:
+        return None
+    try:
+        lines, start = inspect.getsourcelines(code)
+    except (OSError, TypeError):
+        return format_location(code.co_filename, code.co_firstlineno)
+    for offset, line in enumerate(lines):
+        if line.lstrip().startswith(("def ", "async def ")):
+            return format_location(code.co_filename, start + offset)
+    return format_location(code.co_filename, code.co_firstlineno)
+
+
+def return_location(function: Callable[..., Any]) -> str | None:
+    """The grad_fn's own `return` line when it has exactly one, else its `def` line."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    try:
+        lines, start = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return source_location(function)
+    definition = tree.body[0] if tree.body else None
+    returns = []
+    if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        nested = {id(n) for node in ast.walk(definition) if node is not definition
+                  and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                  for n in ast.walk(node)}
+        returns = [n for n in ast.walk(definition)
+                   if isinstance(n, ast.Return) and id(n) not in nested]
+    if len(returns) == 1:
+        return format_location(code.co_filename, start + returns[0].lineno - 1)
+    return source_location(function)
+
+
+@functools.cache
+def _library_directories() -> tuple[str, ...]:
+    """Where TensorFlow's own code lives (its custom gradients are not the user's)."""
+    found = []
+    for name in ("tensorflow", "keras", "tf_keras", "gradcheck"):
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path:
+            found.append(os.path.dirname(os.path.abspath(path)) + os.sep)
+    return tuple(found)
+
+
+def is_library(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_library_directories())
+
+
+def caller_location() -> str | None:
+    """The innermost line of the stack outside TensorFlow and gradcheck: the call's line."""
+    for frame in reversed(traceback.extract_stack()):
+        if not is_library(frame.filename) and not frame.filename.startswith("<"):
+            return format_location(frame.filename, frame.lineno or 0)
+    return None

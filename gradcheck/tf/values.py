@@ -1,0 +1,182 @@
+"""f and its VJP traced once as a tf.function graph, with the value of every intermediate
+tensor at the point, and each backward op mapped to the forward op whose gradient made it."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gradcheck.load.locations import innermost_user_frame, is_user_file
+from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclass
+class TracedValues:
+    """One evaluation of the traced graph: every float/bool tensor's value by name."""
+
+    ops: list[Any]
+    values: dict[str, np.ndarray]
+    # Ops at this index and after were made by tape.gradient (the backward pass).
+    backward_start: int
+    # Per backward op index: the forward op whose gradient function created it.
+    forward_of: dict[int, Any] = field(default_factory=dict)
+    outputs: list[tuple[str, str]] = field(default_factory=list)   # (leaf name, tensor name)
+    gradients: list[tuple[str, str | None]] = field(default_factory=list)  # (source, tensor)
+    seconds: float = 0.0
+    index: dict[str, int] = field(default_factory=dict)  # op name -> position in `ops`
+
+    def value(self, tensor: Any) -> np.ndarray | None:
+        return self.values.get(tensor.name)
+
+    def is_backward(self, op: Any) -> bool:
+        return self.index[op.name] >= self.backward_start
+
+    def forward_op(self, op: Any) -> Any:
+        """The forward op an op stands for: itself, or the op whose gradient created it."""
+        return op if not self.is_backward(op) else self.forward_of.get(self.index[op.name])
+
+
+def op_location(op: Any) -> str | None:
+    """The user's line that created a graph op: the innermost user frame called from
+    gradcheck's own code (not the test or script that called gradcheck)."""
+    frames = list(op.traceback or ())
+    ours = [i for i, frame in enumerate(frames)
+            if not is_user_file(frame.filename)
+            and str(Path(frame.filename).resolve()).startswith(_PACKAGE_DIR)]
+    inner = frames[ours[-1] + 1:] if ours else frames
+    return innermost_user_frame(f for f in inner if "__autograph_generated" not in f.filename)
+
+
+class _RecordingRegistry(dict[str, Any]):
+    """TensorFlow's gradient registry, handing out gradient functions that note which
+    forward op they differentiate and which graph ops they create."""
+
+    def __init__(self, original: dict[str, Any], graph_ops: Callable[[], int],
+                 records: list[tuple[Any, int, int]]) -> None:
+        super().__init__(original)
+        self.count, self.records = graph_ops, records
+
+    def __getitem__(self, name: str) -> Any:
+        entry = super().__getitem__(name)
+        function = entry.get("type")
+        if function is None:
+            return entry
+
+        def recorded(op: Any, *grads: Any) -> Any:
+            start = self.count()
+            try:
+                return function(op, *grads)
+            finally:
+                self.records.append((op, start, self.count()))
+        return {**entry, "type": recorded}
+
+
+@contextlib.contextmanager
+def _gradient_functions_recorded(graph: Any, records: list[tuple[Any, int, int]]
+                                 ) -> Iterator[None]:
+    try:
+        from tensorflow.python.framework import ops as tf_ops
+        registry = tf_ops._gradient_registry
+        original = registry._registry
+    except (ImportError, AttributeError):  # another TensorFlow: backward ops stay unmapped
+        yield
+        return
+    recording = _RecordingRegistry(original, lambda: len(graph.get_operations()), records)
+    registry._registry = recording
+    try:
+        yield
+    finally:
+        original.update(dict(recording.items()))  # custom gradients registered meanwhile
+        registry._registry = original
+
+
+def _mock_forward(mock: Any, ops: Sequence[Any]) -> Any:
+    """The graph op a gradient function's stand-in op describes."""
+    for tensor in getattr(mock, "outputs", None) or ():
+        if tensor is not None and hasattr(tensor, "op"):
+            return tensor.op
+    inputs = [t for t in getattr(mock, "inputs", None) or () if t is not None]
+    for op in ops:
+        if op.type == mock.type and len(op.inputs) == len(inputs) and all(
+                a is b for a, b in zip(op.inputs, inputs)):
+            return op
+    return None
+
+
+def _fetchable(tensor: Any) -> bool:
+    dtype = tensor.dtype
+    return bool(dtype.is_floating or dtype.is_complex or dtype.is_bool)
+
+
+def trace_values(program: Program, output_indices: Sequence[int], gradients: bool = True,
+                 jit: bool = False, own_dtype: bool = False) -> TracedValues | None:
+    """f (and its VJP with all-ones upstreams) traced once and evaluated at the point with
+    every intermediate tensor fetched (its arguments in the user's own dtype if asked, not
+    the promoted one); None when f cannot be traced."""
+    tf = tensorflow()
+    started = time.perf_counter()
+    sources = [i for i, slot in enumerate(program.slots) if slot.differentiable]
+    arguments = [i for i in sources if program.slots[i].argument
+                 and not program.slots[i].is_variable]
+    state: dict[str, Any] = {}
+
+    def body(*values: Any) -> list[Any]:
+        graph = tf.compat.v1.get_default_graph()
+        replacements = dict(zip(arguments, values))
+        with tf.GradientTape() as tape:
+            for value in values:
+                tape.watch(value)
+            leaves = flatten_outputs(program.call_converted(replacements))
+        targets = [leaves[k] for k in output_indices]
+        records: list[tuple[Any, int, int]] = []
+        state["start"] = len(graph.get_operations())
+        grads: list[Any] = []
+        if gradients:
+            watched = [replacements.get(i, program.slots[i].value) for i in sources]
+            with _gradient_functions_recorded(graph, records):
+                grads = tape.gradient([t.tensor for t in targets], watched,
+                                      output_gradients=[tf.ones_like(t.tensor) for t in targets])
+        grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
+        ops = graph.get_operations()
+        fetched = [t for op in ops for t in op.outputs if _fetchable(t)]
+        state.update(ops=ops, records=records, fetched=fetched, targets=targets, grads=grads)
+        return fetched
+
+    dtypes = [(program.slots[i].own_dtype if own_dtype else None) or program.slots[i].dtype
+              for i in arguments]
+    specs = [tf.TensorSpec(program.slots[i].shape, d) for i, d in zip(arguments, dtypes)]
+    try:
+        concrete = tf.function(body, jit_compile=jit, autograph=False).get_concrete_function(
+            *specs)
+        with silenced_stderr_fd():
+            results = concrete(*[tf.constant(program.value_of(i), d)
+                                 for i, d in zip(arguments, dtypes)])
+    except Exception:  # f that cannot be traced (or compiled) has no graph to analyse
+        return None
+    return _collected(state, results, program, sources, time.perf_counter() - started)
+
+
+def _collected(state: dict[str, Any], results: Sequence[Any], program: Program,
+               sources: Sequence[int], seconds: float) -> TracedValues:
+    ops = state["ops"]
+    traced = TracedValues(ops, {t.name: np.asarray(v) for t, v in zip(state["fetched"], results)},
+                          state["start"], seconds=seconds,
+                          index={op.name: i for i, op in enumerate(ops)})
+    # Innermost first: a gradient function called inside another's records before it.
+    for mock, start, end in sorted(state["records"], key=lambda r: r[2] - r[1], reverse=True):
+        forward = _mock_forward(mock, ops[:state["start"]])
+        for i in range(start, end):
+            traced.forward_of[i] = forward
+    traced.outputs = [(leaf.name, leaf.tensor.name) for leaf in state["targets"]]
+    traced.gradients = [(program.slots[i].name, None if g is None else g.name)
+                        for i, g in zip(sources, state["grads"])]
+    return traced

@@ -1,0 +1,176 @@
+"""The non-finite check (a NaN or an infinity at the op and line that made it, and why), the
+other findings located at their op (nondeterminism, compiled skips, kinks), and the compiled
+check kept in the user's dtype when float64 promotion would decide it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from click.testing import Result
+
+import gradcheck
+from gradcheck.render.annotations import render_github_annotations
+from gradcheck.render.junit import render_junit
+from gradcheck.report import CheckOutcome, CheckResult, Report
+
+from .conftest import fixture_module, fixture_target
+
+
+def _non_finite(report: Report) -> list[CheckResult]:
+    return [c for c in report.checks if c.check == "non-finite"]
+
+
+def _kind(report: Report, kind: str) -> list[CheckResult]:
+    return [c for c in report.checks if c.check == kind]
+
+
+def _assert_found(report: Report, fixture: str, subject: str, mistake: str, culprit: str,
+                  line: int) -> CheckResult:
+    found = [c for c in _non_finite(report) if subject in (c.input, c.output)]
+    assert found, [c.message for c in report.checks if c.failed]
+    result = found[0]
+    assert result.status == "fail" and not report.ok
+    assert result.location is not None and result.location.endswith(f"{fixture}.py:{line}")
+    assert result.cause is not None and result.cause.mistake == mistake
+    assert result.cause.culprit == culprit and result.cause.fix
+    return result
+
+
+@pytest.mark.parametrize(("function", "subject", "mistake", "culprit", "line"), [
+    ("transfer", "x", "untaken-branch", "RealDiv", 8),
+    ("exp_not_taken", "x", "untaken-branch", "Exp", 15),
+    ("sqrt_scale", "c", "infinite-derivative", "Sqrt", 23),
+    ("entropy", "y", "non-finite-value", "Log", 30),
+    ("row_norms", "x", "infinite-derivative", "Sqrt (inside norm)", 37),
+    ("square_overflow", "y", "non-finite-value", "Mul", 51),
+])
+def test_a_non_finite_gradient_or_value_is_named_at_the_op_that_made_it(
+        function: str, subject: str, mistake: str, culprit: str, line: int) -> None:
+    report = gradcheck.check(fixture_target("non_finite", function))
+    result = _assert_found(report, "non_finite", subject, mistake, culprit, line)
+    if mistake == "untaken-branch":
+        assert "not taken" in result.message and "inner tf.where" in result.message
+
+
+def test_the_symptoms_are_located_at_the_op_too() -> None:
+    report = gradcheck.check(fixture_target("non_finite", "transfer"))
+    jacobian = _kind(report, "jacobian")[0]
+    assert jacobian.status == "fail" and jacobian.location is not None
+    assert jacobian.location.endswith("non_finite.py:8") and "non-finite" in jacobian.message
+
+
+@pytest.mark.parametrize("function", ["entropy", "square_overflow"])
+def test_a_deterministic_non_finite_value_is_never_nondeterminism_nor_nan_against_nan(
+        function: str) -> None:
+    report = gradcheck.check(fixture_target("non_finite", function))
+    assert not _kind(report, "nondeterminism")
+    assert all(c.status != "fail" for c in _kind(report, "jvp") + _kind(report, "compiled"))
+    assert [c.output for c in _non_finite(report)] == ["y"]
+
+
+def test_a_nan_only_xla_produces_is_analysed_on_that_variant() -> None:
+    report = gradcheck.check(fixture_target("non_finite", "sqrt_where"))
+    result = _assert_found(report, "non_finite", "x", "untaken-branch", "Sqrt", 44)
+    assert result.message.startswith("under tf.function(jit_compile=True) only")
+    assert [c.status for c in _kind(report, "compiled")] == ["pass", "fail"]
+
+
+@pytest.mark.parametrize("function", ["guarded_transfer", "safe_sqrt_where",
+                                      "stable_log_softmax", "xlogy_entropy"])
+def test_correct_functions_of_the_same_families_pass(function: str) -> None:
+    report = gradcheck.check(fixture_target("non_finite", function))
+    assert report.ok, [c.message for c in report.checks if c.failed]
+    assert not _non_finite(report)
+    assert all(c.status == "pass" for c in _kind(report, "compiled"))
+
+
+def test_a_function_object_gets_the_same_finding_and_line() -> None:
+    module = fixture_module("non_finite")
+    report = gradcheck.check(module.transfer, [1.0, -1.0])
+    _assert_found(report, "non_finite", "x", "untaken-branch", "RealDiv", 8)
+
+
+def test_the_finding_reaches_json_junit_and_annotations(run_cli: Callable[..., Result]
+                                                        ) -> None:
+    result = run_cli(["check", fixture_target("non_finite", "transfer"), "--format", "json"])
+    assert result.exit_code == 1
+    checks = json.loads(result.stdout)["checks"]
+    finding = next(c for c in checks if c["check"] == "non-finite")
+    assert finding["location"].endswith("non_finite.py:8")
+    assert finding["cause"]["mistake"] == "untaken-branch" and finding["cause"]["fix"]
+    report = gradcheck.check(fixture_target("non_finite", "transfer"))
+    junit = render_junit([CheckOutcome("transfer", "transfer", report, report.exit_code)])
+    assert 'name="non-finite"' in junit and "non_finite.py:8: the gradient for x" in junit
+    assert "non_finite.py,line=8,title=gradcheck non-finite" in render_github_annotations(report)
+
+
+# (function, dtype, subject, mistake, culprit, line): the real cases of fixtures/non_finite_real.
+REAL_CASES = [
+    ("transfer", "auto", "x", "untaken-branch", "RealDiv", 11),
+    ("transfer", "float32", "x", "untaken-branch", "RealDiv", 11),
+    ("select_exp", "auto", "x", "untaken-branch", "Exp", 20),
+    ("select_exp", "float32", "x", "untaken-branch", "Exp", 20),
+    ("log_fork", "auto", "alpha", "untaken-branch", "Log", 31),
+    ("norm_square", "auto", "x", "infinite-derivative", "Sqrt (inside norm)", 40),
+    ("norm_square", "float32", "x", "infinite-derivative", "Sqrt (inside norm)", 40),
+    ("column_distance", "auto", "y2", "infinite-derivative", "Sqrt (inside norm)", 52),
+    ("softmax_cross_entropy", "auto", "y", "non-finite-value", "Log", 65),
+    ("sqrt_fork", "float32", "y", "untaken-branch", "Sqrt", 74),
+]
+
+
+@pytest.mark.parametrize(("function", "dtype", "subject", "mistake", "culprit", "line"),
+                         REAL_CASES)
+def test_real_questions_are_answered_at_the_askers_line(
+        function: str, dtype: str, subject: str, mistake: str, culprit: str, line: int) -> None:
+    report = gradcheck.check(fixture_target("non_finite_real", function), dtype=dtype)
+    _assert_found(report, "non_finite_real", subject, mistake, culprit, line)
+
+
+@pytest.mark.parametrize(("function", "line", "words"), [
+    ("accumulates", 11, "a variable write, AssignAddVariableOp"),
+    ("noisy", 19, "a random op, RandomStandardNormal"),
+    ("sampled", 26, "a random op, RandomStandardNormal"),
+])
+def test_nondeterminism_is_located_at_the_stateful_op(function: str, line: int,
+                                                      words: str) -> None:
+    report = gradcheck.check(fixture_target("located_findings", function))
+    result = _kind(report, "nondeterminism")[0]
+    assert result.status == "fail" and words in result.message
+    assert result.location is not None and result.location.endswith(f"located_findings.py:{line}")
+
+
+@pytest.mark.parametrize(("function", "culprit", "line"), [
+    ("relu_at_zero", "Relu", 42), ("maximum_tie", "Maximum", 49)])
+def test_a_kink_is_located_at_the_op_that_has_it(function: str, culprit: str,
+                                                 line: int) -> None:
+    report = gradcheck.check(fixture_target("located_findings", function))
+    kinks = _kind(report, "kink")
+    assert kinks and all(k.status == "warn" for k in kinks) and report.ok
+    assert kinks[0].cause is not None and kinks[0].cause.culprit == culprit
+    assert kinks[0].location is not None and kinks[0].location.endswith(
+        f"located_findings.py:{line}")
+
+
+def test_an_op_xla_cannot_compile_is_located_at_its_line() -> None:
+    report = gradcheck.check(fixture_target("located_findings", "matrix_exponential"),
+                             dtype="float32")
+    skip = [c for c in _kind(report, "compiled") if c.status == "skip"]
+    assert skip and skip[0].location is not None
+    assert skip[0].location.endswith("located_findings.py:34"), skip[0].location
+    assert "matrix_exponential" in skip[0].message
+
+
+@pytest.mark.parametrize(("function", "inputs"), [
+    ("pow_literal", [[0.1, 0.2]]), ("where_literal", [[1.0, -1.0]]), ("resize", None)])
+def test_the_compiled_check_runs_in_the_users_dtype_when_promotion_decides_it(
+        function: str, inputs: list[list[float]] | None) -> None:
+    module = fixture_module("compiled_dtype")
+    args = inputs if inputs is not None else list(module.resize_inputs)
+    report = gradcheck.check(getattr(module, function), *args)
+    compiled = _kind(report, "compiled")
+    assert [c.status for c in compiled] == ["pass", "pass"]
+    assert any(n.startswith("the compiled check ran in float32, the arguments' own dtype")
+               for n in report.notes)
