@@ -9,27 +9,60 @@ from typing import Any
 
 import pytest
 
+from gradcheck.render.html import render_html
+from gradcheck.report import CheckResult, Report, TensorInfo
 from tests.conftest import FIXTURES
+
+
+def hand_report() -> Report:
+    jacobian = CheckResult(
+        "jacobian", "fail", "autodiff and finite differences disagree in 2 of 4 elements;"
+        " likely cause: <x> & co", "x", "y['mean']", "ops.py:9", 5.0, 1.7, (0, 1), 2.5e6,
+        details={"autodiff": [[1.0, -3.0], [2.0, 0.5]], "finite_difference": [[1.0, 2.0],
+                 [-3.0, 0.5]], "shape": [2, 2], "atol": 1e-8, "rtol": 1e-6,
+                 "fd_error_estimate": 1e-10})
+    connected = CheckResult("connected", "pass", "y['mean'] is connected to x", "x", "y['mean']")
+    return Report("ops.py:f", (TensorInfo("x", (2,), "float64"),),
+                  (TensorInfo("y['mean']", (2,), "float64"),), (connected, jacobian),
+                  notes=("checked in float64",))
+
+
+def test_the_html_table_from_a_hand_built_report() -> None:
+    html = render_html(hand_report())
+    rows = html.split("<tbody>")[1].split("</tbody>")[0].split("<tr")[1:]
+    assert "FAIL" in rows[0] and "PASS" in rows[1]  # worst first
+    assert 'style="background:#fde2e1"' in rows[0] and "background" not in rows[1].split(">")[0]
+    assert "&lt;x&gt; &amp; co" in html and "<x>" not in html  # escaped, never markup
+    assert "y[&#x27;mean&#x27;]" in html and "<code>ops.py:9</code>" in html
+    assert "<th" in html and ">worst</th>" in html and ">[0,1]<" in html
+    # The block as matrices: the worst element [0, 1] and the other wrong one [1, 0] marked.
+    matrices = html.split("finite differences</th>")[1]
+    marked = [cell.split(">")[1].split("<")[0] for cell in matrices.split("<td ")[1:]
+              if "background:" in cell.split(">")[0]]
+    assert marked == ["-3", "2", "2", "-3"]
+    assert "note: checked in float64" in html and "FAILED</b> ops.py:f: 1 failed, 1 passed" in html
+
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-CELLS = (
-    "import tensorflow as tf\nimport gradcheck\n"
-    "report = gradcheck.check('custom_gradient_mistakes.py:transposed', keep_blocks=True)\n"
-    "report",
-    "print(report)",
-    "report.plot()",
-    "gradcheck.check('custom_gradient_correct.py:f')",
-    # Keras targets retrace gradcheck's compiled VJP: TensorFlow would warn about it
-    "for target in ('keras_models.py:numpy_model', 'keras_training_loss.py:loss'):\n"
-    "    gradcheck.check(target)",
+# name: source, run in this order in one kernel (the examples folder as its working directory)
+CELLS = {
+    "check": "import tensorflow as tf\nimport gradcheck\n"
+             "report = gradcheck.check('custom_gradient_mistakes.py:transposed',"
+             " keep_blocks=True)\nreport",
+    "print": "print(report)",
+    "plot": "report.plot()",
+    "show": "report.show()",
+    "passing": "gradcheck.check('custom_gradient_correct.py:f')",
+    # Keras targets retrace gradcheck's compiled VJP: TensorFlow would warn about it ...
+    "keras": "for target in ('keras_models.py:numpy_model', 'keras_training_loss.py:loss'):\n"
+             "    gradcheck.check(target)",
     # ... but the user's own retracing is still reported
-    "g = tf.function(lambda x: 2.0 * x)\n"
-    "for n in range(1, 7):\n"
-    "    g(tf.ones(n))",
-)
+    "own-retracing": "g = tf.function(lambda x: 2.0 * x)\nfor n in range(1, 7):\n"
+                     "    g(tf.ones(n))",
+}
 
 
 def _outputs(cell: Any, kind: str) -> list[Any]:
@@ -37,38 +70,45 @@ def _outputs(cell: Any, kind: str) -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def executed() -> Any:
+def executed() -> dict[str, Any]:
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS.values()]
     root = str(Path(__file__).resolve().parent.parent)
-    env_path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    os.environ["PYTHONPATH"] = env_path  # the kernel imports this tree's gradcheck
-    client = nbclient.NotebookClient(
-        notebook, timeout=240, kernel_name="python3",
-        resources={"metadata": {"path": str(FIXTURES)}})
-    return client.execute()
+    with pytest.MonkeyPatch.context() as patch:  # the kernel imports this tree's gradcheck
+        patch.setenv("PYTHONPATH", os.pathsep.join(
+            p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+        client = nbclient.NotebookClient(notebook, timeout=240, kernel_name="python3",
+                                         resources={"metadata": {"path": str(FIXTURES)}})
+        client.execute()
+    return dict(zip(CELLS, notebook.cells))
 
 
-def test_a_report_displays_as_an_html_table_with_the_failures_highlighted(executed: Any) -> None:
-    result = _outputs(executed.cells[0], "execute_result")[0]
+def test_a_report_displays_as_an_html_table_with_the_failures_highlighted(
+        executed: dict[str, Any]) -> None:
+    result = _outputs(executed["check"], "execute_result")[0]
     html = result.data["text/html"]
     assert html.startswith('<div class="gradcheck-report">') and "<table" in html
     assert "custom-gradient" in html and "FAIL" in html and "#fde2e1" in html  # failing rows
     assert "custom_gradient_mistakes.py:13" in html
     assert "finite differences" in html  # the small block as matrices
     assert "CheckResult(" not in result.data["text/plain"]
+    passing = _outputs(executed["passing"], "execute_result")[0].data["text/html"]
+    assert "OK</b>" in passing and "#fde2e1" not in passing
 
 
-def test_print_shows_the_text_table(executed: Any) -> None:
-    printed = "".join(o.text for o in _outputs(executed.cells[1], "stream")
+def test_print_shows_the_text_table(executed: dict[str, Any]) -> None:
+    printed = "".join(o.text for o in _outputs(executed["print"], "stream")
                       if o.name == "stdout")
     assert "FAILED custom_gradient_mistakes.py:transposed: 4 failed" in printed
     assert "┃status" in printed and "CheckResult(" not in printed
 
 
-def test_plot_shows_the_pictures_inline(executed: Any) -> None:
-    html = _outputs(executed.cells[2], "execute_result")[0].data["text/html"]
+def test_plot_and_show_display_the_pictures_inline(executed: dict[str, Any]) -> None:
+    html = _outputs(executed["plot"], "execute_result")[0].data["text/html"]
     assert html.count("<img") == 1 and "data:image/png;base64," in html
+    shown = [o.data["text/html"] for o in _outputs(executed["show"], "display_data")]
+    assert len(shown) == 2 and shown[0].startswith('<div class="gradcheck-report">')
+    assert shown[1].count("<img") == 1
 
 
 def _streams(cell: Any) -> str:
@@ -76,11 +116,9 @@ def _streams(cell: Any) -> str:
     return "".join(o.text for o in _outputs(cell, "stream"))
 
 
-def test_no_warnings_of_gradcheck_in_the_cells(executed: Any) -> None:
-    for index, cell in enumerate(executed.cells[:-1]):
-        if index != 1:  # the print
-            assert _streams(cell) == "", cell.source
-    assert "WARNING" not in _streams(executed.cells[1])
-    assert "triggered tf.function retracing" in _streams(executed.cells[-1])
-    passing = _outputs(executed.cells[3], "execute_result")[0].data["text/html"]
-    assert "OK</b>" in passing
+def test_no_warnings_of_gradcheck_in_the_cells(executed: dict[str, Any]) -> None:
+    for name, cell in executed.items():
+        if name not in ("print", "own-retracing"):
+            assert _streams(cell) == "", name
+    assert "WARNING" not in _streams(executed["print"])
+    assert "triggered tf.function retracing" in _streams(executed["own-retracing"])

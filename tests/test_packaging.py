@@ -21,13 +21,18 @@ TENSORFLOWS = ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly",
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+def wheel_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # Without build isolation: hatchling comes with the test extra, so no download is needed.
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(out), str(ROOT)], check=True, capture_output=True)
     (path,) = out.glob("gradcheck-*.whl")
-    return zipfile.ZipFile(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheel(wheel_path: Path) -> zipfile.ZipFile:
+    return zipfile.ZipFile(wheel_path)
 
 
 def _metadata(wheel: zipfile.ZipFile) -> Message:
@@ -68,6 +73,20 @@ def test_the_wheel_ships_exactly_the_examples_the_demo_needs(wheel: zipfile.ZipF
                                                    if (ROOT / "fixtures" / u).is_file()}
     assert shipped == needed
     assert not [n for n in wheel.namelist() if "bad/" in n or n.startswith("tests/")]
+
+
+def test_the_installed_demo_gets_every_expected_verdict(wheel_path: Path, tmp_path: Path) -> None:
+    # Installed as pip installs it (the examples inside the package), beside this TensorFlow.
+    target = tmp_path / "installed"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                    str(target), str(wheel_path)], check=True, capture_output=True)
+    env = {**os.environ, "PYTHONPATH": str(target), "NO_COLOR": "1", "COLUMNS": "300"}
+    result = subprocess.run([sys.executable, "-m", "gradcheck", "demo"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "every example got its expected verdict" in result.stdout
+    assert str(target) not in result.stdout  # examples named by file, not by installed path
+    assert "composed_custom_gradients.py:21" in result.stdout
 
 
 BLOCK_TENSORFLOW = """

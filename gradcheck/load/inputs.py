@@ -227,6 +227,22 @@ def resolve_arguments(
     )
 
 
+def _naming_signature(function: Callable[..., Any],
+                      signature: inspect.Signature | None) -> inspect.Signature | None:
+    """The signature that names the arguments: a Keras layer's `call` (its `__call__` takes
+    only *args), else the function's own."""
+    named_kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    generic = signature is not None and not any(
+        p.kind in named_kinds for p in signature.parameters.values())
+    call = getattr(function, "call", None)
+    if generic and callable(call):
+        try:
+            return inspect.signature(call)
+        except (TypeError, ValueError):
+            pass
+    return signature
+
+
 def name_arguments(function: Callable[..., Any], arguments: Arguments) -> list[NamedArgument]:
     """Bind arguments to the signature (an error on a mismatch) and name each one."""
     try:
@@ -243,8 +259,9 @@ def name_arguments(function: Callable[..., Any], arguments: Arguments) -> list[N
             ) from exc
     positional: list[str] = []
     varargs = None
-    if signature is not None:
-        for parameter in signature.parameters.values():
+    naming = _naming_signature(function, signature)
+    if naming is not None:
+        for parameter in naming.parameters.values():
             if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
                 positional.append(parameter.name)
             elif parameter.kind == parameter.VAR_POSITIONAL:

@@ -63,7 +63,7 @@ def checks_table(report: Report) -> str:
     body = []
     for result in rows:
         background = ROW_BACKGROUND[result.status]
-        style = f' style="background:{background}"' if background else ""
+        row_style = f' style="background:{background}"' if background else ""
         cells = []
         for _, field, numeric in keep:
             text = _status(result.status) if field == "status" else escape(
@@ -74,7 +74,7 @@ def checks_table(report: Report) -> str:
             if field != "message":
                 style += ";white-space:nowrap"
             cells.append(f'<td style="{style}">{text}</td>')
-        body.append(f"<tr{style}>{''.join(cells)}</tr>")
+        body.append(f"<tr{row_style}>{''.join(cells)}</tr>")
     return (f'<table style="border-collapse:collapse;margin:4px 0">'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 

@@ -66,7 +66,10 @@ def _library_directories() -> tuple[str, ...]:
 
 
 def is_library(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_library_directories())
+    path = os.path.abspath(filename)
+    if f"{os.sep}_fixtures{os.sep}" in path:  # the examples `gradcheck demo` installs: user code
+        return False
+    return path.startswith(_library_directories())
 
 
 def caller_location() -> str | None:
