@@ -16,12 +16,12 @@ from gradcheck.report import Kind
 # second-order runs only with order=2; hessian (scalar f only) only in `gradcheck hessian`.
 ALL_KINDS = frozenset(Kind) - {Kind.HESSIAN}
 JACOBIAN_KINDS = frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
-                            Kind.KINK, Kind.FAST})
+                            Kind.KINK, Kind.FAST, Kind.NON_FINITE})
 COMMAND_KINDS = {
     "jacobian": JACOBIAN_KINDS,
     "hessian": JACOBIAN_KINDS | {Kind.HESSIAN},
     "vjp": frozenset({Kind.VJP, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
-                      Kind.UPSTREAM, Kind.KINK, Kind.FAST}),
+                      Kind.UPSTREAM, Kind.KINK, Kind.FAST, Kind.NON_FINITE}),
     "check": ALL_KINDS,
 }
 DEFAULT_MAX_MEMORY = 1 << 30

@@ -83,10 +83,16 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
     reverse_terms = np.zeros(slot.shape) if reverse.value is None else reverse.value * tangent
     forward = float(sum(np.sum(t) for t in forward_terms))
     backward = float(np.sum(reverse_terms))
-    if not (np.isfinite(forward) and np.isfinite(backward)):
-        found.add(Kind.JVP, Status.SKIP, f"forward mode gives {forward:.6g} and reverse mode"
-                  f" {backward:.6g} for {slot.name}: not finite, so not comparable (see the"
+    if not np.isfinite(backward):
+        found.add(Kind.JVP, Status.SKIP, f"reverse mode gives {backward:.6g} for {slot.name}"
+                  f" (forward mode {forward:.6g}): not finite, so not comparable (see the"
                   " non-finite check)", **where)
+        return found
+    if not np.isfinite(forward):
+        found.add(Kind.JVP, Status.WARN, f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ ="
+                  f" {forward:.6g} for {slot.name} where reverse mode is finite ({backward:.6g}):"
+                  " a forward-mode rule of an op on the path is not finite at this point (code"
+                  " using ForwardAccumulator or tf.autodiff.jvp would see it)", **where)
         return found
     scale = max(float(sum(np.sum(np.abs(t)) for t in forward_terms)),
                 float(np.sum(np.abs(reverse_terms))))

@@ -158,6 +158,11 @@ def non_finite_results(program: Program, checks: Sequence[CheckResult], options:
         analysis = analyse_non_finite(program, outputs)
         if analysis is not None:
             found += [_result(v, analysis, None) for v in _explained_by_outputs(analysis)]
+        else:
+            found.append(CheckResult(
+                Kind.NON_FINITE, Status.FAIL, "f or its gradient is NaN or infinite at this"
+                " point, and f cannot be traced into a graph (tf.function) to find the op that"
+                " makes it so", cause=Cause("non-finite", "not traceable")))
     else:
         for jit in _compiled_variants(checks):
             analysis = analyse_non_finite(program, outputs, jit=jit)

@@ -51,7 +51,7 @@ def _site(traced: TracedValues, op: Any, detail: str = "") -> Site:
 
 def stateful_sites(program: Program, output_indices: Sequence[int]) -> list[Site]:
     """Random ops and variable writes in f's traced graph (what makes two calls differ)."""
-    traced = trace_values(program, output_indices, gradients=False)
+    traced = trace_values(program, output_indices, gradients=False, execute=False)
     if traced is None:
         return []
     return [_site(traced, op) for op in traced.ops
@@ -65,7 +65,7 @@ def failing_node_site(program: Program, output_indices: Sequence[int],
     named = _NODE.search(message)
     if named is None:
         return None
-    traced = trace_values(program, output_indices)
+    traced = trace_values(program, output_indices, execute=False)
     if traced is None:
         return None
     parts = named.group(1).split("/")

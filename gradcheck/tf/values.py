@@ -118,10 +118,12 @@ def _fetchable(tensor: Any) -> bool:
 
 
 def trace_values(program: Program, output_indices: Sequence[int], gradients: bool = True,
-                 jit: bool = False, own_dtype: bool = False) -> TracedValues | None:
+                 jit: bool = False, own_dtype: bool = False,
+                 execute: bool = True) -> TracedValues | None:
     """f (and its VJP with all-ones upstreams) traced once and evaluated at the point with
     every intermediate tensor fetched (its arguments in the user's own dtype if asked, not
-    the promoted one); None when f cannot be traced."""
+    the promoted one; not evaluated at all, no values, unless `execute`: f may write to
+    variables); None when f cannot be traced."""
     tf = tensorflow()
     started = time.perf_counter()
     sources = [i for i, slot in enumerate(program.slots) if slot.differentiable]
@@ -159,7 +161,7 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
             *specs)
         with silenced_stderr_fd():
             results = concrete(*[tf.constant(program.value_of(i), d)
-                                 for i, d in zip(arguments, dtypes)])
+                                 for i, d in zip(arguments, dtypes)]) if execute else []
     except Exception:  # f that cannot be traced (or compiled) has no graph to analyse
         return None
     return _collected(state, results, program, sources, time.perf_counter() - started)
