@@ -35,26 +35,26 @@ def _line(result: CheckResult) -> int:
 # (fixture, function, status of its graph-breaks, {input: (line, words)}, exit code)
 NO_GRADIENT = [
     ("no_gradient_ops", "accuracy", "fail",
-     {"pred": (10, "Round (tf.round)"), "label": (10, "Equal (tf.equal")}, 1),
-    ("no_gradient_ops", "argmax_pick", "warn", {"logits": (27, "ArgMax (tf.argmax)")}, 0),
-    ("no_gradient_ops", "sort_rank", "fail", {"x": (35, "tf.argsort indices")}, 1),
+     {"pred": (10, "Round on the path"), "label": (10, "compares values (tf.equal")}, 1),
+    ("no_gradient_ops", "argmax_pick", "warn", {"logits": (27, "constant (tf.argmax)")}, 0),
+    ("no_gradient_ops", "sort_rank", "fail", {"x": (35, "(tf.math.top_k / tf.argsort indices) returns int32")}, 1),
     ("no_gradient_ops", "topk_indices", "fail", {"x": (43, "returns int32 values")}, 1),
     ("no_gradient_ops", "int_cast", "fail", {"x": (51, "a cast to int32")}, 1),
-    ("no_gradient_ops", "one_of_two", "warn", {"x": (84, "Round (tf.round)")}, 0),
+    ("no_gradient_ops", "one_of_two", "warn", {"x": (84, "Round on the path")}, 0),
     ("no_gradient_ops", "integer_weight_model", "fail", {"scale/w": (97, "a cast to int32")}, 1),
     # Real code (sources in the fixture's comments).
     ("real_no_gradients", "count_loss", "fail",
-     {"prediction": (20, "Round (tf.round)"), "output": (20, "Equal (tf.equal")}, 1),
+     {"prediction": (20, "Round on the path"), "output": (20, "compares values (tf.equal")}, 1),
     ("real_no_gradients", "floor_loss", "fail",
-     {"classifier/logits/kernel": (31, "Floor (tf.floor)"),
-      "classifier/logits/bias": (31, "Floor (tf.floor)")}, 1),
+     {"classifier/logits/kernel": (31, "constant (tf.floor)"),
+      "classifier/logits/bias": (31, "constant (tf.floor)")}, 1),
     ("real_no_gradients", "mda", "fail",
-     {"y_true": (40, "Sign (tf.sign)"), "y_pred": (40, "Sign (tf.sign)")}, 1),
+     {"y_true": (40, "constant (tf.sign)"), "y_pred": (40, "constant (tf.sign)")}, 1),
     ("real_no_gradients", "custom_rhos", "fail",
      {"y_true": (50, "tf.numpy_function"), "y_pred": (51, "tf.numpy_function")}, 1),
     ("real_no_gradients", "argmax_loss", "fail",
-     {"classifier/logits/kernel": (63, "ArgMax (tf.argmax)")}, 1),
-    ("real_no_gradients", "problematic_loss", "warn", {"y_pred": (72, "Greater (>)")}, 0),
+     {"classifier/logits/kernel": (63, "constant (tf.argmax)")}, 1),
+    ("real_no_gradients", "problematic_loss", "warn", {"y_pred": (72, "compares values (>)")}, 0),
 ]
 
 

@@ -118,10 +118,10 @@ def _missing_in_tensorflow(ctx: CheckContext, recording: Recording,
             if located := second_order_gaps(recording.program, index):
                 gaps[result.input or ""] = located
         elif result.check == Kind.CUSTOM_GRADIENT and (
-                missing := missing_gradient_of(str(result.details.get("error", "")))):
-            if (op := forward_op_location(ctx.program, index, missing)) is not None:
-                gaps[result.input or ""] = [
-                    CutSite("no-second-order-gradient", op[1], f"{missing}:{op[0]}")]
+                missing := missing_gradient_of(str(result.details.get("error", "")))) and (
+                op := forward_op_location(ctx.program, index, missing)) is not None:
+            gaps[result.input or ""] = [
+                CutSite("no-second-order-gradient", op[1], f"{missing}:{op[0]}")]
     return gaps
 
 
