@@ -90,7 +90,8 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
     elif gaps := _gaps(ctx, slot):
         cause = _gap_cause(gaps)
         found.add(Kind.JVP, Status.SKIP, f"no forward-mode verdict for {slot.name}: {cause.what};"
-                  f" {cause.fix}", location=cause.location, cause=cause, **numbers, **where)
+                  f" {cause.fix}", location=cause.location, cause=cause,
+                  details=numbers["details"], **where)
     else:
         found.add(Kind.JVP, Status.FAIL,
                   f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {forward:.6g} but reverse"
