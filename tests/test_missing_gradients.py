@@ -172,3 +172,11 @@ def test_float64_arrays_given_by_the_user_are_checked_in_float64() -> None:
     module = fixture_module("tf_gaps")
     report = gradcheck.check(module.uses_cube, np.array([0.5, -1.0, 2.0]), compiled=False)
     assert not report.ok and report.inputs[0].dtype == "float64"
+
+
+def test_a_py_function_through_numpy_is_named_at_its_line() -> None:
+    report = _check("no_gradient_ops", "py_function")
+    [cut] = _found(report, "graph-break")
+    assert (cut.status, _line(cut)) == ("fail", 66) and "tf.py_function" in cut.message
+    [shape] = _found(report, "grad-shape")
+    assert _line(shape) == 66 and "likely cause: tf.py_function" in shape.message

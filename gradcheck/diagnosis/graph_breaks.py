@@ -64,7 +64,7 @@ def cause_of(cut: CutSite, input_name: str) -> Cause:
                            " piecewise constant and carry no gradient", RELAX),
         "python-function": (f"tf.py_function on the path from {input_name} returns no gradient"
                             " (its Python function computes the result outside the tape, e.g."
-                            " with NumPy)", "compute it with TensorFlow ops inside the function,"
+                            " with NumPy; TensorFlow then gives a scalar 0 or None)", "compute it with TensorFlow ops inside the function,"
                             " or give it a tf.custom_gradient"),
         "no-gradient": (f"{cut.detail} on the path from {input_name} has no registered gradient",
                         "register one with tf.RegisterGradient or wrap it in tf.custom_gradient"),
@@ -154,7 +154,16 @@ def graph_break_results(program: Program, checks: Sequence[CheckResult],
     status = Status.WARN if trained else Status.FAIL
     found: list[CheckResult] = []
     annotated = list(checks)
+    # tf.py_function without a gradient: TensorFlow returns a scalar 0, a wrong shape.
+    shapeless = _failing_inputs(checks, frozenset({Kind.GRAD_SHAPE})) - explained
     for index, slot in enumerate(program.slots):
+        if slot.name in shapeless:
+            cuts = [c for c in _cut_findings(program, index, True, Status.FAIL)
+                    if c.cause is not None and c.cause.mistake == "python-function"]
+            found += cuts
+            if cuts and cuts[0].cause is not None:
+                annotated = _annotate(annotated, slot.name, frozenset({Kind.GRAD_SHAPE}),
+                                      cuts[0].cause)
         if slot.name in idle - suspects:
             cuts = _no_gradient_findings(program, index, status, len(differentiable) == 1)
             found += cuts
