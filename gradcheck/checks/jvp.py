@@ -7,12 +7,8 @@ import numpy as np
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, Kind, Status
-from gradcheck.tf.graph import (
-    CutSite,
-    forward_mode_gaps,
-    forward_op_location,
-    missing_gradient_of,
-)
+from gradcheck.tf.gaps import forward_mode_gaps, forward_op_location, missing_gradient_of
+from gradcheck.tf.graph import CutSite
 from gradcheck.tf.program import Slot, first_line
 
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,

@@ -20,12 +20,8 @@ from gradcheck.errors import FunctionError
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance
 from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
-from gradcheck.tf.graph import (
-    CutSite,
-    forward_op_location,
-    missing_gradient_of,
-    second_order_gaps,
-)
+from gradcheck.tf.gaps import forward_op_location, missing_gradient_of, second_order_gaps
+from gradcheck.tf.graph import CutSite
 from gradcheck.tf.nested import record_gradient
 from gradcheck.tf.program import Slot
 from gradcheck.tf.recording import Recording

@@ -64,7 +64,8 @@ def cause_of(cut: CutSite, input_name: str) -> Cause:
                            " piecewise constant and carry no gradient", RELAX),
         "python-function": (f"tf.py_function on the path from {input_name} returns no gradient"
                             " (its Python function computes the result outside the tape, e.g."
-                            " with NumPy; TensorFlow then gives a scalar 0 or None)", "compute it with TensorFlow ops inside the function,"
+                            " with NumPy; TensorFlow then gives a scalar 0 or None)",
+                            "compute it with TensorFlow ops inside the function,"
                             " or give it a tf.custom_gradient"),
         "no-gradient": (f"{cut.detail} on the path from {input_name} has no registered gradient",
                         "register one with tf.RegisterGradient or wrap it in tf.custom_gradient"),
