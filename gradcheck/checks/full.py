@@ -19,7 +19,6 @@ from gradcheck.tf.culprits import kink_site
 from gradcheck.tf.program import OutputLeaf, Slot
 from gradcheck.tf.recording import GradientOutcome
 
-
 # Marks a `connected` result where autodiff gives None and finite differences see no slope:
 # diagnosis/graph_breaks.py looks for the op that gives no gradient (or finds f never reads it).
 NO_GRADIENT_KEY = "no_gradient"

@@ -7,12 +7,8 @@ import numpy as np
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, Kind, Status
-from gradcheck.tf.graph import (
-    CutSite,
-    forward_mode_gaps,
-    forward_op_location,
-    missing_gradient_of,
-)
+from gradcheck.tf.gaps import forward_mode_gaps, forward_op_location, missing_gradient_of
+from gradcheck.tf.graph import CutSite
 from gradcheck.tf.program import Slot, first_line
 
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,
@@ -111,7 +107,8 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
     elif gaps := _gaps(ctx, slot):
         cause = _gap_cause(gaps)
         found.add(Kind.JVP, Status.SKIP, f"no forward-mode verdict for {slot.name}: {cause.what};"
-                  f" {cause.fix}", location=cause.location, cause=cause, **numbers, **where)
+                  f" {cause.fix}", location=cause.location, cause=cause,
+                  details=numbers["details"], **where)
     else:
         found.add(Kind.JVP, Status.FAIL,
                   f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {forward:.6g} but reverse"

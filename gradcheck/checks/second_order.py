@@ -20,12 +20,8 @@ from gradcheck.errors import FunctionError
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance
 from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
-from gradcheck.tf.graph import (
-    CutSite,
-    forward_op_location,
-    missing_gradient_of,
-    second_order_gaps,
-)
+from gradcheck.tf.gaps import forward_op_location, missing_gradient_of, second_order_gaps
+from gradcheck.tf.graph import CutSite
 from gradcheck.tf.nested import record_gradient
 from gradcheck.tf.program import Slot
 from gradcheck.tf.recording import Recording
@@ -118,10 +114,10 @@ def _missing_in_tensorflow(ctx: CheckContext, recording: Recording,
             if located := second_order_gaps(recording.program, index):
                 gaps[result.input or ""] = located
         elif result.check == Kind.CUSTOM_GRADIENT and (
-                missing := missing_gradient_of(str(result.details.get("error", "")))):
-            if (op := forward_op_location(ctx.program, index, missing)) is not None:
-                gaps[result.input or ""] = [
-                    CutSite("no-second-order-gradient", op[1], f"{missing}:{op[0]}")]
+                missing := missing_gradient_of(str(result.details.get("error", "")))) and (
+                op := forward_op_location(ctx.program, index, missing)) is not None:
+            gaps[result.input or ""] = [
+                CutSite("no-second-order-gradient", op[1], f"{missing}:{op[0]}")]
     return gaps
 
 

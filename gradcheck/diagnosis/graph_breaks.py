@@ -21,20 +21,19 @@ RELAX = ("for a gradient, use a smooth relaxation (a sigmoid- or softmax-weighte
          " rank or soft argmax, probabilities instead of hard hits), or a straight-through"
          " tf.custom_gradient (identity backward) declared with --surrogate NAME")
 # TensorFlow op types as the user wrote them.
-OP_NAMES = {"TopKV2": "TopKV2 (tf.math.top_k / tf.argsort indices)", "ArgMax": "ArgMax (tf.argmax)",
-            "ArgMin": "ArgMin (tf.argmin)", "Round": "Round (tf.round)",
-            "Floor": "Floor (tf.floor)", "Ceil": "Ceil (tf.math.ceil)",
-            "Sign": "Sign (tf.sign)", "Equal": "Equal (tf.equal / ==)",
-            "NotEqual": "NotEqual (tf.not_equal / count_nonzero)",
-            "Greater": "Greater (>)", "GreaterEqual": "GreaterEqual (>=)", "Less": "Less (<)",
-            "LessEqual": "LessEqual (<=)"}
+OP_NAMES = {"TopKV2": "tf.math.top_k / tf.argsort indices", "ArgMax": "tf.argmax",
+            "ArgMin": "tf.argmin", "Round": "tf.round", "Floor": "tf.floor",
+            "Ceil": "tf.math.ceil", "Sign": "tf.sign", "Equal": "tf.equal, ==",
+            "NotEqual": "tf.not_equal, count_nonzero", "Greater": ">", "GreaterEqual": ">=",
+            "Less": "<", "LessEqual": "<="}
 # Findings that a cut path explains when autodiff and finite differences disagree.
 CUT_SYMPTOMS = frozenset({Kind.CONNECTED, Kind.JACOBIAN, Kind.VJP, Kind.FAST})
 
 
 def cause_of(cut: CutSite, input_name: str) -> Cause:
     """The words for one cut: what cuts the path from `input_name`, and what to do."""
-    op = OP_NAMES.get(cut.detail.split(":")[0], cut.detail.split(":")[0])
+    op = cut.detail.split(":")[0]
+    alias = f" ({OP_NAMES[op]})" if op in OP_NAMES else ""
     words = {
         "variable": (f"tf.Variable created from {input_name} copies its values and cuts the"
                      " gradient path",
@@ -57,15 +56,16 @@ def cause_of(cut: CutSite, input_name: str) -> Cause:
         "numpy-function": (f"tf.numpy_function on the path from {input_name} has no gradient",
                            "use TensorFlow ops, or tf.py_function with a tf.custom_gradient"),
         "piecewise-constant": (f"{op} on the path from {input_name} is piecewise"
-                               " constant: its gradient is zero or None", RELAX),
-        "comparison": (f"{op} on the path from {input_name} compares values: its"
+                               f" constant{alias}: its gradient is zero or None", RELAX),
+        "comparison": (f"{op} on the path from {input_name} compares values{alias}: its"
                        " boolean result is piecewise constant and has no gradient", RELAX),
-        "integer-output": (f"{op} on the path from {input_name} returns"
+        "integer-output": (f"{op} on the path from {input_name}{alias} returns"
                            f" {cut.detail.split(':')[-1]} values (indices or counts), which are"
                            " piecewise constant and carry no gradient", RELAX),
         "python-function": (f"tf.py_function on the path from {input_name} returns no gradient"
                             " (its Python function computes the result outside the tape, e.g."
-                            " with NumPy)", "compute it with TensorFlow ops inside the function,"
+                            " with NumPy; TensorFlow then gives a scalar 0 or None)",
+                            "compute it with TensorFlow ops inside the function,"
                             " or give it a tf.custom_gradient"),
         "no-gradient": (f"{cut.detail} on the path from {input_name} has no registered gradient",
                         "register one with tf.RegisterGradient or wrap it in tf.custom_gradient"),
@@ -155,7 +155,16 @@ def graph_break_results(program: Program, checks: Sequence[CheckResult],
     status = Status.WARN if trained else Status.FAIL
     found: list[CheckResult] = []
     annotated = list(checks)
+    # tf.py_function without a gradient: TensorFlow returns a scalar 0, a wrong shape.
+    shapeless = _failing_inputs(checks, frozenset({Kind.GRAD_SHAPE})) - explained
     for index, slot in enumerate(program.slots):
+        if slot.name in shapeless:
+            cuts = [c for c in _cut_findings(program, index, True, Status.FAIL)
+                    if c.cause is not None and c.cause.mistake == "python-function"]
+            found += cuts
+            if cuts and cuts[0].cause is not None:
+                annotated = _annotate(annotated, slot.name, frozenset({Kind.GRAD_SHAPE}),
+                                      cuts[0].cause)
         if slot.name in idle - suspects:
             cuts = _no_gradient_findings(program, index, status, len(differentiable) == 1)
             found += cuts

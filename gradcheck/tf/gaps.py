@@ -1,0 +1,141 @@
+"""TensorFlow's own gaps, found in f's traced graph: ops without a forward-mode rule, gradient
+ops without a gradient (no second derivative), half precision computed inside f."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradcheck.tf.graph import (
+    CutSite,
+    _frames_location,
+    _graph_of,
+    _has_gradient,
+    _op_cut,
+    _reachable_backward,
+    _reachable_forward,
+    _starts,
+    _trace,
+)
+from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.tf.runtime import tensorflow
+
+LOW_PRECISION = ("bfloat16", "float16")
+# Ops that custom gradients and forward mode add around the user's: never a forward-mode gap.
+PASS_THROUGH_OPS = frozenset({"Identity", "IdentityN", "PartitionedCall",
+                              "StatefulPartitionedCall"})
+
+
+def lowest_precision_inside(program: Program) -> str | None:
+    """float16 or bfloat16 when f computes in it on the way to its outputs (the mixed-precision
+    recipe: half precision inside, float32 outputs), else None (also when f cannot be traced)."""
+    index = next((i for i, s in enumerate(program.slots) if s.differentiable), None)
+    if index is None:
+        return None
+    try:
+        graph = _graph_of(program.call, program, index)
+    except Exception:  # not traceable: judged by its outputs' dtype, as before
+        return None
+    dtypes = {t.dtype.name for op in _reachable_backward(graph.outputs) for t in op.outputs}
+    return next((d for d in LOW_PRECISION if d in dtypes), None)
+
+
+def _forward_graph(program: Program, slot_index: int) -> tuple[Any, set[str]] | None:
+    """f traced under a ForwardAccumulator: its graph and the names of the tensors that carry
+    a tangent; None when f cannot be traced."""
+    tf = tensorflow()
+    slot = program.slots[slot_index]
+    carried: set[str] = set()
+
+    def leaves(result: Any) -> list[Any]:
+        return [leaf.tensor for leaf in flatten_outputs(result) if leaf.differentiable]
+
+    def traced(point: Any) -> list[Any]:
+        with tf.autodiff.ForwardAccumulator(point, tf.ones_like(point)) as accumulator:
+            outputs = leaves(program.call({slot_index: point}))
+        for op in tf.compat.v1.get_default_graph().get_operations():
+            carried.update(t.name for t in op.outputs if t.dtype.is_floating
+                           and accumulator.jvp(t) is not None)
+        return outputs
+
+    try:
+        graph = tf.function(traced, autograph=False).get_concrete_function(
+            tf.TensorSpec(slot.shape, slot.dtype)).graph
+    except Exception:  # not traceable: no op to name
+        return None
+    return graph, carried
+
+
+def forward_mode_gaps(program: Program, slot_index: int) -> list[CutSite]:
+    """Ops on the path from an argument that reverse mode differentiates but forward mode
+    (tf.autodiff.ForwardAccumulator) gives no tangent: a tangent goes in, none comes out."""
+    if program.slots[slot_index].is_variable:
+        return []
+    traced = _forward_graph(program, slot_index)
+    if traced is None:
+        return []
+    graph, carried = traced
+    backward = _reachable_backward(graph.outputs)
+    gaps: list[CutSite] = []
+    for op in graph.get_operations():
+        floats_out = [t for t in op.outputs if t.dtype.is_floating]
+        if op not in backward or not floats_out or op.type in PASS_THROUGH_OPS \
+                or op.name.startswith("gradient_tape"):
+            continue  # a custom_gradient's or forward mode's own ops: the user's grad_fn decides
+        if not any(t.name in carried for t in op.inputs) or any(
+                t.name in carried for t in floats_out):
+            continue
+        location = _frames_location(op.traceback)
+        if location is not None and _op_cut(op) is None:
+            gaps.append(CutSite("no-forward-rule", location, op.type))
+    return gaps
+
+
+def _forward_op_of(graph: Any, gradient_op: Any) -> Any:
+    """The forward op a gradient op was made for, by name ("gradient_tape/resize/
+    ResizeBilinearGrad" for "resize/ResizeBilinear"); None if not found."""
+    scope = gradient_op.name.split("/", 1)[-1].rsplit("/", 1)[0] + "/"
+    wanted = gradient_op.type.removesuffix("Grad")
+    candidates = [op for op in graph.get_operations()
+                  if op.name.startswith(scope) and not op.name.startswith("gradient_tape")]
+    return next((op for op in candidates if op.type == wanted),
+                candidates[-1] if candidates else None)
+
+
+def second_order_gaps(program: Program, slot_index: int) -> list[CutSite]:
+    """In the traced gradient g of f (a nested-tape program), the gradient ops with no
+    gradient registered in TensorFlow (ResizeBilinearGrad...), each at its forward op's line."""
+    graph, _, _ = _trace(program, slot_index)
+    if graph is None:
+        return []
+    starts = _starts(graph, program.slots[slot_index])
+    forward = _reachable_forward(starts)
+    backward = _reachable_backward(graph.outputs)
+    gaps: list[CutSite] = []
+    for op in graph.get_operations():
+        if op in forward and op in backward and not _has_gradient(op):
+            source = _forward_op_of(graph, op)
+            location = _frames_location(source.traceback) if source is not None else None
+            gaps.append(CutSite("no-second-order-gradient", location,
+                                f"{op.type}:{source.type if source is not None else op.type}"))
+    return gaps
+
+
+def missing_gradient_of(error: str) -> str | None:
+    """The gradient op TensorFlow says has no gradient ("gradient registry has no entry for:
+    ResizeNearestNeighborGrad", "No gradient defined for operation ... (op type: X)")."""
+    for marker in ("gradient registry has no entry for: ", "(op type: "):
+        if marker in error:
+            return error.split(marker, 1)[1].split(")")[0].split()[0].strip("'\".,")
+    return None
+
+
+def forward_op_location(program: Program, slot_index: int,
+                        gradient_type: str) -> tuple[str, str | None] | None:
+    """The user's op whose gradient op is `gradient_type` (CropAndResize for
+    CropAndResizeGradBoxes), and its line, in f traced; None when f has no such op."""
+    base = gradient_type.split("Grad")[0]
+    graph, _, _ = _trace(program, slot_index)
+    if graph is None or not base:
+        return None
+    op = next((op for op in graph.get_operations() if op.type == base), None)
+    return None if op is None else (op.type, _frames_location(op.traceback))

@@ -1,0 +1,183 @@
+"""Gradients no op can give, TensorFlow's own gaps and the user's explicit dtype (issue 20,
+families 2, 3 and 4): each finding's kind, status and line, on our fixtures and on real code
+reproduced from TensorFlow and Keras questions; and correct functions of each family pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from click.testing import Result
+
+import gradcheck
+from gradcheck.report import CheckResult, Report
+
+from .conftest import FIXTURES, fixture_module
+
+
+def _check(fixture: str, function: str, **options: Any) -> Report:
+    options.setdefault("compiled", False)
+    return gradcheck.check(f"{FIXTURES / fixture}.py:{function}", **options)
+
+
+def _found(report: Report, kind: str) -> list[CheckResult]:
+    return [c for c in report.checks if c.check == kind]
+
+
+def _line(result: CheckResult) -> int:
+    assert result.location is not None, result.message
+    return int(result.location.rsplit(":", 1)[1])
+
+
+# (fixture, function, status of its graph-breaks, {input: (line, words)}, exit code)
+NO_GRADIENT = [
+    ("no_gradient_ops", "accuracy", "fail",
+     {"pred": (10, "Round on the path"), "label": (10, "compares values (tf.equal")}, 1),
+    ("no_gradient_ops", "argmax_pick", "warn", {"logits": (27, "constant (tf.argmax)")}, 0),
+    ("no_gradient_ops", "sort_rank", "fail",
+     {"x": (35, "(tf.math.top_k / tf.argsort indices) returns int32")}, 1),
+    ("no_gradient_ops", "topk_indices", "fail", {"x": (43, "returns int32 values")}, 1),
+    ("no_gradient_ops", "int_cast", "fail", {"x": (51, "a cast to int32")}, 1),
+    ("no_gradient_ops", "one_of_two", "warn", {"x": (84, "Round on the path")}, 0),
+    ("no_gradient_ops", "integer_weight_model", "fail", {"scale/w": (97, "a cast to int32")}, 1),
+    # Real code (sources in the fixture's comments).
+    ("real_no_gradients", "count_loss", "fail",
+     {"prediction": (20, "Round on the path"), "output": (20, "compares values (tf.equal")}, 1),
+    ("real_no_gradients", "floor_loss", "fail",
+     {"classifier/logits/kernel": (31, "constant (tf.floor)"),
+      "classifier/logits/bias": (31, "constant (tf.floor)")}, 1),
+    ("real_no_gradients", "mda", "fail",
+     {"y_true": (40, "constant (tf.sign)"), "y_pred": (40, "constant (tf.sign)")}, 1),
+    ("real_no_gradients", "custom_rhos", "fail",
+     {"y_true": (50, "tf.numpy_function"), "y_pred": (51, "tf.numpy_function")}, 1),
+    ("real_no_gradients", "argmax_loss", "fail",
+     {"classifier/logits/kernel": (63, "constant (tf.argmax)")}, 1),
+    ("real_no_gradients", "problematic_loss", "warn", {"y_pred": (72, "compares values (>)")}, 0),
+]
+
+
+@pytest.mark.parametrize(("fixture", "function", "status", "expected", "exit_code"),
+                         NO_GRADIENT, ids=[f"{c[0]}:{c[1]}" for c in NO_GRADIENT])
+def test_a_source_no_op_gives_a_gradient_is_located_at_the_op(
+        fixture: str, function: str, status: str, expected: dict[str, tuple[int, str]],
+        exit_code: int) -> None:
+    report = _check(fixture, function)
+    breaks = {c.input: c for c in _found(report, "graph-break")}
+    for name, (line, words) in expected.items():
+        assert name in breaks, [c.message for c in report.checks if c.status != "pass"]
+        found = breaks[name]
+        assert (found.status, _line(found)) == (status, line), found.message
+        assert words in found.message
+        assert found.cause is not None and found.cause.fix
+    assert report.exit_code == exit_code
+
+
+def test_the_fix_names_relaxations_and_straight_through() -> None:
+    found = _found(_check("no_gradient_ops", "accuracy"), "graph-break")[0]
+    assert "smooth relaxation" in found.message and "--surrogate" in found.message
+
+
+def test_an_unused_input_stays_a_pass() -> None:
+    report = _check("unused_input", "f")
+    assert report.ok and not _found(report, "graph-break")
+
+
+@pytest.mark.parametrize(("fixture", "function"), [
+    ("no_gradient_ops", "soft_accuracy"), ("no_gradient_ops", "py_function_tf"),
+    ("real_no_gradients", "soft_argmax")])
+def test_smooth_relaxations_pass(fixture: str, function: str) -> None:
+    report = _check(fixture, function)
+    assert report.ok and not _found(report, "graph-break"), report
+
+
+def test_a_straight_through_estimator_passes_as_a_declared_surrogate() -> None:
+    assert not _check("real_no_gradients", "ste_count").ok
+    report = _check("real_no_gradients", "ste_count", surrogates=("ste_round",))
+    assert report.ok and not _found(report, "graph-break")
+
+
+def test_a_function_object_gets_the_same_lines_in_float32_and_float64() -> None:
+    module = fixture_module("no_gradient_ops")
+    for dtype in (tf.float32, tf.float64):
+        pred = tf.constant([0.2, 0.7, 0.4, 0.9, 0.1, 0.6], dtype)
+        label = tf.constant([0.0, 1.0, 1.0, 1.0, 0.0, 0.0], dtype)
+        report = gradcheck.check(module.accuracy, pred, label, compiled=False)
+        lines = {c.input: _line(c) for c in _found(report, "graph-break")}
+        assert lines == {"pred": 10, "label": 10} and report.exit_code == 1
+
+
+def test_the_command_line_fails_with_the_line(run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", f"{FIXTURES / 'no_gradient_ops.py'}:sort_rank", "--format",
+                      "json", "--no-compiled"])
+    assert result.exit_code == 1
+    assert '"check": "graph-break"' in result.output and "no_gradient_ops.py:35" in result.output
+
+
+# Family 3: TensorFlow's gaps.
+def test_an_op_without_a_forward_mode_rule_is_a_jvp_skip_at_its_line() -> None:
+    report = _check("tf_gaps", "resize_v1")
+    [jvp] = _found(report, "jvp")
+    assert (jvp.status, _line(jvp)) == ("skip", 12)
+    assert "no forward-mode rule for ResizeBilinear" in jvp.message and report.ok
+
+
+@pytest.mark.parametrize(("function", "line", "op"), [
+    ("progan_discriminator", 16, "ResizeBilinear"),
+    ("wgan_critic", 23, "ResizeNearestNeighbor"),
+    ("lrn_features", 30, "LRN"),
+    ("roi_align", 37, "CropAndResize")])
+def test_tensorflows_missing_second_derivatives_are_located(function: str, line: int,
+                                                            op: str) -> None:
+    report = _check("real_tf_gaps", function, order=2)
+    [second] = [c for c in _found(report, "second-order") if c.failed]
+    assert _line(second) == line and second.cause is not None
+    assert second.cause.mistake == "no-second-order-gradient" and second.cause.culprit == op
+    assert "TensorFlow's missing gradient" in second.message
+    [jvp] = _found(report, "jvp")
+    assert (jvp.status, _line(jvp)) == ("skip", line)
+
+
+def test_a_missing_second_derivative_of_our_fixture_is_at_the_resize() -> None:
+    [second] = [c for c in _found(_check("tf_gaps", "resize_squared", order=2),
+                                  "second-order") if c.failed]
+    assert _line(second) == 17 and "ResizeBilinearGrad" in second.message
+
+
+@pytest.mark.parametrize(("fixture", "function", "order"), [
+    ("real_tf_gaps", "pooled", 2), ("real_tf_gaps", "sign", 2),
+    ("tf_gaps", "uses_nested", 2), ("tf_gaps", "nested_square", 2),
+    ("tf_gaps", "mixed_bce", 1), ("tf_gaps", "half_loss", 1),
+    ("real_tf_gaps", "mixed_guide", 1)])
+def test_what_tensorflow_can_do_passes(fixture: str, function: str, order: int) -> None:
+    report = _check(fixture, function, order=order, compiled=True)
+    assert report.ok, str(report)
+
+
+def test_float16_inside_is_judged_with_float16_tolerances() -> None:
+    report = _check("tf_gaps", "mixed_bce")
+    assert any("computes in float16 inside" in note for note in report.notes)
+
+
+# Family 4: the user's explicit dtype.
+def test_an_explicit_float64_reports_a_float32_gradient() -> None:
+    assert _check("tf_gaps", "uses_cube").ok  # auto: gradcheck's promotion, a note only
+    report = _check("tf_gaps", "uses_cube", dtype="float64")
+    [wrong] = [c for c in report.checks if c.check == "custom-gradient" and c.failed]
+    assert _line(wrong) == 68 and "returned a float32 gradient" in wrong.message
+
+
+def test_float64_arrays_given_by_the_user_are_checked_in_float64() -> None:
+    module = fixture_module("tf_gaps")
+    report = gradcheck.check(module.uses_cube, np.array([0.5, -1.0, 2.0]), compiled=False)
+    assert not report.ok and report.inputs[0].dtype == "float64"
+
+
+def test_a_py_function_through_numpy_is_named_at_its_line() -> None:
+    report = _check("no_gradient_ops", "py_function")
+    [cut] = _found(report, "graph-break")
+    assert (cut.status, _line(cut)) == ("fail", 66) and "tf.py_function" in cut.message
+    [shape] = _found(report, "grad-shape")
+    assert _line(shape) == 66 and "likely cause: tf.py_function" in shape.message
