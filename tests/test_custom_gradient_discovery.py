@@ -136,6 +136,12 @@ def test_arguments_f_never_differentiates_are_not_judged_at_the_site() -> None:
     assert {c.status for c in passes} == {"pass"} and len(passes) == 2
 
 
+def test_inside_tf_function_the_traced_call_says_what_f_differentiates() -> None:
+    report = run("traced_python_float")
+    assert report.ok, str(report)
+    assert [c.status for c in report.checks if c.check == "custom-gradient"] == ["pass"]
+
+
 def test_forward_mode_through_a_grad_fn_outside_tensorflow_is_a_skip_naming_it() -> None:
     report = run("grad_fn_leaves_tensorflow")
     assert report.ok, str(report)

@@ -275,11 +275,12 @@ def _record() -> Any:
 
 
 def _note_call(observer: Observer, site: Site, f: Callable[..., Any], args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> tuple[str, ...]:
-    """Record an eager call: its arguments, which of them f differentiates, and tensors of f
-    passed by keyword (which TensorFlow does not treat as inputs); returns the keywords."""
+               kwargs: dict[str, Any], eager: bool) -> tuple[str, ...]:
+    """Record a call: its arguments (eager ones), which of them f differentiates (seen under
+    a tape, eager or traced), and tensors of f passed by keyword (which TensorFlow does not
+    treat as inputs); returns the keywords."""
     tf = tensorflow()
-    if len(site.calls) < MAX_CALLS_KEPT:
+    if eager and len(site.calls) < MAX_CALLS_KEPT:
         if not site.calls:
             site.forward, site.decorated = f, tf.custom_gradient(f)
         site.calls.append((_snapshot(args), _snapshot(kwargs)))
@@ -287,7 +288,7 @@ def _note_call(observer: Observer, site: Site, f: Callable[..., Any], args: tupl
         watched = {index for index, arg in enumerate(args) if _differentiated(arg)}
         site.differentiated = watched | (site.differentiated or set())
         keywords = tuple(key for key, value in kwargs.items() if _differentiated(value))
-        if keywords:
+        if keywords and eager:
             _keyword_violation(site, args, keywords)
     return tuple(kwargs)
 
@@ -317,8 +318,8 @@ def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
         site = observer.site_for(f) if observer is not None and observer.enabled else None
         if observer is None or site is None:
             return original(f, args, kwargs)
-        keywords = _note_call(observer, site, f, args, kwargs) \
-            if eager and _is_eager((args, kwargs)) else ()
+        keywords = _note_call(observer, site, f, args, kwargs,
+                              eager and _is_eager((args, kwargs)))
         code = getattr(inspect.unwrap(f), "__code__", None)
 
         @functools.wraps(f)
