@@ -258,8 +258,6 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., 
     return grad_wrapper
 
 
-
-
 def _differentiated(values: Any) -> bool:
     """Whether a tape active now watches (a tensor of) `values`: f's sources flow into it."""
     tf = tensorflow()
@@ -285,8 +283,10 @@ def _note_call(observer: Observer, site: Site, f: Callable[..., Any], args: tupl
             site.forward, site.decorated = f, tf.custom_gradient(f)
         site.calls.append((_snapshot(args), _snapshot(kwargs)))
     if not observer.replaying and _record().could_possibly_record():
+        # Only a tape watching some argument tells (a forward accumulator alone tells nothing).
         watched = {index for index, arg in enumerate(args) if _differentiated(arg)}
-        site.differentiated = watched | (site.differentiated or set())
+        if watched:
+            site.differentiated = watched | (site.differentiated or set())
         keywords = tuple(key for key, value in kwargs.items() if _differentiated(value))
         if keywords and eager:
             _keyword_violation(site, args, keywords)
