@@ -56,6 +56,8 @@ class Site:
     # Which positional arguments f's sources flow into (seen under a tape), once one was seen.
     differentiated: set[int] | None = None
     key: Any = None
+    # The line of the first call that passed keyword arguments.
+    keyword_call: str | None = None
 
     def add_violation(self, violation: Violation) -> None:
         if all(v.message != violation.message for v in self.violations):
@@ -185,7 +187,8 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
             f"grad_fn of {site.name} returned {len(flat)} gradient(s) for {len(flat_args)}"
             f" input(s); it must return exactly one per input, in order" + (
                 f" (only positional arguments are inputs, not {', '.join(keywords)} passed by"
-                " keyword)" if keywords else ""),
+                " keyword at this call: pass them positionally)" if keywords else ""),
+            location=site.keyword_call if keywords else None,
         ))
     flat = (flat + [None] * len(flat_args))[: len(flat_args)]
     repaired = []
@@ -290,6 +293,8 @@ def _note_call(observer: Observer, site: Site, f: Callable[..., Any], args: tupl
         keywords = tuple(key for key, value in kwargs.items() if _differentiated(value))
         if keywords and eager:
             _keyword_violation(site, args, keywords)
+    if kwargs and site.keyword_call is None:
+        site.keyword_call = caller_location()
     return tuple(kwargs)
 
 
@@ -306,8 +311,9 @@ def _keyword_violation(site: Site, args: tuple[Any, ...], keywords: tuple[str, .
                 " only positional arguments as a custom_gradient's inputs, so no gradient flows"
                 " to it through grad_fn (None) and grad_fn must return one gradient per"
                 " positional argument only")
+    site.keyword_call = site.keyword_call or caller_location()
     site.add_violation(Violation("keywords", f"{what}; pass {', '.join(keywords)} positionally",
-                                 location=caller_location()))
+                                 location=site.keyword_call))
 
 
 def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
