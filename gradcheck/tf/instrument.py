@@ -19,7 +19,13 @@ from typing import Any
 
 from gradcheck.load.locations import format_location
 from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.site_lines import caller_location, is_library, return_location, source_location
+from gradcheck.tf.site_lines import (
+    caller_location,
+    is_installed,
+    is_library,
+    return_location,
+    source_location,
+)
 
 MAX_CALLS_KEPT = 4
 
@@ -338,6 +344,12 @@ def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
 
     decorator.__wrapped__ = original  # type: ignore[attr-defined]
     return decorator
+
+
+def installed(site: Site) -> bool:
+    """Whether the site is defined in an installed package (a library such as larq or TFP)."""
+    filename = getattr(site.key, "co_filename", None)
+    return filename is not None and is_installed(filename)
 
 
 def defines(site: Site, function: Callable[..., Any]) -> bool:
