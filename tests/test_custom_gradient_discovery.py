@@ -136,6 +136,12 @@ def test_arguments_f_never_differentiates_are_not_judged_at_the_site() -> None:
     assert {c.status for c in passes} == {"pass"} and len(passes) == 2
 
 
+def test_inside_tf_function_the_traced_call_says_what_f_differentiates() -> None:
+    report = run("traced_python_float")
+    assert report.ok, str(report)
+    assert [c.status for c in report.checks if c.check == "custom-gradient"] == ["pass"]
+
+
 def test_forward_mode_through_a_grad_fn_outside_tensorflow_is_a_skip_naming_it() -> None:
     report = run("grad_fn_leaves_tensorflow")
     assert report.ok, str(report)
@@ -171,3 +177,24 @@ def test_keywords_are_found_from_the_function_object_too() -> None:
     wrong = failed(report, "custom-gradient")
     assert len(wrong) == 1 and wrong[0].location is not None
     assert wrong[0].location.endswith("custom_gradient_site_slots.py:76")
+
+
+def test_a_custom_gradient_of_an_installed_library_is_checked_when_f_fails() -> None:
+    import tensorflow_probability as tfp
+
+    def lambertw(x: tf.Tensor) -> tf.Tensor:
+        return tfp.math.lambertw(x)
+
+    quiet = gradcheck.check(lambertw, [0.3, 1.6])
+    assert quiet.ok and not [c for c in quiet.checks if c.check == "custom-gradient"]
+    module = fixture_module("custom_gradient_spellings")
+
+    def composed(x: tf.Tensor) -> tf.Tensor:
+        return tfp.math.lambertw(module.bound_cube(x))
+
+    report = gradcheck.check(composed, [0.3, 0.9])
+    sites = [c for c in report.checks if c.check == "custom-gradient"]
+    assert any("bound_cube" in c.message and c.failed for c in sites)
+    # TFP wraps every custom gradient of its own in one function (internal/custom_gradient.py)
+    assert any(c.status == "pass" and "tensorflow_probability" in str(c.location)
+               for c in sites)

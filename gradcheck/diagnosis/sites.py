@@ -20,7 +20,7 @@ from gradcheck.load.inputs import Arguments, NamedArgument, name_arguments
 from gradcheck.numerics.mistakes import Mistake, shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, Status
-from gradcheck.tf.instrument import Observer, Site, defines, replaying
+from gradcheck.tf.instrument import Observer, Site, defines, installed, replaying
 from gradcheck.tf.program import prepare
 from gradcheck.tf.sites import eager_call, forward_jacobian, lacks_forward_mode, site_vjp
 
@@ -134,8 +134,11 @@ def _checked_alone(site: Site, named: list[NamedArgument], options: CheckOptions
 
 def site_results(site: Site, top_function: Callable[..., Any], top_report: Report,
                  options: CheckOptions) -> list[CheckResult]:
-    """Check one custom_gradient on its own (or reuse the top-level report if it is f)."""
-    if not site.calls or site.decorated is None:
+    """Check one custom_gradient on its own (or reuse the top-level report if it is f). One
+    in an installed library is checked on its own only when f's own checks fail: where they
+    pass, it gives f's gradient correctly, and checking it costs as much as f."""
+    if not site.calls or site.decorated is None or (
+            installed(site) and not any(c.failed for c in top_report.checks)):
         return violation_results(site) + variable_results(site)
     with replaying():
         try:

@@ -19,7 +19,13 @@ from typing import Any
 
 from gradcheck.load.locations import format_location
 from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.site_lines import caller_location, is_library, return_location, source_location
+from gradcheck.tf.site_lines import (
+    caller_location,
+    is_installed,
+    is_library,
+    return_location,
+    source_location,
+)
 
 MAX_CALLS_KEPT = 4
 
@@ -56,6 +62,8 @@ class Site:
     # Which positional arguments f's sources flow into (seen under a tape), once one was seen.
     differentiated: set[int] | None = None
     key: Any = None
+    # The line of the first call that passed keyword arguments.
+    keyword_call: str | None = None
 
     def add_violation(self, violation: Violation) -> None:
         if all(v.message != violation.message for v in self.violations):
@@ -185,7 +193,8 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
             f"grad_fn of {site.name} returned {len(flat)} gradient(s) for {len(flat_args)}"
             f" input(s); it must return exactly one per input, in order" + (
                 f" (only positional arguments are inputs, not {', '.join(keywords)} passed by"
-                " keyword)" if keywords else ""),
+                " keyword at this call: pass them positionally)" if keywords else ""),
+            location=site.keyword_call if keywords else None,
         ))
     flat = (flat + [None] * len(flat_args))[: len(flat_args)]
     repaired = []
@@ -258,8 +267,6 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., 
     return grad_wrapper
 
 
-
-
 def _differentiated(values: Any) -> bool:
     """Whether a tape active now watches (a tensor of) `values`: f's sources flow into it."""
     tf = tensorflow()
@@ -275,20 +282,25 @@ def _record() -> Any:
 
 
 def _note_call(observer: Observer, site: Site, f: Callable[..., Any], args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> tuple[str, ...]:
-    """Record an eager call: its arguments, which of them f differentiates, and tensors of f
-    passed by keyword (which TensorFlow does not treat as inputs); returns the keywords."""
+               kwargs: dict[str, Any], eager: bool) -> tuple[str, ...]:
+    """Record a call: its arguments (eager ones), which of them f differentiates (seen under
+    a tape, eager or traced), and tensors of f passed by keyword (which TensorFlow does not
+    treat as inputs); returns the keywords."""
     tf = tensorflow()
-    if len(site.calls) < MAX_CALLS_KEPT:
+    if eager and len(site.calls) < MAX_CALLS_KEPT:
         if not site.calls:
             site.forward, site.decorated = f, tf.custom_gradient(f)
         site.calls.append((_snapshot(args), _snapshot(kwargs)))
     if not observer.replaying and _record().could_possibly_record():
+        # Only a tape watching some argument tells (a forward accumulator alone tells nothing).
         watched = {index for index, arg in enumerate(args) if _differentiated(arg)}
-        site.differentiated = watched | (site.differentiated or set())
+        if watched:
+            site.differentiated = watched | (site.differentiated or set())
         keywords = tuple(key for key, value in kwargs.items() if _differentiated(value))
-        if keywords:
+        if keywords and eager:
             _keyword_violation(site, args, keywords)
+    if kwargs and site.keyword_call is None:
+        site.keyword_call = caller_location()
     return tuple(kwargs)
 
 
@@ -305,8 +317,9 @@ def _keyword_violation(site: Site, args: tuple[Any, ...], keywords: tuple[str, .
                 " only positional arguments as a custom_gradient's inputs, so no gradient flows"
                 " to it through grad_fn (None) and grad_fn must return one gradient per"
                 " positional argument only")
+    site.keyword_call = site.keyword_call or caller_location()
     site.add_violation(Violation("keywords", f"{what}; pass {', '.join(keywords)} positionally",
-                                 location=caller_location()))
+                                 location=site.keyword_call))
 
 
 def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
@@ -317,8 +330,8 @@ def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
         site = observer.site_for(f) if observer is not None and observer.enabled else None
         if observer is None or site is None:
             return original(f, args, kwargs)
-        keywords = _note_call(observer, site, f, args, kwargs) \
-            if eager and _is_eager((args, kwargs)) else ()
+        keywords = _note_call(observer, site, f, args, kwargs,
+                              eager and _is_eager((args, kwargs)))
         code = getattr(inspect.unwrap(f), "__code__", None)
 
         @functools.wraps(f)
@@ -331,6 +344,12 @@ def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
 
     decorator.__wrapped__ = original  # type: ignore[attr-defined]
     return decorator
+
+
+def installed(site: Site) -> bool:
+    """Whether the site is defined in an installed package (a library such as larq or TFP)."""
+    filename = getattr(site.key, "co_filename", None)
+    return filename is not None and is_installed(filename)
 
 
 def defines(site: Site, function: Callable[..., Any]) -> bool:

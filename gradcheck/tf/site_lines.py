@@ -65,6 +65,20 @@ def _library_directories() -> tuple[str, ...]:
     return tuple(found)
 
 
+@functools.cache
+def _installed_directories() -> tuple[str, ...]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple(dict.fromkeys(os.path.abspath(paths[key]) + os.sep
+                               for key in ("purelib", "platlib") if key in paths))
+
+
+def is_installed(filename: str) -> bool:
+    """Whether a file belongs to an installed package (site-packages), not the user's tree."""
+    return os.path.abspath(filename).startswith(_installed_directories())
+
+
 def is_library(filename: str) -> bool:
     path = os.path.abspath(filename)
     if f"{os.sep}_fixtures{os.sep}" in path:  # the examples `gradcheck demo` installs: user code
