@@ -202,11 +202,12 @@ def report(runner: Runner, cases: list[Case], mutated: list[Case], modes: list[s
     lines += [f"- {kind} [{mode}] ({len(names)}): {', '.join(names)}"
               for (mode, kind), names in missed.items()] or ["None."]
     if ("float32-strict", "bumped") in missed:
-        lines += ["", "In float32-strict the 1e-4 bump lies inside float32's tolerances"
-                  " (atol 1e-4 + rtol 1e-3·|J| plus the finite-difference error estimate,"
-                  " whose rounding part alone is ~eps32/h ≈ 2e-5 of |f|), so finite"
-                  " differences in float32 cannot see it; dtype=\"auto\" (the default)"
-                  " checks the same float32 arguments in float64 and catches it."]
+        lines += ["", "In float32-strict finite differences are float32's own (f's noise"
+                  " measured, Richardson over h, 2h, 4h; allowed atol 1e-7 + rtol 1e-5·|J|"
+                  " + 4e-6·max|J| plus four error estimates: numerics/float32.py); a bump"
+                  " missed there lies within that element's error estimate, which f's"
+                  " rounding noise sets; dtype=\"auto\" (the default) checks the same"
+                  " float32 arguments in float64 and catches it."]
     fd_missed = [o for (name, mode, kind), o in runner.outcomes.items()
                  if kind == "bumped" and o.failed and not caught_by_differences(o)]
     lines += ["", "## Bumps caught by forward vs reverse mode only (not by finite differences)",

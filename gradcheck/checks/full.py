@@ -322,7 +322,7 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
                   f" finite-difference error estimate)",
                   details=details, **comparison_fields(comparison), **where)
         return kinks, found
-    verdict = probe.judge_jacobian(output.name, block, ctx.tolerance) if probe else None
+    verdict = probe.judge_jacobian(output.name, block, tolerance) if probe else None
     warning = symmetric_warning(Kind.JACOBIAN, f"tape.jacobian of {output.name}", slot.name,
                                 comparison, verdict, details, where)
     if warning is not None:

@@ -63,7 +63,7 @@ def check_vjp(ctx: CheckContext, analysis: SourceAnalysis
                   details=details, **comparison_fields(comparison), **where)
         return outcome, found
     probe = analysis.probe
-    verdict = probe.judge_vjp(actual, list(ctx.upstreams), ctx.tolerance) if probe else None
+    verdict = probe.judge_vjp(actual, list(ctx.upstreams), tolerance) if probe else None
     warning = symmetric_warning(Kind.VJP, "tape.gradient(..., output_gradients=u)", slot.name,
                                 comparison, verdict, details, where)
     found.results.append(warning or mismatch(
