@@ -181,3 +181,8 @@ def test_a_py_function_through_numpy_is_named_at_its_line() -> None:
     assert (cut.status, _line(cut)) == ("fail", 66) and "tf.py_function" in cut.message
     [shape] = _found(report, "grad-shape")
     assert _line(shape) == 66 and "likely cause: tf.py_function" in shape.message
+
+
+def test_a_real_float64_gradient_passes_in_an_explicit_float64() -> None:
+    report = _check("real_dtypes", "hsv", dtype="float64")
+    assert report.ok and report.inputs[0].dtype == "float64", str(report)
