@@ -223,7 +223,9 @@ def _only(data: dict[str, Any], check: str) -> dict[str, Any]:
     ((), 1, "fail", "float64", 1e-8, 1e-6),
     (("--rtol", "1e-3"), 0, "pass", "float64", 1e-8, 1e-3),
     (("--atol", "1e-3"), 0, "pass", "float64", 1e-3, 1e-6),
-    (("--dtype", "float32"), 0, "pass", "float32", 1e-4, 1e-3),
+    # float32: realised steps, Richardson over h/2h/4h and measured rounding noise resolve a
+    # 1e-4 relative error (issue 21, item 6).
+    (("--dtype", "float32"), 1, "fail", "float32", 1e-7, 1e-5),
 ])
 def test_tolerance_and_dtype_flags_decide_the_verdict(
         run_cli: Run, flags: tuple[str, ...], code: int, status: str, dtype: str, atol: float,
@@ -267,7 +269,7 @@ def test_float32_input_is_promoted_to_float64_or_kept_with_dtype_float32(
         1e-6}
     kept = json.loads(run_cli([*args, "--dtype", "float32"]).stdout)
     assert [i["dtype"] for i in kept["inputs"]] == ["float32", "float32"]
-    assert {c["details"]["rtol"] for c in kept["checks"] if c["check"] == "jacobian"} == {1e-3}
+    assert {c["details"]["rtol"] for c in kept["checks"] if c["check"] == "jacobian"} == {1e-5}
 
 
 def test_max_memory_from_the_command_line_chooses_the_mode(run_cli: Run) -> None:

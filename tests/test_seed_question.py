@@ -25,7 +25,7 @@ def _findings(result: Result) -> set[tuple[str, str, int]]:
             if c["status"] in ("fail", "warn", "error") and c["location"]}
 
 
-@pytest.mark.parametrize("dtype", ["auto", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["auto", "float32"])
 def test_seed_verbatim_gets_exactly_its_findings(run_cli: Callable[..., Result],
                                                  dtype: str) -> None:
     result = run_cli(["check", fixture_target("seed_question"), "-i", "[1.0, 2.0]",
@@ -59,7 +59,24 @@ def test_seed_table_has_no_traceback(run_cli: Callable[..., Result]) -> None:
     assert "seed_question.py:9" in result.output
 
 
-@pytest.mark.parametrize("dtype", ["auto", "float32", "float64"])
+@pytest.mark.parametrize("fixture, line", [("seed_question", 9), ("seed_question_fixed", 12)])
+def test_an_explicit_float64_is_kept_and_the_float32_grad_fn_is_named(
+        run_cli: Callable[..., Result], fixture: str, line: int) -> None:
+    """--dtype float64 is the user's choice: a grad_fn whose constants are float32 literals
+    cannot run in it, and that is said at its line with the fix (no silent fallback)."""
+    result = run_cli(["check", fixture_target(fixture), "-i", "[1.0, 2.0]",
+                      "--dtype", "float64", "--format", "json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert ("custom-gradient", "fail", line) in _findings(result)
+    mixed = next(c for c in report["checks"] if c["location"]
+                 and c["location"].endswith(f":{line}"))
+    assert mixed["cause"]["mistake"] == "dtype-mix"
+    assert "dtype=upstream.dtype" in mixed["message"]
+    assert {i["dtype"] for i in report["inputs"]} == {"float64"}
+
+
+@pytest.mark.parametrize("dtype", ["auto", "float32"])
 def test_seed_written_correctly_passes(run_cli: Callable[..., Result], dtype: str) -> None:
     result = run_cli(["check", fixture_target("seed_question_fixed"), "-i", "[1.0, 2.0]",
                       "--dtype", dtype, "--format", "json"])

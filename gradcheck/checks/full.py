@@ -149,6 +149,27 @@ def _grad_shape_message(output: OutputLeaf, slot: Slot, outcome: GradientOutcome
     )
 
 
+_DTYPE_MIX = ("expected to be a float tensor but is a double tensor",
+              "expected to be a double tensor but is a float tensor")
+_DTYPE_MIX_FIX = ("create the gradient's constants and variables in the input's dtype"
+                  " (tf.constant(..., dtype=upstream.dtype), tf.cast), or check with --dtype auto,"
+                  " which checks float32-only code in float32")
+
+
+def _dtype_mix_hint(error: str) -> str:
+    if not any(text in error for text in _DTYPE_MIX):
+        return ""
+    return ("; the gradient mixes float32 and float64: a tf.constant of Python floats or a"
+            " float32 tf.Variable is float32 while the inputs are float64; " + _DTYPE_MIX_FIX)
+
+
+def _dtype_mix_cause(error: str, location: str | None) -> Cause | None:
+    if not any(text in error for text in _DTYPE_MIX):
+        return None
+    return Cause("dtype-mix", "the gradient mixes float32 and float64", location=location,
+                 fix=_DTYPE_MIX_FIX)
+
+
 def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: int) -> Findings:
     """grad-shape, connected, jacobian and kink for one (output, input) block."""
     found = Findings()
@@ -159,8 +180,9 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
         analysis.shape_ok = False
         found.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
                   f"computing the gradient of {output.name} with respect to {slot.name} raised"
-                  f" {outcome.error_line}", location=outcome.location,
-                  details={"error": outcome.error_line}, **where)
+                  f" {outcome.error_line}{_dtype_mix_hint(outcome.error_line)}",
+                  location=outcome.location, details={"error": outcome.error_line},
+                  cause=_dtype_mix_cause(outcome.error_line, outcome.location), **where)
         return found
     if outcome.value is None:
         analysis.autodiff[k] = None

@@ -91,8 +91,13 @@ def _translated(site: Site, result: CheckResult, location: str | None,
                         **fields)
     if result.check in (Kind.JACOBIAN, Kind.CUSTOM_GRADIENT, Kind.FAST):
         # A grad_fn that raised is located at its raise; the rest at grad_fn's return.
-        return _located(site, result.status, Kind.CUSTOM_GRADIENT, "wrong-values",
-                        result.message, result.location or location, **fields)
+        cause, what = result.cause, result.message
+        if cause is not None and cause.fix:
+            what = what.removesuffix(f"; {cause.fix}")
+        return _located(site, result.status, Kind.CUSTOM_GRADIENT,
+                        cause.mistake if cause else "wrong-values", what,
+                        result.location or location, fix=cause.fix if cause else None,
+                        **fields)
     return None
 
 

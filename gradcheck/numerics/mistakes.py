@@ -52,7 +52,8 @@ def value_mistake(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outputs
     if complex_input and _close(a, f * np.tile([1.0, -1.0], a.shape[1] // 2), scale, rtol):
         return Mistake("conjugated", "returns the complex conjugate of TensorFlow's gradient"
                        " (∂L/∂Re z − i ∂L/∂Im z, as 2·∂L/∂z would be)", CONJUGATE_FIX)
-    if a.shape[0] == a.shape[1] > 1 and _close(a, f.T, scale, rtol):
+    if a.shape[0] == a.shape[1] > 1 and _close(a, f.T, scale, rtol) \
+            and not _close(f, f.T, scale, rtol):  # a symmetric J cannot tell J from Jᵀ
         if complex_input:
             # Multiplying by c = p + iq is [[p, -q], [q, p]] on (real, imaginary) parts, and
             # by conj(c) its transpose.
