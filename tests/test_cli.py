@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from click.testing import Result
 
-from .conftest import fixture_target
+from .conftest import FIXTURES, fixture_target
 
 Run = Callable[..., Result]
 
@@ -113,6 +113,26 @@ def test_output_file_written_only_with_a_report(run_cli: Run, tmp_path: Path) ->
     missing = tmp_path / "never.json"
     bad = run_cli(["check", "nosuchmodule_q:f", "-o", str(missing)])
     assert bad.exit_code == 2 and not missing.exists()
+
+
+@pytest.mark.parametrize("output_format", ["junit", "json"])
+def test_output_file_gets_the_report_alone_and_the_error_document_on_errors(
+        run_cli: Run, tmp_path: Path, output_format: str) -> None:
+    """-o: the JSON or JUnit goes to the file, not also to stdout; when f raises (exit 3) the
+    file still gets the error document, so a CI step that publishes it finds it."""
+    good, bad = tmp_path / f"good.{output_format}", tmp_path / f"bad.{output_format}"
+    ok = run_cli(["check", fixture_target("custom_gradient_correct"), "--format",
+                  output_format, "-o", str(good)])
+    assert ok.exit_code == 0 and ok.stdout == "" and good.read_text().strip()
+    raised = run_cli(["check", f"{FIXTURES / 'bad' / 'raises.py'}:f", "-i", "[1.0]",
+                      "--format", output_format, "-o", str(bad)])
+    assert raised.exit_code == 3 and raised.stdout == ""
+    assert raised.stderr.startswith("Error: f raised ")
+    written = bad.read_text()
+    if output_format == "json":
+        assert json.loads(written)["exit_code"] == 3
+    else:
+        assert "<testsuites" in written and "<error" in written
 
 
 def test_function_raising_is_exit_3_with_traceback_only_on_request(run_cli: Run,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
@@ -66,14 +68,16 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
     except Exception as exc:  # forward mode is not defined for every op
         gap = _raised_gap(ctx, slot, first_line(exc))
         if gap is not None:
-            found.add(Kind.JVP, Status.SKIP, f"no forward-mode verdict for {slot.name}:"
-                      f" {gap.what}; {gap.fix}", location=gap.location, cause=gap, **where)
+            _gap_skip(found, slot.name, gap, where)
         else:
             found.add(Kind.JVP, Status.SKIP,
                       f"forward mode could not run for {slot.name}: {first_line(exc)}", **where)
         return found
     if all(j is None for j in jvps) and reverse.value is not None and np.any(reverse.value):
-        found.add(Kind.JVP, Status.SKIP, _NO_FORWARD_MODE.format(slot.name), **where)
+        if gaps := _gaps(ctx, slot):  # the op without a forward-mode rule, at its line
+            _gap_skip(found, slot.name, _gap_cause(gaps), where)
+        else:
+            found.add(Kind.JVP, Status.SKIP, _NO_FORWARD_MODE.format(slot.name), **where)
         return found
     forward_terms = [u * j for u, j in zip(upstreams, jvps) if j is not None]
     reverse_terms = np.zeros(slot.shape) if reverse.value is None else reverse.value * tangent
@@ -94,9 +98,9 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
                 float(np.sum(np.abs(reverse_terms))))
     allowed = _allowed(ctx, scale, tangent, upstreams)
     error = abs(forward - backward)
+    details: dict[str, Any] = {"forward": forward, "reverse": backward, "allowed": allowed}
     numbers = {"max_abs_err": error, "max_rel_err": error / scale if scale else 0.0,
-               "excess": error / allowed,
-               "details": {"forward": forward, "reverse": backward, "allowed": allowed}}
+               "excess": error / allowed, "details": details}
     if all(j is None for j in jvps) and reverse.value is None:
         found.add(Kind.JVP, Status.PASS, f"forward and reverse mode agree that the outputs"
                   f" do not depend on {slot.name}", details=numbers["details"], **where)
@@ -105,10 +109,7 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
                   f"forward mode ⟨u, Jv⟩ = {forward:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
                   f" {backward:.6g} for a random v and u", **numbers, **where)
     elif gaps := _gaps(ctx, slot):
-        cause = _gap_cause(gaps)
-        found.add(Kind.JVP, Status.SKIP, f"no forward-mode verdict for {slot.name}: {cause.what};"
-                  f" {cause.fix}", location=cause.location, cause=cause,
-                  details=numbers["details"], **where)
+        _gap_skip(found, slot.name, _gap_cause(gaps), where, details)
     else:
         found.add(Kind.JVP, Status.FAIL,
                   f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {forward:.6g} but reverse"
@@ -116,6 +117,13 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
                   " two modes disagree, so a gradient (often a custom_gradient grad_fn) is"
                   " inconsistent", **numbers, **where)
     return found
+
+
+def _gap_skip(found: Findings, name: str, cause: Cause, where: dict[str, Any],
+              details: dict[str, Any] | None = None) -> None:
+    found.add(Kind.JVP, Status.SKIP, f"no forward-mode verdict for {name}: {cause.what};"
+              f" {cause.fix}", location=cause.location, cause=cause, details=details or {},
+              **where)
 
 
 def _gaps(ctx: CheckContext, slot: Slot) -> list[CutSite]:

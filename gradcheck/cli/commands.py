@@ -85,8 +85,11 @@ def _validated(command: str, target: str, options: dict[str, Any]) -> Any:
 
 def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     output_format = options["output_format"]
+    # -o gets the error document too, once it is known to be a path the run may write.
+    error_file: str | None = None
     try:
         check_options = _validated(command, target, options)
+        error_file = options["output_file"]
         from gradcheck import isolation
 
         isolation.prestart(1)  # the worker imports TensorFlow while this process gets ready
@@ -121,7 +124,8 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             write_file(options["output_file"], text.encode())
         write_artifacts(report, options)
     except GradcheckError as error:
-        sys.exit(report_error(error, output_format, options["show_traceback"], target))
+        sys.exit(report_error(error, output_format, options["show_traceback"], target,
+                              error_file))
     show(report, text, output_format, command, options)
     sys.exit(int(report.exit_code))
 
@@ -215,6 +219,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
 
     output_format = options["output_format"]
     started = time.monotonic()
+    error_file: str | None = None  # -o gets the error document once the path is checked
     try:
         validate_timeout(timeout)
         workers = parse_jobs(jobs)
@@ -227,6 +232,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
             raise UsageError(f"-k {pattern!r} matches none of the configured checks ({shown})")
         limit = timeout if timeout is not None else config.timeout
         guard_run(config, selected, options["output_file"], plot_dir)
+        error_file = options["output_file"]
         workers, note = cap_workers(workers, len(selected), usable_cores(), available_memory())
         if note is not None and not options["quiet"]:
             click.echo(f"note: {note}", err=True)
@@ -255,9 +261,11 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
             for path in write_run_artifacts(result, plot_dir):
                 click.echo(f"wrote {path}", err=True)
     except GradcheckError as error:
-        sys.exit(report_error(error, output_format, options["show_traceback"], None))
+        sys.exit(report_error(error, output_format, options["show_traceback"], None,
+                              error_file))
     if output_format != "table":
-        click.echo(text, nl=not text.endswith("\n"))
+        if not options["output_file"]:  # with -o the JSON or JUnit goes to the file only
+            click.echo(text, nl=not text.endswith("\n"))
     else:
         from gradcheck.render.summary import render_run
 

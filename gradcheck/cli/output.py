@@ -31,21 +31,37 @@ def _columns() -> int:
 
 
 def report_error(error: GradcheckError, output_format: str, show_traceback: bool,
-                 target: str | None) -> int:
+                 target: str | None, output_file: str | None = None) -> int:
+    """The one `Error:` line on stderr, and for JSON or JUnit the error document: into
+    `output_file` when given (`-o`: the report goes to the file, on errors too), else stdout."""
     if show_traceback and error.user_traceback:
         click.echo(error.user_traceback.rstrip(), err=True)
     click.echo(f"Error: {error.message}", err=True)
+    document = _error_document(error, output_format, target)
+    if document is not None and output_file:
+        from gradcheck.render.files import write_file
+
+        try:
+            write_file(output_file, document.encode())
+        except OSError as exc:
+            click.echo(f"Error: cannot write {output_file}: {exc.strerror or exc}", err=True)
+    elif document is not None:
+        click.echo(document, nl=not document.endswith("\n"))
+    return int(error.exit_code)
+
+
+def _error_document(error: GradcheckError, output_format: str, target: str | None) -> str | None:
     if output_format == "json":
         from gradcheck.render.json_format import render_error_json
 
-        click.echo(render_error_json(error.message, int(error.exit_code), target, error.phase))
-    elif output_format == "junit" and target is not None:
+        return render_error_json(error.message, int(error.exit_code), target, error.phase)
+    if output_format == "junit" and target is not None:
         from gradcheck.render.junit import render_junit
         from gradcheck.report import CheckOutcome
 
-        click.echo(render_junit([CheckOutcome(target, target, None, error.exit_code,
-                                            error=error.message, phase=error.phase)]), nl=False)
-    return int(error.exit_code)
+        return render_junit([CheckOutcome(target, target, None, error.exit_code,
+                                          error=error.message, phase=error.phase)])
+    return None
 
 
 def formatted(report: Any, output_format: str, command: str) -> str:
@@ -66,7 +82,8 @@ def formatted(report: Any, output_format: str, command: str) -> str:
 def show(report: Any, text: str, output_format: str, command: str,
           options: dict[str, Any]) -> None:
     if output_format != "table":
-        click.echo(text, nl=not text.endswith("\n"))
+        if not options["output_file"]:  # with -o the JSON or JUnit goes to the file only
+            click.echo(text, nl=not text.endswith("\n"))
         annotate_for_github(report, err=True)  # stdout carries the JSON or JUnit
         return
     from gradcheck.render.table import render_table
