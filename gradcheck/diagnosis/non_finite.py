@@ -50,7 +50,7 @@ def _op_name(origin: Origin) -> str:
 
 
 def _call(origin: Origin) -> str:
-    shown = ", ".join(f"{a:.3g}" for a in origin.arguments)
+    shown = ", ".join(f"{a:.4g}" for a in origin.arguments)
     return f"{origin.op}({shown})" if origin.arguments else origin.op
 
 
