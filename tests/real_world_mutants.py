@@ -215,14 +215,12 @@ def failing(outcome: Outcome) -> set[tuple[str, str | None]]:
 
 def expected_defects(case: Any, outcome: Outcome) -> set[tuple[str, str]]:
     """The (check, input) failures a recorded library defect makes in this outcome: entries
-    (check, input) always, (check, input, "float64") only when checked in float64 (for
-    `compiled`: only when the user's own dtype is float64)."""
-    users_dtype = outcome.mode.split("-")[0]
+    (check, input) always, (check, input, "float64") only when checked in float64,
+    (check, input, "float64-arguments") only when the arguments themselves are float64 (a
+    check gradcheck reruns in the arguments' own dtype when its float64 promotion decides it)."""
     return {(entry[0], entry[1]) for entry in getattr(case, "defect", ())
-            if len(entry) == 2 or entry[2] in (
-                # The compiled check runs in the user's dtype when gradcheck's promotion
-                # would decide its verdict (issue 20, family 4).
-                (users_dtype,) if entry[0] == "compiled" else outcome.checked_in)}
+            if len(entry) == 2 or entry[2] in outcome.checked_in
+            or (entry[2] == "float64-arguments" and outcome.mode == "float64")}
 
 
 def false_alarm(case: Any, outcome: Outcome) -> bool:

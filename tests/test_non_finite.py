@@ -174,3 +174,10 @@ def test_the_compiled_check_runs_in_the_users_dtype_when_promotion_decides_it(
     assert [c.status for c in compiled] == ["pass", "pass"]
     assert any(n.startswith("the compiled check ran in float32, the arguments' own dtype")
                for n in report.notes)
+
+
+def test_a_nan_only_forward_mode_gives_is_a_jvp_warning_not_a_failure() -> None:
+    report = gradcheck.check(fixture_target("non_finite_real", "gamma_curve"))
+    jvp = _kind(report, "jvp")
+    assert [c.status for c in jvp] == ["warn"] and "forward mode" in jvp[0].message
+    assert report.ok and not _non_finite(report)
