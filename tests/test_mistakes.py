@@ -25,6 +25,21 @@ def test_value_mistakes_are_named() -> None:
         "returns wrong values")
 
 
+def test_upstream_mistakes_carry_their_fix() -> None:
+    summed = value_mistake(np.array([[-2.0, 2.5], [-2.0, 2.5]]), J, 2, 1, "y")
+    assert summed.kind == "summed-upstream" and "upstream * dy/dx" in (summed.fix or "")
+    ignored = value_mistake(np.zeros((2, 2)), J, 2, 2, "y[1]")
+    assert ignored.kind == "ignored-upstream" and "y[1]" in (ignored.fix or "")
+
+
+def test_a_symmetric_jacobian_is_never_called_transposed() -> None:
+    symmetric = np.array([[2.0, 1.0], [1.0, 3.0]])
+    assert value_mistake(symmetric * 1.0001, symmetric, 2, 1, "y", rtol=1e-3).kind != (
+        "transposed")
+    assert value_mistake(np.diag([0.8776, 0.5403]) * 1.0001, np.diag([0.8776, 0.5403]), 2, 1,
+                         "y", rtol=1e-3).kind == "wrong-values"
+
+
 def test_shape_mistakes_are_named() -> None:
     u = np.array([0.5, -2.0])
 

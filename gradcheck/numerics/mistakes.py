@@ -40,7 +40,10 @@ def value_mistake(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outputs
     if not np.any(a) and np.any(f):
         if n_outputs > 1:
             return Mistake("ignored-upstream", f"ignores the upstream of {output}: that output's"
-                           " contribution u_kᵀJ_k is missing from the sum")
+                           " contribution u_kᵀJ_k is missing from the sum",
+                           f"add the term for {output}'s upstream to the gradient grad_fn"
+                           " returns: one upstream argument per output, each contracted with"
+                           " its own Jacobian")
         return Mistake("zeros", "returns zeros although the output depends on this input")
     if _close(a, -f, scale, rtol):
         return Mistake("wrong-sign", "has the wrong sign: it returns -uᵀJ")
@@ -66,7 +69,10 @@ def value_mistake(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outputs
         return Mistake("summed-upstream",
                        "gives every output element the same gradient row: it sums the upstream"
                        " (e.g. over the batch axis, tf.reduce_sum(upstream)) or ignores it,"
-                       " instead of weighting each output's row by its own upstream element")
+                       " instead of weighting each output's row by its own upstream element",
+                       "multiply by the upstream element by element before any reduction"
+                       " (upstream * dy/dx for an elementwise f, or tf.linalg.matvec(J, upstream,"
+                       " transpose_a=True)), never tf.reduce_sum(upstream) * ...")
     return Mistake("wrong-values", "returns wrong values")
 
 
