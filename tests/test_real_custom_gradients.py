@@ -30,27 +30,41 @@ class Case:
 
 
 CASES = [
-    Case("f_log1pexp", "correct", 18),
-    Case("f_bar", "correct", 28),
-    Case("f_log_sinh", "correct", 64),
-    Case("f_log_cosh", "correct", 72),
-    Case("f_safe_pow", "correct", 112),
-    Case("f_grad_reverse", "surrogate", 123, ("grad_reverse",)),
-    Case("f_gradient_reverse", "surrogate", 133, ("gradient_reverse",)),
-    Case("f_grad_reverse_method", "surrogate", 164, ("grad_reverse",)),
-    Case("f_hard_tanh", "surrogate", 172, ("hard_tanh",)),
-    Case("f_binarize", "surrogate", 180, ("binarize",)),
-    Case("f_sign_clipped_d", "surrogate", 196, ("sign_clipped_d", "sign")),
-    Case("f_clip_gradient_by_norm", "surrogate", 205, ("clip_gradient_by_norm",)),
-    Case("f_clip_gradients", "surrogate", 213, ("clip_gradients",)),
-    Case("f_quantize", "surrogate", 227, ("quantize",)),
-    Case("f_gradient_reversal", "surrogate", 238, ("gradient_reversal",)),
+    Case("f_log1pexp", "correct", 19),
+    Case("f_bar", "correct", 29),
+    Case("f_log_sinh", "correct", 65),
+    Case("f_log_cosh", "correct", 73),
+    Case("f_safe_pow", "correct", 113),
+    Case("f_grad_reverse", "surrogate", 124, ("grad_reverse",)),
+    Case("f_gradient_reverse", "surrogate", 134, ("gradient_reverse",)),
+    Case("f_grad_reverse_method", "surrogate", 165, ("grad_reverse",)),
+    Case("f_hard_tanh", "surrogate", 173, ("hard_tanh",)),
+    Case("f_binarize", "surrogate", 181, ("binarize",)),
+    Case("f_sign_clipped_d", "surrogate", 197, ("sign_clipped_d", "sign")),
+    Case("f_clip_gradient_by_norm", "surrogate", 206, ("clip_gradient_by_norm",)),
+    Case("f_clip_gradients", "surrogate", 214, ("clip_gradients",)),
+    Case("f_quantize", "surrogate", 228, ("quantize",)),
+    Case("f_gradient_reversal", "surrogate", 239, ("gradient_reversal",)),
     # TensorFlow's own docstring example swaps the two variable gradients (x**1, x**0 for
     # weights[0], weights[1]): tape.gradient(poly, weights) is [6, 3], the truth [3, 6].
-    Case("f_linear_poly", "defect", 55, mistake="wrong-values"),
-    Case("f_grad_reverse_lambda", "defect", 248, mistake="count"),
-    Case("f_clip_grad_layer", "defect", 257, mistake="count"),
-    Case("f_norm_kdf", "defect", 275, mistake="wrong-values"),
+    Case("f_linear_poly", "defect", 56, mistake="wrong-values"),
+    Case("f_grad_reverse_lambda", "defect", 249, mistake="count"),
+    Case("f_clip_grad_layer", "defect", 258, mistake="count"),
+    Case("f_norm_kdf", "defect", 276, mistake="wrong-values"),
+    Case("f_custom_norm", "correct", 290),
+    Case("f_safe_exp", "correct", 302),
+    Case("f_safe_acos_squared", "correct", 321),
+    Case("f_safe_nan_to_zero", "correct", 333),
+    Case("f_safe_log", "correct", 343),
+    Case("f_ste_sign", "surrogate", 369, ("_call",)),
+    Case("f_approx_sign", "surrogate", 384, ("approx_sign",)),
+    Case("f_perturb_and_apply", "surrogate", 420, ("_perturb_and_apply",)),
+    Case("f_calcualte_crossings", "surrogate", 441, ("_calcualte_crossings",)),
+    Case("f_Quantizer", "surrogate", 457, ("Quantizer",)),
+    Case("f_ste_quantize", "surrogate", 469, ("ste_quantize",)),
+    Case("f_one_hot_grad", "surrogate", 487, ("one_hot_grad",)),
+    # A Gaussian-process safepow: dx = dy * x**(a-1) lacks the factor a.
+    Case("f_gamma_exp", "defect", 503, mistake="factor"),
 ]
 CORRECT = [case for case in CASES if case.kind == "correct"]
 
@@ -129,3 +143,15 @@ def test_a_mutant_of_a_correct_one_is_caught_at_its_grad_fn(tmp_path: Path, case
     report = gradcheck.check(mutant(tmp_path, case, kind))
     assert not report.ok, str(report)
     assert lines(report) == {case.line}, str(report)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "tensorflow/compression's perturb_and_apply grad_fn returns ([dx] + grad_args, grad_vars) "
+    "with no variables: TensorFlow nest.flattens that to one gradient for one input and "
+    "accepts it, but gradcheck reports a custom-gradient FAIL 'grad_fn of _perturb_and_apply "
+    "returned 2 gradient(s) for 1 input(s)' (mistake 'count') at line 420 -- a false alarm "
+    "beside the genuine straight-through finding"))
+def test_a_nested_return_is_counted_as_tensorflow_counts_it() -> None:
+    report = gradcheck.check(f"{SOURCE}:f_perturb_and_apply")
+    counts = [c for c in report.checks if c.failed and c.cause and c.cause.mistake == "count"]
+    assert not counts, str(report)
