@@ -145,13 +145,9 @@ def test_a_mutant_of_a_correct_one_is_caught_at_its_grad_fn(tmp_path: Path, case
     assert lines(report) == {case.line}, str(report)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "tensorflow/compression's perturb_and_apply grad_fn returns ([dx] + grad_args, grad_vars) "
-    "with no variables: TensorFlow nest.flattens that to one gradient for one input and "
-    "accepts it, but gradcheck reports a custom-gradient FAIL 'grad_fn of _perturb_and_apply "
-    "returned 2 gradient(s) for 1 input(s)' (mistake 'count') at line 420 -- a false alarm "
-    "beside the genuine straight-through finding"))
 def test_a_nested_return_is_counted_as_tensorflow_counts_it() -> None:
+    """tensorflow/compression's perturb_and_apply returns ([dx] + grad_args, grad_vars) with no
+    variables: TensorFlow nest.flattens it to one gradient for one input, and so does gradcheck."""
     report = gradcheck.check(f"{SOURCE}:f_perturb_and_apply")
     counts = [c for c in report.checks if c.failed and c.cause and c.cause.mistake == "count"]
     assert not counts, str(report)

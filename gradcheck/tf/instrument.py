@@ -186,7 +186,9 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
     """Check count and dtype of the input gradients; return a list TensorFlow will accept."""
     tf = tensorflow()
     flat_args = tf.nest.flatten(args)
-    flat = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+    # Counted as TensorFlow counts them: nested lists of gradients are flattened.
+    flat = list(tf.nest.flatten(grads, expand_composites=False)) if isinstance(
+        grads, (list, tuple)) else [grads]
     if len(flat) != len(flat_args) and eager:
         site.add_violation(Violation(
             "count",
