@@ -65,15 +65,25 @@ def _judged(site: Site, named: Sequence[NamedArgument]
     return judged, [replace(n, position=index) for index, n in enumerate(chosen)]
 
 
+def _call_for(named: Sequence[NamedArgument], result: CheckResult
+              ) -> tuple[int, list[Any], dict[str, Any]] | None:
+    """The position of the result's input among the site's arguments, and the arguments."""
+    index = _position(named, result.input)
+    if index is None:
+        return None
+    args, kwargs = _parts(named)
+    return index, args, kwargs
+
+
 def _shape_evidence(site: Site, named: Sequence[NamedArgument]
                     ) -> Callable[[CheckResult], Mistake | None]:
     """Call the site with a random upstream and name what its wrong-shaped gradient is."""
 
     def evidence(result: CheckResult) -> Mistake | None:
-        index = _position(named, result.input)
-        if index is None:
+        call = _call_for(named, result)
+        if call is None:
             return None
-        args, kwargs = _parts(named)
+        index, args, kwargs = call
         vjp = site_vjp(site, args, index, kwargs=kwargs)
         if vjp is None:
             return None
@@ -89,10 +99,10 @@ def _upstream_evidence(site: Site, named: Sequence[NamedArgument]
     """Call the site with two random upstreams: the same gradient for both ignores them."""
 
     def evidence(result: CheckResult) -> Mistake | None:
-        index = _position(named, result.input)
-        if index is None:
+        call = _call_for(named, result)
+        if call is None:
             return None
-        args, kwargs = _parts(named)
+        index, args, kwargs = call
         first, second = (site_vjp(site, args, index, seed, kwargs) for seed in (1, 2))
         if first is None or second is None or np.allclose(first[1], second[1]):
             return None
