@@ -17,17 +17,22 @@ from gradcheck.tf.runtime import tensorflow
 FORWARD_JACOBIAN_SIZE = 256
 
 
+def _with_tensor_at(args: list[Any], index: int) -> tuple[Any, list[Any], Any]:
+    """TensorFlow, the site's arguments with argument `index` as a tensor, and that tensor."""
+    tf = tensorflow()
+    args = list(args)
+    args[index] = tf.constant(args[index])
+    return tf, args, args[index]
+
+
 def site_vjp(site: Site, args: list[Any], index: int, upstream_seed: int = 1,
              kwargs: dict[str, Any] | None = None
              ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], tuple[int, ...]] | None:
     """The site's gradient for argument `index` with a random upstream, that upstream, and
     the output and input shapes; None when the site cannot give one."""
-    tf = tensorflow()
     if site.decorated is None:
         return None
-    args = list(args)
-    x = tf.constant(args[index])
-    args[index] = x
+    tf, args, x = _with_tensor_at(args, index)
     try:
         with tf.GradientTape() as tape:
             tape.watch(x)
@@ -47,12 +52,9 @@ def lacks_forward_mode(site: Site, args: list[Any], index: int,
                        kwargs: dict[str, Any] | None = None) -> bool:
     """Whether forward mode gives no JVP (None) through the site for argument `index` where
     reverse mode gives a gradient (forward and grad_fn both outside TensorFlow)."""
-    tf = tensorflow()
     if site.decorated is None:
         return False
-    args = list(args)
-    x = tf.constant(args[index])
-    args[index] = x
+    tf, args, x = _with_tensor_at(args, index)
     try:
         with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as accumulator:
             y = site.decorated(*args, **(kwargs or {}))
