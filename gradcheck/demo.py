@@ -97,13 +97,11 @@ def short_location(location: str, directory: Path) -> str:
 def finding(report: Report, directory: Path) -> str:
     """The worst finding in one line: its kind, the example's line and the first clause of its
     message (whole: the column wraps it), or that every check passed."""
-    from gradcheck.render.table import headline
-
     worst = report.sorted_checks()[0] if report.checks else None
     if worst is None or worst.status == "pass":
         return "all checks pass"
     where = f" at {short_location(worst.location, directory)}" if worst.location else ""
-    return f"{worst.check}{where}: {headline(worst.message)}"
+    return f"{worst.check}{where}: {worst.headline}"
 
 
 def common_error(errors: list[GradcheckError | None]) -> GradcheckError | None:

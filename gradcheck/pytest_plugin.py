@@ -100,12 +100,10 @@ def _longrepr(problem: GradcheckProblem) -> Any:
 
 def _headline(report: Report) -> tuple[str, str | None]:
     """The worst finding in a line, and its location."""
-    from gradcheck.render.table import headline
-
     worst = report.sorted_checks()[0]
     pair = " -> ".join(p for p in (worst.input, worst.output) if p)
     where = f" at {worst.location}" if worst.location else ""
-    return (f"{worst.check}{f' ({pair})' if pair else ''}{where}: {headline(worst.message)}",
+    return (f"{worst.check}{f' ({pair})' if pair else ''}{where}: {worst.headline}",
             worst.location)
 
 
@@ -242,7 +240,6 @@ class GradcheckItem(pytest.Item):
         raise CheckErrored(message, text, _relative(self.path), self.line + 1)
 
     def runtest(self) -> None:
-        from gradcheck.render.table import headline
         from gradcheck.render.text import render_text
 
         assert self.outcome is not None and self.outcome.report is not None
@@ -257,7 +254,7 @@ class GradcheckItem(pytest.Item):
                 continue
             path, number = _split_location(result.location, str(self.path), self.line + 1)
             warnings.warn_explicit(
-                GradcheckWarning(f"{self.name}: {result.check}: {headline(result.message)}"),
+                GradcheckWarning(f"{self.name}: {result.check}: {result.headline}"),
                 GradcheckWarning, path, number)
 
     def annotations(self) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gradcheck.errors import ExitCode
+from gradcheck.evidence import Evidence, public_fields
 
 VERSION = "0.1.0"
 
@@ -61,6 +62,38 @@ def format_index(index: tuple[int, ...] | None, separator: str = ", ") -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class Location:
+    """A place in the user's source: the path (relative to the current directory when under
+    it) and the line, when known. Shown and published in JSON as "path:line"."""
+
+    path: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return self.path if self.line is None else f"{self.path}:{self.line}"
+
+
+class Relation(_Spelled):
+    """How an attributed cause explains a finding."""
+
+    LIKELY_CAUSE = "likely-cause"
+    # f's mismatch comes from a custom gradient the user declared a surrogate (--surrogate).
+    EXPECTED_SURROGATE = "expected-surrogate"
+    # The finding is the declared surrogate itself: a warning, not a failure.
+    DECLARED_SURROGATE = "declared-surrogate"
+
+
+@dataclasses.dataclass(frozen=True)
+class Attribution:
+    """What explains a finding (set by the diagnosis instead of appending to its message):
+    `cause` names the culprit; `surrogate` names the --surrogate a user declared."""
+
+    relation: Relation
+    cause: Cause | None = None
+    surrogate: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Cause:
     """Why a check failed, as data (messages are rendered from it, never parsed back).
 
@@ -78,9 +111,13 @@ class Cause:
 
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
+    """One finding. The core gives `evidence` (and the diagnosis `attributed_to`), and
+    `message` is then rendered from them by gradcheck.render.sentences; a hand-built result
+    (renderer tests, plugins) may give `message` itself."""
+
     check: Kind
     status: Status
-    message: str
+    message: str = ""
     input: str | None = None
     output: str | None = None
     location: str | None = None
@@ -91,11 +128,22 @@ class CheckResult:
     excess: float | None = None
     cause: Cause | None = None
     details: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    evidence: Evidence | None = dataclasses.field(default=None, compare=False)
+    attributed_to: Attribution | None = None
 
     def __post_init__(self) -> None:
         # Spelled as in JSON or as the enums; unknown spellings raise ValueError.
         object.__setattr__(self, "check", Kind(self.check))
         object.__setattr__(self, "status", Status(self.status))
+        if self.evidence is not None:
+            object.__setattr__(self, "message", str(_views().message(self)))
+            if not self.details:  # read by what is not yet converted to typed evidence
+                object.__setattr__(self, "details", public_fields(self.evidence))
+
+    @property
+    def headline(self) -> str:
+        """What the finding is, in one clause (the message without its attribution)."""
+        return str(_views().headline(self))
 
     @property
     def failed(self) -> bool:

@@ -69,7 +69,7 @@ def check_compiled(ctx: CheckContext) -> Findings:
     first = next(r for r in found.results if r.status in (Status.FAIL, Status.WARN))
     in_own.notes.append(
         f"the compiled check ran in {own}, the arguments' own dtype: in float64, gradcheck's"
-        f" promotion, {first.status}: {first.message.split('; ', 1)[0]}")
+        f" promotion, {first.status}: {first.headline}")
     return in_own
 
 

@@ -61,7 +61,7 @@ class Findings:
     notes: list[str] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)
 
-    def add(self, check: Kind, status: Status, message: str, **fields: Any) -> None:
+    def add(self, check: Kind, status: Status, message: str = "", **fields: Any) -> None:
         self.results.append(CheckResult(check=check, status=status, message=message, **fields))
 
     def extend(self, other: Findings) -> None:

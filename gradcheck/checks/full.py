@@ -9,6 +9,7 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings, shown
 from gradcheck.checks.verdicts import comparison_fields, mismatch, symmetric_warning
+from gradcheck.evidence.connected import Connected, GradShape
 from gradcheck.numerics import differences, float32, judging, symmetric
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.mistakes import value_mistake
@@ -17,7 +18,6 @@ from gradcheck.report import Block, Cause, Kind, Status, format_index
 from gradcheck.tf.batch import BatchEvaluator
 from gradcheck.tf.culprits import kink_site
 from gradcheck.tf.program import OutputLeaf, Slot
-from gradcheck.tf.recording import GradientOutcome
 
 # Marks a `connected` result where autodiff gives None and finite differences see no slope:
 # diagnosis/graph_breaks.py looks for the op that gives no gradient (or finds f never reads it).
@@ -140,15 +140,6 @@ def _analysis(ctx: CheckContext, slot_index: int, evaluator: BatchEvaluator, h: 
                           np.zeros(h.size, dtype=bool), probe=probe), notes
 
 
-def _grad_shape_message(output: OutputLeaf, slot: Slot, outcome: GradientOutcome) -> str:
-    return (
-        f"the gradient of {output.name} with respect to {slot.name} has shape {outcome.shape},"
-        f" but {slot.name} has shape {slot.shape}: a gradient must have its source's shape; a"
-        f" tf.custom_gradient grad_fn must return uᵀJ with its input's shape, e.g."
-        f" tf.linalg.matvec(J, upstream, transpose_a=True)"
-    )
-
-
 _DTYPE_MIX = ("expected to be a float tensor but is a double tensor",
               "expected to be a double tensor but is a float tensor")
 _DTYPE_MIX_FIX = ("create the gradient's constants and variables in the input's dtype"
@@ -190,15 +181,12 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
     if outcome.shape != slot.shape:
         analysis.shape_ok = False
         if ctx.wants(Kind.GRAD_SHAPE):
-            found.add(Kind.GRAD_SHAPE, Status.FAIL, _grad_shape_message(output, slot, outcome),
-                      details={"gradient_shape": outcome.shape, "input_shape": slot.shape},
-                      **where)
+            found.add(Kind.GRAD_SHAPE, Status.FAIL, evidence=GradShape(
+                outcome.shape, slot.shape, output.name, slot.name), **where)
         return found
     if ctx.wants(Kind.CONNECTED):
-        sparse = (" (tape.gradient returned IndexedSlices, densified for the checks)"
-                  if outcome.indexed_slices else "")
-        found.add(Kind.CONNECTED, Status.PASS,
-                  f"{output.name} is connected to {slot.name}{sparse}", **where)
+        found.add(Kind.CONNECTED, Status.PASS, evidence=Connected(
+            output.name, slot.name, outcome.indexed_slices), **where)
     block, error = ctx.recording.jacobian(k, slot, ctx.options.max_memory)
     analysis.autodiff[k] = block
     if block is None:

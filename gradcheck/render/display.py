@@ -8,10 +8,22 @@ from collections.abc import Iterator, Sequence
 from html import escape
 from typing import Any
 
-from gradcheck.report import Report
+from gradcheck.report import CheckResult, Report
 
 NO_BLOCKS = ("this report kept no Jacobian blocks to draw: check with"
              " gradcheck.check(..., keep_blocks=True), then call report.plot()")
+
+
+def message(result: CheckResult) -> str:
+    from gradcheck.render.sentences import message
+
+    return message(result)
+
+
+def headline(result: CheckResult) -> str:
+    from gradcheck.render.sentences import headline
+
+    return headline(result)
 
 
 def text(report: Report) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.render.table import MATRIX_KINDS, STATUS_LABEL, headline, summary_line
+from gradcheck.render.table import MATRIX_KINDS, STATUS_LABEL, summary_line
 from gradcheck.report import CheckResult, Kind, Report, format_index
 
 # Inline styles only: notebook viewers (GitHub, nbviewer, VS Code) drop <style> elements.
@@ -42,7 +42,7 @@ def _cell_text(result: CheckResult, field: str) -> str:
     if field == "worst_index":
         return format_index(value, ",")
     if field == "message":
-        return headline(value)
+        return result.headline
     if field == "status":
         return STATUS_LABEL[value]
     return str(value)

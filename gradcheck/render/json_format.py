@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any
 
+from gradcheck.evidence import public_fields
 from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
 
 
@@ -40,7 +41,8 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
         "worst_index": list(result.worst_index) if result.worst_index is not None else None,
         "excess": result.excess,
         "cause": dataclasses.asdict(result.cause) if result.cause is not None else None,
-        "details": dict(result.details),
+        "details": (public_fields(result.evidence) if result.evidence is not None
+                    else dict(result.details)),
     }
 
 

@@ -58,23 +58,6 @@ ROOMY_WIDTH = 150
 MIN_MESSAGE_WIDTH = 30
 
 
-_OPENING, _CLOSING = "([{", ")]}"
-
-
-def headline(message: str) -> str:
-    """The first clause of a message, up to its first "; " outside brackets (never mid-way
-    through a parenthesis): what fits on one table line."""
-    depth = 0
-    for index, character in enumerate(message):
-        if character in _OPENING:
-            depth += 1
-        elif character in _CLOSING:
-            depth = max(0, depth - 1)
-        elif depth == 0 and message.startswith("; ", index):
-            return message[:index]
-    return message
-
-
 def _short_location(location: str) -> str:
     path, _, line = location.rpartition(":")
     return f"{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}" if path else location
@@ -121,7 +104,7 @@ def _row(result: CheckResult, roomy: bool) -> list[Any]:
         Text(result.output or ""), _number(result.max_abs_err), _number(result.max_rel_err),
         _ratio(result.excess), format_index(result.worst_index, ","),
         Text(location if roomy else _short_location(location)),
-        Text(headline(result.message)),
+        Text(result.headline),
     ]
 
 
