@@ -210,7 +210,7 @@ def test_a_wide_model_goes_through_fast_mode_narrowed_to_the_wrong_kernel_row() 
     assert set(failed) == {("custom-gradient", "kernel"), ("fast", "off_by_one/kernel"),
                            ("jvp", "off_by_one/kernel")}
     fast = failed[("fast", "off_by_one/kernel")]
-    assert fast.worst_index == (7, 0) and _line(fast) == 161
+    assert fast.worst_index == (7, 0) and _line(fast) == 162
     assert "the gradient is wrong around off_by_one/kernel[7, 0]" in fast.message
     assert [i.name for i in report.inputs if i.kind == "variable"] == [
         "wide/kernel", "wide/bias", "off_by_one/kernel", "out/kernel", "out/bias"]
