@@ -75,6 +75,17 @@ def headline(message: str) -> str:
     return message
 
 
+def _pair(result: CheckResult) -> str:
+    return " -> ".join(p for p in (result.input, result.output) if p)
+
+
+def check_headline(result: CheckResult) -> str:
+    """A check in one line: its kind, (input -> output), location and headline."""
+    pair = f" ({_pair(result)})" if _pair(result) else ""
+    where = f" at {result.location}" if result.location else ""
+    return f"{result.check}{pair}{where}: {headline(result.message)}"
+
+
 def _short_location(location: str) -> str:
     path, _, line = location.rpartition(":")
     return f"{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}" if path else location
@@ -133,7 +144,7 @@ def findings(report: Report) -> list[RenderableType]:
     ):
         title = Text(f"{number}. ")
         title.append_text(status_text(result.status))
-        pair = " -> ".join(p for p in (result.input, result.output) if p)
+        pair = _pair(result)
         title.append(f" {result.check}" + (f" ({pair})" if pair else ""), style="bold")
         if result.location:
             title.append(f"  {result.location}", style="cyan")
