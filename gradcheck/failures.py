@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gradcheck.errors import FunctionError, GradcheckError, InputError, InternalError
 from gradcheck.load.locations import format_location, is_user_file
-from gradcheck.options import format_size
+from gradcheck.options import format_size, memory_cap_rule
 
 _GRADCHECK_DIR = Path(__file__).resolve().parent
 _STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
@@ -166,7 +166,7 @@ def startup_timeout_error(function: str, seconds: float, flag: str, phase: str,
 def memory_error(function: str, used: int, limit: int, phase: str) -> FunctionError:
     return FunctionError(
         f"{function} was stopped during {phase}: the check used {format_size(used)} of memory,"
-        f" over the worker's cap of {format_size(limit)} (4 x --max-memory, at least 2GiB)",
+        f" over the worker's cap of {format_size(limit)} ({memory_cap_rule()})",
         phase=phase)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from gradcheck import failures, worker
 from gradcheck.errors import GradcheckError, InternalError, Interrupted, UsageError
-from gradcheck.options import CheckOptions
+from gradcheck.options import CheckOptions, memory_cap
 from gradcheck.report import Report
 from gradcheck.workers import (
     FORK_SERVER_GONE,
@@ -33,19 +33,12 @@ from gradcheck.workers import (
     threads_per_worker,
 )
 
-# A worker may use this much more memory than --max-memory before it is stopped.
-MEMORY_FACTOR = 4
-MEMORY_FLOOR = 2 << 30
 # A worker that has not imported TensorFlow after this long is given up.
 STARTUP_LIMIT = 120.0
 # How often a busy worker's memory is looked at.
 POLL_SECONDS = 0.25
 RETRY_NOTE = ("these results come from a new worker process with vectorisation off"
               " (no pfor, no tf.vectorized_map)")
-
-
-def memory_cap(max_memory: int) -> int:
-    return max(MEMORY_FACTOR * max_memory, MEMORY_FLOOR)
 
 
 @dataclass(frozen=True)

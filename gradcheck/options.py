@@ -26,6 +26,8 @@ COMMAND_KINDS = {
 }
 DEFAULT_MAX_MEMORY = 1 << 30
 MIN_MEMORY, MAX_MEMORY = 1 << 20, 1 << 50
+# A worker may use this much more memory than --max-memory (and at least the floor).
+MEMORY_FACTOR, MEMORY_FLOOR = 4, 2 << 30
 MODES = ("auto", "full", "fast")
 DTYPES = ("auto", "float32", "float64")
 # The smallest relative finite-difference step that still moves a float64 element.
@@ -177,8 +179,20 @@ def option_problem(field_name: str, value: Any) -> str | None:
     return None if rule is None else rule(value)
 
 
-def format_size(size: int) -> str:
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20)):
-        if size >= scale:
-            return f"{size / scale:.1f}{unit}"
-    return f"{size}B"
+def format_size(size: float) -> str:
+    """512B, 1.5KiB, 2.0GiB...: bytes in binary units, one decimal above a KiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}PiB"
+
+
+def memory_cap(max_memory: int) -> int:
+    """The memory a worker may use before it is stopped."""
+    return max(MEMORY_FACTOR * max_memory, MEMORY_FLOOR)
+
+
+def memory_cap_rule() -> str:
+    """How memory_cap is derived from --max-memory, in words for messages."""
+    return f"{MEMORY_FACTOR} x --max-memory, at least {MEMORY_FLOOR >> 30}GiB"

@@ -1,6 +1,7 @@
-"""The pytest plugin: `pytest --gradcheck` runs every [[tool.gradcheck.check]] as a test item
-(gradcheck::NAME) through `gradcheck run`'s own code; the `gradcheck` fixture checks
-gradients in hand-written tests. A failure shows gradcheck's findings, not a traceback."""
+"""The pytest plugin: with `--gradcheck` the configuration file (the one `gradcheck run` reads) is
+collected as a test file whose items, gradcheck::NAME, are its [[tool.gradcheck.check]] tables,
+each run through `gradcheck run`'s own code; the `gradcheck` fixture checks gradients in
+hand-written tests. A failure shows gradcheck's findings, headline first, not a traceback."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from gradcheck.load.config import CheckConfig, RunConfig
+    from gradcheck.load.config import CheckConfig, ConfigError, RunConfig
     from gradcheck.report import CheckOutcome, Report
 
 MARKER = "gradcheck"
@@ -25,6 +26,8 @@ COLLECTOR = "gradcheck"
 ANNOTATIONS = "gradcheck_annotations"
 _CHECK_TABLE = re.compile(r"^\s*\[\[\s*tool\s*\.\s*gradcheck\s*\.\s*check\s*\]\]")
 _FIXTURE_REPORTS = pytest.StashKey[list[tuple["Report", str, int]]]()
+# With --gradcheck: the configuration file, and its checks or why they cannot be read.
+_SOURCE = pytest.StashKey[tuple[Path, "RunConfig | ConfigError"]]()
 
 
 class GradcheckWarning(UserWarning):
@@ -32,11 +35,13 @@ class GradcheckWarning(UserWarning):
 
 
 class GradcheckProblem(AssertionError):
-    """A failed or errored gradient check: its report is the message, not the traceback."""
+    """A failed or errored gradient check: its headline, then its report, is the whole failure
+    text (the headline is what pytest's short summary and JUnit's message show)."""
 
-    def __init__(self, headline: str, text: str, path: str, line: int) -> None:
+    def __init__(self, headline: str, details: str) -> None:
         super().__init__(headline)
-        self.headline, self.text, self.path, self.line = headline, text, path, line
+        self.headline = headline
+        self.text = f"{headline}\n{details}".rstrip("\n")
 
 
 class ChecksFailed(GradcheckProblem):
@@ -59,12 +64,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}: a gradient check from [tool.gradcheck] (pytest --gradcheck)")
+    if config.getoption("gradcheck") or config.getoption("gradcheck_config"):
+        config.stash[_SOURCE] = _source(config)
+        # Collected whatever paths or testpaths are given (pytest drops it if one holds it).
+        config.args.append(str(config.stash[_SOURCE][0]))
     if os.environ.get("GITHUB_ACTIONS") == "true" and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_Annotations(), "gradcheck-github-annotations")
 
 
-def _enabled(config: pytest.Config) -> bool:
-    return bool(config.getoption("gradcheck") or config.getoption("gradcheck_config"))
+def _source(config: pytest.Config) -> tuple[Path, RunConfig | ConfigError]:
+    """--gradcheck-config FILE; else the nearest pyproject.toml from the current folder (as
+    `gradcheck run` finds it), or the rootdir's when only that one reads; read by load_config.
+    No file to collect is a usage error, as a missing path is to pytest."""
+    from gradcheck.load.config import ConfigError, find_pyproject, load_config
+
+    here = Path(config.invocation_params.dir)
+    given = config.getoption("gradcheck_config")
+    if given is not None:
+        candidates = [here / given]
+    else:
+        candidates = [Path(config.rootpath) / "pyproject.toml"]
+        with contextlib.suppress(ConfigError):
+            candidates.insert(0, find_pyproject(here))
+    failed: list[tuple[Path, RunConfig | ConfigError]] = []
+    for path in dict.fromkeys(path for path in candidates if path.is_file()):
+        try:
+            return path, load_config(str(path))
+        except ConfigError as exc:
+            failed.append((path, exc))
+    if failed:
+        return failed[0]
+    try:
+        run = load_config(None if given is None else str(here / given), start=here)
+    except ConfigError as exc:
+        raise pytest.UsageError(exc.message) from exc
+    return run.source, run
 
 
 def _width(config: pytest.Config) -> int:
@@ -81,30 +115,10 @@ def _relative(path: Path | str) -> str:
     return str(relative_path(Path(path)))
 
 
-def _longrepr(problem: GradcheckProblem) -> Any:
-    """The findings as the whole failure text, with a one-line crash message for the short
-    summary and JUnit; falls back to plain text if pytest's representation classes move."""
-    text = problem.text if problem.text.endswith("\n") else problem.text + "\n"
-    try:
-        from _pytest._code.code import (
-            ReprExceptionInfo,
-            ReprFileLocation,
-            ReprTracebackNative,
-        )
-    except ImportError:  # pragma: no cover - a future pytest
-        return text
-    return ReprExceptionInfo(reprtraceback=ReprTracebackNative([text]),
-                             reprcrash=ReprFileLocation(problem.path, problem.line,
-                                                        problem.headline))
+def _headline(report: Report) -> str:
+    from gradcheck.render.table import check_headline
 
-
-def _headline(report: Report) -> tuple[str, str | None]:
-    """The worst finding in a line, and its location."""
-    worst = report.sorted_checks()[0]
-    pair = " -> ".join(p for p in (worst.input, worst.output) if p)
-    where = f" at {worst.location}" if worst.location else ""
-    return (f"{worst.check}{f' ({pair})' if pair else ''}{where}: {worst.headline}",
-            worst.location)
+    return check_headline(report.sorted_checks()[0])
 
 
 def _split_location(location: str | None, path: str, line: int) -> tuple[str, int]:
@@ -115,25 +129,22 @@ def _split_location(location: str | None, path: str, line: int) -> tuple[str, in
     return path, line
 
 
-def _escape(text: str, property_value: bool = False) -> str:
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return text.replace(":", "%3A").replace(",", "%2C") if property_value else text
-
-
-def _error_annotation(path: str, line: int, title: str, message: str) -> str:
-    return (f"::error file={_escape(path, True)},line={line},title={_escape(title, True)}"
-            f"::{_escape(message)}")
-
-
 def _report_annotations(report: Report, path: str, line: int, title: str) -> str:
     """gradcheck's annotations of located failures, else one at PATH:LINE."""
-    from gradcheck.render.annotations import render_github_annotations
+    from gradcheck.render.annotations import error_annotation, render_github_annotations
 
     text = render_github_annotations(report)
-    return text or _error_annotation(path, line, title, _headline(report)[0])
+    return text or error_annotation(title, _headline(report), path, line)
 
 
 # --- pytest --gradcheck: the configured checks as test items --------------------------------
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> GradcheckFile | None:
+    source = parent.config.stash.get(_SOURCE, None)
+    if source is None or file_path.name != source[0].name or not file_path.samefile(source[0]):
+        return None
+    return GradcheckFile.from_parent(parent, path=file_path, name=COLLECTOR, nodeid=COLLECTOR)
 
 
 def _table_lines(source: Path, count: int) -> list[int]:
@@ -146,42 +157,6 @@ def _table_lines(source: Path, count: int) -> list[int]:
     return found if len(found) == count else [0] * count
 
 
-def _has_checks(source: Path) -> bool:
-    """True when SOURCE is TOML with a [tool.gradcheck] table (errors are load_config's to say)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    try:
-        with source.open("rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, ValueError):
-        return True
-    tool = data.get("tool")
-    return isinstance(tool, dict) and "gradcheck" in tool
-
-
-def _load(config: pytest.Config) -> RunConfig:
-    """--gradcheck-config FILE; else the nearest pyproject.toml from the current folder (as
-    `gradcheck run` finds it), or the rootdir's when that one has no [tool.gradcheck]."""
-    from gradcheck.load.config import ConfigError, find_pyproject, load_config
-
-    here = Path(config.invocation_params.dir)
-    given = config.getoption("gradcheck_config")
-    if given is not None:
-        return load_config(str(here / given))
-    candidates = []
-    with contextlib.suppress(ConfigError):
-        candidates.append(find_pyproject(here))
-    rootdir = Path(config.rootpath) / "pyproject.toml"
-    if rootdir.is_file():
-        candidates.append(rootdir)
-    for candidate in candidates:
-        if _has_checks(candidate):
-            return load_config(str(candidate))
-    return load_config(None, start=here)
-
-
 def run_check(check: CheckConfig, timeout: float | None) -> CheckOutcome:
     """One configured check, exactly as `gradcheck run` runs it (each module loaded afresh)."""
     from gradcheck import runner
@@ -189,15 +164,17 @@ def run_check(check: CheckConfig, timeout: float | None) -> CheckOutcome:
     return runner.run_all((check,), timeout).outcomes[0]
 
 
-class GradcheckCollector(pytest.Collector):
-    """The configured checks: one GradcheckItem per [[tool.gradcheck.check]] table."""
+class GradcheckFile(pytest.File):
+    """The configuration file: one GradcheckItem per [[tool.gradcheck.check]] table; a
+    configuration error is this file's collection error."""
 
     def collect(self) -> Iterator[GradcheckItem]:
-        run = _load(self.config)
-        self.path = run.source.resolve()
-        for check, line in zip(run.checks, _table_lines(run.source, len(run.checks))):
-            yield GradcheckItem.from_parent(self, name=check.name, path=self.path,
-                                            check=check, timeout=run.timeout, line=line)
+        run = self.config.stash[_SOURCE][1]
+        if isinstance(run, Exception):
+            raise run
+        for check, line in zip(run.checks, _table_lines(self.path, len(run.checks))):
+            yield GradcheckItem.from_parent(self, name=check.name, check=check,
+                                            timeout=run.timeout, line=line)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> Any:
@@ -229,15 +206,10 @@ class GradcheckItem(pytest.Item):
     def setup(self) -> None:
         self.outcome = run_check(self.check, self.timeout)
         if self.outcome.report is None:
-            self._raise_error(self.outcome)
-
-    def _raise_error(self, outcome: CheckOutcome) -> None:
-        message = f"Error: {outcome.error or 'error'} (exit code {int(outcome.exit_code)})"
-        text = message
-        if outcome.user_traceback and self.config.getoption("tbstyle", "auto") in (
-                "auto", "long", "native"):
-            text = outcome.user_traceback.rstrip() + "\n" + message
-        raise CheckErrored(message, text, _relative(self.path), self.line + 1)
+            message = (f"Error: {self.outcome.error or 'error'}"
+                       f" (exit code {int(self.outcome.exit_code)})")
+            shown = self.config.getoption("tbstyle", "auto") in ("auto", "long", "native")
+            raise CheckErrored(message, (shown and self.outcome.user_traceback) or "")
 
     def runtest(self) -> None:
         from gradcheck.render.text import render_text
@@ -245,10 +217,7 @@ class GradcheckItem(pytest.Item):
         assert self.outcome is not None and self.outcome.report is not None
         report = self.outcome.report
         if not report.ok:
-            line, location = _headline(report)
-            path, number = _split_location(location, _relative(self.path), self.line + 1)
-            raise ChecksFailed(line, render_text(report, width=_width(self.config)), path,
-                               number)
+            raise ChecksFailed(_headline(report), render_text(report, width=_width(self.config)))
         for result in report.sorted_checks():
             if result.status != "warn":
                 continue
@@ -257,45 +226,36 @@ class GradcheckItem(pytest.Item):
                 GradcheckWarning(f"{self.name}: {result.check}: {result.headline}"),
                 GradcheckWarning, path, number)
 
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> Any:
+        if isinstance(excinfo.value, GradcheckProblem):
+            return excinfo.value.text
+        return super().repr_failure(excinfo, style)
+
     def annotations(self) -> str:
         """`::error` lines for this item's failure or error."""
+        from gradcheck.render.annotations import error_annotation
+
         path, line = _relative(self.path), self.line + 1
         title = f"{COLLECTOR}::{self.name}"
         if self.outcome is None:
             return ""
         if self.outcome.report is None:
-            return _error_annotation(path, line, title, self.outcome.error or "error")
+            return error_annotation(title, self.outcome.error or "error", path, line)
         return _report_annotations(self.outcome.report, path, line, title)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> Any:
-        if isinstance(excinfo.value, GradcheckProblem):
-            return _longrepr(excinfo.value)
-        return super().repr_failure(excinfo)
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
-                                  items: list[pytest.Item]) -> None:
-    """Add the configured checks before -k, -m and --deselect look at the items."""
-    if not _enabled(config):
-        return
-    collector = GradcheckCollector.from_parent(session, name=COLLECTOR, nodeid=COLLECTOR)
-    report = collector.ihook.pytest_make_collect_report(collector=collector)
-    session.ihook.pytest_collectreport(report=report)
-    if report.passed:
-        items.extend(node for node in report.result if isinstance(node, pytest.Item))
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    outcome = yield
-    report = outcome.get_result()
-    excinfo = call.excinfo
-    if excinfo is not None and isinstance(excinfo.value, GradcheckProblem):
-        report.longrepr = _longrepr(excinfo.value)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
+    problem = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(problem, GradcheckProblem) and (
+            call.when != "call" or not isinstance(item, GradcheckItem)):
+        # Where pytest does not ask repr_failure: a setup error, a plain test's fixture call.
+        report.longrepr = problem.text
     if not report.failed or os.environ.get("GITHUB_ACTIONS") != "true":
-        return
+        return report
     if isinstance(item, GradcheckItem):
         text = item.annotations()
     else:
@@ -304,6 +264,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                          if not r.ok)
     if text:
         setattr(report, ANNOTATIONS, text)
+    return report
 
 
 class _Annotations:
@@ -367,11 +328,10 @@ class GradcheckFixture:
         if self.node is not None:
             self.node.stash.setdefault(_FIXTURE_REPORTS, []).append((report, path, line))
         if not report.ok:
-            summary = _headline(report)[0]
             width = _width(self.node.config) if self.node is not None else 160
-            text = (f"{path}:{line}: gradients of {report.target} are wrong\n"
-                    + render_text(report, width=width))
-            raise ChecksFailed(summary, text, path, line)
+            raise ChecksFailed(_headline(report),
+                               f"{path}:{line}: gradients of {report.target} are wrong\n"
+                               + render_text(report, width=width))
         return report
 
 

@@ -101,8 +101,8 @@ MATRIX = [
         " float64 (7.3TiB) but the file holds 16B of data (truncated?)"),
     bad("shape-larger-than-memory", (*CHECK_F, "--shape", "100000000000"),
         "--shape '100000000000' is 100,000,000,000 elements (745.1GiB as float64), more than a"
-        " worker may hold (4.0GiB, 4 x --max-memory); raise --max-memory or give a smaller"
-        " shape"),
+        " worker may hold (4.0GiB: 4 x --max-memory, at least 2GiB); raise --max-memory or give"
+        " a smaller shape"),
     bad("npy-pickled-objects", (*CHECK_F, "-i", "{data}/objects.npy"),
         "input '{data}/objects.npy' holds Python objects (pickled data); gradcheck loads .npy"
         " files with allow_pickle=False: save numeric arrays"),

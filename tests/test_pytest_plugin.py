@@ -159,6 +159,24 @@ def test_gradcheck_config_names_another_file(pytester: pytest.Pytester) -> None:
     assert result.outlines[:4] == [f"gradcheck::{name}" for name in CHECKS]
 
 
+def test_checks_are_collected_whatever_paths_pytest_is_given(
+        pytester: pytest.Pytester, project: Path) -> None:
+    pytester.makepyfile(test_own="def test_own():\n    pass\n")
+    config = project / "pyproject.toml"
+    config.write_text(config.read_text() + '\n[tool.pytest.ini_options]\ntestpaths = ["x"]\n')
+    (project / "x").mkdir()
+    for args in ((), ("test_own.py",)):
+        result = pytester.runpytest_subprocess("--gradcheck", "--collect-only", "-q", *args)
+        own = ["test_own.py::test_own"] if args else []
+        assert result.outlines[:len(own) + 4] == own + [f"gradcheck::{n}" for n in CHECKS]
+
+
+def test_a_missing_configuration_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--gradcheck-config", "missing.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: config file '*missing.toml' not found"])
+
+
 def test_the_gradcheck_fixture_in_hand_written_tests(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_ACTIONS", "true")

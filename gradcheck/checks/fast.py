@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
-from gradcheck.checks.mode import full_mode_bytes, human_bytes
+from gradcheck.checks.mode import full_mode_bytes
 from gradcheck.numerics import tolerances
+from gradcheck.options import format_size
 from gradcheck.report import Kind, Status, format_index
 from gradcheck.tf.program import flatten_outputs
 
@@ -389,7 +390,7 @@ class FastChecker:
                     f" an error whose effect on ⟨u, J v⟩ stays below the tolerance (here about"
                     f" {worst.result.allowed:.1e}) is missed, so errors in a few small elements"
                     " can go unseen: --mode full checks every element (it needs about"
-                    f" {human_bytes(self._full_mode_bytes())}"
+                    f" {format_size(self._full_mode_bytes())}"
                     " of --max-memory)")
         details: dict[str, Any] = {
             "mode_reason": self.reason, "probes": max(1, self.ctx.options.probes),

@@ -9,21 +9,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.errors import UsageError
-from gradcheck.options import CheckOptions
+from gradcheck.options import CheckOptions, format_size
 from gradcheck.tf.batch import point_bytes
 from gradcheck.tf.program import Program
 
 
 def _size(shape: Sequence[int]) -> int:
     return int(np.prod(shape, dtype=np.int64))
-
-
-def human_bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if size < 1024 or unit == "PiB":
-            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
-        size /= 1024
-    return f"{size:.1f}PiB"
 
 
 @dataclass(frozen=True)
@@ -74,15 +66,15 @@ def choose_mode(options: CheckOptions, program: Program,
         limit = max(options.max_memory, int(0.8 * physical_memory()))
         if needed > limit:
             raise UsageError(
-                f"--mode full: {what} would hold about {human_bytes(needed)} of Jacobian-sized"
-                f" arrays, more than this machine can spare ({human_bytes(limit)}); use --mode"
+                f"--mode full: {what} would hold about {format_size(needed)} of Jacobian-sized"
+                f" arrays, more than this machine can spare ({format_size(limit)}); use --mode"
                 " fast, or check a smaller input")
         return ModeChoice("full", "--mode full")
     if needed > options.max_memory:
         return ModeChoice("fast", f"--mode auto chose it: {what} would hold about"
-                                  f" {human_bytes(needed)} of Jacobian-sized arrays, over the"
+                                  f" {format_size(needed)} of Jacobian-sized arrays, over the"
                                   f" memory budget (--max-memory"
-                                  f" {human_bytes(options.max_memory)})")
+                                  f" {format_size(options.max_memory)})")
     evaluations = 2 * max((_size(slot.shape) for slot in program.sources), default=0)
     if evaluations > AUTO_MIN_FAST_INPUTS and evaluations * call_seconds > AUTO_FULL_SECONDS:
         return ModeChoice("fast", f"--mode auto chose it: full mode would evaluate f"

@@ -16,7 +16,7 @@ import numpy as np
 
 from gradcheck.errors import InputError, LoadError
 from gradcheck.load.arrays import numeric, read_array_file
-from gradcheck.options import format_size
+from gradcheck.options import format_size, memory_cap_rule
 
 KEYWORD_SPEC = re.compile(r"^([A-Za-z_]\w*)=(.*)$", re.DOTALL)
 UPSTREAM_KEYWORDS = ("ones", "random")
@@ -173,7 +173,7 @@ def check_shape_fits(text: str, limit: int) -> None:
     if elements * 8 > limit:
         raise InputError(f"--shape {text!r} is {elements:,} elements"
                          f" ({format_size(elements * 8)} as float64), more than a worker may"
-                         f" hold ({format_size(limit)}, 4 x --max-memory); raise --max-memory"
+                         f" hold ({format_size(limit)}: {memory_cap_rule()}); raise --max-memory"
                          " or give a smaller shape")
 
 

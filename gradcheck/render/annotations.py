@@ -15,6 +15,16 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def error_annotation(title: str, message: str, path: str | None = None,
+                     line: int | str | None = None) -> str:
+    """One `::error` command, escaped as GitHub reads it; PATH and LINE when known."""
+    where = [f"file={_escape_property(path)}"] if path is not None else []
+    if line:
+        where.append(f"line={line}")
+    where.append(f"title={_escape_property(title)}")
+    return f"::error {','.join(where)}::{_escape_data(message)}"
+
+
 def render_github_annotations(report: Report) -> str:
     lines = []
     seen: set[str] = set()
@@ -25,9 +35,7 @@ def render_github_annotations(report: Report) -> str:
         path, _, line = result.location.rpartition(":")
         if not line.isdigit():
             path, line = result.location, ""
-        where = f"file={_escape_property(path)}" + (f",line={line}" if line else "")
-        title = _escape_property(f"gradcheck {result.check}")
-        lines.append(f"::error {where},title={title}::{_escape_data(result.message)}")
+        lines.append(error_annotation(f"gradcheck {result.check}", result.message, path, line))
     return "\n".join(lines)
 
 
@@ -39,8 +47,7 @@ def render_run_annotations(outcomes: Sequence[CheckOutcome]) -> str:
         if outcome.report is not None:
             text = render_github_annotations(outcome.report)
         else:
-            title = _escape_property(f"gradcheck {outcome.name}")
-            text = f"::error title={title}::{_escape_data(outcome.error or 'error')}"
+            text = error_annotation(f"gradcheck {outcome.name}", outcome.error or "error")
         if text:
             lines.append(text)
     return "\n".join(lines)

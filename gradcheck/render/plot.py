@@ -20,7 +20,7 @@ from gradcheck.render.blocks import (
     slug,
 )
 from gradcheck.render.pooling import drawn_matrices, tile_of
-from gradcheck.report import Report
+from gradcheck.report import Report, format_index
 
 PLOT_MISSING = "--plot needs matplotlib: pip install 'gradcheck[plot]'"
 PANELS = ("autodiff", "finite_difference", "excess")
@@ -82,9 +82,7 @@ def outline_segments(mask: np.ndarray) -> list[tuple[tuple[float, float], tuple[
 
 def _index_text(shape: tuple[int, ...], flat: int) -> str:
     index = element_index(shape, flat)
-    if len(index) == 1:
-        return str(index[0])
-    return "[" + ",".join(str(i) for i in index) + "]"
+    return str(index[0]) if len(index) == 1 else format_index(index, ",")
 
 
 def _set_ticks(axis: Any, count: int, shape: tuple[int, ...], tile: int) -> None:
@@ -145,8 +143,8 @@ def _title(view: BlockView) -> str:
     if worst is not None and failing:
         r, c = worst
         title += (f": {failing} of {view.failing.size} elements fail; worst"
-                  f" {view.output}{_bracket(view.output_index(r))} /"
-                  f" {view.input}{_bracket(view.input_index(c))}")
+                  f" {view.output}{format_index(view.output_index(r) or None)} /"
+                  f" {view.input}{format_index(view.input_index(c) or None)}")
         if view.measure == "allowed":
             title += f" at {_number(view.excess[r, c])}× the allowed error"
     elif worst is not None:
@@ -154,10 +152,6 @@ def _title(view: BlockView) -> str:
     if view.cause:
         title += "\n" + view.cause
     return title
-
-
-def _bracket(index: tuple[int, ...]) -> str:
-    return "" if not index else "[" + ", ".join(str(i) for i in index) + "]"
 
 
 def _number(value: float) -> str:

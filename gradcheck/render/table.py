@@ -58,6 +58,17 @@ ROOMY_WIDTH = 150
 MIN_MESSAGE_WIDTH = 30
 
 
+def _pair(result: CheckResult) -> str:
+    return " -> ".join(p for p in (result.input, result.output) if p)
+
+
+def check_headline(result: CheckResult) -> str:
+    """A check in one line: its kind, (input -> output), location and headline."""
+    pair = f" ({_pair(result)})" if _pair(result) else ""
+    where = f" at {result.location}" if result.location else ""
+    return f"{result.check}{pair}{where}: {result.headline}"
+
+
 def _short_location(location: str) -> str:
     path, _, line = location.rpartition(":")
     return f"{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}" if path else location
@@ -116,7 +127,7 @@ def findings(report: Report) -> list[RenderableType]:
     ):
         title = Text(f"{number}. ")
         title.append_text(status_text(result.status))
-        pair = " -> ".join(p for p in (result.input, result.output) if p)
+        pair = _pair(result)
         title.append(f" {result.check}" + (f" ({pair})" if pair else ""), style="bold")
         if result.location:
             title.append(f"  {result.location}", style="cyan")
