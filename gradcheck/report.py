@@ -61,18 +61,6 @@ def format_index(index: tuple[int, ...] | None, separator: str = ", ") -> str:
     return "" if index is None else "[" + separator.join(str(i) for i in index) + "]"
 
 
-@dataclasses.dataclass(frozen=True)
-class Location:
-    """A place in the user's source: the path (relative to the current directory when under
-    it) and the line, when known. Shown and published in JSON as "path:line"."""
-
-    path: str
-    line: int | None = None
-
-    def __str__(self) -> str:
-        return self.path if self.line is None else f"{self.path}:{self.line}"
-
-
 class Relation(_Spelled):
     """How an attributed cause explains a finding."""
 
@@ -81,6 +69,10 @@ class Relation(_Spelled):
     EXPECTED_SURROGATE = "expected-surrogate"
     # The finding is the declared surrogate itself: a warning, not a failure.
     DECLARED_SURROGATE = "declared-surrogate"
+    # The gradient path is cut (diagnosis/graph_breaks.py): the cause says what cuts it.
+    CUT_PATH = "cut-path"
+    # Non-finite values from an op (diagnosis/non_finite.py) explain the finding.
+    NON_FINITE = "non-finite"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,20 +85,97 @@ class Attribution:
     surrogate: str | None = None
 
 
+class Mistake(_Spelled):
+    """What is wrong, as the JSON report spells it (Cause.mistake)."""
+
+    # A custom gradient's values (numerics/mistakes.py) or its call (tf/instrument.py).
+    WRONG_VALUES = "wrong-values"
+    WRONG_SIGN = "wrong-sign"
+    WRONG_SHAPE = "wrong-shape"
+    FACTOR = "factor"
+    TRANSPOSED = "transposed"
+    TRANSPOSED_SHAPED = "transposed-shaped"
+    FULL_JACOBIAN = "full-jacobian"
+    JACOBIAN_SHAPED = "jacobian-shaped"
+    JACOBIAN_TIMES_UPSTREAM = "jacobian-times-upstream"
+    TRANSPOSED_TIMES_UPSTREAM = "transposed-times-upstream"
+    UNSUMMED_ROWS = "unsummed-rows"
+    OUTPUT_SHAPED = "output-shaped"
+    SUMMED_UPSTREAM = "summed-upstream"
+    IGNORED_UPSTREAM = "ignored-upstream"
+    SCALAR = "scalar"
+    ZEROS = "zeros"
+    STRAIGHT_THROUGH = "straight-through"
+    CONJUGATED = "conjugated"
+    UNCONJUGATED = "unconjugated"
+    NONE = "none"
+    COUNT = "count"
+    DTYPE = "dtype"
+    VARIABLES = "variables"
+    VARIABLE_COUNT = "variable-count"
+    KEYWORDS = "keywords"
+    VARIABLE_IN_GRAD_FN = "variable-in-grad-fn"
+    VARIABLE_IN_FORWARD = "variable-in-forward"
+    DTYPE_MIX = "dtype-mix"
+    # Cut gradient paths (tf/graph.py, tf/gaps.py).
+    VARIABLE = "variable"
+    NUMPY_METHOD = "numpy-method"
+    NUMPY = "numpy"
+    PYTHON_NUMBER = "python-number"
+    STOP_GRADIENT = "stop-gradient"
+    INTEGER_CAST = "integer-cast"
+    NUMPY_FUNCTION = "numpy-function"
+    PIECEWISE_CONSTANT = "piecewise-constant"
+    COMPARISON = "comparison"
+    INTEGER_OUTPUT = "integer-output"
+    PYTHON_FUNCTION = "python-function"
+    NO_GRADIENT = "no-gradient"
+    NOT_DIFFERENTIABLE = "not-differentiable"
+    ASSIGN = "assign"
+    NO_FORWARD_RULE = "no-forward-rule"
+    NO_SECOND_ORDER_GRADIENT = "no-second-order-gradient"
+    # Non-finite values (diagnosis/non_finite.py).
+    NON_FINITE = "non-finite"
+    NON_FINITE_INPUT = "non-finite-input"
+    NON_FINITE_VALUE = "non-finite-value"
+    INFINITE_DERIVATIVE = "infinite-derivative"
+    UNTAKEN_BRANCH = "untaken-branch"
+    # f itself.
+    KINK = "kink"
+    UNUSED_LAYER = "unused-layer"
+    RANDOM = "random"
+    # Compiled and second-order checks.
+    XLA_UNSUPPORTED = "xla-unsupported"
+    UNTRACEABLE = "untraceable"
+    COMPILED_VALUES = "compiled-values"
+    COMPILED_NON_FINITE = "compiled-non-finite"
+    COMPILED_NONE = "compiled-none"
+    COMPILED_MISMATCH = "compiled-mismatch"
+    ASYMMETRIC = "asymmetric"
+    SECOND_ORDER = "second-order"
+    SECOND_ORDER_NONE = "second-order-none"
+    SECOND_ORDER_RAISED = "second-order-raised"
+
+
 @dataclasses.dataclass(frozen=True)
 class Cause:
     """Why a check failed, as data (messages are rendered from it, never parsed back).
 
-    `mistake` names what is wrong (e.g. "wrong-sign", "full-jacobian", "variable-in-grad-fn",
-    "stop-gradient"), `culprit` the code responsible ("custom_gradient f (line 4)"),
-    `location` its line, `what` and `fix` the words for the user.
+    `mistake` names what is wrong (a Mistake: "wrong-sign", "full-jacobian",
+    "variable-in-grad-fn", "stop-gradient"...), `culprit` the code responsible
+    ("custom_gradient f (line 4)"), `location` its line, `what` and `fix` the words for the
+    user.
     """
 
-    mistake: str
+    mistake: Mistake | str  # a JSON spelling given is made the Mistake
     what: str
     culprit: str | None = None
     location: str | None = None
     fix: str | None = None
+
+    def __post_init__(self) -> None:
+        # Spelled as in JSON or as the enum; an unknown spelling raises ValueError.
+        object.__setattr__(self, "mistake", Mistake(self.mistake))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gradcheck.errors import UsageError
+from gradcheck.evidence.comparison import JacobianSymmetric, SymmetricPerturbations
 from gradcheck.options import options_from
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.artifacts import (
@@ -277,8 +278,10 @@ def test_symmetric_convention_shows_the_symmetric_part() -> None:
     fd = np.array([[[1.0, 0.0], [4.0, 3.0]]])  # reads the lower triangle only
     ad = np.array([[[1.0, 2.0], [2.0, 3.0]]])  # TensorFlow's symmetric part
     allowed = np.full(fd.shape, 1e-6)
-    warn = CheckResult("jacobian", "warn", "symmetric convention", input="x", output="y",
-                       details={"symmetric_perturbations": {"directions": 3}})
+    warn = CheckResult("jacobian", "warn", input="x", output="y", max_abs_err=0.0,
+                       max_rel_err=0.0, excess=0.0, evidence=JacobianSymmetric(
+                           None, None, [1, 2, 2], 0.0, 1e-8, 1e-6,
+                           SymmetricPerturbations(3, 0.0, 0.0, 2.0, 1.0, 2), 4))
     report = hand_report((Block("y", "x", ad, fd, np.zeros_like(fd), allowed, np.ones(1)),),
                          (warn,), outputs=(TensorInfo("y", (1,), "float64"),))
     (view,) = block_views(report)

@@ -8,20 +8,31 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings, shown
-from gradcheck.checks.verdicts import comparison_fields, mismatch, symmetric_warning
+from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
+from gradcheck.evidence.comparison import (
+    JacobianInconclusive,
+    JacobianMatch,
+    JacobianMismatch,
+    JacobianSymmetric,
+    TapeJacobianFailed,
+)
 from gradcheck.evidence.connected import Connected, GradShape
+from gradcheck.evidence.gradients import (
+    CutPath,
+    GradientRaised,
+    Independent,
+    Kink,
+    KinkSite,
+    UntrainedWeight,
+)
 from gradcheck.numerics import differences, float32, judging, symmetric
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
-from gradcheck.report import Block, Cause, Kind, Status, format_index
+from gradcheck.report import Block, Cause, CheckResult, Kind, Status
 from gradcheck.tf.batch import BatchEvaluator
 from gradcheck.tf.culprits import kink_site
 from gradcheck.tf.program import OutputLeaf, Slot
-
-# Marks a `connected` result where autodiff gives None and finite differences see no slope:
-# diagnosis/graph_breaks.py looks for the op that gives no gradient (or finds f never reads it).
-NO_GRADIENT_KEY = "no_gradient"
 
 
 @dataclass
@@ -147,13 +158,6 @@ _DTYPE_MIX_FIX = ("create the gradient's constants and variables in the input's 
                   " which checks float32-only code in float32")
 
 
-def _dtype_mix_hint(error: str) -> str:
-    if not any(text in error for text in _DTYPE_MIX):
-        return ""
-    return ("; the gradient mixes float32 and float64: a tf.constant of Python floats or a"
-            " float32 tf.Variable is float32 while the inputs are float64; " + _DTYPE_MIX_FIX)
-
-
 def _dtype_mix_cause(error: str, location: str | None) -> Cause | None:
     if not any(text in error for text in _DTYPE_MIX):
         return None
@@ -169,11 +173,10 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
     where = {"input": slot.name, "output": output.name}
     if outcome.error is not None:
         analysis.shape_ok = False
+        cause = _dtype_mix_cause(outcome.error_line, outcome.location)
         found.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
-                  f"computing the gradient of {output.name} with respect to {slot.name} raised"
-                  f" {outcome.error_line}{_dtype_mix_hint(outcome.error_line)}",
-                  location=outcome.location, details={"error": outcome.error_line},
-                  cause=_dtype_mix_cause(outcome.error_line, outcome.location), **where)
+                  evidence=GradientRaised(outcome.error_line, cause is not None),
+                  location=outcome.location, cause=cause, **where)
         return found
     if outcome.value is None:
         analysis.autodiff[k] = None
@@ -190,9 +193,8 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
     block, error = ctx.recording.jacobian(k, slot, ctx.options.max_memory)
     analysis.autodiff[k] = block
     if block is None:
-        found.add(Kind.JACOBIAN, Status.ERROR,
-                  f"tape.jacobian failed: {error}" if error else
-                  "tape.jacobian returned None although tape.gradient did not", **where)
+        found.add(Kind.JACOBIAN, Status.ERROR, evidence=TapeJacobianFailed(error or None),
+                  **where)
         return found
     _settle_doubts(ctx, analysis, k, block)
     kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], output, slot, analysis.probe)
@@ -246,28 +248,14 @@ def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,
                                   * fd.error_estimate, ctx.upstreams[position]))
     if judging.is_negligible(fd.jacobian, fd.error_estimate, ctx.tolerance):
         if not slot.argument:  # a trainable weight with no gradient: it never trains
-            why = ("f never reads it (an unused layer, or a head not on the path?)"
-                   if slot.name in ctx.recording.unread_weights else
-                   "its path may end in an integer cast, argmax or a Python branch")
-            found.add(Kind.CONNECTED, Status.WARN,
-                      f"the trainable weight {slot.name} gets no gradient from {output.name}"
-                      f" (None), and finite differences agree that {output.name} does not"
-                      f" depend on it here, so it never trains through {output.name} (Keras:"
-                      f" 'No gradients provided'): {why}", details={NO_GRADIENT_KEY: True}, **where)
+            found.add(Kind.CONNECTED, Status.WARN, evidence=UntrainedWeight(
+                never_read=slot.name in ctx.recording.unread_weights), **where)
             return found
-        found.add(Kind.CONNECTED, Status.PASS,
-                  f"autodiff returns None for d{output.name}/d{slot.name} and finite differences"
-                  f" agree that {output.name} does not depend on {slot.name}",
-                  details={NO_GRADIENT_KEY: True}, **where)
+        found.add(Kind.CONNECTED, Status.PASS, evidence=Independent(), **where)
         return found
-    magnitude = float(np.max(np.abs(fd.jacobian)))
-    detached = "" if output.origin == "tensor" else (
-        f"; {output.name} is a {output.origin} value, computed outside TensorFlow")
-    found.add(Kind.CONNECTED, Status.FAIL,
-              f"the gradient path from {slot.name} to {output.name} is cut: autodiff returns"
-              f" None, but finite differences show {output.name} depends on {slot.name}"
-              f" (|dy/dx| up to {magnitude:.3g}){detached}",
-              details={"finite_difference": shown(fd.jacobian)}, **where)
+    found.add(Kind.CONNECTED, Status.FAIL, evidence=CutPath(
+        shown(fd.jacobian), float(np.max(np.abs(fd.jacobian))),
+        None if output.origin == "tensor" else output.origin), **where)
     return found
 
 
@@ -279,6 +267,21 @@ def _kinks(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
     # A NaN or inf from autodiff is a finding even at a kink.
     return fd.kink & np.isfinite(block) & ~np.isclose(
         block, fd.jacobian, rtol=ctx.fd_tolerance.rtol, atol=ctx.fd_tolerance.atol)
+
+
+def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.ndarray,
+          output: OutputLeaf, slot: Slot) -> CheckResult:
+    """The warning that f has a kink here, at the op that has it when found."""
+    index = tuple(int(i) for i in np.argwhere(kinks)[0])
+    site = kink_site(ctx.program, ctx.diff_outputs, (index[len(output.shape):], slot.shape))
+    return CheckResult(
+        Kind.KINK, Status.WARN, evidence=Kink(
+            int(np.sum(kinks)), index, float(block[index]), float(fd.jacobian[index]),
+            KinkSite(site.name, site.detail, site.location) if site else None),
+        worst_index=index, location=site.location if site else None,
+        cause=Cause("kink", f"{site.name} {site.detail}", culprit=site.name,
+                    location=site.location) if site else None,
+        input=slot.name, output=output.name)
 
 
 def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
@@ -295,46 +298,23 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
         comparison = judging.compare(block, fd.jacobian, tolerance, fd.error_estimate,
                                      ignore=fd.kink)
         if ctx.wants(Kind.KINK):
-            index = tuple(int(i) for i in np.argwhere(kinks)[0])
-            site = kink_site(ctx.program, ctx.diff_outputs,
-                             (index[len(output.shape):], slot.shape))
-            at = f"; the kink: {site.name} {site.detail} at {site.location}" if site else ""
-            found.add(Kind.KINK, Status.WARN,
-                      f"{output.name} is not differentiable in {slot.name} at this point"
-                      f" ({int(np.sum(kinks))} element(s), e.g. {format_index(index)}):"
-                      f" autodiff gives {block[index]:.6g}, finite differences across the kink"
-                      f" {fd.jacobian[index]:.6g}{at}; move the point away from the kink",
-                      worst_index=index, location=site.location if site else None,
-                      cause=Cause("kink", f"{site.name} {site.detail}", culprit=site.name,
-                                  location=site.location) if site else None, **where)
-    details = {
-        "autodiff": shown(block), "finite_difference": shown(fd.jacobian),
-        "shape": list(block.shape),
-        "fd_error_estimate": float(np.max(fd.error_estimate, initial=0.0)),
-        "atol": tolerance.atol, "rtol": tolerance.rtol,
-    }
+            found.results.append(_kink(ctx, block, fd, kinks, output, slot))
+    matrices = (shown(block), shown(fd.jacobian), list(block.shape),
+                float(np.max(fd.error_estimate, initial=0.0)), tolerance.atol, tolerance.rtol)
     if comparison.ok and judging.inconclusive(fd, tolerance) \
             and not judging.compare(block, fd.jacobian, tolerance).ok:
-        found.add(Kind.JACOBIAN, Status.WARN,
-                  f"inconclusive: finite differences are too noisy here to confirm autodiff"
-                  f" (their error estimate reaches {details['fd_error_estimate']:.2g} against"
-                  f" |J| up to {float(np.max(np.abs(fd.jacobian), initial=0.0)):.2g}; autodiff"
-                  f" differs by up to {comparison.max_abs_err:.2g}); check f's precision"
-                  f" (--dtype) or the step (--eps)",
-                  details=details, **comparison_fields(comparison), **where)
+        found.add(Kind.JACOBIAN, Status.WARN, evidence=JacobianInconclusive(
+            *matrices, largest=float(np.max(np.abs(fd.jacobian), initial=0.0))),
+                  **comparison_fields(comparison), **where)
         return kinks, found
     if comparison.ok:
-        found.add(Kind.JACOBIAN, Status.PASS,
-                  f"autodiff matches finite differences (max abs err"
-                  f" {comparison.max_abs_err:.1e}, {comparison.max_rel_err:.1e} of max |J|;"
-                  f" the worst element uses {comparison.excess:.2g} of its allowed error"
-                  f" atol={tolerance.atol:g} + rtol={tolerance.rtol:g}·|J| + the"
-                  f" finite-difference error estimate)",
-                  details=details, **comparison_fields(comparison), **where)
+        found.add(Kind.JACOBIAN, Status.PASS, evidence=JacobianMatch(*matrices),
+                  **comparison_fields(comparison), **where)
         return kinks, found
     verdict = probe.judge_jacobian(output.name, block, tolerance) if probe else None
-    warning = symmetric_warning(Kind.JACOBIAN, f"tape.jacobian of {output.name}", slot.name,
-                                comparison, verdict, details, where)
+    warning = symmetric_warning(
+        Kind.JACOBIAN, lambda numbers, size: JacobianSymmetric(*matrices, numbers, size),
+        comparison, verdict, where)
     if warning is not None:
         found.results.append(warning)
         return kinks, found
@@ -342,7 +322,7 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
                             len(ctx.diff_outputs), output.name, max(1e-6, ctx.tolerance.rtol),
                             complex_input=slot.complex_dtype is not None)
     found.results.append(mismatch(
-        Kind.JACOBIAN, "autodiff and finite differences disagree", ("autodiff", block),
-        ("finite differences", fd.jacobian), comparison, verdict, details, where,
-        Cause(mistake.kind, mistake.what, fix=mistake.fix)))
+        Kind.JACOBIAN, JacobianMismatch(
+            *matrices, disagreement(block, fd.jacobian, comparison, verdict)),
+        comparison, where, Cause(mistake.kind, mistake.what, fix=mistake.fix)))
     return kinks, found

@@ -17,6 +17,7 @@ from gradcheck.checks.full import analyse, check_block
 from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.errors import FunctionError
+from gradcheck.evidence.worded import Worded
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance
 from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
@@ -247,9 +248,9 @@ def _tensorflow_gap(result: CheckResult, kind: Kind, gaps: list[CutSite]) -> Che
     symptom = ("raises LookupError" if result.check == Kind.CUSTOM_GRADIENT else
                f"is None, but finite differences show it depends on {result.input}")
     return replace(result, check=kind, cause=cause, location=first.location,
-                   message=f"{result.output} (the gradient of f) differentiated by nested tapes"
-                           f" with respect to {result.input} {symptom}: {cause.what};"
-                           f" {cause.fix}")
+                   evidence=Worded(f"{result.output} (the gradient of f) differentiated by"
+                                   f" nested tapes with respect to {result.input} {symptom}:"
+                                   f" {cause.what}; {cause.fix}"))
 
 
 def _as_second_order(result: CheckResult, kind: Kind) -> CheckResult:
@@ -258,9 +259,9 @@ def _as_second_order(result: CheckResult, kind: Kind) -> CheckResult:
              + ", against central differences of it: ")
     message = where + result.message
     if result.check == Kind.KINK:
-        return replace(result, message=message)
+        return replace(result, evidence=Worded(message))
     if not result.failed:
-        return replace(result, check=kind, message=message)
+        return replace(result, check=kind, evidence=Worded(message))
     cause: Cause
     if result.check == Kind.CONNECTED:
         cause = Cause("second-order-none",
@@ -274,7 +275,7 @@ def _as_second_order(result: CheckResult, kind: Kind) -> CheckResult:
         wrong = result.cause.what if result.cause else "has wrong values"
         cause = Cause(mistake, f"has a second derivative that {wrong}", fix=FIX)
     return replace(result, check=kind, cause=cause,
-                   message=f"{message}; the gradient {cause.what}; {FIX}")
+                   evidence=Worded(f"{message}; the gradient {cause.what}; {FIX}"))
 
 
 def check_second_order(ctx: CheckContext) -> Findings:

@@ -3,11 +3,14 @@ differences."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings, shown
 from gradcheck.checks.full import SourceAnalysis
-from gradcheck.checks.verdicts import comparison_fields, mismatch, symmetric_warning
+from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
+from gradcheck.evidence.comparison import VjpMatch, VjpMismatch, VjpSkipped, VjpSymmetric
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY
 from gradcheck.report import Kind, Status
@@ -34,14 +37,12 @@ def check_vjp(ctx: CheckContext, analysis: SourceAnalysis
     found = Findings()
     slot = analysis.slot
     outcome = ctx.recording.gradient(ctx.diff_outputs, slot, ctx.upstreams)
-    where = {"input": slot.name, "output": None if len(ctx.diff_outputs) > 1
+    where: dict[str, Any] = {"input": slot.name, "output": None if len(ctx.diff_outputs) > 1
              else ctx.outputs[ctx.diff_outputs[0]].name}
     if not ctx.wants(Kind.VJP):
         return outcome, found
     if outcome.error is not None or not analysis.shape_ok:
-        found.add(Kind.VJP, Status.SKIP,
-                  f"no VJP for {slot.name}: its gradient is broken (see the checks above)",
-                  **where)
+        found.add(Kind.VJP, Status.SKIP, evidence=VjpSkipped(), **where)
         return outcome, found
     actual = np.zeros(slot.shape) if outcome.value is None else outcome.value
     expected, estimate = fd_vjp(ctx, analysis)
@@ -54,19 +55,17 @@ def check_vjp(ctx: CheckContext, analysis: SourceAnalysis
         analysis.refine(ctx, np.flatnonzero(failing))
         expected, estimate = fd_vjp(ctx, analysis)
         comparison = judging.compare(actual, expected, tolerance, estimate)
-    details = {"vjp": shown(actual), "finite_difference": shown(expected)}
+    matrices = (shown(actual), shown(expected))
     if comparison.ok:
-        found.add(Kind.VJP, Status.PASS,
-                  f"tape.gradient(..., output_gradients=u) matches uᵀJ from finite differences"
-                  f" (max abs err {comparison.max_abs_err:.1e}, {comparison.max_rel_err:.1e} of"
-                  f" max |uᵀJ|, {comparison.excess:.2g} of the allowed error)",
-                  details=details, **comparison_fields(comparison), **where)
+        found.add(Kind.VJP, Status.PASS, evidence=VjpMatch(*matrices),
+                  **comparison_fields(comparison), **where)
         return outcome, found
     probe = analysis.probe
     verdict = probe.judge_vjp(actual, list(ctx.upstreams), tolerance) if probe else None
-    warning = symmetric_warning(Kind.VJP, "tape.gradient(..., output_gradients=u)", slot.name,
-                                comparison, verdict, details, where)
+    warning = symmetric_warning(
+        Kind.VJP, lambda numbers, size: VjpSymmetric(*matrices, numbers, size), comparison,
+        verdict, where)
     found.results.append(warning or mismatch(
-        Kind.VJP, "tape.gradient(..., output_gradients=u) differs from uᵀJ (finite differences)",
-        ("tape.gradient", actual), ("uᵀJ", expected), comparison, verdict, details, where))
+        Kind.VJP, VjpMismatch(*matrices, disagreement(actual, expected, comparison, verdict)),
+        comparison, where))
     return outcome, found

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gradcheck.evidence.diagnosis import SiteCorrect, SiteMistake
 from gradcheck.numerics.mistakes import FIX_HINT, Mistake
 from gradcheck.report import Cause, CheckResult, Kind, Report, Status
 from gradcheck.tf.instrument import Site
@@ -17,10 +18,10 @@ def site_label(site: Site) -> str:
 
 def _located(site: Site, status: Status, check: Kind, mistake: str, what: str,
              location: str | None, *, fix: str | None = None, **fields: Any) -> CheckResult:
-    """A finding about the site: its message rendered from the cause."""
+    """A finding about the site, told by its cause."""
     cause = Cause(mistake, what, site_label(site), location, fix)
-    message = f"{cause.culprit}: {what}" + (f"; {fix}" if fix else "")
-    return CheckResult(check, status, message, location=location, cause=cause, **fields)
+    return CheckResult(check, status, evidence=SiteMistake(), location=location, cause=cause,
+                       **fields)
 
 
 def violation_results(site: Site) -> list[CheckResult]:
@@ -113,10 +114,9 @@ def translate(site: Site, report: Report,
                and (translated := _translated(site, result, location, shape_evidence,
                                               upstream_evidence))]
     if not results and not site.violations:
-        results.append(CheckResult(
-            Kind.CUSTOM_GRADIENT, Status.PASS,
-            f"{site_label(site)}: grad_fn returns uᵀJ, checked on its own against finite"
-            " differences", location=site.definition))
+        results.append(CheckResult(Kind.CUSTOM_GRADIENT, Status.PASS,
+                                   evidence=SiteCorrect(site_label(site)),
+                                   location=site.definition))
     return results
 
 

@@ -4,18 +4,14 @@ place tf/graph.py finds."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
-from gradcheck.checks.full import NO_GRADIENT_KEY
-from gradcheck.report import Cause, CheckResult, Kind, Status
+from gradcheck.diagnosis.explained import attribute
+from gradcheck.evidence.diagnosis import CutFound, CutNotFound
+from gradcheck.evidence.gradients import NoGradient
+from gradcheck.report import Attribution, Cause, CheckResult, Kind, Relation, Status
 from gradcheck.tf.graph import CutSite, locate_cuts
 from gradcheck.tf.program import Program
 
-USUAL_CAUSES = (
-    "tf.Variable(...) built from inputs, .numpy()/float()/NumPy ops on tensors,"
-    " tf.stop_gradient, casts to integer types, round/floor/ceil/argmax, tf.numpy_function,"
-    " ops without a registered gradient"
-)
 # What people do where an op gives no gradient (a hard count, index or threshold).
 RELAX = ("for a gradient, use a smooth relaxation (a sigmoid- or softmax-weighted count, a soft"
          " rank or soft argmax, probabilities instead of hard hits), or a straight-through"
@@ -90,14 +86,12 @@ def _cut_findings(program: Program, index: int, lost: bool,
     if not cuts and not lost:
         return []  # values are wrong but the path is there: nothing to locate
     if not cuts:
-        why = f" ({note})" if note else ""
-        return [CheckResult(Kind.GRAPH_BREAK, Status.WARN,
-                            f"could not locate where the gradient path from {slot.name} is"
-                            f" lost{why}; usual causes: {USUAL_CAUSES}", input=slot.name)]
+        return [CheckResult(Kind.GRAPH_BREAK, Status.WARN, evidence=CutNotFound(note or None),
+                            input=slot.name)]
     found = []
     for cut in cuts:
         cause = cause_of(cut, slot.name)
-        found.append(CheckResult(Kind.GRAPH_BREAK, status, f"{cause.what}; {cause.fix}",
+        found.append(CheckResult(Kind.GRAPH_BREAK, status, evidence=CutFound(),
                                  input=slot.name, location=cut.location, cause=cause))
     return found
 
@@ -110,12 +104,12 @@ def _no_gradient_sources(program: Program, checks: Sequence[CheckResult]) -> set
         if c.check == Kind.CONNECTED and c.input:
             connected.setdefault(c.input, []).append(c)
     return {name for name, results in connected.items()
-            if all(r.details.get(NO_GRADIENT_KEY) and not r.failed for r in results)}
+            if all(isinstance(r.evidence, NoGradient) and not r.failed for r in results)}
 
 
 def _gets_gradient(checks: Sequence[CheckResult]) -> set[str]:
     return {c.input for c in checks if c.check == Kind.CONNECTED and c.input
-            and not c.failed and not c.details.get(NO_GRADIENT_KEY)}
+            and not c.failed and not isinstance(c.evidence, NoGradient)}
 
 
 def _no_gradient_findings(program: Program, index: int, status: Status,
@@ -130,10 +124,9 @@ def _no_gradient_findings(program: Program, index: int, status: Status,
 
 def _annotate(checks: list[CheckResult], name: str, kinds: frozenset[Kind],
               first: Cause, passing: bool = False) -> list[CheckResult]:
-    at = f" at {first.location}" if first.location else ""
     return [
-        replace(c, location=c.location or first.location,
-                message=f"{c.message}; likely cause: {first.what}{at}", cause=first)
+        attribute(c, Attribution(Relation.CUT_PATH, first),
+                  location=c.location or first.location, cause=first)
         if c.input == name and c.check in kinds and (c.failed or passing) else c
         for c in checks]
 

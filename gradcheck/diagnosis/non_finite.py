@@ -4,11 +4,11 @@ line, why (a tf.where branch not taken, an infinite derivative), and what to cha
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
+from gradcheck.diagnosis.explained import attribute
 from gradcheck.options import CheckOptions
-from gradcheck.report import Cause, CheckResult, Kind, Status
+from gradcheck.report import Attribution, Cause, CheckResult, Kind, Relation, Status
 from gradcheck.tf.non_finite import (
     NonFiniteAnalysis,
     NonFiniteValue,
@@ -184,8 +184,6 @@ def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> l
             annotated.append(check)
             continue
         assert match.cause is not None
-        annotated.append(replace(
-            check, location=match.location, cause=match.cause,
-            message=f"{check.message}; likely cause: non-finite values from"
-                    f" {match.cause.culprit} at {match.location} (see the non-finite check)"))
+        annotated.append(attribute(check, Attribution(Relation.NON_FINITE, match.cause),
+                                   location=match.location, cause=match.cause))
     return annotated

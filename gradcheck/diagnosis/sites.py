@@ -16,6 +16,7 @@ from gradcheck.diagnosis.custom_gradients import (
     violation_results,
 )
 from gradcheck.errors import GradcheckError
+from gradcheck.evidence.diagnosis import NoForwardMode, SiteUnchecked
 from gradcheck.load.inputs import Arguments, NamedArgument, name_arguments
 from gradcheck.numerics.mistakes import Mistake, shape_mistake
 from gradcheck.options import CheckOptions
@@ -122,12 +123,8 @@ def _forward_mode_gaps(site: Site, named: Sequence[NamedArgument],
         return []
     args, kwargs = _parts(named)
     return [CheckResult(
-        Kind.JVP, Status.SKIP,
-        f"{site_label(site)}: forward mode (ForwardAccumulator) gives no JVP through it for"
-        f" {n.name}: its forward and its grad_fn both leave TensorFlow (NumPy,"
-        " tf.numpy_function, .numpy()), and forward mode differentiates through one of them;"
-        " not a wrong gradient, but forward mode (and the jvp check) cannot be used",
-        input=n.name, location=site.definition)
+        Kind.JVP, Status.SKIP, evidence=NoForwardMode(site_label(site)), input=n.name,
+        location=site.definition)
         for n in named if n.position is not None
         and (site.differentiated is None or n.position in site.differentiated)
         and lacks_forward_mode(site, args, n.position, kwargs)]
@@ -158,8 +155,7 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
         except GradcheckError as error:
             return violation_results(site) + [CheckResult(
                 Kind.CUSTOM_GRADIENT, Status.SKIP,
-                f"custom_gradient {site.name} could not be checked on its own: {error.message}",
-                location=site.definition)]
+                evidence=SiteUnchecked(site.name, error.message), location=site.definition)]
         # Violations seen while the site ran on its own (eagerly) count too.
         found = [] if report is None else translate(
             site, report, _shape_evidence(site, named), _upstream_evidence(site, named))

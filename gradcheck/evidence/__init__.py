@@ -13,6 +13,18 @@ from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
+class Location:
+    """A place in the user's source: the path (relative to the current directory when under
+    it) and the line, when known. Shown and published in JSON as "path:line"."""
+
+    path: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return self.path if self.line is None else f"{self.path}:{self.line}"
+
+
+@dataclasses.dataclass(frozen=True)
 class Evidence:
     """The base of every kind of evidence."""
 
@@ -22,7 +34,18 @@ def internal(default: Any = None) -> Any:
     return dataclasses.field(default=default, metadata={"internal": True})
 
 
-def public_fields(evidence: Evidence) -> dict[str, Any]:
-    """The evidence's fields the JSON report publishes as `details`, by name."""
-    return {field.name: getattr(evidence, field.name) for field in dataclasses.fields(evidence)
-            if not field.metadata.get("internal")}
+def public_fields(evidence: Any) -> dict[str, Any]:
+    """The evidence's fields the JSON report publishes as `details`, by name (a field that is
+    itself a dataclass: its public fields, by name)."""
+    return {field.name: _published(getattr(evidence, field.name))
+            for field in dataclasses.fields(evidence) if not field.metadata.get("internal")}
+
+
+def _published(value: Any) -> Any:
+    if isinstance(value, Location):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return public_fields(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_published(item) for item in value)
+    return value

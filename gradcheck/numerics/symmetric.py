@@ -18,7 +18,6 @@ from gradcheck.numerics import differences, judging
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.judging import Comparison
 from gradcheck.numerics.tolerances import Tolerance
-from gradcheck.report import format_index
 
 Evaluate = Callable[[np.ndarray], Sequence[np.ndarray]]
 
@@ -170,35 +169,3 @@ class SymmetricProbe:
                                       estimate)
         symmetric = judging.compare(actual, swap_last_axes(actual), tolerance).ok
         return SymmetricVerdict(comparison, symmetric, self.directions)
-
-
-def convention_message(what: str, input_name: str, elementwise: Comparison,
-                       verdict: SymmetricVerdict) -> str:
-    """The warning that replaces a failure when autodiff is the symmetrised gradient."""
-    return (
-        f"{what} differs from element-by-element finite differences in {elementwise.n_bad} of"
-        f" {elementwise.size} elements (max abs err {elementwise.max_abs_err:.3g}), but it is"
-        f" their symmetric part (G + Gᵀ)/2 and matches finite differences under symmetric"
-        f" perturbations E_ij + E_ji of {input_name} (max abs err"
-        f" {verdict.comparison.max_abs_err:.1e}, {verdict.comparison.max_rel_err:.1e} of the"
-        f" largest entry, {verdict.comparison.excess:.2g}× the allowed error, over"
-        f" {verdict.directions.count} directions):"
-        f" TensorFlow's convention for ops on symmetric matrices (Cholesky, logdet,"
-        f" cholesky_solve...), which read one triangle and return the symmetric part. Correct"
-        f" when {input_name} is symmetric; wrong if {input_name} is meant to be a general matrix"
-    )
-
-
-def mismatch_note(verdict: SymmetricVerdict) -> str:
-    """Why the convention does not excuse a failure on a square-matrix input (nothing when
-    the convention was never in question: autodiff not symmetric and no agreement)."""
-    if not verdict.comparison.ok and not verdict.autodiff_symmetric:
-        return ""
-    if not verdict.comparison.ok:
-        return (f"; under symmetric perturbations E_ij + E_ji it still disagrees (worst"
-                f" {format_index(verdict.worst_index)},"
-                f" {verdict.comparison.excess:.3g}× the allowed error), so this is not TensorFlow's"
-                f" symmetric-matrix convention")
-    return ("; it agrees under symmetric perturbations E_ij + E_ji, but autodiff is not"
-            " symmetric, so it is not the symmetrised gradient of TensorFlow's convention"
-            " (a transposed gradient?)")

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.evidence.comparison import JacobianSymmetric, VjpSymmetric
+from gradcheck.evidence.gradients import CutPath
 from gradcheck.report import Block, CheckResult, Kind, Report, Status
 
 # A cut path recorded only through the connected check's details (no Block): elements whose
@@ -138,7 +140,8 @@ def cut_path_blocks(report: Report) -> list[Block]:
                 or result.output is None or result.input is None
                 or (result.output, result.input) in kept):
             continue
-        fd = result.details.get("finite_difference")
+        cut = result.evidence
+        fd = cut.finite_difference if isinstance(cut, CutPath) else None
         if fd is None:
             continue
         kept.add((result.output, result.input))
@@ -165,7 +168,7 @@ def _view(report: Report, block: Block) -> BlockView:
     if autodiff_full is None:
         notes.append("autodiff returned None (the path is cut): drawn as 0")
     allowed = block.allowed
-    if (verdict is not None and "symmetric_perturbations" in verdict.details
+    if (verdict is not None and isinstance(verdict.evidence, (JacobianSymmetric, VjpSymmetric))
             and len(input_shape) >= 2 and input_shape[-1] == input_shape[-2]):
         fd_full = _symmetrise(fd_full)
         if allowed is not None:

@@ -10,6 +10,7 @@ import numpy as np
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from gradcheck.evidence.comparison import JacobianEvidence
 from gradcheck.render.blocks import BlockView, block_views
 from gradcheck.report import Kind, Report
 
@@ -32,8 +33,8 @@ CELL = "█"
 def _shown_as_matrix(report: Report, view: BlockView) -> bool:
     for result in report.checks:
         if (result.check == Kind.JACOBIAN and result.output == view.output
-                and result.input == view.input and "autodiff" in result.details):
-            return result.details["autodiff"] is not None
+                and result.input == view.input and isinstance(result.evidence, JacobianEvidence)):
+            return result.evidence.autodiff is not None
     return view.finite_difference.size <= MATRIX_LIMIT
 
 

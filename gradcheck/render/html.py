@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.evidence.comparison import JacobianEvidence
 from gradcheck.render.table import MATRIX_KINDS, STATUS_LABEL, summary_line
 from gradcheck.report import CheckResult, Kind, Report, format_index
 
@@ -105,11 +106,10 @@ def _failing_cells(result: CheckResult, autodiff: np.ndarray,
                    reference: np.ndarray) -> np.ndarray:
     """Elements beyond the tolerance even with the block's largest error estimate (so a marked
     cell surely fails; the verdict itself is elementwise)."""
-    details = result.details
-    if result.status != "fail" or "atol" not in details:
+    judged = result.evidence
+    if result.status != "fail" or not isinstance(judged, JacobianEvidence):
         return np.zeros(autodiff.shape, dtype=bool)
-    allowed = (details["atol"] + details["rtol"] * np.abs(reference)
-               + 4.0 * details.get("fd_error_estimate", 0.0))
+    allowed = judged.atol + judged.rtol * np.abs(reference) + 4.0 * judged.fd_error_estimate
     with np.errstate(invalid="ignore"):
         return np.asarray(~(np.abs(autodiff - reference) <= allowed))
 
@@ -129,11 +129,12 @@ def _grid(matrix: np.ndarray, bad: np.ndarray, worst: tuple[int, int] | None) ->
     return f'<table style="border-collapse:collapse">{"".join(rows)}</table>'
 
 
-def _worst_cell(result: CheckResult, shape: tuple[int, int]) -> tuple[int, int] | None:
+def _worst_cell(result: CheckResult, judged: JacobianEvidence,
+                shape: tuple[int, int]) -> tuple[int, int] | None:
     index = result.worst_index
     if result.status != "fail" or index is None or not index:
         return None
-    flat = int(np.ravel_multi_index(index, result.details["shape"]))
+    flat = int(np.ravel_multi_index(index, judged.shape))
     r, c = divmod(flat, shape[1])
     return (r, c) if r < shape[0] else None
 
@@ -142,15 +143,15 @@ def matrices(report: Report) -> str:
     """Autodiff next to finite differences for each small block, failing elements marked."""
     shown = []
     for result in report.checks:
-        details = result.details
-        if result.check not in MATRIX_KINDS or details.get("autodiff") is None \
-                or details.get("finite_difference") is None:
+        judged = result.evidence
+        if result.check not in MATRIX_KINDS or not isinstance(judged, JacobianEvidence) \
+                or judged.autodiff is None or judged.finite_difference is None:
             continue
-        autodiff, reference = _matrix(details["autodiff"]), _matrix(details["finite_difference"])
+        autodiff, reference = _matrix(judged.autodiff), _matrix(judged.finite_difference)
         bad = _failing_cells(result, autodiff, reference)
-        worst = _worst_cell(result, (autodiff.shape[0], autodiff.shape[1]))
+        worst = _worst_cell(result, judged, (autodiff.shape[0], autodiff.shape[1]))
         of = result.output if result.check == Kind.JACOBIAN else f"({result.output})"
-        title = escape(f"d{of}/d{result.input}  shape {tuple(details['shape'])}")
+        title = escape(f"d{of}/d{result.input}  shape {tuple(judged.shape)}")
         pair = _side_by_side(MATRIX_KINDS[result.check], autodiff, reference, bad, worst)
         shown.append('<div style="display:inline-block;margin:4px 16px 4px 0;'
                      f'vertical-align:top"><b>{title}</b>{pair}</div>')

@@ -7,11 +7,18 @@ import json
 import math
 from typing import Any
 
-from gradcheck.evidence import public_fields
+from gradcheck.evidence import Location, public_fields
+from gradcheck.evidence.worded import Worded
 from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
 
 
 def _clean(value: Any) -> Any:
+    if isinstance(value, Location):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _clean({field.name: getattr(value, field.name)
+                       for field in dataclasses.fields(value)
+                       if not field.metadata.get("internal")})
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
@@ -28,6 +35,15 @@ def tensor_dict(info: TensorInfo) -> dict[str, Any]:
             "differentiable": info.differentiable, "kind": info.kind}
 
 
+def _details(result: CheckResult) -> dict[str, Any]:
+    """The evidence's public fields; a finding that re-tells another's (a custom gradient's
+    own check, an unconverted check) publishes the details it was given."""
+    evidence = result.evidence
+    if evidence is None or isinstance(evidence, Worded) or not public_fields(evidence):
+        return dict(result.details)
+    return public_fields(evidence)
+
+
 def check_dict(result: CheckResult) -> dict[str, Any]:
     return {
         "check": result.check,
@@ -40,9 +56,8 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
         "max_rel_err": result.max_rel_err,
         "worst_index": list(result.worst_index) if result.worst_index is not None else None,
         "excess": result.excess,
-        "cause": dataclasses.asdict(result.cause) if result.cause is not None else None,
-        "details": (public_fields(result.evidence) if result.evidence is not None
-                    else dict(result.details)),
+        "cause": result.cause,
+        "details": _details(result),
     }
 
 

@@ -10,6 +10,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from gradcheck.evidence.comparison import JacobianEvidence
 from gradcheck.report import CheckResult, Kind, Report, format_index
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "warn": "yellow",
@@ -151,11 +152,12 @@ def jacobian_matrices(report: Report) -> list[RenderableType]:
     """Autodiff next to finite differences for each small block; large blocks are summarised."""
     shown: list[RenderableType] = []
     for result in report.checks:
-        if result.check not in MATRIX_KINDS or "shape" not in result.details:
+        judged = result.evidence
+        if result.check not in MATRIX_KINDS or not isinstance(judged, JacobianEvidence):
             continue
         of = result.output if result.check == Kind.JACOBIAN else f"({result.output})"
-        title = f"d{of}/d{result.input}  shape {tuple(result.details['shape'])}"
-        autodiff, fd = result.details.get("autodiff"), result.details.get("finite_difference")
+        title = f"d{of}/d{result.input}  shape {tuple(judged.shape)}"
+        autodiff, fd = judged.autodiff, judged.finite_difference
         if autodiff is None or fd is None:
             shown.append(Text(f"{title}: too large to show; max abs err"
                               f" {_number(result.max_abs_err)}", style="dim"))

@@ -1,7 +1,8 @@
 """Every sentence a finding says, made from its evidence (gradcheck.evidence) and attribution.
 
-`sentence` is dispatched on the evidence's type; each family of findings registers its
-sentences in a module of this package, imported below.
+`sentence` (the whole finding) and `clause` (its headline, by default the whole sentence) are
+dispatched on the evidence's type; each family of findings registers its sentences in a
+module of this package, imported below.
 """
 
 from __future__ import annotations
@@ -14,14 +15,20 @@ from gradcheck.report import Attribution, CheckResult, Relation
 
 @functools.singledispatch
 def sentence(evidence: Evidence, result: CheckResult) -> str:
-    """What `evidence` shows, as the clause a table row shows (no attribution)."""
+    """What `evidence` shows, in full (no attribution)."""
     raise TypeError(f"no sentence is registered for {type(evidence).__name__}")
+
+
+@functools.singledispatch
+def clause(evidence: Evidence, result: CheckResult) -> str:
+    """What `evidence` shows, as the one clause a table row shows."""
+    return sentence(evidence, result)
 
 
 _OPENING, _CLOSING = "([{", ")]}"
 
 
-def _first_clause(message: str) -> str:
+def first_clause(message: str) -> str:
     """Up to the first "; " outside brackets: a hand-built message has no evidence to say
     where its headline ends."""
     depth = 0
@@ -36,30 +43,43 @@ def _first_clause(message: str) -> str:
 
 
 def headline(result: CheckResult) -> str:
-    """The finding in one clause: its sentence (a hand-built result: its first clause)."""
+    """The finding in one clause: its evidence's clause (a hand-built result: its first)."""
     if result.evidence is None:
-        return _first_clause(result.message)
-    return sentence(result.evidence, result)
+        return first_clause(result.message)
+    return clause(result.evidence, result)
 
 
 def attribution(attributed: Attribution) -> str:
     """What explains a finding, as the clause that follows its headline."""
-    cause = attributed.cause
+    cause, relation = attributed.cause, attributed.relation
     culprit = cause.culprit if cause is not None and cause.culprit else "a custom gradient"
-    if attributed.relation == Relation.DECLARED_SURROGATE:
+    if relation == Relation.DECLARED_SURROGATE:
         return (f"declared a deliberate surrogate gradient (--surrogate {attributed.surrogate}),"
                 " so not a failure")
-    if attributed.relation == Relation.EXPECTED_SURROGATE:
+    if relation == Relation.EXPECTED_SURROGATE:
         return f"expected: {culprit} is a declared surrogate"
+    at = f" at {cause.location}" if cause is not None and cause.location else ""
+    if relation == Relation.CUT_PATH and cause is not None:
+        return f"likely cause: {cause.what}{at}"
+    if relation == Relation.NON_FINITE and cause is not None:
+        return f"likely cause: non-finite values from {culprit}{at} (see the non-finite check)"
     where = f" (grad_fn at {cause.location})" if cause is not None and cause.location else ""
     return f"likely cause: {culprit}{where}"
 
 
 def message(result: CheckResult) -> str:
-    """The whole message: the headline, then what it is attributed to."""
+    """The whole message: the sentence, then what it is attributed to."""
+    if result.evidence is None:
+        return result.message
+    said = sentence(result.evidence, result)
     if result.attributed_to is None:
-        return headline(result)
-    return f"{headline(result)}; {attribution(result.attributed_to)}"
+        return said
+    return f"{said}; {attribution(result.attributed_to)}"
 
 
-from gradcheck.render.sentences import connected  # noqa: E402,F401  (registers its sentences)
+# Each family registers its sentences when imported (one line each, sorted).
+import gradcheck.render.sentences.comparison  # noqa: E402,F401
+import gradcheck.render.sentences.connected  # noqa: E402,F401
+import gradcheck.render.sentences.diagnosis  # noqa: E402,F401
+import gradcheck.render.sentences.gradients  # noqa: E402,F401
+import gradcheck.render.sentences.worded  # noqa: E402,F401

@@ -1,0 +1,81 @@
+"""Evidence about an input's gradient itself: raised, missing, cut, at a kink; and about the
+upstreams and layers that hide or lose gradients."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gradcheck.evidence import Evidence, internal
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientRaised(Evidence):
+    """Computing the gradient raised `error` (its last line); `dtype_mix`: a float32/float64
+    mix-up."""
+
+    error: str
+    dtype_mix: bool = internal(False)
+
+
+@dataclasses.dataclass(frozen=True)
+class NoGradient(Evidence):
+    """Autodiff gives None and finite differences see no slope: f does not depend on the input
+    here (diagnosis/graph_breaks.py looks for the op that gives no gradient)."""
+
+    no_gradient: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Independent(NoGradient):
+    """An argument the output does not depend on."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UntrainedWeight(NoGradient):
+    """A trainable weight that gets no gradient; `never_read`: f never reads it."""
+
+    never_read: bool = internal(False)
+
+
+@dataclasses.dataclass(frozen=True)
+class CutPath(Evidence):
+    """Autodiff gives None, but finite differences show a slope up to `magnitude`; `origin`:
+    where the output was computed, when outside TensorFlow (numpy, python)."""
+
+    finite_difference: list[object] | None
+    magnitude: float = internal(0.0)
+    origin: str | None = internal()
+
+
+@dataclasses.dataclass(frozen=True)
+class KinkSite:
+    """The op that has the kink, at the user's line."""
+
+    name: str
+    detail: str
+    location: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Kink(Evidence):
+    """f is not differentiable at the point: `count` elements, e.g. `index`, where autodiff
+    gives `autodiff` and finite differences across the kink `across`."""
+
+    count: int = internal(0)
+    index: tuple[int, ...] = internal(())
+    autodiff: float = internal(0.0)
+    across: float = internal(0.0)
+    site: KinkSite | None = internal()
+
+
+@dataclasses.dataclass(frozen=True)
+class AllOnesUpstream(Evidence):
+    """A supplied upstream of all ones (uᵀJ: column sums)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UnbuiltLayer(Evidence):
+    """`function` never calls its layer `layer`: its weights do not exist, nor would train."""
+
+    function: str = internal("")
+    layer: str = internal("")

@@ -1,0 +1,78 @@
+"""Sentences about custom gradients judged on their own and cut gradient paths."""
+
+from __future__ import annotations
+
+from gradcheck.evidence.diagnosis import (
+    CutFound,
+    CutNotFound,
+    NoForwardMode,
+    SiteCorrect,
+    SiteMistake,
+    SiteUnchecked,
+)
+from gradcheck.render.sentences import clause, sentence
+from gradcheck.report import Cause, CheckResult
+
+USUAL_CAUSES = (
+    "tf.Variable(...) built from inputs, .numpy()/float()/NumPy ops on tensors,"
+    " tf.stop_gradient, casts to integer types, round/floor/ceil/argmax, tf.numpy_function,"
+    " ops without a registered gradient"
+)
+
+
+def _cause(result: CheckResult) -> Cause:
+    assert result.cause is not None, "this evidence is told by its result's cause"
+    return result.cause
+
+
+@clause.register
+def _site_mistake_clause(evidence: SiteMistake, result: CheckResult) -> str:
+    cause = _cause(result)
+    return f"{cause.culprit}: {cause.what}"
+
+
+@sentence.register
+def _site_mistake(evidence: SiteMistake, result: CheckResult) -> str:
+    fix = _cause(result).fix
+    return _site_mistake_clause(evidence, result) + (f"; {fix}" if fix else "")
+
+
+@sentence.register
+def _site_correct(evidence: SiteCorrect, result: CheckResult) -> str:
+    return (f"{evidence.site}: grad_fn returns uᵀJ, checked on its own against finite"
+            " differences")
+
+
+@sentence.register
+def _site_unchecked(evidence: SiteUnchecked, result: CheckResult) -> str:
+    return f"custom_gradient {evidence.name} could not be checked on its own: {evidence.error}"
+
+
+@sentence.register
+def _no_forward_mode(evidence: NoForwardMode, result: CheckResult) -> str:
+    return (f"{evidence.site}: forward mode (ForwardAccumulator) gives no JVP through it for"
+            f" {result.input}: its forward and its grad_fn both leave TensorFlow (NumPy,"
+            " tf.numpy_function, .numpy()), and forward mode differentiates through one of"
+            " them; not a wrong gradient, but forward mode (and the jvp check) cannot be used")
+
+
+@clause.register
+def _cut_found_clause(evidence: CutFound, result: CheckResult) -> str:
+    return _cause(result).what
+
+
+@sentence.register
+def _cut_found(evidence: CutFound, result: CheckResult) -> str:
+    cause = _cause(result)
+    return f"{cause.what}; {cause.fix}"
+
+
+@clause.register
+def _cut_not_found_clause(evidence: CutNotFound, result: CheckResult) -> str:
+    why = f" ({evidence.note})" if evidence.note else ""
+    return f"could not locate where the gradient path from {result.input} is lost{why}"
+
+
+@sentence.register
+def _cut_not_found(evidence: CutNotFound, result: CheckResult) -> str:
+    return f"{_cut_not_found_clause(evidence, result)}; usual causes: {USUAL_CAUSES}"

@@ -1,0 +1,105 @@
+"""Sentences about an input's gradient itself (raised, missing, cut, at a kink), upstreams of
+ones and layers never called."""
+
+from __future__ import annotations
+
+from gradcheck.evidence.gradients import (
+    AllOnesUpstream,
+    CutPath,
+    GradientRaised,
+    Independent,
+    Kink,
+    UnbuiltLayer,
+    UntrainedWeight,
+)
+from gradcheck.render.sentences import clause, sentence
+from gradcheck.report import CheckResult, format_index
+
+
+@clause.register
+def _raised_clause(evidence: GradientRaised, result: CheckResult) -> str:
+    return (f"computing the gradient of {result.output} with respect to {result.input} raised"
+            f" {evidence.error}")
+
+
+@sentence.register
+def _raised(evidence: GradientRaised, result: CheckResult) -> str:
+    said = _raised_clause(evidence, result)
+    if not evidence.dtype_mix or result.cause is None:
+        return said
+    return (f"{said}; the gradient mixes float32 and float64: a tf.constant of Python floats"
+            " or a float32 tf.Variable is float32 while the inputs are float64;"
+            f" {result.cause.fix}")
+
+
+@sentence.register
+def _independent(evidence: Independent, result: CheckResult) -> str:
+    y, x = result.output, result.input
+    return (f"autodiff returns None for d{y}/d{x} and finite differences agree that {y} does"
+            f" not depend on {x}")
+
+
+@sentence.register
+def _untrained(evidence: UntrainedWeight, result: CheckResult) -> str:
+    why = ("f never reads it (an unused layer, or a head not on the path?)" if evidence.never_read
+           else "its path may end in an integer cast, argmax or a Python branch")
+    y = result.output
+    return (f"the trainable weight {result.input} gets no gradient from {y} (None), and finite"
+            f" differences agree that {y} does not depend on it here, so it never trains"
+            f" through {y} (Keras: 'No gradients provided'): {why}")
+
+
+@clause.register
+def _cut_clause(evidence: CutPath, result: CheckResult) -> str:
+    x, y = result.input, result.output
+    return (f"the gradient path from {x} to {y} is cut: autodiff returns None, but finite"
+            f" differences show {y} depends on {x} (|dy/dx| up to {evidence.magnitude:.3g})")
+
+
+@sentence.register
+def _cut(evidence: CutPath, result: CheckResult) -> str:
+    said = _cut_clause(evidence, result)
+    if evidence.origin is None:
+        return said
+    return f"{said}; {result.output} is a {evidence.origin} value, computed outside TensorFlow"
+
+
+@clause.register
+def _kink_clause(evidence: Kink, result: CheckResult) -> str:
+    return (f"{result.output} is not differentiable in {result.input} at this point"
+            f" ({evidence.count} element(s), e.g. {format_index(evidence.index)}): autodiff"
+            f" gives {evidence.autodiff:.6g}, finite differences across the kink"
+            f" {evidence.across:.6g}")
+
+
+@sentence.register
+def _kink(evidence: Kink, result: CheckResult) -> str:
+    site = evidence.site
+    at = f"; the kink: {site.name} {site.detail} at {site.location}" if site else ""
+    return f"{_kink_clause(evidence, result)}{at}; move the point away from the kink"
+
+
+@clause.register
+def _all_ones_clause(evidence: AllOnesUpstream, result: CheckResult) -> str:
+    return (f"the upstream for {result.output} is all ones: uᵀJ is then the column sums of J,"
+            " which hides transposed or mixed-up rows")
+
+
+@sentence.register
+def _all_ones(evidence: AllOnesUpstream, result: CheckResult) -> str:
+    return f"{_all_ones_clause(evidence, result)}; a random upstream (the default) catches them"
+
+
+NO_GRADIENTS = "Keras reports 'No gradients provided for any variable' for such weights"
+
+
+@clause.register
+def _unbuilt_clause(evidence: UnbuiltLayer, result: CheckResult) -> str:
+    return (f"{evidence.function} never calls its layer {evidence.layer}, so the layer has no"
+            f" weights yet and none of them would ever train ({NO_GRADIENTS})")
+
+
+@sentence.register
+def _unbuilt(evidence: UnbuiltLayer, result: CheckResult) -> str:
+    return (f"{_unbuilt_clause(evidence, result)}; an unused layer, or a head not on the path"
+            " to the output?")
