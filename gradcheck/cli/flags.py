@@ -11,8 +11,7 @@ import click
 from gradcheck.options import OPTIONS, SPECS, OptionSpec
 
 FORMATS = ("table", "json", "junit")
-_TYPES: dict[type, click.ParamType] = {
-    float: click.FLOAT, int: click.INT, str: click.STRING, bool: click.BOOL}
+_TYPES: dict[type, click.ParamType] = {float: click.FLOAT, int: click.INT, str: click.STRING}
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
