@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.load.inputs import Arguments, resolve_arguments
-from gradcheck.options import ALL_KINDS, DEFAULT_MAX_MEMORY, CheckOptions
+from gradcheck.options import ALL_KINDS, CheckOptions, default
 from gradcheck.pipeline import check_callable, check_target
 from gradcheck.report import Report
 
@@ -37,26 +37,26 @@ def check(
     *args: Any,
     kwargs: Mapping[str, Any] | None = None,
     upstream: Any = None,
-    atol: float | None = None,
-    rtol: float | None = None,
-    eps: float | None = None,
-    mode: str = "auto",
-    probes: int = 8,
-    seed: int = 0,
-    dtype: str = "auto",
-    max_memory: int = DEFAULT_MAX_MEMORY,
+    atol: float | None = default("atol"),
+    rtol: float | None = default("rtol"),
+    eps: float | None = default("eps"),
+    mode: str = default("mode"),
+    probes: int = default("probes"),
+    seed: int = default("seed"),
+    dtype: str = default("dtype"),
+    max_memory: int = default("max_memory"),
     kinds: frozenset[str] | None = None,
-    path: str = ".",
-    instrument: bool = True,
-    explain: bool = False,
-    surrogates: tuple[str, ...] = (),
-    wrt: str = "all",
-    order: int = 1,
-    training: bool = False,
-    compiled: bool = True,
+    path: str = default("path"),
+    instrument: bool = default("instrument"),
+    explain: bool = default("explain"),
+    surrogates: tuple[str, ...] = default("surrogates"),
+    wrt: str = default("wrt"),
+    order: int = default("order"),
+    training: bool = default("training"),
+    compiled: bool = default("compiled"),
     keep_blocks: bool = False,
     isolate: bool = False,
-    timeout: float | None = None,
+    timeout: float | None = default("timeout"),
 ) -> Report:
     """Check the gradients of f at the given arguments; never raises for a wrong gradient.
 
@@ -73,16 +73,16 @@ def check(
     f and the arguments must then be picklable (a module-level function, or a TARGET), and a
     script that defines f needs the `if __name__ == "__main__":` guard, as multiprocessing does.
     """
-    options = CheckOptions(
+    options = CheckOptions(  # validates every value, as for the command line
         upstream=_upstream_specs(upstream), atol=atol, rtol=rtol, eps=eps, mode=mode,
         probes=probes, seed=seed, dtype=dtype, max_memory=max_memory,
         kinds=ALL_KINDS if kinds is None else frozenset(kinds), explain=explain,
         surrogates=frozenset(surrogates), wrt=wrt, order=order, training=training,
-        compiled=compiled, keep_blocks=keep_blocks,
+        compiled=compiled, timeout=timeout, keep_blocks=keep_blocks,
     )
     call = (f, tuple(args), dict(kwargs or {}), path, instrument)
     if isolate:
-        return _check_isolated(call, options, timeout)
+        return _check_isolated(call, options)
     if timeout is not None:
         raise ValueError("timeout= needs isolate=True (only a worker process can be stopped)")
     return check_here(*call, options)
@@ -102,15 +102,12 @@ def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[
         instrument=instrument)
 
 
-def _check_isolated(call: tuple[Any, ...], options: CheckOptions,
-                    timeout: float | None) -> Report:
+def _check_isolated(call: tuple[Any, ...], options: CheckOptions) -> Report:
     """check() in a worker process; its errors are raised here, as check() would raise them."""
     import pickle
 
     from gradcheck.isolation import Job, memory_cap, run_jobs
-    from gradcheck.load.timeout import validate_timeout
 
-    validate_timeout(timeout, "timeout=")
     f = call[0]
     try:
         pickle.dumps(call)
@@ -120,8 +117,9 @@ def _check_isolated(call: tuple[Any, ...], options: CheckOptions,
                         f" {exc}") from None
     name = f.rpartition(":")[2] if isinstance(f, str) else getattr(f, "__name__", repr(f))
     target = f if isinstance(f, str) else getattr(f, "__qualname__", name)
-    result = run_jobs([Job(check_here, call, options, name=name, target=target, timeout=timeout,
-                           timeout_flag="timeout", memory_limit=memory_cap(options.max_memory))])[0]
+    result = run_jobs([Job(check_here, call, options, name=name, target=target,
+                           timeout=options.timeout, timeout_flag="timeout",
+                           memory_limit=memory_cap(options.max_memory))])[0]
     if result.error is not None:
         raise result.error
     assert result.report is not None

@@ -1,13 +1,12 @@
-"""What a check is asked to do: CheckOptions, the kinds each command runs, and the one
-mapping from flag-named settings (command line, configuration, API) to options."""
+"""What a check is asked to do: the one table of options (every entry point's spelling,
+default, help), CheckOptions (validated when made) and the kinds each command runs."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gradcheck.errors import UsageError
@@ -32,70 +31,7 @@ MODES = ("auto", "full", "fast")
 DTYPES = ("auto", "float32", "float64")
 # The smallest relative finite-difference step that still moves a float64 element.
 MIN_EPS = sys.float_info.epsilon
-
-
-@dataclass(frozen=True)
-class CheckOptions:
-    upstream: tuple[Any, ...] = ()
-    atol: float | None = None
-    rtol: float | None = None
-    eps: float | None = None
-    mode: str = "auto"
-    probes: int = 8
-    seed: int = 0
-    dtype: str = "auto"
-    max_memory: int = DEFAULT_MAX_MEMORY
-    kinds: frozenset[str] = ALL_KINDS
-    explain: bool = False
-    # Names of custom gradients that deliberately differ from the true gradient
-    # (straight-through estimators, clipping): their mismatches are warnings.
-    surrogates: frozenset[str] = frozenset()
-    # Sources: "all" (arguments and the trainable variables f reads), "inputs",
-    # "variables", or one source's name.
-    wrt: str = "all"
-    # Call Keras layers and models with training=True (dropout, batch statistics).
-    training: bool = False
-    # Also compute the VJP under tf.function and XLA and compare (the compiled check).
-    compiled: bool = True
-    # 2 adds the second-order check (derivatives of the VJP).
-    order: int = 1
-    # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).
-    keep_blocks: bool = False
-    # False: never vectorise (pfor, vectorized_map), e.g. after TensorFlow crashed doing so.
-    vectorise: bool = True
-    # Called as progress(task, done, total) as work advances; the core never prints.
-    progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
-    # Called with what is about to run (the vectorised tape.jacobian of y with respect to x,
-    # ...), so that a crash or a time-out in native code can be reported with its phase.
-    phase: Callable[[str], None] | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        for name in RULES:
-            problem = option_problem(name, getattr(self, name))
-            if problem is not None:
-                raise OptionError(name, problem)
-
-
-def options_from(command: str, settings: Mapping[str, Any], **overrides: Any) -> CheckOptions:
-    """CheckOptions from settings named like the flags (`surrogate` or `surrogates`, the
-    rest as CheckOptions' fields); unset (None) settings keep their defaults. A bad value is
-    an OptionError naming the flag (--max-memory)."""
-    names = {f.name for f in dataclasses.fields(CheckOptions)}
-    values: dict[str, Any] = {k: v for k, v in settings.items() if k in names and v is not None}
-    surrogates = settings.get("surrogates", settings.get("surrogate")) or ()
-    values.update(kinds=COMMAND_KINDS[command], surrogates=frozenset(surrogates))
-    if command == "hessian":  # custom gradients met on the way are checked to second order
-        values["order"] = 2
-    values.update(overrides)
-    try:
-        return CheckOptions(**values)
-    except OptionError as error:
-        raise OptionError(error.field, error.problem, flag_name(error.field)) from None
-
-
-def flag_name(field_name: str) -> str:
-    """The command-line flag of a CheckOptions field: max_memory is --max-memory."""
-    return "--" + {"surrogates": "surrogate"}.get(field_name, field_name).replace("_", "-")
+Rule = Callable[[Any], "str | None"]
 
 
 class OptionError(UsageError, ValueError):
@@ -133,7 +69,13 @@ def _eps(value: Any) -> str | None:
     return None
 
 
-def _integer(minimum: int, maximum: float = math.inf) -> Callable[[Any], str | None]:
+def _timeout(value: Any) -> str | None:
+    if value is None or (_is_number(value) and 0 < value < math.inf):
+        return None
+    return f"must be a positive number of seconds, got {value}"
+
+
+def _integer(minimum: int, maximum: float = math.inf) -> Rule:
     def problem(value: Any) -> str | None:
         if not isinstance(value, int) or isinstance(value, bool):
             return f"must be an integer, got {value!r}"
@@ -144,7 +86,7 @@ def _integer(minimum: int, maximum: float = math.inf) -> Callable[[Any], str | N
     return problem
 
 
-def _one_of(choices: tuple[Any, ...]) -> Callable[[Any], str | None]:
+def _one_of(choices: tuple[Any, ...]) -> Rule:
     def problem(value: Any) -> str | None:
         if isinstance(value, bool) or value not in choices:
             return f"must be one of {', '.join(map(str, choices))}, got {value!r}"
@@ -157,7 +99,7 @@ def _memory(value: Any) -> str | None:
     if not isinstance(value, int) or isinstance(value, bool):
         return f"must be a number of bytes, got {value!r}"
     if value < MIN_MEMORY:
-        return f"is {format_size(value)}, below 1MiB"
+        return f"is {value} bytes, below 1MiB"
     return f"is {format_size(value)}, more than 1PiB" if value > MAX_MEMORY else None
 
 
@@ -165,18 +107,194 @@ def _name(value: Any) -> str | None:
     return None if isinstance(value, str) and value.strip() else f"must be a name, got {value!r}"
 
 
-# The one validation of every entry point (command line, configuration, Python API).
-RULES: dict[str, Callable[[Any], str | None]] = {
-    "atol": _tolerance, "rtol": _tolerance, "eps": _eps, "mode": _one_of(MODES),
-    "probes": _integer(1, 1 << 20), "seed": _integer(0, 2**64 - 1), "dtype": _one_of(DTYPES),
-    "max_memory": _memory, "wrt": _name, "order": _one_of((1, 2)),
-}
+def parse_size(text: str) -> int:
+    """512MiB, 2GB, 1e9 as bytes (whether the size is allowed is max_memory's rule)."""
+    units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20,
+             "MB": 10**6, "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30,
+             "T": 1 << 40, "TB": 10**12, "TIB": 1 << 40}
+    cleaned = text.strip().upper()
+    number = cleaned.rstrip("BKMGTI")
+    try:
+        value = float(number) * units[cleaned[len(number):]]
+    except (ValueError, KeyError):
+        value = math.nan
+    if not math.isfinite(value):
+        raise OptionError("max_memory", f"{text!r} must be a size like 512MiB or 2GiB")
+    return int(value)
 
 
-def option_problem(field_name: str, value: Any) -> str | None:
-    """What is wrong with VALUE for the option FIELD_NAME ("must be positive, got 0"), or None."""
-    rule = RULES.get(field_name)
-    return None if rule is None else rule(value)
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option as every entry point spells it; None where an entry point lacks it."""
+
+    name: str  # a CheckOptions field, or a setting of the target's request (inputs, path)
+    type: type  # the value's type: float, int, str or bool (of each item when `multiple`)
+    default: Any
+    help: str | None = None
+    flags: tuple[str, ...] = ()  # ("-i", "--input"); a switch is ("--compiled/--no-compiled",)
+    dest: str | None = None  # click's parameter name, when it is not `name`
+    group: str = "check"  # which command-line group shows it: input, upstream, check, explain
+    config_key: str | None = None  # its key in [[tool.gradcheck.check]]
+    keyword: str | None = None  # its keyword of gradcheck.check
+    choices: tuple[Any, ...] | None = None
+    rule: Rule | None = None  # what is wrong with a value (choices have their own)
+    metavar: str | None = None
+    multiple: bool = False  # a repeatable flag; an array in the configuration
+    show_default: bool = False
+    flag_default: Any = ...  # the command line's default, when it is not `default`
+    parse: Callable[[str], Any] | None = None  # the flag's text as a value, if not by type
+
+    @property
+    def parameter(self) -> str:
+        return self.dest or self.name
+
+    @property
+    def flag(self) -> str | None:
+        """The flag errors name: --max-memory, --compiled."""
+        return self.flags[-1].split("/")[0] if self.flags else None
+
+    def problem(self, value: Any) -> str | None:
+        rule = self.rule or (_one_of(self.choices) if self.choices is not None else None)
+        return None if rule is None else rule(value)
+
+
+def _spec(name: str, type_: type, default: Any, help_: str | None = None,
+          **more: Any) -> OptionSpec:
+    """A spec whose flag, configuration key and keyword are its name unless told otherwise."""
+    more.setdefault("flags", ("--" + name.replace("_", "-"),))
+    more.setdefault("config_key", name)
+    more.setdefault("keyword", name)
+    return OptionSpec(name, type_, default, help_, **more)
+
+
+# The one declaration of the options: command-line help shows them in this order.
+OPTIONS: tuple[OptionSpec, ...] = (
+    _spec("input", str, (), "An argument: .npy, .npz, or a literal like '[1.0, 2.0]'; NAME=VALUE"
+          " for a keyword. Repeatable, in order.", flags=("-i", "--input"), dest="input_specs",
+          group="input", keyword=None, metavar="VALUE", multiple=True),
+    _spec("shape", str, (), "Random normal argument of this shape (repeatable).",
+          dest="shapes", group="input", keyword=None, metavar="2,3", multiple=True),
+    _spec("inputs", str, None, "Arguments from a value or zero-argument callable.",
+          dest="inputs_attr", group="input", keyword=None, metavar="MOD:ATTR"),
+    _spec("path", str, ".", "Directory put first on sys.path.", group="input",
+          show_default=True),
+    _spec("seed", int, 0, "Seed for --shape and random upstreams.", group="input",
+          rule=_integer(0, 2**64 - 1), show_default=True),
+    _spec("instrument", bool, True, "Do not observe the tf.custom_gradient functions f calls.",
+          flags=("--no-instrument",), group="input", config_key=None),
+    _spec("upstream", str, (), "Upstream per output: .npy/.npz, literal, 'ones' or 'random'"
+          " (default).", dest="upstream_specs", group="upstream", metavar="U", multiple=True),
+    _spec("atol", float, None, "Absolute tolerance (default per dtype).", rule=_tolerance),
+    _spec("rtol", float, None, "Relative tolerance (default per dtype).", rule=_tolerance),
+    _spec("eps", float, None, "Finite-difference step (default: eps^(1/3) x element scale).",
+          rule=_eps),
+    _spec("mode", str, "auto", choices=MODES, show_default=True),
+    _spec("probes", int, 8, "Random directions in fast mode.", rule=_integer(1, 1 << 20),
+          show_default=True),
+    _spec("dtype", str, "auto", choices=DTYPES, show_default=True),
+    _spec("surrogates", str, (), "A custom_gradient that deliberately differs from the true"
+          " gradient (straight-through, clipping): its mismatch is a warning.",
+          flags=("--surrogate",), config_key="surrogate", metavar="NAME", multiple=True),
+    _spec("max_memory", int, DEFAULT_MAX_MEMORY, "Memory budget for batched evaluations and"
+          " Jacobians.", config_key=None, rule=_memory, metavar="SIZE", show_default=True,
+          flag_default="1GiB",
+          parse=parse_size),
+    _spec("timeout", float, None, "Kill the check (exit code 3) if it runs longer;"
+          " TensorFlow's start-up does not count.", rule=_timeout, metavar="SECONDS"),
+    _spec("wrt", str, "all", "Sources: the arguments, the trainable variables f reads, both, or"
+          " one of them by name (e.g. dense/kernel).", rule=_name,
+          metavar="inputs|variables|all|NAME", show_default=True),
+    _spec("training", bool, False, "Call Keras layers and models with training=True."),
+    _spec("order", int, 1, "2 adds the second-order check (the derivative of the VJP).",
+          choices=(1, 2), show_default=True),
+    _spec("compiled", bool, True, "Also compare the VJP under tf.function and XLA (check only).",
+          flags=("--compiled/--no-compiled",), show_default=True),
+    _spec("explain", bool, False, "Explain what tape.gradient returns (J, 1ᵀJ, uᵀJ, gradient *"
+          " u) per input; on by default except with --format junit or -q.",
+          flags=("--explain/--no-explain",), group="explain", config_key=None,
+          flag_default=None),  # unset on the command line: each command decides
+)
+SPECS: dict[str, OptionSpec] = {spec.name: spec for spec in OPTIONS}
+
+
+def default(name: str) -> Any:
+    """The default of the option NAME, for the entry points' signatures."""
+    return SPECS[name].default
+
+
+def option_problem(name: str, value: Any) -> str | None:
+    """What is wrong with VALUE for the option NAME ("must be positive, got 0"), or None."""
+    spec = SPECS.get(name)
+    return None if spec is None else spec.problem(value)
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    upstream: tuple[Any, ...] = ()
+    atol: float | None = default("atol")
+    rtol: float | None = default("rtol")
+    eps: float | None = default("eps")
+    mode: str = default("mode")
+    probes: int = default("probes")
+    seed: int = default("seed")
+    dtype: str = default("dtype")
+    max_memory: int = default("max_memory")
+    kinds: frozenset[str] = ALL_KINDS
+    explain: bool = default("explain")
+    # Names of custom gradients that deliberately differ from the true gradient
+    # (straight-through estimators, clipping): their mismatches are warnings.
+    surrogates: frozenset[str] = frozenset()
+    # Sources: "all" (arguments and the trainable variables f reads), "inputs",
+    # "variables", or one source's name.
+    wrt: str = default("wrt")
+    # Call Keras layers and models with training=True (dropout, batch statistics).
+    training: bool = default("training")
+    # Also compute the VJP under tf.function and XLA and compare (the compiled check).
+    compiled: bool = default("compiled")
+    # 2 adds the second-order check (derivatives of the VJP).
+    order: int = default("order")
+    # Seconds the worker process running the check may take (the parent enforces it).
+    timeout: float | None = default("timeout")
+    # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).
+    keep_blocks: bool = False
+    # False: never vectorise (pfor, vectorized_map), e.g. after TensorFlow crashed doing so.
+    vectorise: bool = True
+    # Called as progress(task, done, total) as work advances; the core never prints.
+    progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
+    # Called with what is about to run (the vectorised tape.jacobian of y with respect to x,
+    # ...), so that a crash or a time-out in native code can be reported with its phase.
+    phase: Callable[[str], None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        """The one validation of every entry point (command line, configuration, Python API)."""
+        for spec in _FIELD_SPECS:
+            problem = spec.problem(getattr(self, spec.name))
+            if problem is not None:
+                raise OptionError(spec.name, problem)
+
+
+_FIELDS = frozenset(f.name for f in fields(CheckOptions))
+_FIELD_SPECS = tuple(spec for spec in OPTIONS if spec.name in _FIELDS)
+
+
+def options_from(command: str, settings: Mapping[str, Any], **overrides: Any) -> CheckOptions:
+    """CheckOptions for COMMAND from settings named as the table names them (other names are
+    not check options and are left out; text is parsed where the option says how, as a size);
+    unset (None) settings keep their defaults. A bad value is an OptionError naming the flag
+    (--max-memory)."""
+    values: dict[str, Any] = {k: v for k, v in settings.items() if k in _FIELDS and v is not None}
+    values.update(kinds=COMMAND_KINDS[command],
+                  surrogates=frozenset(values.get("surrogates", ())))
+    if command == "hessian":  # custom gradients met on the way are checked to second order
+        values["order"] = 2
+    values.update(overrides)
+    try:
+        for spec in _FIELD_SPECS:
+            if spec.parse is not None and isinstance(values.get(spec.name), str):
+                values[spec.name] = spec.parse(values[spec.name])
+        return CheckOptions(**values)
+    except OptionError as error:
+        raise OptionError(error.field, error.problem, SPECS[error.field].flag) from None
 
 
 def format_size(size: float) -> str:

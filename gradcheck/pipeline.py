@@ -11,6 +11,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from gradcheck.options import default
+
 if TYPE_CHECKING:
     from gradcheck.load.inputs import Arguments
     from gradcheck.load.target import Target
@@ -42,13 +44,15 @@ def preload(threads: int | None = None) -> None:
 
 @dataclass(frozen=True)
 class TargetRequest:
+    """A TARGET and the options that say how to call it (gradcheck.options' input group)."""
+
     target: str
-    path: str = "."
-    input_specs: tuple[str, ...] = ()
-    shapes: tuple[str, ...] = ()
-    inputs_attr: str | None = None
-    upstream_specs: tuple[str, ...] = ()
-    instrument: bool = True
+    path: str = default("path")
+    input_specs: tuple[str, ...] = default("input")
+    shapes: tuple[str, ...] = default("shape")
+    inputs_attr: str | None = default("inputs")
+    upstream_specs: tuple[str, ...] = default("upstream")
+    instrument: bool = default("instrument")
 
 
 def check_request(

@@ -24,7 +24,6 @@ WORKER_MEMORY = 512 << 20
 def check_job(check: CheckConfig, timeout: float | None = None,
               session: str | None = None, keep_blocks: bool = False) -> Job:
     """The worker job of one configured check; `timeout` applies when it has none of its own."""
-    from gradcheck.options import options_from
     from gradcheck.pipeline import TargetRequest, check_request
 
     request = TargetRequest(
@@ -32,7 +31,7 @@ def check_job(check: CheckConfig, timeout: float | None = None,
         shapes=check.shape, inputs_attr=check.inputs, upstream_specs=check.upstream,
     )
     own = check.timeout is not None
-    options = options_from(check.command, dataclasses.asdict(check), keep_blocks=keep_blocks)
+    options = dataclasses.replace(check.options, keep_blocks=keep_blocks)
     return Job(check_request, (request,), options,
                name=check.target.rpartition(":")[2], target=check.target,
                timeout=check.timeout if own else timeout, timeout_flag="timeout" if own

@@ -38,7 +38,7 @@ def test_sample_project_is_read_with_paths_anchored_at_its_folder() -> None:
     assert softplus.path == str(Path(folder) / ".")
     assert moments.target == "ops.py:moments"
     assert moments.load_target == f"{folder}/ops.py:moments"
-    assert moments.rtol == 1e-5 and moments.upstream == ("ones",)
+    assert moments.options.rtol == 1e-5 and moments.upstream == ("ones",)
     assert clipped.shape == ("3",) and clipped.command == "vjp"
 
 
@@ -94,9 +94,9 @@ def test_k_selects_by_substring_or_glob(pattern: str | None, selected: list[str]
      "tool.gradcheck.check[0].atol: expected a number, got '1e-6' (string)"),
     (config({"target": "m:f", "atol": -1.0}),
      "tool.gradcheck.check[0].atol: must be zero or positive, got -1.0"),
-    (config({"target": "m:f", "eps": 0}), "tool.gradcheck.check[0].eps: must be positive, got 0"),
+    (config({"target": "m:f", "eps": 0}), "tool.gradcheck.check[0].eps: must be positive, got 0.0"),
     (config({"target": "m:f", "timeout": -5}),
-     "tool.gradcheck.check[0].timeout: must be positive, got -5"),
+     "tool.gradcheck.check[0].timeout: must be a positive number of seconds, got -5.0"),
     (config({"target": "m:f", "seed": -1}), "tool.gradcheck.check[0].seed: must be at least 0,"
                                             " got -1"),
     (config({"target": "m:f", "probes": True}),
@@ -124,7 +124,7 @@ def test_k_selects_by_substring_or_glob(pattern: str | None, selected: list[str]
     ({"tool": {"gradcheck": {"check": ["m:f"]}}},
      "tool.gradcheck.check[0]: expected a table ([[tool.gradcheck.check]]), got string"),
     ({"tool": {"gradcheck": {"timeout": 0, "check": []}}},
-     "tool.gradcheck.timeout: must be positive, got 0"),
+     "tool.gradcheck.timeout: must be a positive number of seconds, got 0.0"),
     ({"tool": {"black": {}}},
      "/project/pyproject.toml: no [tool.gradcheck] table; add [[tool.gradcheck.check]] tables"
      " to it"),
@@ -165,7 +165,7 @@ def test_no_pyproject_anywhere_up_the_tree(tmp_path: Path) -> None:
 
 def test_surrogate_names_are_read() -> None:
     run = parse_config(config({"target": "ops:f", "surrogate": ["ste_round", "clip"]}), SOURCE)
-    assert run.checks[0].surrogate == ("ste_round", "clip")
+    assert run.checks[0].options.surrogates == {"ste_round", "clip"}
     assert error_of(config({"target": "ops:f", "surrogate": 3})) == (
         "tool.gradcheck.check[0].surrogate: expected a string or an array of strings, got"
         " integer")

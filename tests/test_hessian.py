@@ -3,7 +3,6 @@ of its gradient, block by block or through Hessian-vector products, and its symm
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -191,5 +190,5 @@ def test_hessian_is_a_configurable_command(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[tool.gradcheck]\n[[tool.gradcheck.check]]\ntarget = "m:f"\ncommand = "hessian"\n')
     (check,) = load_config(str(tmp_path / "pyproject.toml")).checks
-    options = options_from(check.command, dataclasses.asdict(check))
+    options = check.options
     assert "hessian" in options.kinds and "vjp" not in options.kinds and options.order == 2

@@ -13,9 +13,10 @@ import click
 
 from gradcheck.cli.flags import (
     check_options,
+    explain_option,
     input_options,
     output_options,
-    parse_memory,
+    run_timeout_option,
     upstream_option,
 )
 from gradcheck.cli.group import GradcheckGroup
@@ -61,7 +62,6 @@ def _validated(command: str, target: str, options: dict[str, Any]) -> Any:
     from gradcheck import isolation
     from gradcheck.load.inputs import check_shape_fits
     from gradcheck.load.target import split_spec
-    from gradcheck.load.timeout import validate_timeout
     from gradcheck.options import options_from
 
     split_spec(target)  # a usage error answers at once, without waiting for TensorFlow
@@ -70,16 +70,13 @@ def _validated(command: str, target: str, options: dict[str, Any]) -> Any:
             split_spec(options["inputs_attr"])
         except LoadError as exc:
             raise InputError(f"--inputs {options['inputs_attr']}: {exc.message}") from exc
-    validate_timeout(options["timeout"])
-    max_memory = parse_memory(options["max_memory"])
     check_options = options_from(
-        command, {**options, "max_memory": max_memory},
-        explain=_explain_wanted(command, options),
+        command, options, explain=_explain_wanted(command, options),
         keep_blocks=bool(options["plot_dir"] or options["save_file"])
         or (options["output_format"] == "table" and not options["quiet"]))
     guard_single(target, options)
     for shape in options["shapes"]:
-        check_shape_fits(shape, isolation.memory_cap(max_memory))
+        check_shape_fits(shape, isolation.memory_cap(check_options.max_memory))
     return check_options
 
 
@@ -99,7 +96,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             target=target, path=options["path"], input_specs=tuple(options["input_specs"]),
             shapes=tuple(options["shapes"]), inputs_attr=options["inputs_attr"],
             upstream_specs=tuple(options.get("upstream_specs", ())),
-            instrument=not options["no_instrument"],
+            instrument=options["instrument"],
         )
         if options["plot_dir"]:
             from gradcheck.render.artifacts import require_plotting
@@ -107,7 +104,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             require_plotting()
         job = isolation.Job(check_request, (request,), check_options,
                             name=target.rpartition(":")[2], target=target,
-                            timeout=options["timeout"],
+                            timeout=check_options.timeout,
                             memory_limit=isolation.memory_cap(check_options.max_memory))
         _warm_up(output_format)
         with _progress_bar(output_format, options["no_color"]) as progress:
@@ -170,9 +167,7 @@ def jacobian(target: str, **options: Any) -> None:
 @upstream_option
 @check_options
 @output_options
-@click.option("--explain/--no-explain", "explain", default=None,
-              help="Explain what tape.gradient returns (J, 1ᵀJ, uᵀJ, gradient * u) per input;"
-                   " on by default except with --format junit or -q.")
+@explain_option
 def vjp(target: str, **options: Any) -> None:
     """tape.gradient(y, x, output_gradients=u) vs uᵀJ (autodiff and finite differences)."""
     _run_single("vjp", target, options)
@@ -203,8 +198,7 @@ def hessian(target: str, **options: Any) -> None:
               help="TOML file with [tool.gradcheck] (default: the nearest pyproject.toml).")
 @click.option("-k", "pattern", metavar="PATTERN",
               help="Only checks whose name contains PATTERN (a glob if it has * ? [).")
-@click.option("--timeout", type=float, metavar="SECONDS",
-              help="Time limit per check (a check's own `timeout` key wins).")
+@run_timeout_option
 @click.option("-j", "--jobs", "jobs", default="1", show_default=True, metavar="N|auto",
               help="Checks run in N worker processes at once (auto: one per idle core).")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), metavar="DIR",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,7 +14,15 @@ from gradcheck.load.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyw
 from gradcheck.load.locations import relative_path
 from gradcheck.load.paths import not_a_regular_file
 from gradcheck.load.target import split_spec
-from gradcheck.options import option_problem
+from gradcheck.options import (
+    OPTIONS,
+    SPECS,
+    CheckOptions,
+    OptionError,
+    OptionSpec,
+    default,
+    options_from,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,24 +46,17 @@ class CheckConfig:
     target: str  # as written, for display
     load_target: str  # with a relative .py path anchored at the config's folder
     path: str
+    options: CheckOptions  # validated, for its command
     input: tuple[str, ...] = ()
     shape: tuple[str, ...] = ()
     inputs: str | None = None
     upstream: tuple[str, ...] = ()
     command: str = "check"
-    seed: int = 0
-    mode: str = "auto"
-    atol: float | None = None
-    rtol: float | None = None
-    eps: float | None = None
-    probes: int = 8
-    dtype: str = "auto"
-    timeout: float | None = None  # this check's own; RunConfig.timeout is the default
-    surrogate: tuple[str, ...] = ()
-    wrt: str = "all"
-    order: int = 1
-    training: bool = False
-    compiled: bool = True
+
+    @property
+    def timeout(self) -> float | None:
+        """This check's own limit; RunConfig.timeout is the default."""
+        return self.options.timeout
 
 
 @dataclass(frozen=True)
@@ -121,43 +121,13 @@ def _shapes(value: Any, where: str) -> tuple[str, ...]:
     return tuple(shapes)
 
 
-def _integer(minimum: int) -> Callable[[Any, str], int]:
-    def parse(value: Any, where: str) -> int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise _fail(where, f"expected an integer, got {value!r} ({_kind(value)})")
-        if value < minimum:
-            raise _fail(where, f"must be at least {minimum}, got {value}")
-        return value
-
-    return parse
+def _integer(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _fail(where, f"expected an integer, got {value!r} ({_kind(value)})")
+    return value
 
 
-def _number(positive: bool) -> Callable[[Any, str], float]:
-    def parse(value: Any, where: str) -> float:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise _fail(where, f"expected a number, got {value!r} ({_kind(value)})")
-        number = float(value)
-        if not math.isfinite(number) or number < 0 or (positive and number == 0):
-            raise _fail(where, f"must be {'positive' if positive else 'zero or positive'},"
-                               f" got {value}")
-        return number
-
-    return parse
-
-
-def _option(name: str, parse: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
-    """A key that is a check option: its type here, its range by the options' own rules."""
-    def check(value: Any, where: str) -> Any:
-        parsed = parse(value, where)
-        problem = option_problem(name, value)
-        if problem is not None:
-            raise _fail(where, problem)
-        return parsed
-
-    return check
-
-
-def _number_type(value: Any, where: str) -> float:
+def _number(value: Any, where: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise _fail(where, f"expected a number, got {value!r} ({_kind(value)})")
     return float(value)
@@ -187,19 +157,27 @@ def _target(value: Any, where: str) -> str:
     return text
 
 
-CHECK_KEYS: dict[str, Callable[[Any, str], Any]] = {
-    "name": _string, "target": _target, "path": _string, "input": _strings, "shape": _shapes,
-    "inputs": _target, "upstream": _strings, "command": _choice(COMMANDS),
-    "seed": _option("seed", _integer(0)), "mode": _option("mode", _string),
-    "atol": _option("atol", _number_type), "rtol": _option("rtol", _number_type),
-    "eps": _option("eps", _number_type), "probes": _option("probes", _integer(1)),
-    "dtype": _option("dtype", _string), "timeout": _number(True), "surrogate": _strings,
-    "wrt": _option("wrt", _string), "order": _option("order", lambda value, where: value),
-    "training": _boolean, "compiled": _boolean,
-}
-TOP_KEYS: dict[str, Callable[[Any, str], Any]] = {
-    "path": _string, "timeout": _number(True), "check": lambda value, where: value,
-}
+Parser = Callable[[Any, str], Any]
+_TYPES: dict[type, Parser] = {bool: _boolean, int: _integer, float: _number, str: _string}
+# Options whose values are read in their own way: shapes as arrays, inputs as a TARGET.
+_OWN_PARSERS: dict[str, Parser] = {"shape": _shapes, "inputs": _target}
+
+
+def _parser(spec: OptionSpec) -> Parser:
+    """The key's TOML type, as its option's type says (ranges are CheckOptions' to check)."""
+    if spec.name in _OWN_PARSERS:
+        return _OWN_PARSERS[spec.name]
+    return _strings if spec.multiple else _TYPES[spec.type]
+
+
+# A check's keys: its own (what it is called, what it checks, which command) and the options'.
+OWN_KEYS: dict[str, Parser] = {"name": _string, "target": _target, "command": _choice(COMMANDS)}
+OPTION_KEYS: dict[str, OptionSpec] = {
+    spec.config_key: spec for spec in OPTIONS if spec.config_key is not None}
+CHECK_KEYS: dict[str, Parser] = {**OWN_KEYS, **{
+    key: _parser(spec) for key, spec in OPTION_KEYS.items()}}
+# Keys of [tool.gradcheck] itself, besides its checks: the default of every check's own key.
+DEFAULT_KEYS = ("path", "timeout")
 
 
 def _unknown_keys(table: dict[str, Any], known: Sequence[str], where: str) -> None:
@@ -229,6 +207,16 @@ def _anchor_target(spec: str, base: Path) -> str:
     return spec
 
 
+def _options(command: str, values: dict[str, Any], where: str) -> CheckOptions:
+    """The checked options of one check; a bad value names its key."""
+    settings = {OPTION_KEYS[key].name: value for key, value in values.items()
+                if key in OPTION_KEYS}
+    try:
+        return options_from(command, settings)
+    except OptionError as error:
+        raise _fail(f"{where}.{SPECS[error.field].config_key}", error.problem) from None
+
+
 def _check(table: Any, index: int, base: Path, defaults: dict[str, Any]) -> CheckConfig:
     where = f"{TABLE}.check[{index}]"
     if not isinstance(table, dict):
@@ -240,21 +228,36 @@ def _check(table: Any, index: int, base: Path, defaults: dict[str, Any]) -> Chec
     given = [key for key in ("input", "shape", "inputs") if key in values]
     if len(given) > 1:
         raise _fail(where, f"give only one of input, shape and inputs (got {', '.join(given)})")
-    target = values.pop("target")
-    upstream = values.pop("upstream", ())
-    inputs = values.pop("inputs", None)
+    command = values.get("command", "check")
+    inputs = values.get("inputs")
     return CheckConfig(
         index=index,
-        name=values.pop("name", target),
-        target=target,
-        load_target=_anchor_target(target, base),
-        path=_anchor(values.pop("path", defaults.get("path", ".")), base),
-        input=tuple(_anchor_value(spec, base) for spec in values.pop("input", ())),
+        name=values.get("name", values["target"]),
+        target=values["target"],
+        load_target=_anchor_target(values["target"], base),
+        path=_anchor(values.get("path", defaults.get("path", default("path"))), base),
+        options=_options(command, values, where),
+        input=tuple(_anchor_value(spec, base) for spec in values.get("input", ())),
+        shape=values.get("shape", ()),
         inputs=_anchor_target(inputs, base) if inputs is not None else None,
         upstream=tuple(spec if spec in UPSTREAM_KEYWORDS else _anchor_value(spec, base)
-                       for spec in upstream),
-        **values,
+                       for spec in values.get("upstream", ())),
+        command=command,
     )
+
+
+def _defaults(section: dict[str, Any]) -> dict[str, Any]:
+    """[tool.gradcheck]'s own keys (path, timeout), checked as every check's would be."""
+    _unknown_keys(section, [*DEFAULT_KEYS, "check"], TABLE)
+    defaults = {}
+    for key in DEFAULT_KEYS:
+        if key in section:
+            spec = OPTION_KEYS[key]
+            defaults[key] = CHECK_KEYS[key](section[key], f"{TABLE}.{key}")
+            problem = spec.problem(defaults[key])
+            if problem is not None:
+                raise _fail(f"{TABLE}.{key}", problem)
+    return defaults
 
 
 def parse_config(data: dict[str, Any], source: Path) -> RunConfig:
@@ -266,9 +269,8 @@ def parse_config(data: dict[str, Any], source: Path) -> RunConfig:
                           f" [[{TABLE}.check]] tables to it")
     if not isinstance(section, dict):
         raise _fail(TABLE, f"expected a table, got {_kind(section)}")
-    _unknown_keys(section, list(TOP_KEYS), TABLE)
-    defaults = {key: TOP_KEYS[key](value, f"{TABLE}.{key}") for key, value in section.items()}
-    tables = defaults.pop("check", None)
+    defaults = _defaults(section)
+    tables = section.get("check")
     if tables is None:
         raise _fail(f"{TABLE}.check", f"missing; add at least one [[{TABLE}.check]] table")
     if not isinstance(tables, list):

@@ -3,11 +3,11 @@ the worker process that runs the check (gradcheck.isolation), which kills it at 
 
 from __future__ import annotations
 
-from gradcheck.errors import UsageError
+from gradcheck.options import OptionError, option_problem
 
 
 def validate_timeout(seconds: float | None, flag: str = "--timeout") -> None:
-    if seconds is None:
-        return
-    if not seconds > 0 or seconds == float("inf"):
-        raise UsageError(f"{flag} must be a positive number of seconds, got {seconds}")
+    """The timeout option's own rule, for a limit that is not one check's (run's --timeout)."""
+    problem = option_problem("timeout", seconds)
+    if problem is not None:
+        raise OptionError("timeout", problem, flag)
