@@ -16,6 +16,12 @@ from typing import Any
 class Evidence:
     """The base of every kind of evidence."""
 
+    def published(self) -> dict[str, Any]:
+        """The JSON `details`: the fields not marked internal (evidence that retells another
+        finding publishes that finding's)."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+                if not field.metadata.get("internal")}
+
 
 def internal(default: Any = None) -> Any:
     """A field the renderers may read but the JSON `details` does not publish."""
@@ -24,5 +30,4 @@ def internal(default: Any = None) -> Any:
 
 def public_fields(evidence: Evidence) -> dict[str, Any]:
     """The evidence's fields the JSON report publishes as `details`, by name."""
-    return {field.name: getattr(evidence, field.name) for field in dataclasses.fields(evidence)
-            if not field.metadata.get("internal")}
+    return evidence.published()

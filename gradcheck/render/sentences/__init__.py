@@ -18,6 +18,12 @@ def sentence(evidence: Evidence, result: CheckResult) -> str:
     raise TypeError(f"no sentence is registered for {type(evidence).__name__}")
 
 
+@functools.singledispatch
+def elaboration(evidence: Evidence, result: CheckResult) -> str:
+    """What a message says after its headline (why, what to do), before any attribution."""
+    return ""
+
+
 _OPENING, _CLOSING = "([{", ")]}"
 
 
@@ -56,10 +62,15 @@ def attribution(attributed: Attribution) -> str:
 
 
 def message(result: CheckResult) -> str:
-    """The whole message: the headline, then what it is attributed to."""
+    """The whole message: the headline, its elaboration, then what it is attributed to."""
+    said = headline(result)
+    more = "" if result.evidence is None else elaboration(result.evidence, result)
+    if more:
+        said = f"{said}; {more}"
     if result.attributed_to is None:
-        return headline(result)
-    return f"{headline(result)}; {attribution(result.attributed_to)}"
+        return said
+    return f"{said}; {attribution(result.attributed_to)}"
 
 
-from gradcheck.render.sentences import connected  # noqa: E402,F401  (registers its sentences)
+from gradcheck.render.sentences import connected  # noqa: E402,F401,I001  (registers its sentences)
+from gradcheck.render.sentences import forward  # noqa: E402,F401
