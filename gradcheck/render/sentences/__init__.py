@@ -72,5 +72,6 @@ def message(result: CheckResult) -> str:
     return f"{said}; {attribution(result.attributed_to)}"
 
 
-from gradcheck.render.sentences import connected  # noqa: E402,F401,I001  (registers its sentences)
+from gradcheck.render.sentences import compiled  # noqa: E402,F401,I001  (registers its sentences)
+from gradcheck.render.sentences import connected  # noqa: E402,F401,I001
 from gradcheck.render.sentences import forward  # noqa: E402,F401
