@@ -74,4 +74,5 @@ def message(result: CheckResult) -> str:
 
 from gradcheck.render.sentences import compiled  # noqa: E402,F401,I001  (registers its sentences)
 from gradcheck.render.sentences import connected  # noqa: E402,F401,I001
+from gradcheck.render.sentences import determinism  # noqa: E402,F401
 from gradcheck.render.sentences import forward  # noqa: E402,F401
