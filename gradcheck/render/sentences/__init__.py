@@ -1,7 +1,8 @@
 """Every sentence a finding says, made from its evidence (gradcheck.evidence) and attribution.
 
-`sentence` is dispatched on the evidence's type; each family of findings registers its
-sentences in a module of this package, imported below.
+`sentence` (the whole finding) and `clause` (its headline, by default the whole sentence) are
+dispatched on the evidence's type; each family of findings registers its sentences in a
+module of this package, imported below.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from gradcheck.report import Attribution, CheckResult, Relation
 
 @functools.singledispatch
 def sentence(evidence: Evidence, result: CheckResult) -> str:
-    """What `evidence` shows, as the clause a table row shows (no attribution)."""
+    """What `evidence` shows, in full (no attribution)."""
     raise TypeError(f"no sentence is registered for {type(evidence).__name__}")
 
 
 @functools.singledispatch
-def elaboration(evidence: Evidence, result: CheckResult) -> str:
-    """What a message says after its headline (why, what to do), before any attribution."""
-    return ""
+def clause(evidence: Evidence, result: CheckResult) -> str:
+    """What `evidence` shows, as the one clause a table row shows."""
+    return sentence(evidence, result)
 
 
 _OPENING, _CLOSING = "([{", ")]}"
@@ -45,7 +46,7 @@ def headline(result: CheckResult) -> str:
     """The finding in one clause: its sentence (a hand-built result: its first clause)."""
     if result.evidence is None:
         return _first_clause(result.message)
-    return sentence(result.evidence, result)
+    return clause(result.evidence, result)
 
 
 def attribution(attributed: Attribution) -> str:
@@ -62,17 +63,18 @@ def attribution(attributed: Attribution) -> str:
 
 
 def message(result: CheckResult) -> str:
-    """The whole message: the headline, its elaboration, then what it is attributed to."""
-    said = headline(result)
-    more = "" if result.evidence is None else elaboration(result.evidence, result)
-    if more:
-        said = f"{said}; {more}"
+    """The whole message: the sentence, then what it is attributed to."""
+    if result.evidence is None:
+        return result.message
+    said = sentence(result.evidence, result)
     if result.attributed_to is None:
         return said
     return f"{said}; {attribution(result.attributed_to)}"
 
 
-from gradcheck.render.sentences import compiled  # noqa: E402,F401,I001  (registers its sentences)
-from gradcheck.render.sentences import connected  # noqa: E402,F401,I001
-from gradcheck.render.sentences import determinism  # noqa: E402,F401
-from gradcheck.render.sentences import forward  # noqa: E402,F401
+# Each family registers its sentences when imported (one line each, sorted).
+import gradcheck.render.sentences.compiled  # noqa: E402,F401
+import gradcheck.render.sentences.connected  # noqa: E402,F401
+import gradcheck.render.sentences.determinism  # noqa: E402,F401
+import gradcheck.render.sentences.forward  # noqa: E402,F401
+import gradcheck.render.sentences.second_order  # noqa: E402,F401

@@ -15,7 +15,7 @@ from gradcheck.evidence.compiled import (
     ValuesDiffer,
     XlaUnsupported,
 )
-from gradcheck.render.sentences import elaboration, sentence
+from gradcheck.render.sentences import clause, sentence
 from gradcheck.report import CheckResult, format_index
 
 
@@ -24,29 +24,30 @@ def _no_eager(evidence: NoEagerVJP, result: CheckResult) -> str:
     return "no eager VJP to compare with (see the checks above)"
 
 
-@sentence.register
-def _xla_unsupported(evidence: XlaUnsupported, result: CheckResult) -> str:
+@clause.register
+def _xla_unsupported_clause(evidence: XlaUnsupported, result: CheckResult) -> str:
     if evidence.ops is not None:
         return f"XLA cannot compile the VJP: no XLA kernel for {evidence.ops}"
     return f"XLA cannot compile the VJP ({evidence.error})"
 
 
-@elaboration.register
-def _xla_op(evidence: XlaUnsupported, result: CheckResult) -> str:
+@sentence.register
+def _xla_unsupported(evidence: XlaUnsupported, result: CheckResult) -> str:
+    said = _xla_unsupported_clause(evidence, result)
     if evidence.op is None:
-        return ""
+        return said
     gradient = "the gradient of " if evidence.backward else ""
-    return f"the op: {gradient}{evidence.op} at {evidence.location}"
+    return f"{said}; the op: {gradient}{evidence.op} at {evidence.location}"
+
+
+@clause.register
+def _untraceable_clause(evidence: Untraceable, result: CheckResult) -> str:
+    return f"{evidence.mode} cannot trace f ({evidence.error}): the gradient works eagerly only"
 
 
 @sentence.register
 def _untraceable(evidence: Untraceable, result: CheckResult) -> str:
-    return f"{evidence.mode} cannot trace f ({evidence.error}): the gradient works eagerly only"
-
-
-@elaboration.register
-def _untraceable_fix(evidence: Untraceable, result: CheckResult) -> str:
-    return evidence.fix
+    return f"{_untraceable_clause(evidence, result)}; {evidence.fix}"
 
 
 @sentence.register
@@ -79,28 +80,28 @@ def _matches(evidence: CompiledMatches, result: CheckResult) -> str:
             f" {evidence.max_abs_err:.1e})")
 
 
-@sentence.register
-def _not_finite(evidence: CompiledNotFinite, result: CheckResult) -> str:
+@clause.register
+def _not_finite_clause(evidence: CompiledNotFinite, result: CheckResult) -> str:
     return (f"the VJP for {evidence.input} under {evidence.mode} is not finite in"
             f" {evidence.count} of {evidence.size} elements where the eager one is")
 
 
-@sentence.register
-def _differs(evidence: CompiledDiffers, result: CheckResult) -> str:
+@clause.register
+def _differs_clause(evidence: CompiledDiffers, result: CheckResult) -> str:
     return (f"the VJP for {evidence.input} under {evidence.mode} differs from the eager one in"
             f" {evidence.count} of {evidence.size} elements")
 
 
-def _worst(evidence: CompiledElements) -> str:
-    return (f"worst {format_index(evidence.index)}: {evidence.mode} {evidence.compiled:.6g},"
-            f" eager {evidence.eager:.6g}")
+def _worst(evidence: CompiledElements, result: CheckResult) -> str:
+    return (f"{clause(evidence, result)}; worst {format_index(evidence.index)}:"
+            f" {evidence.mode} {evidence.compiled:.6g}, eager {evidence.eager:.6g}")
 
 
-@elaboration.register
-def _worst_non_finite(evidence: CompiledNotFinite, result: CheckResult) -> str:
-    return _worst(evidence)
+@sentence.register
+def _not_finite(evidence: CompiledNotFinite, result: CheckResult) -> str:
+    return _worst(evidence, result)
 
 
-@elaboration.register
-def _worst_difference(evidence: CompiledDiffers, result: CheckResult) -> str:
-    return f"{_worst(evidence)} ({evidence.excess:.3g}× the allowed error)"
+@sentence.register
+def _differs(evidence: CompiledDiffers, result: CheckResult) -> str:
+    return f"{_worst(evidence, result)} ({evidence.excess:.3g}× the allowed error)"

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from gradcheck.evidence.determinism import Nondeterministic
-from gradcheck.render.sentences import elaboration, sentence
+from gradcheck.render.sentences import clause, sentence
 from gradcheck.report import CheckResult
 
 
-@sentence.register
+@clause.register
 def _changed(evidence: Nondeterministic, result: CheckResult) -> str:
     return (f"{evidence.function} returned different values on two calls with the same inputs:"
             f" {evidence.what}")
 
 
-@elaboration.register
-def _why_and_what_changes(evidence: Nondeterministic, result: CheckResult) -> str:
-    said = ("random ops (tf.random.*, dropout) or state that changes between calls make finite"
-            " differences meaningless, so no gradient verdict is given: fix the randomness"
-            " (tf.random.stateless_*) or check a deterministic version")
+@sentence.register
+def _changed_and_why(evidence: Nondeterministic, result: CheckResult) -> str:
+    said = (f"{_changed(evidence, result)}; random ops (tf.random.*, dropout) or state that"
+            " changes between calls make finite differences meaningless, so no gradient"
+            " verdict is given: fix the randomness (tf.random.stateless_*) or check a"
+            " deterministic version")
     if evidence.random_layers:
         return (f"{said}; its random layers: {', '.join(evidence.random_layers)} (check in"
                 " inference mode, without --training, or fix their seeds)")

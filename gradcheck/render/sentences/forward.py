@@ -13,7 +13,7 @@ from gradcheck.evidence.forward import (
     NoReverseVJP,
     ReverseNotFinite,
 )
-from gradcheck.render.sentences import elaboration, sentence
+from gradcheck.render.sentences import clause, sentence
 from gradcheck.report import CheckResult
 
 
@@ -70,11 +70,11 @@ def _disagree(evidence: ModesDisagree, result: CheckResult) -> str:
             " grad_fn) is inconsistent")
 
 
-@sentence.register
-def _gap(evidence: ForwardGap, result: CheckResult) -> str:
+@clause.register
+def _gap_clause(evidence: ForwardGap, result: CheckResult) -> str:
     return f"no forward-mode verdict for {evidence.input}: {evidence.what}"
 
 
-@elaboration.register
-def _gap_fix(evidence: ForwardGap, result: CheckResult) -> str:
-    return evidence.fix
+@sentence.register
+def _gap(evidence: ForwardGap, result: CheckResult) -> str:
+    return f"{_gap_clause(evidence, result)}; {evidence.fix}"
