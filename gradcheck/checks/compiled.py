@@ -10,10 +10,22 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.verdicts import comparison_fields
+from gradcheck.evidence.compiled import (
+    CompiledDiffers,
+    CompiledMatches,
+    CompiledNotFinite,
+    EagerNotFinite,
+    NoEagerVJP,
+    NoGradientEither,
+    NoneOnly,
+    Untraceable,
+    ValuesDiffer,
+    XlaUnsupported,
+)
 from gradcheck.load.locations import exception_location
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance, machine_eps, tolerance_for
-from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
+from gradcheck.report import Cause, CheckResult, Kind, Status
 from gradcheck.tf.compiled import CompiledVJP, compiled_vjp, eager_vjp
 from gradcheck.tf.culprits import failing_node_site
 from gradcheck.tf.program import first_line
@@ -22,24 +34,42 @@ MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
 # Compiled kernels reassociate sums: allow this many epsilons of the VJP's scale on top of
 # the check's tolerance.
 REASSOCIATION = 64.0
+UNTRACEABLE_FIX = ("create variables once, outside f (or in a Keras layer's build); keep tensors"
+                   " in TensorFlow (no .numpy(), float() or Python `if` on tensor values)")
 
 
-def _trace_failure(mode: str, exc: BaseException, jit: bool) -> tuple[Status, str, Cause]:
+def _trace_failure(mode: str, exc: BaseException, jit: bool
+                   ) -> tuple[Status, XlaUnsupported | Untraceable, Cause]:
     """Why the compiled VJP could not run: XLA lacking an op or a feature (skip: tf.function
     traced f already), or f not traceable at all (warn)."""
-    text = str(exc)
+    text, error = str(exc), first_line(exc)
     if jit and not ("unsupported operations" in text or "failed to lift" in text.lower()):
-        return (Status.SKIP, f"XLA cannot compile the VJP ({first_line(exc)})",
-                Cause("xla-unsupported", first_line(exc)))
+        return Status.SKIP, XlaUnsupported(error=error), Cause("xla-unsupported", error)
     if "unsupported operations" in text or "failed to lift variable" in text.lower():
         named = re.search(r"_JIT: ([\w, ]+?) \(", text)
         ops = named.group(1) if named else "variables created inside f"
-        return (Status.SKIP, f"XLA cannot compile the VJP: no XLA kernel for {ops}",
+        return (Status.SKIP, XlaUnsupported(ops=ops),
                 Cause("xla-unsupported", f"XLA has no kernel for {ops}"))
-    fix = ("create variables once, outside f (or in a Keras layer's build); keep tensors in"
-           " TensorFlow (no .numpy(), float() or Python `if` on tensor values)")
-    return (Status.WARN, f"{mode} cannot trace f ({first_line(exc)}): the gradient works"
-            f" eagerly only; {fix}", Cause("untraceable", first_line(exc), fix=fix))
+    return (Status.WARN, Untraceable(mode, error, UNTRACEABLE_FIX),
+            Cause("untraceable", error, fix=UNTRACEABLE_FIX))
+
+
+def _not_compiled(ctx: CheckContext, mode: str, exc: BaseException, jit: bool) -> CheckResult:
+    """A compiled VJP that could not run, at the line of f that made it so."""
+    status, evidence, cause = _trace_failure(mode, exc, jit)
+    if isinstance(evidence, Untraceable):
+        location = exception_location(exc)
+    else:
+        # An XLA error is raised by the runtime, under gradcheck's frames only: its line is
+        # that of the op the error names.
+        location = None
+        site = failing_node_site(ctx.program, ctx.diff_outputs, str(exc))
+        if site is not None and site.location is not None:
+            location = site.location
+            name = site.scope.split("/")[0] if site.scope else site.op
+            evidence = replace(evidence, op=name, backward=site.backward, location=location)
+            cause = replace(cause, culprit=name, location=location)
+    return CheckResult(Kind.COMPILED, status, evidence=evidence, location=location, cause=cause)
 
 
 def _own_dtype(ctx: CheckContext) -> str | None:
@@ -81,8 +111,7 @@ def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
     eager = [ctx.recording.gradient(ctx.diff_outputs, slot, ctx.upstreams) for slot in sources]
     if any(g.error is not None or (g.value is not None and g.shape != s.shape)
            for g, s in zip(eager, sources)):
-        found.add(Kind.COMPILED, Status.SKIP, "no eager VJP to compare with (see the checks"
-                  " above)")
+        found.add(Kind.COMPILED, Status.SKIP, evidence=NoEagerVJP())
         return found
     eager_values = [g.value for g in eager] if own is None else own.gradients
     for mode, jit in MODES:
@@ -90,27 +119,13 @@ def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
             result = compiled_vjp(ctx.program, ctx.diff_outputs, ctx.upstreams, jit,
                                   own_dtype=own is not None)
         except Exception as exc:  # tracing or compiling failed: judged, not a crash
-            status, message, cause = _trace_failure(mode, exc, jit)
-            # An XLA error is raised by the runtime, under gradcheck's frames only: its line
-            # is that of the op the error names.
-            location = exception_location(exc) if status != Status.SKIP else None
-            if status == Status.SKIP:
-                site = failing_node_site(ctx.program, ctx.diff_outputs, str(exc))
-                if site is not None and site.location is not None:
-                    location = site.location
-                    name = site.scope.split("/")[0] if site.scope else site.op
-                    gradient = "the gradient of " if site.backward else ""
-                    message += f"; the op: {gradient}{name} at {location}"
-                    cause = replace(cause, culprit=name, location=location)
-            found.add(Kind.COMPILED, status, message, location=location, cause=cause)
-            if status == Status.WARN:
+            found.results.append(_not_compiled(ctx, mode, exc, jit))
+            if found.results[-1].status == Status.WARN:
                 return found  # XLA would fail the same way
             continue
         changed = _values_differ(ctx, result.outputs, None if own is None else own.outputs)
         if changed is not None:
-            found.add(Kind.COMPILED, Status.SKIP,
-                      f"f itself returns other values under {mode} ({changed}: random ops, or"
-                      " a kernel that computes differently), so its VJPs are not comparable",
+            found.add(Kind.COMPILED, Status.SKIP, evidence=ValuesDiffer(mode, changed),
                       cause=Cause("compiled-values", f"f's values differ under {mode}"))
             continue
         for slot, value, compiled in zip(sources, eager_values, result.gradients):
@@ -120,17 +135,17 @@ def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
 
 def _values_differ(ctx: CheckContext, outputs: list[np.ndarray],
                    eager_outputs: list[np.ndarray] | None) -> str | None:
-    """Which output f computes differently when compiled, beyond the dtype's tolerance."""
+    """The output f computes differently when compiled, beyond the dtype's tolerance."""
     for position, (k, compiled) in enumerate(zip(ctx.diff_outputs, outputs)):
         eager = np.asarray(ctx.outputs[k].tensor if eager_outputs is None
                            else eager_outputs[position], dtype=np.float64)
         scale = float(np.max(np.abs(eager), initial=0.0, where=np.isfinite(eager)))
         if compiled.shape != eager.shape:
-            return f"{ctx.outputs[k].name} differs"
+            return ctx.outputs[k].name
         with np.errstate(invalid="ignore"):  # inf - inf: the same infinity is no change
             close = np.abs(compiled - eager) <= ctx.tolerance.atol + ctx.tolerance.rtol * scale
         if not np.all(close | (compiled == eager) | (np.isnan(compiled) & np.isnan(eager))):
-            return f"{ctx.outputs[k].name} differs"
+            return ctx.outputs[k].name
     return None
 
 
@@ -139,20 +154,18 @@ def _non_finite(mode: str, name: str, eager: np.ndarray, compiled: np.ndarray, j
     """A NaN or infinity in the eager VJP is the non-finite check's (skip); one only in the
     compiled VJP fails, marked for the non-finite diagnosis to analyse that variant."""
     if not np.all(np.isfinite(eager)):
-        return CheckResult(Kind.COMPILED, Status.SKIP, f"the eager VJP for {name} is not"
-                           f" finite, so the one under {mode} is not compared with it (see the"
-                           " non-finite check)", input=name)
+        return CheckResult(Kind.COMPILED, Status.SKIP, evidence=EagerNotFinite(mode, name),
+                           input=name)
     bad = ~np.isfinite(compiled)
     if not bad.any():
         return None
     index = tuple(int(i) for i in np.argwhere(bad)[0])
     return CheckResult(
-        Kind.COMPILED, Status.FAIL,
-        f"the VJP for {name} under {mode} is not finite in {int(bad.sum())} of {bad.size}"
-        f" elements where the eager one is; worst {format_index(index)}: {mode}"
-        f" {compiled[index]:.6g}, eager {eager[index]:.6g}", input=name, worst_index=index,
-        cause=Cause("compiled-non-finite", f"{mode} gives non-finite values"),
-        details={"non_finite": True, "jit": jit})
+        Kind.COMPILED, Status.FAIL, evidence=CompiledNotFinite(
+            mode, name, int(bad.sum()), int(bad.size), index, float(compiled[index]),
+            float(eager[index]), jit=jit),
+        input=name, worst_index=index,
+        cause=Cause("compiled-non-finite", f"{mode} gives non-finite values"))
 
 
 def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
@@ -160,11 +173,11 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
     where: dict[str, Any] = {"input": name}
     if eager is None or compiled is None:
         if eager is None and compiled is None:
-            return CheckResult(Kind.COMPILED, Status.PASS, f"{mode} and eager agree: no"
-                               f" gradient for {name}", **where)
+            return CheckResult(Kind.COMPILED, Status.PASS,
+                               evidence=NoGradientEither(mode, name), **where)
         which = "eagerly" if compiled is None else f"under {mode}"
         return CheckResult(Kind.COMPILED, Status.FAIL,
-                           f"the gradient for {name} is None only {which}", **where,
+                           evidence=NoneOnly(mode, name, eagerly=compiled is None), **where,
                            cause=Cause("compiled-none", f"None {which}"))
     if (non_finite := _non_finite(mode, name, eager, compiled, jit)) is not None:
         return non_finite
@@ -176,14 +189,13 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
     comparison = judging.compare(compiled, eager, tolerance)
     if comparison.ok:
         return CheckResult(Kind.COMPILED, Status.PASS,
-                           f"the VJP under {mode} matches the eager one (max abs err"
-                           f" {comparison.max_abs_err:.1e})", **comparison_fields(comparison),
-                           **where)
+                           evidence=CompiledMatches(mode, comparison.max_abs_err),
+                           **comparison_fields(comparison), **where)
     index = comparison.worst_index or ()
     return CheckResult(
-        Kind.COMPILED, Status.FAIL,
-        f"the VJP for {name} under {mode} differs from the eager one in {comparison.n_bad} of"
-        f" {comparison.size} elements; worst {format_index(index)}: {mode}"
-        f" {np.asarray(compiled)[index]:.6g}, eager {np.asarray(eager)[index]:.6g}"
-        f" ({comparison.excess:.3g}× the allowed error)", **comparison_fields(comparison),
-        **where, cause=Cause("compiled-mismatch", f"{mode} differs from eager"))
+        Kind.COMPILED, Status.FAIL, evidence=CompiledDiffers(
+            mode, name, comparison.n_bad, comparison.size, index,
+            float(np.asarray(compiled)[index]), float(np.asarray(eager)[index]),
+            comparison.excess),
+        **comparison_fields(comparison), **where,
+        cause=Cause("compiled-mismatch", f"{mode} differs from eager"))

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.evidence.determinism import ChangingState, Nondeterministic
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
 from gradcheck.tf.culprits import VARIABLE_WRITES, stateful_sites
@@ -49,22 +50,15 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
         if not changes:
             return None
         output, (what, largest, index) = changes[0]
-    layers = random_layers(recording.program.function)
-    culprit = (f"; its random layers: {', '.join(layers)} (check in inference mode, without"
-               " --training, or fix their seeds)" if layers else "")
+    layers = tuple(random_layers(recording.program.function))
     sites = [] if layers else stateful_sites(recording.program, diff_outputs)
     located = next((site for site in sites if site.location), None)
-    if located is not None:
-        kind = ("a variable write" if located.op in VARIABLE_WRITES else "a random op")
-        others = len({(s.op, s.location) for s in sites}) - 1
-        also = f" (and {others} more)" if others > 0 else ""
-        culprit = f"; the state that changes: {kind}, {located.name}, at {located.location}{also}"
+    state = None if located is None or located.location is None else ChangingState(
+        located.op in VARIABLE_WRITES, located.name, located.location,
+        len({(s.op, s.location) for s in sites}) - 1)
     return CheckResult(
         Kind.NONDETERMINISM, Status.FAIL,
-        f"{name} returned different values on two calls with the same inputs: {what}; random"
-        " ops (tf.random.*, dropout) or state that changes between calls make finite"
-        " differences meaningless, so no gradient verdict is given: fix the randomness"
-        f" (tf.random.stateless_*) or check a deterministic version{culprit}",
+        evidence=Nondeterministic(name, what, layers, state),
         output=output, max_abs_err=largest, worst_index=index,
         location=located.location if located is not None else None,
         cause=Cause("random", what, culprit=", ".join(layers) or (

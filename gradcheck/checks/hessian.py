@@ -9,6 +9,7 @@ import numpy as np
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.second_order import Differentiated, argument_rows, differentiate_gradient
 from gradcheck.errors import InputError
+from gradcheck.evidence.second_order import NoArgument
 from gradcheck.report import Kind, Status
 from gradcheck.tf.program import function_name
 
@@ -32,8 +33,7 @@ def check_hessian(ctx: CheckContext) -> Findings:
     names = {i: f"d{output.name}/d{ctx.program.slots[i].name}" for i in argument_rows(ctx)}
     if not names:
         found = Findings()
-        found.add(Kind.HESSIAN, Status.SKIP, "no argument to differentiate twice (variables f reads"
-                  " are not moved for a Hessian)")
+        found.add(Kind.HESSIAN, Status.SKIP, evidence=NoArgument())
         return found
     found = differentiate_gradient(
         ctx, Differentiated(Kind.HESSIAN, (np.ones(output.shape),), names))

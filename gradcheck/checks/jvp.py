@@ -7,6 +7,18 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
+from gradcheck.evidence.forward import (
+    ComparedForwardGap,
+    ForwardGap,
+    ForwardNotFinite,
+    ForwardRaised,
+    ModesAgree,
+    ModesDisagree,
+    ModesIndependent,
+    NoForwardMode,
+    NoReverseVJP,
+    ReverseNotFinite,
+)
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, Kind, Status
 from gradcheck.tf.gaps import forward_mode_gaps, forward_op_location, missing_gradient_of
@@ -16,13 +28,6 @@ from gradcheck.tf.program import Slot, first_line
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,
 # allowed as this many machine epsilons of the sum of the terms' magnitudes.
 JVP_ROUNDING = 300.0
-# ForwardAccumulator gives None where TensorFlow has no way forward: not a wrong gradient.
-_NO_FORWARD_MODE = (
-    "forward mode (ForwardAccumulator) gives no JVP for {0} (None) although reverse mode gives"
-    " a gradient: TensorFlow has no forward-mode rule on the path (a custom_gradient whose"
-    " forward and grad_fn both leave TensorFlow, e.g. NumPy through tf.numpy_function, which"
-    " forward mode would differentiate through; or an op without one), so the two modes cannot"
-    " be compared")
 # Random streams of their own: the JVP's u and v must not repeat the VJP's upstream.
 JVP_STREAM = 2
 
@@ -55,13 +60,11 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
     outputs = ctx.diff_outputs
     upstreams = [rng.standard_normal(ctx.outputs[k].shape) for k in outputs]
     tangent = rng.standard_normal(slot.shape)
-    where = {"input": slot.name,
-             "output": ctx.outputs[outputs[0]].name if len(outputs) == 1 else None}
+    where: dict[str, Any] = {
+        "input": slot.name, "output": ctx.outputs[outputs[0]].name if len(outputs) == 1 else None}
     reverse = ctx.recording.gradient(outputs, slot, upstreams)
     if reverse.error is not None or (reverse.value is not None and reverse.shape != slot.shape):
-        found.add(Kind.JVP, Status.SKIP,
-                  f"no reverse-mode VJP for {slot.name} to compare with (see the checks above)",
-                  **where)
+        found.add(Kind.JVP, Status.SKIP, evidence=NoReverseVJP(slot.name), **where)
         return found
     try:
         jvps = ctx.recording.forward_jvp(slot, tangent, outputs)
@@ -71,58 +74,53 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
             _gap_skip(found, slot.name, gap, where)
         else:
             found.add(Kind.JVP, Status.SKIP,
-                      f"forward mode could not run for {slot.name}: {first_line(exc)}", **where)
+                      evidence=ForwardRaised(slot.name, first_line(exc)), **where)
         return found
     if all(j is None for j in jvps) and reverse.value is not None and np.any(reverse.value):
         if gaps := _gaps(ctx, slot):  # the op without a forward-mode rule, at its line
             _gap_skip(found, slot.name, _gap_cause(gaps), where)
         else:
-            found.add(Kind.JVP, Status.SKIP, _NO_FORWARD_MODE.format(slot.name), **where)
+            found.add(Kind.JVP, Status.SKIP, evidence=NoForwardMode(slot.name), **where)
         return found
     forward_terms = [u * j for u, j in zip(upstreams, jvps) if j is not None]
     reverse_terms = np.zeros(slot.shape) if reverse.value is None else reverse.value * tangent
     forward = float(sum(np.sum(t) for t in forward_terms))
     backward = float(np.sum(reverse_terms))
     if not np.isfinite(backward):
-        found.add(Kind.JVP, Status.SKIP, f"reverse mode gives {backward:.6g} for {slot.name}"
-                  f" (forward mode {forward:.6g}): not finite, so not comparable (see the"
-                  " non-finite check)", **where)
+        found.add(Kind.JVP, Status.SKIP,
+                  evidence=ReverseNotFinite(slot.name, forward, backward), **where)
         return found
     if not np.isfinite(forward):
-        found.add(Kind.JVP, Status.WARN, f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ ="
-                  f" {forward:.6g} for {slot.name} where reverse mode is finite ({backward:.6g}):"
-                  " a forward-mode rule of an op on the path is not finite at this point (code"
-                  " using ForwardAccumulator or tf.autodiff.jvp would see it)", **where)
+        found.add(Kind.JVP, Status.WARN,
+                  evidence=ForwardNotFinite(slot.name, forward, backward), **where)
         return found
     scale = max(float(sum(np.sum(np.abs(t)) for t in forward_terms)),
                 float(np.sum(np.abs(reverse_terms))))
     allowed = _allowed(ctx, scale, tangent, upstreams)
     error = abs(forward - backward)
-    details: dict[str, Any] = {"forward": forward, "reverse": backward, "allowed": allowed}
-    numbers = {"max_abs_err": error, "max_rel_err": error / scale if scale else 0.0,
-               "excess": error / allowed, "details": details}
+    compared = (forward, backward, allowed)
+    numbers: dict[str, Any] = {
+        "max_abs_err": error, "max_rel_err": error / scale if scale else 0.0,
+        "excess": error / allowed}
     if all(j is None for j in jvps) and reverse.value is None:
-        found.add(Kind.JVP, Status.PASS, f"forward and reverse mode agree that the outputs"
-                  f" do not depend on {slot.name}", details=numbers["details"], **where)
+        found.add(Kind.JVP, Status.PASS, evidence=ModesIndependent(*compared, slot.name),
+                  **where)
     elif error <= allowed:
-        found.add(Kind.JVP, Status.PASS,
-                  f"forward mode ⟨u, Jv⟩ = {forward:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
-                  f" {backward:.6g} for a random v and u", **numbers, **where)
+        found.add(Kind.JVP, Status.PASS, evidence=ModesAgree(*compared, slot.name), **numbers,
+                  **where)
     elif gaps := _gaps(ctx, slot):
-        _gap_skip(found, slot.name, _gap_cause(gaps), where, details)
+        _gap_skip(found, slot.name, _gap_cause(gaps), where, compared)
     else:
-        found.add(Kind.JVP, Status.FAIL,
-                  f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {forward:.6g} but reverse"
-                  f" mode (tape.gradient) gives ⟨Jᵀu, v⟩ = {backward:.6g} for {slot.name}: the"
-                  " two modes disagree, so a gradient (often a custom_gradient grad_fn) is"
-                  " inconsistent", **numbers, **where)
+        found.add(Kind.JVP, Status.FAIL, evidence=ModesDisagree(*compared, slot.name),
+                  **numbers, **where)
     return found
 
 
 def _gap_skip(found: Findings, name: str, cause: Cause, where: dict[str, Any],
-              details: dict[str, Any] | None = None) -> None:
-    found.add(Kind.JVP, Status.SKIP, f"no forward-mode verdict for {name}: {cause.what};"
-              f" {cause.fix}", location=cause.location, cause=cause, details=details or {},
+              compared: tuple[float, float, float] | None = None) -> None:
+    evidence = (ForwardGap(name, cause.what, cause.fix or "") if compared is None else
+                ComparedForwardGap(name, cause.what, cause.fix or "", *compared))
+    found.add(Kind.JVP, Status.SKIP, evidence=evidence, location=cause.location, cause=cause,
               **where)
 
 

@@ -17,18 +17,32 @@ from gradcheck.checks.full import analyse, check_block
 from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.errors import FunctionError
-from gradcheck.evidence.worded import Worded
+from gradcheck.evidence.second_order import (
+    Asymmetric,
+    MissingInTensorFlow,
+    NotDifferentiated,
+    ProjectedAsymmetric,
+    ProjectedSymmetric,
+    SecondOrderOf,
+    Symmetric,
+)
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance
 from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
-from gradcheck.tf.gaps import forward_op_location, missing_gradient_of, second_order_gaps
-from gradcheck.tf.graph import CutSite
+from gradcheck.tf.gaps import (
+    MissingSecondOrder,
+    forward_op_location,
+    missing_gradient_of,
+    second_order_gaps,
+)
 from gradcheck.tf.nested import record_gradient
 from gradcheck.tf.program import Slot
 from gradcheck.tf.recording import Recording
 
 FIX = ("write grad_fn in TensorFlow ops of x and upstream (no .numpy(), NumPy, tf.Variable or"
        " tf.stop_gradient), or nest a tf.custom_gradient for the second order")
+_ASYMMETRIC = Cause("asymmetric", "has a second derivative that is not symmetric (a second"
+                   " derivative of a twice-differentiable f is)", fix=FIX)
 # What the first-order machinery checks on g.
 GRADIENT_KINDS = frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
                             Kind.KINK, Kind.FAST})
@@ -72,14 +86,12 @@ def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:
                                     list(what.names.values()))
     except FunctionError as error:
         found = Findings()
-        found.add(what.kind, Status.SKIP, f"no second derivative checked: computing the"
-                  f" gradient to differentiate failed ({error.message})")
+        found.add(what.kind, Status.SKIP, evidence=NotDifferentiated(error.message))
         return found
     gctx = _gradient_context(ctx, recording)
     if not gctx.diff_outputs:
         found = Findings()
-        found.add(what.kind, Status.SKIP, "no second derivative checked: the gradient to"
-                  " differentiate has no floating-point values")
+        found.add(what.kind, Status.SKIP, evidence=NotDifferentiated())
         return found
     choice = choose_mode(ctx.options, gctx.program,
                          [gctx.outputs[k].shape for k in gctx.diff_outputs],
@@ -102,10 +114,10 @@ def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:
 
 
 def _missing_in_tensorflow(ctx: CheckContext, recording: Recording,
-                           found: Findings) -> dict[str, list[CutSite]]:
+                           found: Findings) -> dict[str, list[MissingSecondOrder]]:
     """Per argument whose second derivative is None (or raises LookupError): the gradient ops
     TensorFlow has no gradient for, at the user's op (its gap, not the user's grad_fn)."""
-    gaps: dict[str, list[CutSite]] = {}
+    gaps: dict[str, list[MissingSecondOrder]] = {}
     for result in found.results:
         index = next((i for i, s in enumerate(recording.program.slots)
                       if s.name == result.input), None)
@@ -117,8 +129,7 @@ def _missing_in_tensorflow(ctx: CheckContext, recording: Recording,
         elif result.check == Kind.CUSTOM_GRADIENT and (
                 missing := missing_gradient_of(str(result.details.get("error", "")))) and (
                 op := forward_op_location(ctx.program, index, missing)) is not None:
-            gaps[result.input or ""] = [
-                CutSite("no-second-order-gradient", op[1], f"{missing}:{op[0]}")]
+            gaps[result.input or ""] = [MissingSecondOrder(missing, op[0], op[1])]
     return gaps
 
 
@@ -141,21 +152,15 @@ def _symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int],
     if comparison.ok and kind != Kind.HESSIAN:
         return []  # said only where the Hessian is the subject
     if comparison.ok:
-        return [CheckResult(kind, Status.PASS,
-                            f"the second derivative from nested tapes is symmetric (max"
-                            f" |H - Hᵀ| {comparison.max_abs_err:.1e})",
+        return [CheckResult(kind, Status.PASS, evidence=Symmetric(comparison.max_abs_err),
                             **comparison_fields(comparison))]
     a, b = comparison.worst_index or (0, 0)
     first, second = _element(slots, sizes, a), _element(slots, sizes, b)
-    what = "is not symmetric (a second derivative of a twice-differentiable f is)"
     return [CheckResult(
-        kind, Status.FAIL,
-        f"the second derivative from nested tapes {what}: ∂²/∂{first}∂{second} ="
-        f" {matrix[a, b]:.6g} but ∂²/∂{second}∂{first} = {matrix[b, a]:.6g}, asymmetric in"
-        f" {comparison.n_bad} of {comparison.size} elements: a nested custom gradient's second"
-        f" derivative is wrong; {FIX}",
-        cause=Cause("asymmetric", f"has a second derivative that {what}", fix=FIX),
-        details={"max_asymmetry": comparison.max_abs_err}, **comparison_fields(comparison))]
+        kind, Status.FAIL, evidence=Asymmetric(
+            comparison.max_abs_err, first, second, float(matrix[a, b]), float(matrix[b, a]),
+            comparison.n_bad, comparison.size, FIX),
+        cause=_ASYMMETRIC, **comparison_fields(comparison))]
 
 
 def _projected_symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int]
@@ -186,20 +191,12 @@ def _projected_symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int]
     norms = float(np.sqrt(sum(np.sum(a * a) for a in w) * sum(np.sum(b * b) for b in v)))
     allowed = PROJECTION_SAFETY * (gctx.tolerance.atol * norms + gctx.tolerance.rtol * spread)
     difference = abs(w_h_v - v_h_w)
-    fields: dict[str, Any] = {"max_abs_err": difference, "excess": difference / allowed,
-                              "details": {"w_H_v": w_h_v, "v_H_w": v_h_w}}
+    fields: dict[str, Any] = {"max_abs_err": difference, "excess": difference / allowed}
     if difference <= allowed:
         return [] if kind != Kind.HESSIAN else [CheckResult(
-            kind, Status.PASS, f"the second derivative from nested tapes is symmetric along"
-            f" random directions: ⟨w, H v⟩ = {w_h_v:.6g}, ⟨v, H w⟩ = {v_h_w:.6g} (allowed"
-            f" difference {allowed:.1e})", **fields)]
-    what = "is not symmetric (a second derivative of a twice-differentiable f is)"
-    return [CheckResult(
-        kind, Status.FAIL,
-        f"the second derivative from nested tapes {what}: for random w and v, ⟨w, H v⟩ ="
-        f" {w_h_v:.6g} but ⟨v, H w⟩ = {v_h_w:.6g} (allowed difference {allowed:.1e}): a"
-        f" nested custom gradient's second derivative is wrong; {FIX}",
-        cause=Cause("asymmetric", f"has a second derivative that {what}", fix=FIX), **fields)]
+            kind, Status.PASS, evidence=ProjectedSymmetric(w_h_v, v_h_w, allowed), **fields)]
+    return [CheckResult(kind, Status.FAIL, evidence=ProjectedAsymmetric(
+        w_h_v, v_h_w, allowed, FIX), cause=_ASYMMETRIC, **fields)]
 
 
 def _element(slots: Sequence[Slot], sizes: Sequence[int], flat: int) -> str:
@@ -214,7 +211,7 @@ def _element(slots: Sequence[Slot], sizes: Sequence[int], flat: int) -> str:
 
 
 def _told(found: Findings, kind: Kind,
-          gaps: dict[str, list[CutSite]] | None = None) -> Findings:
+          gaps: dict[str, list[MissingSecondOrder]] | None = None) -> Findings:
     """g's first-order findings told as second derivatives of f (a None one at TensorFlow's
     missing gradient when that is why)."""
     judged = {(r.input, r.output) for r in found.results if r.check != Kind.CONNECTED}
@@ -233,35 +230,29 @@ def _told(found: Findings, kind: Kind,
     return told
 
 
-def _tensorflow_gap(result: CheckResult, kind: Kind, gaps: list[CutSite]) -> CheckResult:
+def _tensorflow_gap(result: CheckResult, kind: Kind,
+                    gaps: list[MissingSecondOrder]) -> CheckResult:
     """A None second derivative because TensorFlow registers no gradient for a gradient op."""
     first = gaps[0]
-    grad_op, op = first.detail.split(":")
+    op = first.op
     cause = Cause(
         "no-second-order-gradient",
-        f"TensorFlow has no gradient for {grad_op}, the gradient of {op}: the second"
+        f"TensorFlow has no gradient for {first.gradient_op}, the gradient of {op}: the second"
         f" derivative through {op} is missing (TensorFlow's missing gradient, not your code's)",
         culprit=op, location=first.location,
         fix=f"compute {op} with ops that have second derivatives (e.g. for a resize:"
             " tf.nn.conv2d_transpose or tf.nn.avg_pool2d, or a tf.custom_gradient whose grad_fn"
             " is written in differentiable ops)")
-    symptom = ("raises LookupError" if result.check == Kind.CUSTOM_GRADIENT else
-               f"is None, but finite differences show it depends on {result.input}")
     return replace(result, check=kind, cause=cause, location=first.location,
-                   evidence=Worded(f"{result.output} (the gradient of f) differentiated by"
-                                   f" nested tapes with respect to {result.input} {symptom}:"
-                                   f" {cause.what}; {cause.fix}"))
+                   evidence=MissingInTensorFlow(result, result.check == Kind.CUSTOM_GRADIENT,
+                                                cause.what, cause.fix or ""))
 
 
 def _as_second_order(result: CheckResult, kind: Kind) -> CheckResult:
-    where = (f"{result.output or 'the gradient'} differentiated by nested tapes"
-             + (f" with respect to {result.input}" if result.input else "")
-             + ", against central differences of it: ")
-    message = where + result.message
     if result.check == Kind.KINK:
-        return replace(result, evidence=Worded(message))
+        return replace(result, evidence=SecondOrderOf(result))
     if not result.failed:
-        return replace(result, check=kind, evidence=Worded(message))
+        return replace(result, check=kind, evidence=SecondOrderOf(result))
     cause: Cause
     if result.check == Kind.CONNECTED:
         cause = Cause("second-order-none",
@@ -275,7 +266,7 @@ def _as_second_order(result: CheckResult, kind: Kind) -> CheckResult:
         wrong = result.cause.what if result.cause else "has wrong values"
         cause = Cause(mistake, f"has a second derivative that {wrong}", fix=FIX)
     return replace(result, check=kind, cause=cause,
-                   evidence=Worded(f"{message}; the gradient {cause.what}; {FIX}"))
+                   evidence=SecondOrderOf(result, cause.what, FIX))
 
 
 def check_second_order(ctx: CheckContext) -> Findings:

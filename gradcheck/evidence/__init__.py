@@ -28,6 +28,11 @@ class Location:
 class Evidence:
     """The base of every kind of evidence."""
 
+    def published(self) -> dict[str, Any]:
+        """The JSON `details`: the fields not marked internal (evidence that retells another
+        finding publishes that finding's)."""
+        return _public(self)
+
 
 def internal(default: Any = None) -> Any:
     """A field the renderers may read but the JSON `details` does not publish."""
@@ -35,17 +40,22 @@ def internal(default: Any = None) -> Any:
 
 
 def public_fields(evidence: Any) -> dict[str, Any]:
-    """The evidence's fields the JSON report publishes as `details`, by name (a field that is
-    itself a dataclass: its public fields, by name)."""
-    return {field.name: _published(getattr(evidence, field.name))
-            for field in dataclasses.fields(evidence) if not field.metadata.get("internal")}
+    """The JSON `details` of a finding's evidence (see Evidence.published)."""
+    return evidence.published() if isinstance(evidence, Evidence) else _public(evidence)
+
+
+def _public(value: Any) -> dict[str, Any]:
+    """A dataclass's fields not marked internal, by name (a field that is itself a dataclass:
+    its public fields, by name)."""
+    return {field.name: _published(getattr(value, field.name))
+            for field in dataclasses.fields(value) if not field.metadata.get("internal")}
 
 
 def _published(value: Any) -> Any:
     if isinstance(value, Location):
         return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return public_fields(value)
+        return _public(value)
     if isinstance(value, (list, tuple)):
         return type(value)(_published(item) for item in value)
     return value

@@ -3,6 +3,7 @@ ops without a gradient (no second derivative), half precision computed inside f.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gradcheck.tf.graph import (
@@ -23,6 +24,16 @@ LOW_PRECISION = ("bfloat16", "float16")
 # Ops that custom gradients and forward mode add around the user's: never a forward-mode gap.
 PASS_THROUGH_OPS = frozenset({"Identity", "IdentityN", "PartitionedCall",
                               "StatefulPartitionedCall"})
+
+
+@dataclass(frozen=True)
+class MissingSecondOrder:
+    """A gradient op TensorFlow registers no gradient for (`gradient_op`: ResizeBilinearGrad),
+    made for the user's `op` (ResizeBilinear) at `location`."""
+
+    gradient_op: str
+    op: str
+    location: str | None
 
 
 def lowest_precision_inside(program: Program) -> str | None:
@@ -101,7 +112,7 @@ def _forward_op_of(graph: Any, gradient_op: Any) -> Any:
                 candidates[-1] if candidates else None)
 
 
-def second_order_gaps(program: Program, slot_index: int) -> list[CutSite]:
+def second_order_gaps(program: Program, slot_index: int) -> list[MissingSecondOrder]:
     """In the traced gradient g of f (a nested-tape program), the gradient ops with no
     gradient registered in TensorFlow (ResizeBilinearGrad...), each at its forward op's line."""
     graph, _, _ = _trace(program, slot_index)
@@ -110,13 +121,13 @@ def second_order_gaps(program: Program, slot_index: int) -> list[CutSite]:
     starts = _starts(graph, program.slots[slot_index])
     forward = _reachable_forward(starts)
     backward = _reachable_backward(graph.outputs)
-    gaps: list[CutSite] = []
+    gaps: list[MissingSecondOrder] = []
     for op in graph.get_operations():
         if op in forward and op in backward and not _has_gradient(op):
             source = _forward_op_of(graph, op)
             location = _frames_location(source.traceback) if source is not None else None
-            gaps.append(CutSite("no-second-order-gradient", location,
-                                f"{op.type}:{source.type if source is not None else op.type}"))
+            gaps.append(MissingSecondOrder(
+                op.type, source.type if source is not None else op.type, location))
     return gaps
 
 

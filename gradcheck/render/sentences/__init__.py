@@ -79,7 +79,11 @@ def message(result: CheckResult) -> str:
 
 # Each family registers its sentences when imported (one line each, sorted).
 import gradcheck.render.sentences.comparison  # noqa: E402,F401
+import gradcheck.render.sentences.compiled  # noqa: E402,F401
 import gradcheck.render.sentences.connected  # noqa: E402,F401
+import gradcheck.render.sentences.determinism  # noqa: E402,F401
 import gradcheck.render.sentences.diagnosis  # noqa: E402,F401
+import gradcheck.render.sentences.forward  # noqa: E402,F401
 import gradcheck.render.sentences.gradients  # noqa: E402,F401
+import gradcheck.render.sentences.second_order  # noqa: E402,F401
 import gradcheck.render.sentences.worded  # noqa: E402,F401

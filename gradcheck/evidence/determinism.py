@@ -1,0 +1,29 @@
+"""Evidence of the nondeterminism check: two calls of f with the same inputs disagreed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gradcheck.evidence import Evidence, internal
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangingState:
+    """The first located op whose state changes between calls: a variable write (else a
+    random op) named `name` at `location`, and how many other such ops there are."""
+
+    variable_write: bool
+    name: str
+    location: str
+    others: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Nondeterministic(Evidence):
+    """`function` returned other values on a second call: `what` changed (the cause's words),
+    and what changes, when known: its random Keras layers, or the state an op changes."""
+
+    function: str = internal("")
+    what: str = internal("")
+    random_layers: tuple[str, ...] = internal(())
+    state: ChangingState | None = internal(None)

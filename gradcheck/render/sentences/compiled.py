@@ -1,0 +1,107 @@
+"""Sentences of the compiled check (eager against tf.function and XLA)."""
+
+from __future__ import annotations
+
+from gradcheck.evidence.compiled import (
+    CompiledDiffers,
+    CompiledElements,
+    CompiledMatches,
+    CompiledNotFinite,
+    EagerNotFinite,
+    NoEagerVJP,
+    NoGradientEither,
+    NoneOnly,
+    Untraceable,
+    ValuesDiffer,
+    XlaUnsupported,
+)
+from gradcheck.render.sentences import clause, sentence
+from gradcheck.report import CheckResult, format_index
+
+
+@sentence.register
+def _no_eager(evidence: NoEagerVJP, result: CheckResult) -> str:
+    return "no eager VJP to compare with (see the checks above)"
+
+
+@clause.register
+def _xla_unsupported_clause(evidence: XlaUnsupported, result: CheckResult) -> str:
+    if evidence.ops is not None:
+        return f"XLA cannot compile the VJP: no XLA kernel for {evidence.ops}"
+    return f"XLA cannot compile the VJP ({evidence.error})"
+
+
+@sentence.register
+def _xla_unsupported(evidence: XlaUnsupported, result: CheckResult) -> str:
+    said = _xla_unsupported_clause(evidence, result)
+    if evidence.op is None:
+        return said
+    gradient = "the gradient of " if evidence.backward else ""
+    return f"{said}; the op: {gradient}{evidence.op} at {evidence.location}"
+
+
+@clause.register
+def _untraceable_clause(evidence: Untraceable, result: CheckResult) -> str:
+    return f"{evidence.mode} cannot trace f ({evidence.error}): the gradient works eagerly only"
+
+
+@sentence.register
+def _untraceable(evidence: Untraceable, result: CheckResult) -> str:
+    return f"{_untraceable_clause(evidence, result)}; {evidence.fix}"
+
+
+@sentence.register
+def _values_differ(evidence: ValuesDiffer, result: CheckResult) -> str:
+    return (f"f itself returns other values under {evidence.mode} ({evidence.output} differs:"
+            " random ops, or a kernel that computes differently), so its VJPs are not"
+            " comparable")
+
+
+@sentence.register
+def _eager_not_finite(evidence: EagerNotFinite, result: CheckResult) -> str:
+    return (f"the eager VJP for {evidence.input} is not finite, so the one under"
+            f" {evidence.mode} is not compared with it (see the non-finite check)")
+
+
+@sentence.register
+def _no_gradient_either(evidence: NoGradientEither, result: CheckResult) -> str:
+    return f"{evidence.mode} and eager agree: no gradient for {evidence.input}"
+
+
+@sentence.register
+def _none_only(evidence: NoneOnly, result: CheckResult) -> str:
+    which = "eagerly" if evidence.eagerly else f"under {evidence.mode}"
+    return f"the gradient for {evidence.input} is None only {which}"
+
+
+@sentence.register
+def _matches(evidence: CompiledMatches, result: CheckResult) -> str:
+    return (f"the VJP under {evidence.mode} matches the eager one (max abs err"
+            f" {evidence.max_abs_err:.1e})")
+
+
+@clause.register
+def _not_finite_clause(evidence: CompiledNotFinite, result: CheckResult) -> str:
+    return (f"the VJP for {evidence.input} under {evidence.mode} is not finite in"
+            f" {evidence.count} of {evidence.size} elements where the eager one is")
+
+
+@clause.register
+def _differs_clause(evidence: CompiledDiffers, result: CheckResult) -> str:
+    return (f"the VJP for {evidence.input} under {evidence.mode} differs from the eager one in"
+            f" {evidence.count} of {evidence.size} elements")
+
+
+def _worst(evidence: CompiledElements, result: CheckResult) -> str:
+    return (f"{clause(evidence, result)}; worst {format_index(evidence.index)}:"
+            f" {evidence.mode} {evidence.compiled:.6g}, eager {evidence.eager:.6g}")
+
+
+@sentence.register
+def _not_finite(evidence: CompiledNotFinite, result: CheckResult) -> str:
+    return _worst(evidence, result)
+
+
+@sentence.register
+def _differs(evidence: CompiledDiffers, result: CheckResult) -> str:
+    return f"{_worst(evidence, result)} ({evidence.excess:.3g}× the allowed error)"

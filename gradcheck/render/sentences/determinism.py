@@ -1,0 +1,30 @@
+"""Sentences of the nondeterminism check."""
+
+from __future__ import annotations
+
+from gradcheck.evidence.determinism import Nondeterministic
+from gradcheck.render.sentences import clause, sentence
+from gradcheck.report import CheckResult
+
+
+@clause.register
+def _changed(evidence: Nondeterministic, result: CheckResult) -> str:
+    return (f"{evidence.function} returned different values on two calls with the same inputs:"
+            f" {evidence.what}")
+
+
+@sentence.register
+def _changed_and_why(evidence: Nondeterministic, result: CheckResult) -> str:
+    said = (f"{_changed(evidence, result)}; random ops (tf.random.*, dropout) or state that"
+            " changes between calls make finite differences meaningless, so no gradient"
+            " verdict is given: fix the randomness (tf.random.stateless_*) or check a"
+            " deterministic version")
+    if evidence.random_layers:
+        return (f"{said}; its random layers: {', '.join(evidence.random_layers)} (check in"
+                " inference mode, without --training, or fix their seeds)")
+    state = evidence.state
+    if state is None:
+        return said
+    kind = "a variable write" if state.variable_write else "a random op"
+    also = f" (and {state.others} more)" if state.others > 0 else ""
+    return f"{said}; the state that changes: {kind}, {state.name}, at {state.location}{also}"
