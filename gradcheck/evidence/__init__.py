@@ -28,6 +28,11 @@ class Location:
 class Evidence:
     """The base of every kind of evidence."""
 
+    def underlying(self) -> Evidence:
+        """The evidence that was judged (for evidence that retells another finding: that
+        finding's), whose matrices renderers show."""
+        return self
+
     def published(self) -> dict[str, Any]:
         """The JSON `details`: the fields not marked internal (evidence that retells another
         finding publishes that finding's)."""

@@ -73,6 +73,10 @@ class Retold(Evidence):
 
     first: Any = internal(None)
 
+    def underlying(self) -> Evidence:
+        evidence = self.first.evidence
+        return self if evidence is None else evidence.underlying()
+
     def published(self) -> dict[str, Any]:
         evidence = self.first.evidence
         return dict(self.first.details) if evidence is None else evidence.published()

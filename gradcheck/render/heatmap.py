@@ -33,8 +33,9 @@ CELL = "█"
 def _shown_as_matrix(report: Report, view: BlockView) -> bool:
     for result in report.checks:
         if (result.check == Kind.JACOBIAN and result.output == view.output
-                and result.input == view.input and isinstance(result.evidence, JacobianEvidence)):
-            return result.evidence.autodiff is not None
+                and result.input == view.input and result.evidence is not None
+                and isinstance(judged := result.evidence.underlying(), JacobianEvidence)):
+            return judged.autodiff is not None
     return view.finite_difference.size <= MATRIX_LIMIT
 
 

@@ -106,7 +106,7 @@ def _failing_cells(result: CheckResult, autodiff: np.ndarray,
                    reference: np.ndarray) -> np.ndarray:
     """Elements beyond the tolerance even with the block's largest error estimate (so a marked
     cell surely fails; the verdict itself is elementwise)."""
-    judged = result.evidence
+    judged = result.evidence and result.evidence.underlying()
     if result.status != "fail" or not isinstance(judged, JacobianEvidence):
         return np.zeros(autodiff.shape, dtype=bool)
     allowed = judged.atol + judged.rtol * np.abs(reference) + 4.0 * judged.fd_error_estimate
@@ -143,7 +143,7 @@ def matrices(report: Report) -> str:
     """Autodiff next to finite differences for each small block, failing elements marked."""
     shown = []
     for result in report.checks:
-        judged = result.evidence
+        judged = result.evidence and result.evidence.underlying()
         if result.check not in MATRIX_KINDS or not isinstance(judged, JacobianEvidence) \
                 or judged.autodiff is None or judged.finite_difference is None:
             continue

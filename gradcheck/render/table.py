@@ -152,7 +152,7 @@ def jacobian_matrices(report: Report) -> list[RenderableType]:
     """Autodiff next to finite differences for each small block; large blocks are summarised."""
     shown: list[RenderableType] = []
     for result in report.checks:
-        judged = result.evidence
+        judged = result.evidence and result.evidence.underlying()
         if result.check not in MATRIX_KINDS or not isinstance(judged, JacobianEvidence):
             continue
         of = result.output if result.check == Kind.JACOBIAN else f"({result.output})"
