@@ -43,6 +43,14 @@ def timed_command(argv: list[str]) -> tuple[float, subprocess.CompletedProcess[s
     return time.perf_counter() - start, done
 
 
+def run_seconds(config: Path, jobs: str) -> float:
+    seconds, done = timed_command([*GRADCHECK, "run", "--config", str(config), "-j", jobs,
+                                   "--format", "json"])
+    if done.returncode != 0:
+        sys.exit(f"gradcheck run exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return seconds
+
+
 def bare_worker() -> None:
     """A worker process started and ready, as `gradcheck run` starts one, and nothing run in it."""
     from gradcheck.workers import WorkerProcess, stop_workers
@@ -79,21 +87,21 @@ def main() -> None:
         return
     me = [sys.executable, __file__]
     with tempfile.TemporaryDirectory() as folder:
-        config = write_config(Path(folder), 20)
-        bares, runs, grads = [], [], []
+        configs = {count: write_config(Path(folder), count) for count in (1, 20)}
+        bares, runs, ones, grads = [], [], [], []
         for _ in range(args.repeats):  # alternated, so that each sees the same machine
             bares.append(timed_command([*me, "--part", "bare"])[0])
-            seconds, done = timed_command([*GRADCHECK, "run", "--config", str(config),
-                                           "-j", args.j, "--format", "json"])
-            if done.returncode != 0:
-                sys.exit(f"gradcheck run exited {done.returncode}:\n{done.stderr[-3000:]}")
-            runs.append(seconds)
+            runs.append(run_seconds(configs[20], args.j))
+            ones.append(run_seconds(configs[1], args.j))
             grads.append(json.loads(timed_command([*me, "--part", "compute-gradient"])[1]
                                     .stdout.strip().splitlines()[-1]))
-    bare, run, grad = (statistics.median(values) for values in (bares, runs, grads))
+    bare, run, one, grad = (statistics.median(values) for values in (bares, runs, ones, grads))
     per_check, per_function = (run - bare) / 20, grad / 20
     print(f"gradcheck run over 20 checks (-j {args.j}): median {run:.2f} s; a bare worker's"
           f" start-up {bare:.2f} s; per check beyond it {per_check:.3f} s")
+    print(f"gradcheck run over 1 check: {one:.2f} s; each of the 19 more checks"
+          f" {(run - one) / 19:.3f} s; the rest of a run beyond a bare worker"
+          f" {one - bare - (run - one) / 19:.2f} s")
     print(f"tf.test.compute_gradient over the same 20 functions in one process: {grad:.3f} s,"
           f" {per_function:.4f} s per function")
     print(f"ratio (compute_gradient per function / gradcheck per check):"
