@@ -81,9 +81,10 @@ class PhaseClock:
         self.current = "other"
         self.since = time.perf_counter()
 
-    def __call__(self, phase: str) -> None:
+    def __call__(self, phase: Any) -> None:  # a gradcheck.errors.Phase, or its text
         self.stop()
-        self.current = next((g for g, words in self.GROUPS if words in phase), "other")
+        text = getattr(phase, "text", phase)
+        self.current = next((g for g, words in self.GROUPS if words in text), "other")
 
     def stop(self) -> None:
         now = time.perf_counter()

@@ -4,6 +4,7 @@ report exists, each with its exit code."""
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -18,6 +19,20 @@ class ExitCode(enum.IntEnum):
 
 # Longer messages are cut (the whole text stays in the traceback, where there is one).
 MAX_MESSAGE = 1000
+
+
+@dataclass(frozen=True)
+class Phase:
+    """What a check is about to run, announced so that a crash, a time-out or a memory cap can
+    name it; `vectorised`: it runs TensorFlow's vectorisation (pfor, tf.vectorized_map), which a
+    crash is retried without."""
+
+    text: str
+    vectorised: bool = False
+
+    @classmethod
+    def of(cls, what: Phase | str) -> Phase:
+        return what if isinstance(what, Phase) else cls(what)
 
 
 class GradcheckError(Exception):

@@ -17,8 +17,9 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from gradcheck import failures, worker
-from gradcheck.errors import GradcheckError, InternalError, Interrupted, UsageError
+from gradcheck.errors import GradcheckError, InternalError, Interrupted, Phase, UsageError
 from gradcheck.options import CheckOptions, memory_cap
+from gradcheck.protocol import Began, Broken, Outcome, Progress, Ready, Reply, Where
 from gradcheck.report import Report
 from gradcheck.workers import (
     FORK_SERVER_GONE,
@@ -71,20 +72,20 @@ class JobResult:
 @dataclass(frozen=True)
 class Events:
     """Whom the supervisor tells as jobs advance, each called with the job's index: `started`
-    (handed to a worker), `phase(index, text)` (about to run), `progress(index, task, done,
+    (handed to a worker), `phase(index, phase)` (about to run), `progress(index, task, done,
     total)` (the core's progress), `notice(index, message)` (crashed, runs again) and
     `finished(index, result)`."""
 
     started: Callable[[int], Any] | None = None
-    phase: Callable[[int, str], Any] | None = None
+    phase: Callable[[int, Phase], Any] | None = None
     progress: Callable[[int, str, int, int], Any] | None = None
     notice: Callable[[int, str], Any] | None = None
     finished: Callable[[int, JobResult], Any] | None = None
 
-    def tell(self, event: str, *arguments: Any) -> None:
-        listener = getattr(self, event)
-        if listener is not None:
-            listener(*arguments)
+
+def _tell(listener: Callable[..., Any] | None, *arguments: Any) -> None:
+    if listener is not None:
+        listener(*arguments)
 
 
 def _needs_main(job: Job) -> bool:
@@ -180,7 +181,7 @@ class _Supervisor:
                     f"cannot send the check of {job.target} to a worker process: {exc}"), 0.0)
                 member.index = member.job = None
                 continue
-            self.events.tell("started", index)
+            _tell(self.events.started, index)
 
     def _out_of_time_starting(self, index: int, job: Job, clock_from: float) -> bool:
         """The job's time limit ran out while its worker was starting: it fails so."""
@@ -218,15 +219,15 @@ class _Supervisor:
             assert job.timeout is not None
             self._remove(member)
             self._finish(member.index, None, failures.timeout_error(
-                job.name, job.timeout, job.timeout_flag, member.phase, member.where,
+                job.name, job.timeout, job.timeout_flag, member.phase.text, member.where,
                 member.stack, member.startup()), time.monotonic() - member.sent_at)
             return
         used = member.memory() if job.memory_limit is not None else None
         if used is not None and job.memory_limit is not None and used > job.memory_limit:
             self._remove(member)
-            error = failures.memory_error(job.name, used, job.memory_limit, member.phase)
+            error = failures.memory_error(job.name, used, job.memory_limit, member.phase.text)
             seconds = time.monotonic() - member.sent_at
-            if "vectorised" in member.phase:
+            if member.phase.vectorised:
                 self._retry(member.index, job, error, seconds)
             else:
                 self._finish(member.index, None, error, seconds)
@@ -244,24 +245,24 @@ class _Supervisor:
             self._next_job(member, take=True)
             self._remove(member)
 
-    def _receive(self, member: WorkerProcess, message: tuple[Any, ...]) -> None:
-        kind, *rest = message
+    def _receive(self, member: WorkerProcess, message: Reply) -> None:
         index = member.index
-        if kind == "ready":
-            member.ready, member.main_thread = True, rest[0]
-        elif kind == "broken":
-            member.broken = rest[0]
-        elif kind == "phase" and index is not None:
-            member.phase = rest[0]
-            self.events.tell("phase", index, rest[0])
-        elif kind == "progress" and index is not None:
-            self.events.tell("progress", index, *rest)
-        elif kind == "where":
-            member.where, member.stack = rest
-        elif kind == "done" and index is not None:
-            member.index = member.job = None
-            member.free_since = time.monotonic()
-            self._finish(index, *rest)
+        match message:
+            case Ready(main_thread=thread):
+                member.ready, member.main_thread = True, thread
+            case Broken(reason=reason):
+                member.broken = reason
+            case Began(phase=phase) if index is not None:
+                member.phase = phase
+                _tell(self.events.phase, index, phase)
+            case Progress(task=task, done=done, total=total) if index is not None:
+                _tell(self.events.progress, index, task, done, total)
+            case Where(line=line, stack=stack):
+                member.where, member.stack = line, stack
+            case Outcome(report=report, error=error, seconds=seconds) if index is not None:
+                member.index = member.job = None
+                member.free_since = time.monotonic()
+                self._finish(index, report, error, seconds)
 
     def _died(self, member: WorkerProcess) -> None:
         crash = member.crash()  # before the worker's fault dump is removed
@@ -282,20 +283,19 @@ class _Supervisor:
                 self._finish(failed, None, reason if isinstance(reason, GradcheckError)
                              else InternalError(reason), 0.0)
             return
+        phase = member.phase.text
         if gone:
             self._finish(index, None, InternalError(
                 f"{FORK_SERVER_GONE} while the check of {job.target} was running"
-                f" ({member.phase}), which ended the check; run the command again",
-                phase=member.phase), time.monotonic() - member.sent_at)
+                f" ({phase}), which ended the check; run the command again",
+                phase=phase), time.monotonic() - member.sent_at)
             return
-        message = failures.describe_crash(crash, job.name, member.phase)
-        if crash.signum is None or (crash.by_user and "vectorised" not in member.phase):
-            # it would crash again
-            self._finish(index, None, failures.crash_error(crash, message, member.phase),
-                         time.monotonic() - member.sent_at)
+        error = failures.crash_error(crash, failures.describe_crash(crash, job.name, phase), phase)
+        seconds = time.monotonic() - member.sent_at
+        if crash.signum is None or (crash.by_user and not member.phase.vectorised):
+            self._finish(index, None, error, seconds)  # it would crash again
         else:
-            self._retry(index, job, failures.crash_error(crash, message, member.phase),
-                        time.monotonic() - member.sent_at)
+            self._retry(index, job, error, seconds)
 
     def _retry(self, index: int, job: Job, error: GradcheckError, seconds: float) -> None:
         """Run the job again without vectorisation in a new worker (unless it was off)."""
@@ -304,7 +304,7 @@ class _Supervisor:
             return
         retry = dataclasses.replace(job, options=dataclasses.replace(job.options, vectorise=False))
         self.retries[index] = (retry, error.message)
-        self.events.tell("notice", index, f"{error.message}; checking again without vectorisation")
+        _tell(self.events.notice, index, f"{error.message}; checking again without vectorisation")
         fresh = WorkerProcess(self.with_main, threads_per_worker(self.parallel))
         fresh.reserved = index
         self.workers.append(fresh)
@@ -326,7 +326,7 @@ class _Supervisor:
                     user_traceback=error.user_traceback, phase=error.phase)
         result = JobResult(report, error, seconds)
         self.results[index] = result
-        self.events.tell("finished", index, result)
+        _tell(self.events.finished, index, result)
 
 
 __all__ = ["Events", "Job", "JobResult", "memory_cap", "prestart", "run_jobs", "stop_workers",

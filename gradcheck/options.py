@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from gradcheck.errors import UsageError
+from gradcheck.errors import Phase, UsageError
 from gradcheck.report import Kind
 
 # second-order runs only with order=2; hessian (scalar f only) only in `gradcheck hessian`.
@@ -263,7 +263,7 @@ class CheckOptions:
     progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
     # Called with what is about to run (the vectorised tape.jacobian of y with respect to x,
     # ...), so that a crash or a time-out in native code can be reported with its phase.
-    phase: Callable[[str], None] | None = field(default=None, compare=False)
+    phase: Callable[[Phase | str], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         """The one validation of every entry point (command line, configuration, Python API)."""

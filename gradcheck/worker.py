@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import faulthandler
+import gc
 import os
 import pickle
 import signal
@@ -15,6 +16,9 @@ import threading
 import time
 import traceback
 from typing import Any
+
+from gradcheck.errors import Phase
+from gradcheck.protocol import Began, Broken, Outcome, Progress, Ready, Reply, RunCheck, Where
 
 # Phase reported until the first check begins.
 STARTING = "the start-up of TensorFlow in a new worker process"
@@ -38,20 +42,20 @@ class Channel:
         self.lock = threading.Lock()
         self.last_progress = 0.0
 
-    def send(self, *message: Any, unless: threading.Event | None = None) -> None:
+    def send(self, message: Reply, unless: threading.Event | None = None) -> None:
         """Send, unless `unless` is set by then (a sample taken as its check ended)."""
         with self.lock:
             if unless is None or not unless.is_set():
                 self.connection.send(message)
 
-    def phase(self, text: str) -> None:
-        self.send("phase", text)
+    def phase(self, what: Phase | str) -> None:
+        self.send(Began(Phase.of(what)))
 
     def progress(self, task: str, done: int, total: int) -> None:
         now = time.monotonic()
         if done >= total or now - self.last_progress >= PROGRESS_INTERVAL:
             self.last_progress = now
-            self.send("progress", task, done, total)
+            self.send(Progress(task, done, total))
 
 
 def _exit_with_parent() -> None:
@@ -83,8 +87,8 @@ def _watch(channel: Channel, main_thread: int, timeout: float, stop: threading.E
             where = innermost_user_frame(frames)
             if where is not None and where != last:
                 last = where
-                channel.send("where", where, "Stack when the time limit was reached (most"
-                             " recent call last):\n" + "".join(traceback.format_list(frames)),
+                channel.send(Where(where, "Stack when the time limit was reached (most recent"
+                                   " call last):\n" + "".join(traceback.format_list(frames))),
                              unless=stop)
         stop.wait(SAMPLE_EVERY)
 
@@ -102,8 +106,8 @@ def _session(stack: contextlib.ExitStack, session: str | None) -> contextlib.Exi
     return stack
 
 
-def _run(job: Any, channel: Channel) -> tuple[Any, BaseException | None, float]:
-    """(report, None, seconds) or (None, error, seconds); never raises."""
+def _run(job: Any, channel: Channel) -> Outcome:
+    """The check's report or error; never raises."""
     from gradcheck.errors import GradcheckError
     from gradcheck.failures import unexpected_error
 
@@ -116,11 +120,11 @@ def _run(job: Any, channel: Channel) -> tuple[Any, BaseException | None, float]:
     try:
         channel.phase(f"the loading of {job.target} and its inputs")
         report = job.function(*job.args, options)
-        return report, None, time.perf_counter() - start
+        return Outcome(report, None, time.perf_counter() - start)
     except GradcheckError as error:
-        return None, error, time.perf_counter() - start
+        return Outcome(None, error, time.perf_counter() - start)
     except BaseException as exc:  # noqa: BLE001 - whatever the user's code raises, even exit
-        return None, unexpected_error(exc, job.name), time.perf_counter() - start
+        return Outcome(None, unexpected_error(exc, job.name), time.perf_counter() - start)
     finally:
         stop.set()
         for stream in (sys.stdout, sys.stderr):
@@ -128,15 +132,15 @@ def _run(job: Any, channel: Channel) -> tuple[Any, BaseException | None, float]:
                 stream.flush()
 
 
-def _send_result(channel: Channel, result: tuple[Any, BaseException | None, float]) -> None:
+def _send_result(channel: Channel, outcome: Outcome) -> None:
     try:
-        channel.send("done", *result)
+        channel.send(outcome)
     except Exception as exc:  # an unpicklable report or error: say so rather than hang
         from gradcheck.errors import InternalError
 
-        channel.send("done", None, InternalError(
+        channel.send(Outcome(None, InternalError(
             f"internal error: the worker could not send its result ({exc}); please report it"),
-            result[2])
+            outcome.seconds))
 
 
 def _reuse_freed_memory() -> None:
@@ -187,11 +191,15 @@ def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
         from gradcheck.errors import GradcheckError
 
         # TensorFlow not installed is the user's to fix (its error says how), not a crash.
-        channel.send("broken", exc if isinstance(exc, GradcheckError) else (
+        channel.send(Broken(exc if isinstance(exc, GradcheckError) else (
             "the worker process could not import TensorFlow and gradcheck's checks:"
-            f" {type(exc).__name__}: {exc}"))
+            f" {type(exc).__name__}: {exc}")))
         return
-    channel.send("ready", threading.get_ident())
+    # TensorFlow's objects live as long as the process: the garbage collector skips them from
+    # now on (each full collection would walk all 330 000 of them, and touch the fork server's
+    # shared pages).
+    gc.freeze()
+    channel.send(Ready(threading.get_ident()))
     stack = contextlib.ExitStack()
     session: str | None = None
     while True:
@@ -204,13 +212,13 @@ def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
         except Exception as exc:  # e.g. f defined in an interactive session
             from gradcheck.errors import UsageError
 
-            channel.send("done", None, UsageError(
-                f"the worker process cannot load the check: {type(exc).__name__}: {exc}"), 0.0)
+            channel.send(Outcome(None, UsageError(
+                f"the worker process cannot load the check: {type(exc).__name__}: {exc}"), 0.0))
             continue
-        if message is None:
+        if not isinstance(message, RunCheck):
             break
-        job, cwd, environ = message
-        _apply(cwd, environ)
+        job = message.job
+        _apply(message.cwd, message.environ)
         if job.session != session:
             stack, session = _session(stack, job.session), job.session
         _send_result(channel, _run(job, channel))

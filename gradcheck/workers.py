@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gradcheck import failures, worker
-from gradcheck.errors import GradcheckError, InternalError, UsageError
+from gradcheck.errors import GradcheckError, InternalError, Phase, UsageError
+from gradcheck.protocol import RunCheck
 
 if TYPE_CHECKING:
     from gradcheck.isolation import Job
@@ -168,7 +169,7 @@ class WorkerProcess:
         self.index: int | None = None
         self.job: Job | None = None
         self.sent_at = 0.0
-        self.phase = worker.STARTING
+        self.phase = Phase(worker.STARTING)
         self.where: str | None = None
         self.stack: str | None = None
         self.reserved: int | None = None  # the retry this new worker was started for
@@ -181,9 +182,10 @@ class WorkerProcess:
         sent = dataclasses.replace(job, timeout=left, options=dataclasses.replace(
             job.options, phase=None, progress=None))
         environ = {"TF_CPP_MIN_LOG_LEVEL": "3", **os.environ}  # as gradcheck.tf.runtime does
-        self.connection.send((sent, os.getcwd(), environ))
+        self.connection.send(RunCheck(sent, os.getcwd(), environ))
         self.index, self.job, self.sent_at = index, job, now
-        self.phase, self.where, self.stack = f"the start of the check of {job.target}", None, None
+        self.phase = Phase(f"the start of the check of {job.target}")
+        self.where = self.stack = None
 
     def deadline(self) -> float | None:
         if self.job is None or self.job.timeout is None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.errors import FunctionError
+from gradcheck.errors import FunctionError, Phase
 from gradcheck.numerics import float32
 from gradcheck.numerics.differences import STEP_FACTORS, points_along
 from gradcheck.numerics.tolerances import machine_eps
@@ -106,8 +106,8 @@ class BatchEvaluator:
         centre = np.asarray(slot.value.numpy(), dtype=np.float64)[None]
         # The unperturbed point rides along: if it disagrees with eager f(x), the batch is wrong.
         batch = np.concatenate([centre, points]) if points.size else centre
-        self.program.announce(f"the vectorised evaluation of f at {len(batch)} values of"
-                              f" {slot.name} (tf.vectorized_map)")
+        self.program.announce(Phase(f"the vectorised evaluation of f at {len(batch)} values of"
+                                    f" {slot.name} (tf.vectorized_map)", vectorised=True))
         values = self._traced()(tf.constant(batch, dtype=slot.dtype))
         arrays = [np.asarray(v, dtype=np.float64) for v in values]
         eps = machine_eps(self.program.compute_dtype)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.errors import FunctionError, InputError
+from gradcheck.errors import FunctionError, InputError, Phase
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.load.locations import exception_location
 from gradcheck.tf import instrument
@@ -157,9 +157,9 @@ class Program:
     # Which sources to differentiate: "all", "inputs" (arguments), "variables", or a name.
     wrt: str = "all"
     # Told what is about to run, so that a crash or a time-out can name it.
-    phase: Callable[[str], None] | None = None
+    phase: Callable[[Phase | str], None] | None = None
 
-    def announce(self, what: str) -> None:
+    def announce(self, what: Phase | str) -> None:
         if self.phase is not None:
             self.phase(what)
 

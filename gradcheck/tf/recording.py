@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.errors import Phase
 from gradcheck.load.locations import exception_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
 from gradcheck.tf.program import (
@@ -160,15 +161,16 @@ class Recording:
         per_row = point_bytes(source.shape, [()]) * BATCH_OVERHEAD
         of = f"{self.outputs[output_index].name} with respect to {source.name}"
         if max_memory is not None and rows * per_row > max_memory and self.program.vectorise:
-            self.program.announce(f"the vectorised tape.jacobian of {of}, in chunks of rows")
+            self.program.announce(Phase(f"the vectorised tape.jacobian of {of}, in chunks of"
+                                        " rows", vectorised=True))
             try:
                 return self._jacobian_in_chunks(target, source, max(1, max_memory // per_row)), None
             except Exception as exc:
                 return None, first_line(exc)
         messages: list[str] = []
         for use_pfor in (True, False) if self.program.vectorise else (False,):
-            self.program.announce(f"the {'vectorised' if use_pfor else 'while-loop'}"
-                                  f" tape.jacobian of {of}")
+            self.program.announce(Phase(f"the {'vectorised' if use_pfor else 'while-loop'}"
+                                        f" tape.jacobian of {of}", vectorised=use_pfor))
             try:
                 with silenced_stderr_fd():
                     block = (self._vectorised_jacobian(target, source) if use_pfor else

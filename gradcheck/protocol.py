@@ -1,0 +1,71 @@
+"""The messages between the parent (gradcheck.isolation) and a worker process (gradcheck.worker):
+requests down, replies up, each a frozen dataclass, told apart by type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gradcheck.errors import GradcheckError, Phase
+
+if TYPE_CHECKING:
+    from gradcheck.report import Report
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """Run `job` (a gradcheck.isolation.Job) in the parent's directory and environment."""
+
+    job: Any
+    cwd: str
+    environ: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Ready:
+    """TensorFlow is imported; `main_thread` is the thread that runs the checks."""
+
+    main_thread: int
+
+
+@dataclass(frozen=True)
+class Broken:
+    """The worker cannot start (TensorFlow cannot be imported): why."""
+
+    reason: str | GradcheckError
+
+
+@dataclass(frozen=True)
+class Began:
+    """The check is about to run `phase`."""
+
+    phase: Phase
+
+
+@dataclass(frozen=True)
+class Progress:
+    task: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Where:
+    """Near its time limit: the user's line the check is running, and the stack."""
+
+    line: str
+    stack: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The check ended: its report, or the error that stopped it, and how long it took."""
+
+    report: Report | None
+    error: GradcheckError | None
+    seconds: float
+
+
+Reply = Ready | Broken | Began | Progress | Where | Outcome
+
+__all__ = ["Began", "Broken", "Outcome", "Progress", "Ready", "Reply", "RunCheck", "Where"]
