@@ -61,6 +61,15 @@ def format_index(index: tuple[int, ...] | None, separator: str = ", ") -> str:
     return "" if index is None else "[" + separator.join(str(i) for i in index) + "]"
 
 
+def human_bytes(size: float) -> str:
+    """1.5GiB for 1610612736."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}PiB"
+
+
 @dataclasses.dataclass(frozen=True)
 class Location:
     """A place in the user's source: the path (relative to the current directory when under

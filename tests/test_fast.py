@@ -8,6 +8,7 @@ import pytest
 import gradcheck
 from gradcheck.checks.mode import choose_mode, full_mode_bytes
 from gradcheck.errors import UsageError
+from gradcheck.evidence.fast import BlockFailed
 from gradcheck.options import CheckOptions
 from gradcheck.tf.batch import point_bytes
 from tests.conftest import fixture_module, fixture_target
@@ -17,6 +18,12 @@ def _by_kind(report: gradcheck.Report, kind: str) -> list[gradcheck.CheckResult]
     return [c for c in report.checks if c.check == kind]
 
 
+def _block(result: gradcheck.CheckResult) -> BlockFailed:
+    """The evidence of a failing block: its failing [start, stop) element ranges and more."""
+    assert isinstance(result.evidence, BlockFailed)
+    return result.evidence
+
+
 def test_million_input_wrong_grad_fn_is_caught_and_localised() -> None:
     module = fixture_module("large_wrong_grad")
     report = gradcheck.check(module.f, *module.f_inputs, probes=1, kinds=frozenset({"fast"}))
@@ -24,7 +31,7 @@ def test_million_input_wrong_grad_fn_is_caught_and_localised() -> None:
     (failure,) = _by_kind(report, "fast")
     assert failure.status == "fail" and failure.input == "x"
     assert failure.worst_index == (3,)
-    assert failure.details["elements"] == [[3, 4], [314_159, 314_160], [999_999, 1_000_000]]
+    assert _block(failure).elements == ((3, 4), (314_159, 314_160), (999_999, 1_000_000))
     assert any("--mode auto chose it" in note and "--max-memory" in note for note in report.notes)
 
 
@@ -48,7 +55,7 @@ def test_explicit_fast_mode_localises_one_wrong_element_of_a_small_input() -> No
     report = gradcheck.check(f, x, mode="fast", kinds=frozenset({"fast"}))
     (failure,) = _by_kind(report, "fast")
     assert failure.status == "fail"
-    assert failure.details["elements"] == [[700, 701]]
+    assert _block(failure).elements == ((700, 701),)
     assert "x[700]" in failure.message
     assert "fast mode (random projections) was used: --mode fast was asked for" in report.notes
 
@@ -145,8 +152,8 @@ def test_errors_on_one_percent_of_the_elements_are_narrowed_to_single_elements()
     (failure,) = _by_kind(report, "fast")
     assert failure.status == "fail"
     # One failing probe decides; the others are not run.
-    assert failure.details["probes_run"] == 1 and failure.details["failed_probes"] == [0]
-    elements = failure.details["elements"]
+    assert failure.details["probes_run"] == 1 and _block(failure).failed_probes == (0,)
+    elements = _block(failure).elements
     assert len(elements) == 4
     assert all(stop == start + 1 and start % 100 == 37 for start, stop in elements)
 
@@ -181,4 +188,4 @@ def test_smaller_steps_tried_at_a_kink_do_not_hide_a_wrong_gradient() -> None:
     report = gradcheck.check(relu, x, mode="fast", kinds=frozenset({"fast"}))
     (failure,) = _by_kind(report, "fast")
     assert failure.status == "fail"
-    assert failure.details["elements"] == [[10, 11]]
+    assert _block(failure).elements == ((10, 11),)

@@ -10,20 +10,13 @@ import numpy as np
 
 from gradcheck.errors import UsageError
 from gradcheck.options import CheckOptions
+from gradcheck.report import human_bytes
 from gradcheck.tf.batch import point_bytes
 from gradcheck.tf.program import Program
 
 
 def _size(shape: Sequence[int]) -> int:
     return int(np.prod(shape, dtype=np.int64))
-
-
-def human_bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if size < 1024 or unit == "PiB":
-            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
-        size /= 1024
-    return f"{size:.1f}PiB"
 
 
 @dataclass(frozen=True)

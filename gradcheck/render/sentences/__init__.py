@@ -62,4 +62,7 @@ def message(result: CheckResult) -> str:
     return f"{headline(result)}; {attribution(result.attributed_to)}"
 
 
-from gradcheck.render.sentences import connected  # noqa: E402,F401  (registers its sentences)
+from gradcheck.render.sentences import (  # noqa: E402  (each module registers its sentences)
+    connected,  # noqa: F401
+    fast,  # noqa: F401
+)
