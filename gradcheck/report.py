@@ -9,6 +9,7 @@ from typing import Any
 
 from gradcheck.errors import ExitCode
 from gradcheck.evidence import Evidence, public_fields
+from gradcheck.evidence.explain import Explanation
 
 VERSION = "0.1.0"
 
@@ -216,7 +217,7 @@ class Report:
     outputs: tuple[TensorInfo, ...]
     checks: tuple[CheckResult, ...]
     notes: tuple[str, ...] = ()
-    explain: dict[str, Any] | None = None
+    explain: Explanation | None = None
     blocks: tuple[Block, ...] = ()
 
     @property
