@@ -18,6 +18,13 @@ def sentence(evidence: Evidence, result: CheckResult) -> str:
     raise TypeError(f"no sentence is registered for {type(evidence).__name__}")
 
 
+@functools.singledispatch
+def continuation(evidence: Evidence, result: CheckResult) -> str:
+    """What the whole message says after the headline (what follows from it, what can be
+    missed), before any attribution; none by default."""
+    return ""
+
+
 _OPENING, _CLOSING = "([{", ")]}"
 
 
@@ -56,10 +63,13 @@ def attribution(attributed: Attribution) -> str:
 
 
 def message(result: CheckResult) -> str:
-    """The whole message: the headline, then what it is attributed to."""
-    if result.attributed_to is None:
-        return headline(result)
-    return f"{headline(result)}; {attribution(result.attributed_to)}"
+    """The whole message: the headline, its continuation, then what it is attributed to."""
+    parts = [headline(result)]
+    if result.evidence is not None:
+        parts.append(continuation(result.evidence, result))
+    if result.attributed_to is not None:
+        parts.append(attribution(result.attributed_to))
+    return "; ".join(part for part in parts if part)
 
 
 from gradcheck.render.sentences import (  # noqa: E402  (each module registers its sentences)

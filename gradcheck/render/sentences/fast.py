@@ -14,7 +14,7 @@ from gradcheck.evidence.fast import (
     Projections,
     ProjectionsAgree,
 )
-from gradcheck.render.sentences import sentence
+from gradcheck.render.sentences import continuation, sentence
 from gradcheck.report import CheckResult, format_index, human_bytes
 
 
@@ -47,24 +47,42 @@ def _around(evidence: BlockFailed) -> str:
 def _agree(evidence: ProjectionsAgree, result: CheckResult) -> str:
     return (f"⟨u, J v⟩ from tape.gradient matches central differences along v for every probe"
             f" (largest discrepancy {evidence.largest_error:.1e}, allowed"
-            f" {evidence.tolerance:.1e}); {_can_miss(evidence)}")
+            f" {evidence.tolerance:.1e})")
 
 
 @sentence.register
 def _probe_failed(evidence: ProbeFailed, result: CheckResult) -> str:
     return (f"{_failed_probe(evidence)}: ⟨Jᵀu, v⟩ = {evidence.autodiff:.6g} from tape.gradient,"
             f" central differences along v give {evidence.finite_difference:.6g} (allowed"
-            f" {evidence.allowed:.1e}); no single (output, input) block fails on its own;"
-            f" {_can_miss(evidence)}")
+            f" {evidence.allowed:.1e})")
 
 
 @sentence.register
 def _block_failed(evidence: BlockFailed, result: CheckResult) -> str:
     return (f"{_failed_probe(evidence)}: for {evidence.output} and {evidence.input}, ⟨Jᵀu, v⟩"
             f" from tape.gradient is {evidence.autodiff:.6g} but central differences along v"
-            f" give {evidence.finite_difference:.6g} (allowed {evidence.allowed:.1e}); the"
-            f" gradient is wrong around {evidence.input}{_around(evidence)};"
+            f" give {evidence.finite_difference:.6g} (allowed {evidence.allowed:.1e})")
+
+
+@continuation.register
+def _what_can_be_missed(evidence: Projections, result: CheckResult) -> str:
+    return _can_miss(evidence)
+
+
+@continuation.register
+def _no_single_block(evidence: ProbeFailed, result: CheckResult) -> str:
+    return f"no single (output, input) block fails on its own; {_can_miss(evidence)}"
+
+
+@continuation.register
+def _where_wrong(evidence: BlockFailed, result: CheckResult) -> str:
+    return (f"the gradient is wrong around {evidence.input}{_around(evidence)};"
             f" {_can_miss(evidence)}")
+
+
+@continuation.register
+def _nothing_more(evidence: ProjectedCut, result: CheckResult) -> str:
+    return ""
 
 
 @sentence.register
