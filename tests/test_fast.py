@@ -189,3 +189,32 @@ def test_smaller_steps_tried_at_a_kink_do_not_hide_a_wrong_gradient() -> None:
     (failure,) = _by_kind(report, "fast")
     assert failure.status == "fail"
     assert _block(failure).elements == ((10, 11),)
+
+
+def test_a_failing_block_reads_as_before_with_its_first_clause_as_headline() -> None:
+    from gradcheck.evidence.fast import ProjectedCut
+    from gradcheck.render.sentences import _first_clause
+
+    run = {"mode_reason": "--mode fast was asked for", "probes": 8, "probes_run": 1,
+           "failed_probes": (0,), "evaluations": 40, "backward_passes": 2, "seed": 0,
+           "tolerance": 1.5e-6, "full_mode_bytes": 3 << 30}
+    block = gradcheck.CheckResult(
+        "fast", "fail", evidence=BlockFailed(
+            **run, autodiff=2.0, finite_difference=-2.0, allowed=1.5e-6,
+            elements=((3, 4), (10, 14)), output="y", input="x", input_shape=(4, 5)))
+    assert block.message == (
+        "probe 1 of 8 failed (the later ones were not run): for y and x, ⟨Jᵀu, v⟩ from"
+        " tape.gradient is 2 but central differences along v give -2 (allowed 1.5e-06); the"
+        " gradient is wrong around x[0, 3], [2, 0]..[2, 3] (4 elements); 1 random projection(s)"
+        " ran (seed 0); an error whose effect on ⟨u, J v⟩ stays below the tolerance (here about"
+        " 1.5e-06) is missed, so errors in a few small elements can go unseen: --mode full"
+        " checks every element (it needs about 3.0GiB of --max-memory)")
+    assert block.headline == _first_clause(block.message)
+    assert block.details == {**{k: v for k, v in run.items() if k in (
+        "mode_reason", "probes", "probes_run", "failed_probes", "evaluations",
+        "backward_passes")}, "elements": ((3, 4), (10, 14))}
+    cut = gradcheck.CheckResult("connected", "fail", evidence=ProjectedCut(
+        **run, elements=((0, 2),), output="y", input="x", input_shape=(2,)))
+    assert cut.message == cut.headline == (
+        "the gradient path from x to y is cut: autodiff returns None, but central differences"
+        " along random directions show y depends on x (around [0]..[1] (2 elements))")
