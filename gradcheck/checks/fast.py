@@ -20,7 +20,6 @@ from gradcheck.evidence.fast import (
     ProjectedCut,
     ProjectedGradShape,
     ProjectedUnconnected,
-    Projections,
     ProjectionsAgree,
 )
 from gradcheck.numerics import projections, tolerances
@@ -279,17 +278,16 @@ class FastChecker:
             pending.append((start, middle, left, False))
         return found
 
-    def _projections(self, results: Sequence[Probe], worst: Projection) -> Projections:
-        """The evidence every fast-mode verdict shares: what the probes did."""
+    def _run(self, results: Sequence[Probe], worst: Projection) -> dict[str, Any]:
+        """The fields of Projections, the evidence every fast-mode verdict shares."""
         shapes = [self.ctx.outputs[k].shape for k in self.ctx.diff_outputs]
-        return Projections(
-            mode_reason=self.reason, probes=max(1, self.ctx.options.probes),
-            probes_run=len(results), failed_probes=tuple(p.index for p in results
-                                                         if not p.result.ok),
-            evaluations=self.counter.evaluations,
-            backward_passes=self.counter.backward_passes, seed=self.ctx.options.seed,
-            tolerance=worst.allowed,
-            full_mode_bytes=full_mode_bytes(self.ctx.program, shapes)[0])
+        return {"mode_reason": self.reason, "probes": max(1, self.ctx.options.probes),
+                "probes_run": len(results),
+                "failed_probes": tuple(p.index for p in results if not p.result.ok),
+                "evaluations": self.counter.evaluations,
+                "backward_passes": self.counter.backward_passes, "seed": self.ctx.options.seed,
+                "tolerance": worst.allowed,
+                "full_mode_bytes": full_mode_bytes(self.ctx.program, shapes)[0]}
 
     def _report(self, results: list[Probe], usable: Sequence[int],
                 disconnected: set[int]) -> None:
@@ -299,8 +297,7 @@ class FastChecker:
         worst = max(results, key=lambda p: p.result.error / max(p.result.allowed, 1e-300)).result
         probe = results[-1]
         if probe.result.ok:
-            agree = ProjectionsAgree(**_fields(self._projections(results, worst)),
-                                     largest_error=worst.error)
+            agree = ProjectionsAgree(**self._run(results, worst), largest_error=worst.error)
             findings.add(Kind.FAST, Status.PASS, evidence=agree, input=single_input,
                          max_abs_err=worst.error)
             for i in disconnected:
@@ -310,7 +307,7 @@ class FastChecker:
                                  evidence=ProjectedUnconnected(input=name))
             return
         blocks = self.narrow(probe)
-        run = _fields(self._projections(results, worst))
+        run = self._run(results, worst)
         if not blocks:
             failed = probe.result
             findings.add(Kind.FAST, Status.FAIL, input=single_input, max_abs_err=failed.error,
@@ -339,11 +336,6 @@ class FastChecker:
             return
         self.findings.add(Kind.FAST, Status.FAIL, evidence=evidence, worst_index=first,
                           max_abs_err=block.error, **where)
-
-
-def _fields(evidence: Projections) -> dict[str, Any]:
-    """The shared evidence's fields, to build a more specific kind of it."""
-    return {f.name: getattr(evidence, f.name) for f in dataclasses.fields(evidence)}
 
 
 def _within(array: np.ndarray, span: Span | None) -> np.ndarray:
