@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gradcheck.errors import Phase, UsageError
-from gradcheck.report import Kind
+from gradcheck.report import Kind, format_size
 
 # second-order runs only with order=2; hessian (scalar f only) only in `gradcheck hessian`.
 ALL_KINDS = frozenset(Kind) - {Kind.HESSIAN}
@@ -295,15 +295,6 @@ def options_from(command: str, settings: Mapping[str, Any], **overrides: Any) ->
         return CheckOptions(**values)
     except OptionError as error:
         raise OptionError(error.field, error.problem, SPECS[error.field].flag) from None
-
-
-def format_size(size: float) -> str:
-    """512B, 1.5KiB, 2.0GiB...: bytes in binary units, one decimal above a KiB."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024:
-            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
-        size /= 1024
-    return f"{size:.1f}PiB"
 
 
 def memory_cap(max_memory: int) -> int:

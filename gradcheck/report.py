@@ -9,6 +9,7 @@ from typing import Any
 
 from gradcheck.errors import ExitCode
 from gradcheck.evidence import Evidence, public_fields
+from gradcheck.evidence.explain import Explanation
 
 VERSION = "0.1.0"
 
@@ -59,6 +60,15 @@ STATUS_RANK = {Status.ERROR: 0, Status.FAIL: 1, Status.WARN: 2, Status.SKIP: 3, 
 def format_index(index: tuple[int, ...] | None, separator: str = ", ") -> str:
     """[1, 0] for an element index; empty for none."""
     return "" if index is None else "[" + separator.join(str(i) for i in index) + "]"
+
+
+def format_size(size: float) -> str:
+    """512B, 1.5KiB, 2.0GiB...: bytes in binary units, one decimal above a KiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}PiB"
 
 
 class Relation(_Spelled):
@@ -204,7 +214,9 @@ class CheckResult:
         # Spelled as in JSON or as the enums; unknown spellings raise ValueError.
         object.__setattr__(self, "check", Kind(self.check))
         object.__setattr__(self, "status", Status(self.status))
-        if self.evidence is not None:
+        # A message given with evidence is an append by code not yet converted to
+        # `attributed_to` (the diagnosis): kept, unless an attribution asks for rendering.
+        if self.evidence is not None and (not self.message or self.attributed_to is not None):
             object.__setattr__(self, "message", str(_views().message(self)))
             if not self.details:  # read by what is not yet converted to typed evidence
                 object.__setattr__(self, "details", public_fields(self.evidence))
@@ -276,7 +288,7 @@ class Report:
     outputs: tuple[TensorInfo, ...]
     checks: tuple[CheckResult, ...]
     notes: tuple[str, ...] = ()
-    explain: dict[str, Any] | None = None
+    explain: Explanation | None = None
     blocks: tuple[Block, ...] = ()
 
     @property

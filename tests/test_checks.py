@@ -137,7 +137,7 @@ def test_assert_gradients_raises_with_the_table() -> None:
 def test_api_explain_carries_the_vjp_explanation() -> None:
     report = gradcheck.check(tf.sin, np.array([0.1, 0.2]), upstream=[2.0, 3.0], explain=True)
     assert report.explain is not None
-    explained = report.explain["inputs"][0]
-    assert explained["input"] == "x"
+    explained = report.explain.inputs[0]
+    assert explained.input == "x" and explained.vjp is not None
     # tape.gradient with output_gradients=u is uᵀJ = u * cos(x) for the elementwise sine.
-    assert np.allclose(explained["vjp"]["values"], [2.0 * np.cos(0.1), 3.0 * np.cos(0.2)])
+    assert np.allclose(explained.vjp.values, [2.0 * np.cos(0.1), 3.0 * np.cos(0.2)])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import pytest
@@ -13,9 +12,11 @@ from rich.console import Console
 
 from gradcheck.checks.explain import FORMULAS, InputFacts, TargetFacts, explain
 from gradcheck.demo import DEMO_CASES, fixtures_dir, matches, upstream_specs
+from gradcheck.evidence.explain import Explanation, TensorView
 from gradcheck.options import COMMAND_KINDS, CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.explain import render_explanation
+from gradcheck.render.json_format import explanation_dict
 
 from .conftest import FIXTURES, fixture_module, fixture_target
 
@@ -31,7 +32,7 @@ M = np.array([0.5, -1.0])
 DL_DETA1 = DL_DM - 2.0 * DL_DETA2 @ M  # [2.125, -1.5]
 
 
-def explained(name: str, function: str, upstream: tuple[str, ...] = ()) -> dict[str, Any]:
+def explained(name: str, function: str, upstream: tuple[str, ...] = ()) -> Explanation:
     request = TargetRequest(fixture_target(name, function), path=str(FIXTURES),
                             upstream_specs=upstream)
     report = check_request(request, CheckOptions(kinds=COMMAND_KINDS["vjp"], explain=True))
@@ -39,79 +40,79 @@ def explained(name: str, function: str, upstream: tuple[str, ...] = ()) -> dict[
     return report.explain
 
 
-def values(view: dict[str, Any] | None) -> np.ndarray:
-    assert view is not None and view["values"] is not None
-    return np.asarray(view["values"])
+def values(view: TensorView | None) -> np.ndarray:
+    assert view is not None and view.values is not None
+    return np.asarray(view.values)
 
 
 def test_matvec_gradient_times_u_is_not_u_transpose_j() -> None:
-    entry = explained("vjp_examples", "matvec", ("[1.0, -1.0]",))["inputs"][0]
-    target = entry["targets"][0]
+    entry = explained("vjp_examples", "matvec", ("[1.0, -1.0]",)).inputs[0]
+    target = entry.targets[0]
     # y = A x with A = [[1, 2], [3, 4]]: J = A, 1ᵀJ = column sums, uᵀJ = [1, -1] A.
-    np.testing.assert_array_equal(values(target["jacobian"]), [[1.0, 2.0], [3.0, 4.0]])
-    np.testing.assert_array_equal(values(entry["plain"]), [4.0, 6.0])
-    np.testing.assert_array_equal(values(entry["vjp"]), [-2.0, -2.0])
-    misconception = target["misconception"]
-    assert misconception["compatible"]
-    np.testing.assert_array_equal(values(misconception["values"]), [4.0, -6.0])
-    np.testing.assert_array_equal(values(misconception["difference"]), [6.0, -4.0])
-    assert misconception["max_abs_difference"] == 6.0
-    assert not target["diagonal"]
-    assert "J is not diagonal (e.g. ∂y[1]/∂x[0] = 3)" in target["coincide"]
-    assert "they differ by up to 6" in target["coincide"]
-    assert not entry["several_targets"] and entry["note"] is None
-    assert entry["max_abs_err"] < 1e-9
+    np.testing.assert_array_equal(values(target.jacobian), [[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(values(entry.plain), [4.0, 6.0])
+    np.testing.assert_array_equal(values(entry.vjp), [-2.0, -2.0])
+    misconception = target.misconception
+    assert misconception.compatible
+    np.testing.assert_array_equal(values(misconception.values), [4.0, -6.0])
+    np.testing.assert_array_equal(values(misconception.difference), [6.0, -4.0])
+    assert misconception.max_abs_difference == 6.0
+    assert not target.diagonal
+    assert "J is not diagonal (e.g. ∂y[1]/∂x[0] = 3)" in target.coincide
+    assert "they differ by up to 6" in target.coincide
+    assert not entry.several_targets and entry.note is None
+    assert entry.max_abs_err < 1e-9
 
 
 def test_elementwise_function_has_a_diagonal_jacobian_and_they_coincide() -> None:
-    entry = explained("vjp_examples", "elementwise", ("[2.0, 3.0]",))["inputs"][0]
-    target = entry["targets"][0]
+    entry = explained("vjp_examples", "elementwise", ("[2.0, 3.0]",)).inputs[0]
+    target = entry.targets[0]
     cos1 = np.cos(1.0)
-    np.testing.assert_allclose(values(target["jacobian"]), [[1.0, 0.0], [0.0, cos1]])
-    np.testing.assert_allclose(values(entry["plain"]), [1.0, cos1])
-    np.testing.assert_allclose(values(entry["vjp"]), [2.0, 3.0 * cos1])
-    assert target["diagonal"] and target["misconception"]["max_abs_difference"] == 0.0
-    assert target["coincide"].startswith("J is diagonal")
+    np.testing.assert_allclose(values(target.jacobian), [[1.0, 0.0], [0.0, cos1]])
+    np.testing.assert_allclose(values(entry.plain), [1.0, cos1])
+    np.testing.assert_allclose(values(entry.vjp), [2.0, 3.0 * cos1])
+    assert target.diagonal and target.misconception.max_abs_difference == 0.0
+    assert target.coincide.startswith("J is diagonal")
 
 
 def test_two_targets_sum_their_contributions() -> None:
-    entry = explained("vjp_examples", "shared", ("2.0", "[1.0, -1.0]"))["inputs"][0]
-    total, scaled = entry["targets"]
+    entry = explained("vjp_examples", "shared", ("2.0", "[1.0, -1.0]")).inputs[0]
+    total, scaled = entry.targets
     # x = [1, -2]: total = Σx² (J = 2x = [2, -4]), scaled = 3x (J = 3I).
-    np.testing.assert_array_equal(values(total["plain"]), [2.0, -4.0])
-    np.testing.assert_array_equal(values(scaled["plain"]), [3.0, 3.0])
-    np.testing.assert_array_equal(values(entry["plain"]), [5.0, -1.0])
-    np.testing.assert_array_equal(values(total["vjp"]), [4.0, -8.0])
-    np.testing.assert_array_equal(values(scaled["vjp"]), [3.0, -3.0])
-    np.testing.assert_array_equal(values(entry["vjp"]), [7.0, -11.0])
-    np.testing.assert_array_equal(values(entry["sum_of_contributions"]), [7.0, -11.0])
-    assert entry["several_targets"] and "feeds 2 targets" in entry["note"]
-    assert "single element" in total["coincide"]
-    assert scaled["coincide"].startswith("J is diagonal")
+    np.testing.assert_array_equal(values(total.plain), [2.0, -4.0])
+    np.testing.assert_array_equal(values(scaled.plain), [3.0, 3.0])
+    np.testing.assert_array_equal(values(entry.plain), [5.0, -1.0])
+    np.testing.assert_array_equal(values(total.vjp), [4.0, -8.0])
+    np.testing.assert_array_equal(values(scaled.vjp), [3.0, -3.0])
+    np.testing.assert_array_equal(values(entry.vjp), [7.0, -11.0])
+    np.testing.assert_array_equal(values(entry.sum_of_contributions), [7.0, -11.0])
+    assert entry.several_targets and "feeds 2 targets" in entry.note
+    assert "single element" in total.coincide
+    assert scaled.coincide.startswith("J is diagonal")
 
 
 def test_natgrad_deta1_is_dm_minus_twice_deta2_m() -> None:
     explanation = explained("natgrad", "expectation_to_meanvarsqrt", (NATGRAD_UPSTREAM,))
-    eta1, eta2 = explanation["inputs"]
-    np.testing.assert_allclose(values(eta2["vjp"]), DL_DETA2, atol=1e-12)
+    eta1, eta2 = explanation.inputs
+    np.testing.assert_allclose(values(eta2.vjp), DL_DETA2, atol=1e-12)
     np.testing.assert_allclose(DL_DETA1, [2.125, -1.5])
-    np.testing.assert_allclose(values(eta1["vjp"]), DL_DETA1, atol=1e-12)
-    np.testing.assert_allclose(values(eta1["finite_difference"]), DL_DETA1, atol=1e-8)
-    assert eta1["max_abs_err"] < 1e-8
-    from_m, from_l = eta1["targets"]
+    np.testing.assert_allclose(values(eta1.vjp), DL_DETA1, atol=1e-12)
+    np.testing.assert_allclose(values(eta1.finite_difference), DL_DETA1, atol=1e-8)
+    assert eta1.max_abs_err < 1e-8
+    from_m, from_l = eta1.targets
     # The m target alone gives dL/dm: the answer people expect, which misses the L term.
-    np.testing.assert_allclose(values(from_m["vjp"]), DL_DM)
-    np.testing.assert_allclose(values(from_l["vjp"]), -2.0 * DL_DETA2 @ M, atol=1e-12)
-    np.testing.assert_allclose(values(from_m["misconception"]["values"]), DL_DM)
-    assert not from_l["misconception"]["compatible"]
-    assert "broadcasts to (2, 2)" in from_l["misconception"]["message"]
-    assert not eta1["misconception"]["compatible"]
+    np.testing.assert_allclose(values(from_m.vjp), DL_DM)
+    np.testing.assert_allclose(values(from_l.vjp), -2.0 * DL_DETA2 @ M, atol=1e-12)
+    np.testing.assert_allclose(values(from_m.misconception.values), DL_DM)
+    assert not from_l.misconception.compatible
+    assert "broadcasts to (2, 2)" in from_l.misconception.message
+    assert not eta1.misconception.compatible
     # Plain tape.gradient([m, L], eta1): upstream ones for both, 1 + [-0.25, 1].
-    np.testing.assert_allclose(values(eta1["plain"]), [0.75, 2.0], atol=1e-12)
+    np.testing.assert_allclose(values(eta1.plain), [0.75, 2.0], atol=1e-12)
     # eta2 does not reach m: None, not zeros; the FD side is symmetrised (Cholesky convention).
-    assert eta2["targets"][0]["plain"] is None and eta2["targets"][0]["jacobian_source"] == "none"
-    assert eta2["finite_difference_symmetrised"]
-    np.testing.assert_allclose(values(eta2["finite_difference"]), DL_DETA2, atol=1e-8)
+    assert eta2.targets[0].plain is None and eta2.targets[0].jacobian_source == "none"
+    assert eta2.finite_difference_symmetrised
+    np.testing.assert_allclose(values(eta2.finite_difference), DL_DETA2, atol=1e-8)
 
 
 def test_upstream_file_is_the_module_constants() -> None:
@@ -122,7 +123,7 @@ def test_upstream_file_is_the_module_constants() -> None:
 
 
 def hand_built(plain: np.ndarray | None, upstream: np.ndarray, shape: tuple[int, ...],
-               out_shape: tuple[int, ...]) -> dict[str, Any]:
+               out_shape: tuple[int, ...]) -> Explanation:
     jacobian = np.ones(out_shape + shape)
     target = TargetFacts("y", out_shape, upstream, jacobian, "autodiff", plain, None)
     return explain([InputFacts("x", shape, (target,), plain, None)])
@@ -130,22 +131,25 @@ def hand_built(plain: np.ndarray | None, upstream: np.ndarray, shape: tuple[int,
 
 def test_not_even_shape_compatible_is_said() -> None:
     data = hand_built(np.ones(3), np.ones(2), (3,), (2,))
-    message = data["inputs"][0]["targets"][0]["misconception"]["message"]
+    message = data.inputs[0].targets[0].misconception.message
     assert "is not even shape-compatible" in message
     assert "(3,)" in message and "(2,)" in message
-    assert "not even the right shape" in data["inputs"][0]["targets"][0]["coincide"]
+    assert "not even the right shape" in data.inputs[0].targets[0].coincide
 
 
 def test_large_tensors_are_summarised() -> None:
     data = hand_built(np.arange(100.0), np.ones(100), (100,), (100,))
-    jacobian = data["inputs"][0]["targets"][0]["jacobian"]
-    assert jacobian["values"] is None and jacobian["shape"] == [100, 100]
-    assert jacobian["summary"]["nonzero"] == 10000 and jacobian["summary"]["max"] == 1.0
-    assert data["inputs"][0]["plain"]["summary"]["max"] == 99.0
-    json.dumps(data)  # plain data, as the JSON report carries it
+    jacobian = data.inputs[0].targets[0].jacobian
+    assert jacobian.values is None and jacobian.shape == (100, 100)
+    assert jacobian.summary.nonzero == 10000 and jacobian.summary.max == 1.0
+    assert data.inputs[0].plain.summary.max == 99.0
+    # The JSON report's object: the summary in place of the values.
+    published = json.loads(json.dumps(explanation_dict(data)))["inputs"][0]["targets"][0]
+    assert published["jacobian"]["values"] is None
+    assert published["jacobian"]["summary"]["nonzero"] == 10000
 
 
-def render(data: dict[str, Any]) -> str:
+def render(data: Explanation) -> str:
     console = Console(width=200, no_color=True, color_system=None, force_terminal=False)
     with console.capture() as capture:
         console.print(render_explanation(data))
@@ -211,13 +215,13 @@ def test_demo_includes_the_natgrad_example() -> None:
     warned = {r.check for r in report.checks if r.status in ("fail", "error", "warn")}
     assert matches(case, report.ok, warned)
     assert report.explain is not None
-    np.testing.assert_allclose(report.explain["inputs"][0]["vjp"]["values"], DL_DETA1)
+    np.testing.assert_allclose(report.explain.inputs[0].vjp.values, DL_DETA1)
 
 
 def test_cut_path_is_none_not_zeros_while_finite_differences_see_the_dependence() -> None:
-    entry = explained("variable_from_input", "f", ("[1.0, -1.0]",))["inputs"][0]
-    target = entry["targets"][0]
-    assert entry["plain"] is None and entry["vjp"] is None
-    assert target["jacobian_source"] == "none" and "None (not zeros)" in target["coincide"]
-    assert np.any(values(entry["finite_difference"]))
+    entry = explained("variable_from_input", "f", ("[1.0, -1.0]",)).inputs[0]
+    target = entry.targets[0]
+    assert entry.plain is None and entry.vjp is None
+    assert target.jacobian_source == "none" and "None (not zeros)" in target.coincide
+    assert np.any(values(entry.finite_difference))
     assert "the path is cut" in render(explained("variable_from_input", "f", ("[1.0, -1.0]",)))

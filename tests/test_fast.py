@@ -8,6 +8,7 @@ import pytest
 import gradcheck
 from gradcheck.checks.mode import choose_mode, full_mode_bytes
 from gradcheck.errors import UsageError
+from gradcheck.evidence.fast import BlockFailed
 from gradcheck.options import CheckOptions
 from gradcheck.tf.batch import point_bytes
 from tests.conftest import fixture_module, fixture_target
@@ -17,6 +18,12 @@ def _by_kind(report: gradcheck.Report, kind: str) -> list[gradcheck.CheckResult]
     return [c for c in report.checks if c.check == kind]
 
 
+def _block(result: gradcheck.CheckResult) -> BlockFailed:
+    """The evidence of a failing block: its failing [start, stop) element ranges and more."""
+    assert isinstance(result.evidence, BlockFailed)
+    return result.evidence
+
+
 def test_million_input_wrong_grad_fn_is_caught_and_localised() -> None:
     module = fixture_module("large_wrong_grad")
     report = gradcheck.check(module.f, *module.f_inputs, probes=1, kinds=frozenset({"fast"}))
@@ -24,7 +31,7 @@ def test_million_input_wrong_grad_fn_is_caught_and_localised() -> None:
     (failure,) = _by_kind(report, "fast")
     assert failure.status == "fail" and failure.input == "x"
     assert failure.worst_index == (3,)
-    assert failure.details["elements"] == [[3, 4], [314_159, 314_160], [999_999, 1_000_000]]
+    assert _block(failure).elements == ((3, 4), (314_159, 314_160), (999_999, 1_000_000))
     assert any("--mode auto chose it" in note and "--max-memory" in note for note in report.notes)
 
 
@@ -48,7 +55,7 @@ def test_explicit_fast_mode_localises_one_wrong_element_of_a_small_input() -> No
     report = gradcheck.check(f, x, mode="fast", kinds=frozenset({"fast"}))
     (failure,) = _by_kind(report, "fast")
     assert failure.status == "fail"
-    assert failure.details["elements"] == [[700, 701]]
+    assert _block(failure).elements == ((700, 701),)
     assert "x[700]" in failure.message
     assert "fast mode (random projections) was used: --mode fast was asked for" in report.notes
 
@@ -145,8 +152,8 @@ def test_errors_on_one_percent_of_the_elements_are_narrowed_to_single_elements()
     (failure,) = _by_kind(report, "fast")
     assert failure.status == "fail"
     # One failing probe decides; the others are not run.
-    assert failure.details["probes_run"] == 1 and failure.details["failed_probes"] == [0]
-    elements = failure.details["elements"]
+    assert failure.details["probes_run"] == 1 and _block(failure).failed_probes == (0,)
+    elements = _block(failure).elements
     assert len(elements) == 4
     assert all(stop == start + 1 and start % 100 == 37 for start, stop in elements)
 
@@ -181,4 +188,33 @@ def test_smaller_steps_tried_at_a_kink_do_not_hide_a_wrong_gradient() -> None:
     report = gradcheck.check(relu, x, mode="fast", kinds=frozenset({"fast"}))
     (failure,) = _by_kind(report, "fast")
     assert failure.status == "fail"
-    assert failure.details["elements"] == [[10, 11]]
+    assert _block(failure).elements == ((10, 11),)
+
+
+def test_a_failing_block_reads_as_before_with_its_first_clause_as_headline() -> None:
+    from gradcheck.evidence.fast import ProjectedCut
+    from gradcheck.render.sentences import _first_clause
+
+    run = {"mode_reason": "--mode fast was asked for", "probes": 8, "probes_run": 1,
+           "failed_probes": (0,), "evaluations": 40, "backward_passes": 2, "seed": 0,
+           "tolerance": 1.5e-6, "full_mode_bytes": 3 << 30}
+    block = gradcheck.CheckResult(
+        "fast", "fail", evidence=BlockFailed(
+            **run, autodiff=2.0, finite_difference=-2.0, allowed=1.5e-6,
+            elements=((3, 4), (10, 14)), output="y", input="x", input_shape=(4, 5)))
+    assert block.message == (
+        "probe 1 of 8 failed (the later ones were not run): for y and x, ⟨Jᵀu, v⟩ from"
+        " tape.gradient is 2 but central differences along v give -2 (allowed 1.5e-06); the"
+        " gradient is wrong around x[0, 3], [2, 0]..[2, 3] (4 elements); 1 random projection(s)"
+        " ran (seed 0); an error whose effect on ⟨u, J v⟩ stays below the tolerance (here about"
+        " 1.5e-06) is missed, so errors in a few small elements can go unseen: --mode full"
+        " checks every element (it needs about 3.0GiB of --max-memory)")
+    assert block.headline == _first_clause(block.message)
+    assert block.details == {**{k: v for k, v in run.items() if k in (
+        "mode_reason", "probes", "probes_run", "failed_probes", "evaluations",
+        "backward_passes")}, "elements": ((3, 4), (10, 14))}
+    cut = gradcheck.CheckResult("connected", "fail", evidence=ProjectedCut(
+        **run, elements=((0, 2),), output="y", input="x", input_shape=(2,)))
+    assert cut.message == cut.headline == (
+        "the gradient path from x to y is cut: autodiff returns None, but central differences"
+        " along random directions show y depends on x (around [0]..[1] (2 elements))")

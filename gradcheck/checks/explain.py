@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from gradcheck.evidence.explain import (
+    Explanation,
+    InputExplanation,
+    Misconception,
+    Summary,
+    TargetExplanation,
+    TensorView,
+)
 from gradcheck.numerics import judging
 from gradcheck.numerics.symmetric import symmetrise
 
@@ -61,22 +68,18 @@ class InputFacts:
     symmetric: bool = False  # the vjp check found TensorFlow's symmetric-matrix convention
 
 
-def tensor_view(value: np.ndarray | None) -> dict[str, Any] | None:
+def tensor_view(value: np.ndarray | None) -> TensorView | None:
     """A tensor for the report: values in full when small, else its shape and a summary."""
     if value is None:
         return None
     array = np.asarray(value, dtype=np.float64)
-    view: dict[str, Any] = {"shape": list(array.shape)}
+    shape = tuple(int(d) for d in array.shape)
     if array.size <= SHOWN_SIZE:
-        view["values"] = (array + 0.0).tolist()  # + 0.0 turns -0.0 into 0.0
-        return view
-    view["values"] = None
-    view["summary"] = {
-        "min": float(np.min(array)), "max": float(np.max(array)),
-        "max_abs": float(np.max(np.abs(array))), "norm": float(np.linalg.norm(array)),
-        "nonzero": int(np.count_nonzero(array)),
-    }
-    return view
+        return TensorView(shape, (array + 0.0).tolist())  # + 0.0 turns -0.0 into 0.0
+    return TensorView(shape, summary=Summary(
+        min=float(np.min(array)), max=float(np.max(array)),
+        max_abs=float(np.max(np.abs(array))), norm=float(np.linalg.norm(array)),
+        nonzero=int(np.count_nonzero(array))))
 
 
 def _shape(shape: Sequence[int]) -> str:
@@ -105,33 +108,34 @@ def off_diagonal_entry(jacobian: np.ndarray, out_shape: Sequence[int],
 
 
 def _misconception(plain: np.ndarray | None, upstream: np.ndarray, vjp: np.ndarray | None,
-                   x_name: str, x_shape: tuple[int, ...], label: str) -> dict[str, Any]:
+                   x_name: str, x_shape: tuple[int, ...], label: str) -> Misconception:
     """`gradient * u` next to uᵀJ; `label` is how the product is written for this row."""
     if plain is None:
-        return {"compatible": False, "shape": None, "values": None, "difference": None,
-                "max_abs_difference": None,
-                "message": f"{label}: tape.gradient returned None (no path), and None * u fails"}
+        return Misconception(
+            False, f"{label}: tape.gradient returned None (no path), and None * u fails")
     u_shape = tuple(upstream.shape)
     try:
-        product_shape = tuple(np.broadcast_shapes(tuple(plain.shape), u_shape))
+        product_shape = tuple(int(d) for d in np.broadcast_shapes(tuple(plain.shape), u_shape))
     except ValueError:
-        return {"compatible": False, "shape": None, "values": None, "difference": None,
-                "max_abs_difference": None,
-                "message": f"{label} is not even shape-compatible: the gradient has {x_name}'s"
-                           f" shape {_shape(plain.shape)}, u has shape {_shape(u_shape)}"}
+        return Misconception(False, f"{label} is not even shape-compatible: the gradient has"
+                                    f" {x_name}'s shape {_shape(plain.shape)}, u has shape"
+                                    f" {_shape(u_shape)}")
     if product_shape != tuple(x_shape):
-        return {"compatible": False, "shape": list(product_shape), "values": None,
-                "difference": None, "max_abs_difference": None,
-                "message": f"{label} is not shape-compatible with {x_name}: the gradient has"
-                           f" shape {_shape(plain.shape)}, u has shape {_shape(u_shape)}, their"
-                           f" product broadcasts to {_shape(product_shape)}; uᵀJ has"
-                           f" {x_name}'s shape {_shape(x_shape)}"}
+        return Misconception(
+            False, f"{label} is not shape-compatible with {x_name}: the gradient has shape"
+                   f" {_shape(plain.shape)}, u has shape {_shape(u_shape)}, their product"
+                   f" broadcasts to {_shape(product_shape)}; uᵀJ has {x_name}'s shape"
+                   f" {_shape(x_shape)}", shape=product_shape)
     product = np.asarray(plain * upstream, dtype=np.float64)
+    return _compared(product, vjp, f"{label} = {_short(product)}")
+
+
+def _compared(product: np.ndarray, vjp: np.ndarray | None, message: str) -> Misconception:
+    """A product that can be formed, against uᵀJ."""
     difference = None if vjp is None or vjp.shape != product.shape else product - vjp
     largest = None if difference is None else float(np.max(np.abs(difference), initial=0.0))
-    return {"compatible": True, "shape": list(product_shape), "values": tensor_view(product),
-            "difference": tensor_view(difference), "max_abs_difference": largest,
-            "message": f"{label} = {_short(product)}"}
+    return Misconception(True, message, tuple(int(d) for d in product.shape),
+                         tensor_view(product), tensor_view(difference), largest)
 
 
 def _short(array: np.ndarray) -> str:
@@ -142,7 +146,7 @@ def _short(array: np.ndarray) -> str:
 
 
 def _coincide(target: TargetFacts, x_name: str, x_shape: tuple[int, ...],
-              misconception: dict[str, Any]) -> str:
+              misconception: Misconception) -> str:
     """One sentence: does gradient(y, x) * u equal uᵀJ for this target, and why."""
     y = target.name
     if target.jacobian is None:
@@ -161,7 +165,7 @@ def _coincide(target: TargetFacts, x_name: str, x_shape: tuple[int, ...],
         return (f"J is diagonal (each element of {y} depends only on the same element of"
                 f" {x_name}, as in one-to-one elementwise functions), so gradient({y}, {x_name})"
                 f" * u equals uᵀJ here")
-    if misconception["compatible"] and int(np.prod(target.shape, dtype=np.int64)) == 1:
+    if misconception.compatible and int(np.prod(target.shape, dtype=np.int64)) == 1:
         return (f"{y} has a single element, so u is one number and uᵀJ = u · gradient({y},"
                 f" {x_name}): here the product does equal uᵀJ")
     row, col = entry or (0, 0)
@@ -169,9 +173,9 @@ def _coincide(target: TargetFacts, x_name: str, x_shape: tuple[int, ...],
         int(np.prod(target.shape, dtype=np.int64)), -1)
     why = (f"J is not diagonal (e.g. ∂{_element(y, target.shape, row)}/"
            f"∂{_element(x_name, x_shape, col)} = {flat[row, col]:.6g})")
-    if not misconception["compatible"]:
+    if not misconception.compatible:
         return f"{why}; gradient({y}, {x_name}) * u is not even the right shape for uᵀJ"
-    difference = misconception["max_abs_difference"]
+    difference = misconception.max_abs_difference
     scale = 0.0 if target.vjp is None else float(np.max(np.abs(target.vjp), initial=0.0))
     if difference is not None and difference > DIAGONAL_RTOL * max(scale, 1.0):
         return f"{why}, so gradient({y}, {x_name}) * u ≠ uᵀJ: they differ by up to {difference:.6g}"
@@ -179,24 +183,24 @@ def _coincide(target: TargetFacts, x_name: str, x_shape: tuple[int, ...],
             " of this u (an all-ones u makes uᵀJ = 1ᵀJ; a random u tells them apart)")
 
 
-def _target_dict(target: TargetFacts, x_name: str, x_shape: tuple[int, ...]) -> dict[str, Any]:
+def _target(target: TargetFacts, x_name: str, x_shape: tuple[int, ...]) -> TargetExplanation:
     label = f"tape.gradient({target.name}, {x_name}) * u"
     misconception = _misconception(target.plain, target.upstream, target.vjp, x_name, x_shape,
                                    label)
-    return {
-        "output": target.name,
-        "output_shape": list(target.shape),
-        "jacobian": tensor_view(target.jacobian),
-        "jacobian_source": target.jacobian_source,
-        "upstream": tensor_view(target.upstream),
-        "plain": tensor_view(target.plain),
-        "vjp": tensor_view(target.vjp),
-        "misconception": misconception,
-        "diagonal": target.jacobian is not None and tuple(target.shape) == tuple(x_shape)
+    return TargetExplanation(
+        output=target.name,
+        output_shape=tuple(target.shape),
+        jacobian=tensor_view(target.jacobian),
+        jacobian_source=target.jacobian_source,
+        upstream=tensor_view(target.upstream),
+        plain=tensor_view(target.plain),
+        vjp=tensor_view(target.vjp),
+        misconception=misconception,
+        diagonal=target.jacobian is not None and tuple(target.shape) == tuple(x_shape)
         and off_diagonal_entry(target.jacobian, target.shape, x_shape) is None,
-        "coincide": _coincide(target, x_name, x_shape, misconception),
-        "error": target.error,
-    }
+        coincide=_coincide(target, x_name, x_shape, misconception),
+        error=target.error,
+    )
 
 
 def _sum(values: Sequence[np.ndarray | None], shape: tuple[int, ...]) -> np.ndarray | None:
@@ -216,34 +220,27 @@ def _finite_difference_vjp(facts: InputFacts) -> np.ndarray | None:
     return symmetrise(total) if facts.symmetric else total
 
 
-def _several(facts: InputFacts, targets: list[dict[str, Any]]) -> dict[str, Any]:
-    """The sums over targets: what one tape.gradient call over all of them returns."""
+def _several(facts: InputFacts, targets: Sequence[TargetExplanation]
+             ) -> tuple[str, TensorView | None, Misconception]:
+    """The sums over targets (what one tape.gradient call over all of them returns): a note,
+    the sum of the contributions uₖᵀJₖ and the summed misconception."""
     names = ", ".join(t.name for t in facts.targets)
     # Targets without a path add nothing, to tape.gradient and to the product alike.
-    connected = [(t, d["misconception"]) for t, d in zip(facts.targets, targets)
+    connected = [(t, e.misconception) for t, e in zip(facts.targets, targets)
                  if t.plain is not None]
-    compatible = bool(connected) and all(p["compatible"] for _, p in connected)
+    compatible = bool(connected) and all(p.compatible for _, p in connected)
     total = _sum([t.plain * t.upstream if compatible and t.plain is not None else None
                   for t, _ in connected], facts.shape)
     contributions = _sum([t.vjp for t in facts.targets], facts.shape)
-    misconception: dict[str, Any]
     if compatible and total is not None:
-        difference = None if facts.vjp is None or facts.vjp.shape != total.shape else (
-            total - facts.vjp)
-        misconception = {
-            "compatible": True, "shape": list(total.shape), "values": tensor_view(total),
-            "difference": tensor_view(difference),
-            "max_abs_difference": None if difference is None else float(
-                np.max(np.abs(difference), initial=0.0)),
-            "message": f"Σₖ tape.gradient(yₖ, {facts.name}) * uₖ = {_short(total)}"}
+        misconception = _compared(
+            total, facts.vjp, f"Σₖ tape.gradient(yₖ, {facts.name}) * uₖ = {_short(total)}")
     else:
-        bad = [t.name for t, p in connected if not p["compatible"]]
+        bad = [t.name for t, p in connected if not p.compatible]
         reason = (f"the product is not shape-compatible for {', '.join(bad)}" if bad else
                   "tape.gradient returns None for every target")
-        misconception = {
-            "compatible": False, "shape": None, "values": None, "difference": None,
-            "max_abs_difference": None,
-            "message": f"Σₖ tape.gradient(yₖ, {facts.name}) * uₖ cannot even be formed: {reason}"}
+        misconception = Misconception(
+            False, f"Σₖ tape.gradient(yₖ, {facts.name}) * uₖ cannot even be formed: {reason}")
     fed = [t.name for t in facts.targets if t.plain is not None]
     if len(fed) > 1:
         note = (f"{facts.name} feeds {len(fed)} targets ({', '.join(fed)}): tape.gradient sums"
@@ -252,40 +249,29 @@ def _several(facts: InputFacts, targets: list[dict[str, Any]]) -> dict[str, Any]
     else:
         note = (f"tape.gradient over all {len(facts.targets)} targets ({names}) sums their"
                 f" contributions, but only {fed[0] if fed else 'none'} depends on {facts.name}")
-    return {
-        "note": note,
-        "sum_of_contributions": tensor_view(contributions),
-        "misconception": misconception,
-    }
+    return note, tensor_view(contributions), misconception
 
 
-def explain_input(facts: InputFacts) -> dict[str, Any]:
+def explain_input(facts: InputFacts) -> InputExplanation:
     """The explanation for one input: per target, then summed over all targets."""
-    targets = [_target_dict(t, facts.name, facts.shape) for t in facts.targets]
+    targets = tuple(_target(t, facts.name, facts.shape) for t in facts.targets)
     fd = _finite_difference_vjp(facts)
     error = None
     if fd is not None and facts.vjp is not None and facts.vjp.shape == fd.shape:
         error = float(np.max(np.abs(facts.vjp - fd), initial=0.0))
-    data: dict[str, Any] = {
-        "input": facts.name,
-        "shape": list(facts.shape),
-        "targets": targets,
-        "several_targets": len(targets) > 1,
-        "plain": tensor_view(facts.plain),
-        "vjp": tensor_view(facts.vjp),
-        "finite_difference": tensor_view(fd),
-        "finite_difference_symmetrised": facts.symmetric,
-        "max_abs_err": error,
-        "error": facts.error,
-    }
+    note: str | None = None
+    contributions = targets[0].vjp if targets else None
+    misconception = targets[0].misconception if targets else None
     if len(targets) > 1:
-        data.update(_several(facts, targets))
-    else:
-        data.update({"note": None, "sum_of_contributions": targets[0]["vjp"] if targets else None,
-                     "misconception": targets[0]["misconception"] if targets else None})
-    return data
+        note, contributions, misconception = _several(facts, targets)
+    return InputExplanation(
+        input=facts.name, shape=tuple(facts.shape), targets=targets,
+        plain=tensor_view(facts.plain), vjp=tensor_view(facts.vjp),
+        finite_difference=tensor_view(fd), finite_difference_symmetrised=facts.symmetric,
+        max_abs_err=error, error=facts.error, note=note, sum_of_contributions=contributions,
+        misconception=misconception)
 
 
-def explain(inputs: Sequence[InputFacts]) -> dict[str, Any]:
+def explain(inputs: Sequence[InputFacts]) -> Explanation:
     """The whole explanation (Report.explain): formulas, then one entry per input."""
-    return {"formulas": dict(FORMULAS), "inputs": [explain_input(facts) for facts in inputs]}
+    return Explanation(dict(FORMULAS), tuple(explain_input(facts) for facts in inputs))

@@ -4,11 +4,11 @@ explanation of the output_gradients contract (checks/explain.py words it)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from gradcheck.checks import explain
 from gradcheck.checks.context import CheckContext
 from gradcheck.checks.full import SourceAnalysis
+from gradcheck.evidence.explain import Explanation
 from gradcheck.report import CheckResult, Kind, Status
 from gradcheck.tf.recording import GradientOutcome
 
@@ -34,7 +34,7 @@ def _target_facts(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[explain.
 
 
 def explanation(ctx: CheckContext, analyses: Sequence[tuple[SourceAnalysis, GradientOutcome]],
-                results: Sequence[CheckResult]) -> dict[str, Any]:
+                results: Sequence[CheckResult]) -> Explanation:
     """What tape.gradient returns for each input, with and without output_gradients."""
     facts = []
     for analysis, vjp in analyses:

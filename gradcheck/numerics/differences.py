@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -11,8 +12,16 @@ from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, machine_eps
 # The second difference f(x+h) - 2f(x) + f(x-h) grows like h^2 where f is smooth (x4 when h
 # doubles) but like h at a kink (x2) and not at all at a jump (x1).
 KINK_RATIO = 3.0
-# When a column fails, the steps are tried again this many times smaller.
+# A projection's discrepancy within this factor of the differences' own inconsistency (see
+# `crossed_kink`) is blamed on a kink the step crossed, and smaller steps are tried.
+KINK_FACTOR = 10.0
+# Retries with steps each divisor times smaller than the default. Full mode retries the columns
+# still in doubt, where f may vary faster than the default step (an oscillation at x = 1e6):
+# three octaves deep. A projection retries only after `crossed_kink`, to step inside a kink
+# near x; each retry moves every input element (four evaluations of f at full size, at every
+# level of narrowing down), so two shallower ones.
 SMALLER_STEPS = (8.0, 64.0, 512.0)
+PROJECTION_SMALLER_STEPS = (4.0, 16.0)
 
 
 def step_sizes(x: np.ndarray, dtype: str, eps: float | None = None) -> np.ndarray:
@@ -57,21 +66,49 @@ class FiniteDifference:
     kink: np.ndarray  # bool, per element: a kink inside [x - 2h, x + 2h]
 
 
+def central_quotient(plus: Any, minus: Any, step: Any) -> Any:
+    """(f(x + h) - f(x - h)) / 2h, elementwise."""
+    return (plus - minus) / (2.0 * step)
+
+
+def rounding_error(eps: float, step: Any, *magnitudes: Any) -> Any:
+    """What rounding can put into a difference quotient of values of these magnitudes."""
+    return eps * sum(magnitudes) / step
+
+
+def extrapolate(d1: Any, d2: Any, rounding: Any) -> tuple[Any, Any]:
+    """Richardson's (4 D(h) - D(2h)) / 3 from central quotients with steps h and 2h, and its
+    error estimate: |D(h) - D(2h)| (the truncation of D(h)) plus `rounding`."""
+    return (4.0 * d1 - d2) / 3.0, np.abs(d1 - d2) + rounding
+
+
+def second_difference(plus: Any, centre: Any, minus: Any) -> Any:
+    """|f(x + h) - 2 f(x) + f(x - h)|: O(h²) where f is smooth, the slope's jump times h at a
+    kink between x - h and x + h."""
+    return np.abs(plus - 2.0 * centre + minus)
+
+
+def crossed_kink(error: float, inconsistency: float) -> bool:
+    """Whether a projection's discrepancy may be the step crossing a kink: it is not beyond
+    KINK_FACTOR times how far the differences disagree with themselves beyond rounding (NaN
+    is not beyond)."""
+    return not error > KINK_FACTOR * inconsistency
+
+
 def _richardson(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.ndarray,
                 f0: np.ndarray, step: np.ndarray, eps: float
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Extrapolated derivative, its error estimate and kink flags, all (k, m)."""
-    d1 = (plus1 - minus1) / (2.0 * step)
-    d2 = (plus2 - minus2) / (4.0 * step)
-    extrapolated = (4.0 * d1 - d2) / 3.0
-    rounding = eps * (np.abs(plus1) + np.abs(minus1) + np.abs(plus2) + np.abs(minus2)) / step
-    truncation = np.abs(d1 - d2)
-    jump1 = np.abs(plus1 - 2.0 * f0 + minus1)
-    jump2 = np.abs(plus2 - 2.0 * f0 + minus2)
+    d1 = central_quotient(plus1, minus1, step)
+    extrapolated, estimate = extrapolate(
+        d1, central_quotient(plus2, minus2, 2.0 * step),
+        rounding_error(eps, step, np.abs(plus1), np.abs(minus1), np.abs(plus2), np.abs(minus2)))
+    jump1 = second_difference(plus1, f0, minus1)
+    jump2 = second_difference(plus2, f0, minus2)
     noise = 100.0 * eps * (np.abs(plus1) + np.abs(minus1) + 2.0 * np.abs(f0))
     significant = (jump1 > noise) & (jump1 / step > 1e-3 * (np.abs(d1) + 1e-3))
     kink = significant & (jump2 < KINK_RATIO * jump1)
-    return extrapolated, truncation + rounding, kink
+    return extrapolated, estimate, kink
 
 
 def to_block(a: np.ndarray, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> np.ndarray:
@@ -115,8 +152,8 @@ def central_difference(
     values = np.asarray(evaluations, dtype=np.float64).reshape((n, 2, -1))
     plus, minus = values[:, 0], values[:, 1]
     step = h.reshape(-1)[:, None]
-    d1 = (plus - minus) / (2.0 * step)
-    rounding = machine_eps(output_dtype) * (np.abs(plus) + np.abs(minus)) / step
+    d1 = central_quotient(plus, minus, step)
+    rounding = rounding_error(machine_eps(output_dtype), step, np.abs(plus), np.abs(minus))
     shapes = (np.shape(centre), h.shape)
     return FiniteDifference(jacobian=to_block(d1, *shapes),
                             error_estimate=to_block(rounding, *shapes),

@@ -8,6 +8,13 @@ import math
 from typing import Any
 
 from gradcheck.evidence import Location, public_fields
+from gradcheck.evidence.explain import (
+    Explanation,
+    InputExplanation,
+    Misconception,
+    TargetExplanation,
+    TensorView,
+)
 from gradcheck.evidence.worded import Worded
 from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
 
@@ -73,8 +80,51 @@ def report_dict(report: Report) -> dict[str, Any]:
         "notes": list(report.notes),
     }
     if report.explain is not None:
-        data["explain"] = report.explain
+        data["explain"] = explanation_dict(report.explain)
     return _clean(data)
+
+
+def _view(view: TensorView | None) -> dict[str, Any] | None:
+    if view is None:
+        return None
+    data: dict[str, Any] = {"shape": list(view.shape), "values": view.values}
+    if view.summary is not None:
+        data["summary"] = dataclasses.asdict(view.summary)
+    return data
+
+
+def _misconception(wrong: Misconception | None) -> dict[str, Any] | None:
+    if wrong is None:
+        return None
+    return {"compatible": wrong.compatible,
+            "shape": None if wrong.shape is None else list(wrong.shape),
+            "values": _view(wrong.values), "difference": _view(wrong.difference),
+            "max_abs_difference": wrong.max_abs_difference, "message": wrong.message}
+
+
+def _target_dict(target: TargetExplanation) -> dict[str, Any]:
+    return {"output": target.output, "output_shape": list(target.output_shape),
+            "jacobian": _view(target.jacobian), "jacobian_source": target.jacobian_source,
+            "upstream": _view(target.upstream), "plain": _view(target.plain),
+            "vjp": _view(target.vjp), "misconception": _misconception(target.misconception),
+            "diagonal": target.diagonal, "coincide": target.coincide, "error": target.error}
+
+
+def _input_dict(entry: InputExplanation) -> dict[str, Any]:
+    return {"input": entry.input, "shape": list(entry.shape),
+            "targets": [_target_dict(target) for target in entry.targets],
+            "several_targets": entry.several_targets, "plain": _view(entry.plain),
+            "vjp": _view(entry.vjp), "finite_difference": _view(entry.finite_difference),
+            "finite_difference_symmetrised": entry.finite_difference_symmetrised,
+            "max_abs_err": entry.max_abs_err, "error": entry.error, "note": entry.note,
+            "sum_of_contributions": _view(entry.sum_of_contributions),
+            "misconception": _misconception(entry.misconception)}
+
+
+def explanation_dict(explanation: Explanation) -> dict[str, Any]:
+    """The JSON report's `explain` object, field by field."""
+    return {"formulas": dict(explanation.formulas),
+            "inputs": [_input_dict(entry) for entry in explanation.inputs]}
 
 
 def render_json(report: Report) -> str:

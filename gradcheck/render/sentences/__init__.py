@@ -83,6 +83,7 @@ import gradcheck.render.sentences.compiled  # noqa: E402,F401
 import gradcheck.render.sentences.connected  # noqa: E402,F401
 import gradcheck.render.sentences.determinism  # noqa: E402,F401
 import gradcheck.render.sentences.diagnosis  # noqa: E402,F401
+import gradcheck.render.sentences.fast  # noqa: E402,F401
 import gradcheck.render.sentences.forward  # noqa: E402,F401
 import gradcheck.render.sentences.gradients  # noqa: E402,F401
 import gradcheck.render.sentences.second_order  # noqa: E402,F401
