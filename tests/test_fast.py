@@ -193,7 +193,7 @@ def test_smaller_steps_tried_at_a_kink_do_not_hide_a_wrong_gradient() -> None:
 
 def test_a_failing_block_reads_as_before_with_its_first_clause_as_headline() -> None:
     from gradcheck.evidence.fast import ProjectedCut
-    from gradcheck.render.sentences import _first_clause
+    from gradcheck.render.sentences import first_clause
 
     run = {"mode_reason": "--mode fast was asked for", "probes": 8, "probes_run": 1,
            "failed_probes": (0,), "evaluations": 40, "backward_passes": 2, "seed": 0,
@@ -209,7 +209,7 @@ def test_a_failing_block_reads_as_before_with_its_first_clause_as_headline() -> 
         " ran (seed 0); an error whose effect on ⟨u, J v⟩ stays below the tolerance (here about"
         " 1.5e-06) is missed, so errors in a few small elements can go unseen: --mode full"
         " checks every element (it needs about 3.0GiB of --max-memory)")
-    assert block.headline == _first_clause(block.message)
+    assert block.headline == first_clause(block.message)
     assert block.details == {**{k: v for k, v in run.items() if k in (
         "mode_reason", "probes", "probes_run", "failed_probes", "evaluations",
         "backward_passes")}, "elements": ((3, 4), (10, 14))}
