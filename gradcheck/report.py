@@ -12,14 +12,14 @@ from gradcheck.errors import ExitCode
 VERSION = "0.1.0"
 
 
-class _Spelled(str, enum.Enum):
+class Spelled(str, enum.Enum):
     """An enum that is its JSON spelling: compares equal to it and prints as it."""
 
     def __str__(self) -> str:
         return str(self.value)
 
 
-class Status(_Spelled):
+class Status(Spelled):
     """A check's verdict."""
 
     PASS = "pass"
@@ -29,7 +29,7 @@ class Status(_Spelled):
     ERROR = "error"
 
 
-class Kind(_Spelled):
+class Kind(Spelled):
     """What was checked (the contract's check names)."""
 
     JACOBIAN = "jacobian"

@@ -17,7 +17,7 @@ def _program(module_name: str, function: str = "f") -> Program:
     module = fixture_module(module_name)
     f = getattr(module, function)
     named = name_arguments(f, Arguments(getattr(module, f"{function}_inputs"), {}, "test"))
-    program, _ = prepare(f, named, "auto")
+    program = prepare(f, named, "auto").program
     return program
 
 
@@ -150,7 +150,7 @@ def test_repeated_checks_do_not_make_tensorflow_warn_about_retracing(caplog) -> 
 def test_a_few_jacobian_rows_by_backward_passes_equal_the_analytic_jacobian() -> None:
     f, analytic, x = fixture_module("dense_layer").make(5)
     named = name_arguments(f, Arguments((x,), {}, "test"))
-    program, _ = prepare(f, named, "auto")
+    program = prepare(f, named, "auto").program
     recording = record(program)
     block, error = recording.jacobian(0, program.sources[0])
     assert error is None and block is not None

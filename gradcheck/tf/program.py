@@ -7,14 +7,15 @@ import itertools
 import re
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from gradcheck.errors import FunctionError, InputError
-from gradcheck.load.inputs import NamedArgument
+from gradcheck.load.inputs import NamedArgument, OutputPath
 from gradcheck.load.locations import exception_location
+from gradcheck.report import Spelled
 from gradcheck.tf import instrument
 from gradcheck.tf.runtime import tensorflow
 
@@ -31,9 +32,25 @@ _ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
 _KERAS_WRAPPER = "Exception encountered when calling"
 
 
-@dataclass
+class SlotKind(Spelled):
+    """What a slot is to f, spelled as the report's input kind."""
+
+    ARGUMENT = "argument"  # one of its arguments (a tf.Variable passed in included)
+    VARIABLE = "variable"  # a trainable tf.Variable f reads: a source, not an argument
+
+
+class Origin(Spelled):
+    """Where an output leaf's value comes from."""
+
+    TENSOR = "tensor"
+    NUMPY = "numpy"
+    PYTHON = "python"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
 class Slot:
-    """One argument of the user's function."""
+    """One argument of the user's function, or a variable it reads."""
 
     name: str
     position: int | None
@@ -44,16 +61,15 @@ class Slot:
     shape: tuple[int, ...]
     is_variable: bool = False
     note: str | None = None
-    # False for a trainable tf.Variable that f reads (a source, not one of its arguments).
-    argument: bool = True
+    kind: SlotKind = SlotKind.ARGUMENT
     # A complex argument's dtype: `value` then holds its (real, imaginary) parts.
     complex_dtype: str | None = None
     # The dtype the user gave (float32 for a literal): what promotion to float64 replaced.
     own_dtype: str | None = None
 
     @property
-    def kind(self) -> str:
-        return "argument" if self.argument else "variable"
+    def argument(self) -> bool:
+        return self.kind is SlotKind.ARGUMENT
 
     @property
     def user_shape(self) -> tuple[int, ...]:
@@ -64,15 +80,19 @@ class Slot:
         return self.complex_dtype or self.dtype
 
 
-@dataclass
+@dataclass(frozen=True)
 class OutputLeaf:
-    name: str
+    path: OutputPath
     tensor: Any
     differentiable: bool
-    origin: str  # "tensor", "numpy", "python"
+    origin: Origin
     reason: str | None = None
     # A complex output's dtype: `tensor` then holds its (real, imaginary) parts.
     complex_dtype: str | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -144,14 +164,12 @@ def _autographed_call() -> Any:
     return tensorflow().autograph.to_graph(_call)
 
 
-@dataclass
-class Program:
-    """The function with its arguments; float arguments are TensorFlow tensors or variables."""
+@dataclass(frozen=True)
+class Evaluation:
+    """How the checks evaluate f, set once from the options; a dtype fallback is a new one."""
 
-    function: Callable[..., Any]
-    slots: list[Slot]
-    compute_dtype: str
-    notes: list[str] = field(default_factory=list)
+    # The dtype finite-difference steps and tolerances are sized for.
+    dtype: str = "float64"
     # False: no pfor, no vectorized_map (a retry after TensorFlow crashed while vectorising).
     vectorise: bool = True
     # Which sources to differentiate: "all", "inputs" (arguments), "variables", or a name.
@@ -162,6 +180,26 @@ class Program:
     def announce(self, what: str) -> None:
         if self.phase is not None:
             self.phase(what)
+
+
+@dataclass(frozen=True)
+class Program:
+    """The function with its arguments; float arguments are TensorFlow tensors or variables."""
+
+    function: Callable[..., Any]
+    slots: tuple[Slot, ...]
+    evaluation: Evaluation
+
+    @property
+    def compute_dtype(self) -> str:
+        return self.evaluation.dtype
+
+    def announce(self, what: str) -> None:
+        self.evaluation.announce(what)
+
+    def in_dtype(self, dtype: str) -> Program:
+        """The same program, its steps and tolerances sized for another dtype."""
+        return replace(self, evaluation=replace(self.evaluation, dtype=dtype))
 
     @property
     def sources(self) -> list[Slot]:
@@ -238,7 +276,7 @@ class Program:
                 self.slots[index].value.assign(original)
 
 
-def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot]:
+def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> tuple[Slot, ...]:
     tf = tensorflow()
     slots = []
     for argument in named:
@@ -275,7 +313,7 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot
                 Slot(argument.name, argument.position, keyword, argument.value, False, name,
                      shape, note=f"{argument.name} is {name}: passed through, not differentiated")
             )
-    return slots
+    return tuple(slots)
 
 
 def _candidate_dtypes(dtype_mode: str) -> list[str | None]:
@@ -303,16 +341,17 @@ def _gradient_problem(program: Program) -> str | None:
         tape.gradient([leaf.tensor for leaf in leaves], [slot.value for slot in program.sources])
     except Exception as exc:
         return first_line(exc)
-    slips = instrument.violations_since(mark, "dtype")
+    slips = instrument.violations_since(mark, instrument.Slip.DTYPE)
     return slips[0].message if slips else None
 
 
 def _candidate_programs(function: Callable[..., Any], named: Sequence[NamedArgument],
-                        dtype_mode: str) -> list[Program]:
+                        dtype_mode: str, evaluation: Evaluation) -> list[Program]:
     programs: list[Program] = []
     for dtype in _candidate_dtypes(dtype_mode):
         slots = _build_slots(named, dtype)
-        program = Program(function, slots, dtype or _common_dtype(slots))
+        program = Program(function, slots, replace(evaluation,
+                                                   dtype=dtype or _common_dtype(slots)))
         if all(p.compute_dtype != program.compute_dtype for p in programs):
             programs.append(program)
     return programs
@@ -333,15 +372,25 @@ def _without_float_arguments(program: Program) -> None:
         raise no_float_input(program) from exc
 
 
-def prepare(
-    function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str
-) -> tuple[Program, Any]:
-    """Bind the arguments and call f once, in float64 when f and its gradients accept it.
+@dataclass(frozen=True)
+class Prepared:
+    """f bound to its arguments, the result of its first call, and what its dtype choice
+    has to say."""
+
+    program: Program
+    result: Any
+    notes: tuple[str, ...] = ()
+
+
+def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str,
+            evaluation: Evaluation | None = None) -> Prepared:
+    """Bind the arguments and call f once, in float64 when f and its gradients accept it
+    (the evaluation's dtype is chosen here; the rest of it is kept).
 
     Promotion is gradcheck's choice, so it must never cause a finding: when f or a grad_fn
     raises or mixes dtypes in float64 only, f is checked in its arguments' own dtype.
     """
-    programs = _candidate_programs(function, named, dtype_mode)
+    programs = _candidate_programs(function, named, dtype_mode, evaluation or Evaluation())
     if not programs[0].sources:
         _without_float_arguments(programs[0])
     problems: list[str] = []
@@ -359,11 +408,9 @@ def prepare(
             continue
         problem = _gradient_problem(program) if len(programs) > 1 else None
         if problem is None:
-            if problems:
-                program.notes.append(
-                    f"{problems[0]}; checked in {program.compute_dtype}, the arguments' own"
-                    f" dtype, with {program.compute_dtype} tolerances")
-            return program, result
+            fallback = (f"{problems[0]}; checked in {program.compute_dtype}, the arguments' own"
+                        f" dtype, with {program.compute_dtype} tolerances")
+            return Prepared(program, result, (fallback,) if problems else ())
         instrument.rollback(mark)
         problems.append(f"the gradients of {function_name(function)} cannot be taken in"
                         f" {program.compute_dtype} ({problem})")
@@ -372,7 +419,7 @@ def prepare(
         assert error is not None
         raise function_raised(function, error)
     # The problem is the same in every dtype: the user's own, reported in the first one.
-    return ran[0], ran[0].call()
+    return Prepared(ran[0], ran[0].call())
 
 
 def function_raised(function: Callable[..., Any], exc: BaseException,
@@ -416,43 +463,45 @@ def _common_dtype(slots: Sequence[Slot]) -> str:
     return "float64"
 
 
-def flatten_outputs(result: Any, name: str = "y") -> list[OutputLeaf]:
-    """Name every leaf of the result: y, y[1], y['mean']; judge whether each is differentiable."""
-    tf = tensorflow()
+def flatten_outputs(result: Any, root: str = "y") -> list[OutputLeaf]:
+    """Every leaf of the result at its path (y, y[1], y['mean']), judged differentiable or not."""
+    return _flatten(result, OutputPath(root))
+
+
+def _flatten(result: Any, path: OutputPath) -> list[OutputLeaf]:
     if isinstance(result, dict):
-        leaves = []
-        for key, value in result.items():
-            leaves += flatten_outputs(value, f"{name}[{key!r}]")
-        return leaves
+        return [leaf for key, value in result.items() for leaf in _flatten(value, path.child(key))]
     if isinstance(result, (tuple, list)):
-        leaves = []
-        for index, value in enumerate(result):
-            leaves += flatten_outputs(value, f"{name}[{index}]")
-        return leaves
+        return [leaf for index, value in enumerate(result)
+                for leaf in _flatten(value, path.child(index))]
+    return [_leaf(result, path)]
+
+
+def _leaf(result: Any, path: OutputPath) -> OutputLeaf:
+    tf = tensorflow()
     if result is None:
-        return [OutputLeaf(name, None, False, "none", "is None")]
+        return OutputLeaf(path, None, False, Origin.NONE, "is None")
     if isinstance(result, (tf.Tensor, tf.Variable)):
         tensor = tf.convert_to_tensor(result)
         if tensor.dtype.name in COMPLEX_PARTS:
-            return [OutputLeaf(name, as_parts(tensor), True, "tensor",
-                               complex_dtype=tensor.dtype.name)]
+            return OutputLeaf(path, as_parts(tensor), True, Origin.TENSOR,
+                              complex_dtype=tensor.dtype.name)
         if tensor.dtype.name not in FLOAT_DTYPES:
             reason = (f"is a tensor of dtype {tensor.dtype.name}; only floating-point outputs"
                       " have gradients")
-            return [OutputLeaf(name, tensor, False, "tensor", reason)]
-        return [OutputLeaf(name, tensor, True, "tensor")]
-    origin = "numpy" if isinstance(result, (np.ndarray, np.generic)) else "python"
+            return OutputLeaf(path, tensor, False, Origin.TENSOR, reason)
+        return OutputLeaf(path, tensor, True, Origin.TENSOR)
+    origin = Origin.NUMPY if isinstance(result, (np.ndarray, np.generic)) else Origin.PYTHON
     try:
         array = np.asarray(result)
     except Exception:
         array = np.asarray(None)
     if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
-        reason = f"is a {type(result).__name__}, not a tensor"
-        return [OutputLeaf(name, None, False, origin, reason)]
+        return OutputLeaf(path, None, False, origin, f"is a {type(result).__name__}, not a tensor")
     if not np.issubdtype(array.dtype, np.floating):
         reason = f"is an integer {type(result).__name__}; only floating outputs have gradients"
-        return [OutputLeaf(name, tf.constant(array), False, origin, reason)]
-    return [OutputLeaf(name, tf.constant(array), True, origin)]
+        return OutputLeaf(path, tf.constant(array), False, origin, reason)
+    return OutputLeaf(path, tf.constant(array), True, origin)
 
 
 def output_base(program: Program) -> str:
