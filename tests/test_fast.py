@@ -89,7 +89,7 @@ def test_auto_mode_chooses_by_memory_budget() -> None:
                                    mode="auto")
     assert not _by_kind(program_like, "fast")  # 300 inputs fit in 1GiB: full mode
     from gradcheck.load.inputs import Arguments, name_arguments
-    from gradcheck.tf.program import prepare
+    from gradcheck.tf.binding import prepare
 
     named = name_arguments(module.f, Arguments(module.f_inputs, {}, "test"))
     program = prepare(module.f, named, "auto").program
@@ -118,7 +118,7 @@ def test_fast_mode_has_no_false_alarm_on_a_dense_correct_function(seed: int) -> 
 def test_auto_mode_also_weighs_the_time_of_full_mode() -> None:
     module = fixture_module("dense_layer")
     from gradcheck.load.inputs import Arguments, name_arguments
-    from gradcheck.tf.program import prepare
+    from gradcheck.tf.binding import prepare
 
     big = np.zeros(10_000)
     named = name_arguments(module.f, Arguments((module.f_inputs[0],), {}, "test"))

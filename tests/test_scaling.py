@@ -8,7 +8,8 @@ import gradcheck
 from gradcheck.load.inputs import Arguments, name_arguments
 from gradcheck.numerics import differences, judging, tolerances
 from gradcheck.tf.batch import BatchEvaluator
-from gradcheck.tf.program import Program, prepare
+from gradcheck.tf.binding import prepare
+from gradcheck.tf.program import Program
 from gradcheck.tf.recording import record
 from tests.conftest import fixture_module
 
@@ -17,8 +18,7 @@ def _program(module_name: str, function: str = "f") -> Program:
     module = fixture_module(module_name)
     f = getattr(module, function)
     named = name_arguments(f, Arguments(getattr(module, f"{function}_inputs"), {}, "test"))
-    program = prepare(f, named, "auto").program
-    return program
+    return prepare(f, named, "auto").program
 
 
 def test_a_function_that_cannot_be_vectorised_falls_back_to_a_loop() -> None:

@@ -26,6 +26,7 @@ from gradcheck.load.inputs import NamedArgument, resolve_upstreams
 from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.options import CheckOptions
 from gradcheck.report import Kind, Report, TensorInfo
+from gradcheck.tf.binding import prepare
 from gradcheck.tf.gaps import lowest_precision_inside
 from gradcheck.tf.program import (
     Evaluation,
@@ -33,7 +34,6 @@ from gradcheck.tf.program import (
     Program,
     flatten_outputs,
     function_name,
-    prepare,
 )
 from gradcheck.tf.recording import GradientOutcome, Recording, record
 
