@@ -39,6 +39,7 @@ from gradcheck.tf.recording import GradientOutcome, Recording, record
 
 
 def _tensor_infos(recording: Recording) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
+    # Plain strings, not gradcheck.tf's enums: a report is unpickled in the parent process.
     inputs = tuple(TensorInfo(s.name, s.user_shape, s.user_dtype, s.differentiable,
                               s.kind.value)
                    for s in recording.program.slots)
