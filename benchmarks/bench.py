@@ -128,7 +128,7 @@ def the_floor(f: Any, x: Any) -> float:
 
     from gradcheck.numerics import differences
     from gradcheck.tf.batch import BatchEvaluator
-    from gradcheck.tf.program import Program, Slot
+    from gradcheck.tf.program import Evaluation, Program, Slot
     from gradcheck.tf.runtime import tensorflow
 
     tf = tensorflow()
@@ -138,7 +138,7 @@ def the_floor(f: Any, x: Any) -> float:
         tape.watch(xt)
         y = f(xt)
     np.asarray(tape.jacobian(y, xt))
-    bound = Program(f, [Slot("x", 0, None, xt, True, "float64", x.shape)], "float64")
+    bound = Program(f, (Slot("x", 0, None, xt, True, "float64", x.shape),), Evaluation())
     evaluator = BatchEvaluator(bound, 0, [0], [np.asarray(y)], 1 << 30)
     evaluator.evaluate_perturbations(differences.step_sizes(x, "float64"),
                                      differences.FIRST_FACTORS)

@@ -14,14 +14,14 @@ from gradcheck.evidence.explain import Explanation
 VERSION = "0.1.0"
 
 
-class _Spelled(str, enum.Enum):
+class Spelled(str, enum.Enum):
     """An enum that is its JSON spelling: compares equal to it and prints as it."""
 
     def __str__(self) -> str:
         return str(self.value)
 
 
-class Status(_Spelled):
+class Status(Spelled):
     """A check's verdict."""
 
     PASS = "pass"
@@ -31,7 +31,7 @@ class Status(_Spelled):
     ERROR = "error"
 
 
-class Kind(_Spelled):
+class Kind(Spelled):
     """What was checked (the contract's check names)."""
 
     JACOBIAN = "jacobian"
@@ -71,7 +71,7 @@ def format_size(size: float) -> str:
     return f"{size:.1f}PiB"
 
 
-class Relation(_Spelled):
+class Relation(Spelled):
     """How an attributed cause explains a finding."""
 
     LIKELY_CAUSE = "likely-cause"
@@ -95,7 +95,7 @@ class Attribution:
     surrogate: str | None = None
 
 
-class Mistake(_Spelled):
+class Mistake(Spelled):
     """What is wrong, as the JSON report spells it (Cause.mistake)."""
 
     # A custom gradient's values (numerics/mistakes.py) or its call (tf/instrument.py).

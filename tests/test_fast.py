@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -94,10 +96,10 @@ def test_auto_mode_chooses_by_memory_budget() -> None:
                                    mode="auto")
     assert not _by_kind(program_like, "fast")  # 300 inputs fit in 1GiB: full mode
     from gradcheck.load.inputs import Arguments, name_arguments
-    from gradcheck.tf.program import prepare
+    from gradcheck.tf.binding import prepare
 
     named = name_arguments(module.f, Arguments(module.f_inputs, {}, "test"))
-    program, _ = prepare(module.f, named, "auto")
+    program = prepare(module.f, named, "auto").program
     needed, what = full_mode_bytes(program, [(300,)])
     # Jacobian-sized float64 arrays (300 x 300, six of them) and one evaluation point.
     assert needed == 8 * 300 * 300 * 6 + point_bytes((300,), [(300,)])
@@ -123,12 +125,13 @@ def test_fast_mode_has_no_false_alarm_on_a_dense_correct_function(seed: int) -> 
 def test_auto_mode_also_weighs_the_time_of_full_mode() -> None:
     module = fixture_module("dense_layer")
     from gradcheck.load.inputs import Arguments, name_arguments
-    from gradcheck.tf.program import prepare
+    from gradcheck.tf.binding import prepare
 
     big = np.zeros(10_000)
     named = name_arguments(module.f, Arguments((module.f_inputs[0],), {}, "test"))
-    program, _ = prepare(module.f, named, "auto")
-    program.slots[0].shape = big.shape  # what the choice reads: the input's size
+    program = prepare(module.f, named, "auto").program
+    # What the choice reads: the input's size.
+    program = replace(program, slots=(replace(program.slots[0], shape=big.shape),))
     slow = choose_mode(CheckOptions(max_memory=1 << 40), program, [(1,)], call_seconds=0.01)
     assert slow.mode == "fast" and "evaluate f 20000 times, about 200 s" in slow.reason
     quick = choose_mode(CheckOptions(max_memory=1 << 40), program, [(1,)], call_seconds=1e-4)

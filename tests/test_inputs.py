@@ -10,6 +10,7 @@ import pytest
 from gradcheck.errors import InputError
 from gradcheck.load.inputs import (
     Arguments,
+    OutputPath,
     name_arguments,
     parse_shape,
     parse_upstreams,
@@ -110,7 +111,7 @@ def test_nan_input_is_refused() -> None:
 def test_upstream_shape_mismatch_is_an_error_not_a_broadcast() -> None:
     parsed = parse_upstreams(["[1.0, 2.0, 3.0]"])
     with pytest.raises(InputError) as info:
-        resolve_upstreams(parsed, [("y", (2,))], seed=0)
+        resolve_upstreams(parsed, [(OutputPath("y"), (2,))], seed=0)
     assert info.value.message == (
         "upstream for y has shape (3,) but y has shape (2,); TensorFlow would silently broadcast"
         " it, so give an upstream of shape (2,)"
@@ -118,8 +119,27 @@ def test_upstream_shape_mismatch_is_an_error_not_a_broadcast() -> None:
 
 
 def test_upstream_count_and_keywords() -> None:
-    outputs = [("y[0]", (2,)), ("y[1]", (3,))]
+    outputs = [(OutputPath("y", (0,)), (2,)), (OutputPath("y", (1,)), (3,))]
     ones = resolve_upstreams(parse_upstreams(["ones"]), outputs, seed=0)
     assert [u.tolist() for u in ones] == [[1.0, 1.0], [1.0, 1.0, 1.0]]
     with pytest.raises(InputError, match="3 --upstream values for 2 outputs"):
         resolve_upstreams(parse_upstreams(["ones", "ones", "ones"]), outputs, seed=0)
+
+
+def test_output_paths_show_as_python_spells_them() -> None:
+    assert str(OutputPath("y")) == "y"
+    assert str(OutputPath("y", ("mean", 0))) == "y['mean'][0]"
+    assert OutputPath("out").child(2) == OutputPath("out", (2,))
+    assert OutputPath("y", ("a[1]",)).last == "a[1]" and OutputPath("y").last == "y"
+
+
+def test_an_upstream_npz_names_outputs_in_full_or_by_their_innermost_key() -> None:
+    outputs = [(OutputPath("y", ("mean",)), (2,)), (OutputPath("y", ("scale", "a[1]")), (1,)),
+               (OutputPath("y", ("rest",)), (1,))]
+    given = {"mean": np.array([1.0, 2.0]), "a[1]": np.array([3.0])}
+    mean, scale, rest = resolve_upstreams([given], outputs, seed=0)
+    assert mean.tolist() == [1.0, 2.0] and scale.tolist() == [3.0] and rest.shape == (1,)
+    full = resolve_upstreams([{"y['mean']": np.array([5.0, 6.0])}], outputs[:1], seed=0)
+    assert full[0].tolist() == [5.0, 6.0]
+    with pytest.raises(InputError, match=r"keys \['scale'\] that name no output"):
+        resolve_upstreams([{"scale": np.array([1.0])}], outputs, seed=0)

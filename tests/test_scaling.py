@@ -8,7 +8,8 @@ import gradcheck
 from gradcheck.load.inputs import Arguments, name_arguments
 from gradcheck.numerics import differences, judging, tolerances
 from gradcheck.tf.batch import BatchEvaluator
-from gradcheck.tf.program import Program, prepare
+from gradcheck.tf.binding import prepare
+from gradcheck.tf.program import Program
 from gradcheck.tf.recording import record
 from tests.conftest import fixture_module
 
@@ -17,8 +18,7 @@ def _program(module_name: str, function: str = "f") -> Program:
     module = fixture_module(module_name)
     f = getattr(module, function)
     named = name_arguments(f, Arguments(getattr(module, f"{function}_inputs"), {}, "test"))
-    program, _ = prepare(f, named, "auto")
-    return program
+    return prepare(f, named, "auto").program
 
 
 def test_a_function_that_cannot_be_vectorised_falls_back_to_a_loop() -> None:
@@ -150,7 +150,7 @@ def test_repeated_checks_do_not_make_tensorflow_warn_about_retracing(caplog) -> 
 def test_a_few_jacobian_rows_by_backward_passes_equal_the_analytic_jacobian() -> None:
     f, analytic, x = fixture_module("dense_layer").make(5)
     named = name_arguments(f, Arguments((x,), {}, "test"))
-    program, _ = prepare(f, named, "auto")
+    program = prepare(f, named, "auto").program
     recording = record(program)
     block, error = recording.jacobian(0, program.sources[0])
     assert error is None and block is not None

@@ -11,7 +11,7 @@ import numpy as np
 from gradcheck.numerics.tolerances import Tolerance, fd_tolerance
 from gradcheck.options import CheckOptions
 from gradcheck.report import Block, CheckResult, Kind, Status
-from gradcheck.tf.program import OutputLeaf, Program
+from gradcheck.tf.program import Evaluation, OutputLeaf, Program
 from gradcheck.tf.recording import Recording
 
 # Blocks up to this many elements carry their matrices in the report details.
@@ -34,13 +34,18 @@ class CheckContext:
         return self.recording.program
 
     @property
+    def evaluation(self) -> Evaluation:
+        """How f is evaluated: its dtype (the tolerance's), vectorisation, sources."""
+        return self.recording.program.evaluation
+
+    @property
     def outputs(self) -> list[OutputLeaf]:
         return self.recording.outputs
 
     @property
     def fd_tolerance(self) -> Tolerance:
         """The tolerance of full-mode comparisons with finite differences."""
-        return fd_tolerance(self.tolerance, self.program.compute_dtype, self.options.atol,
+        return fd_tolerance(self.tolerance, self.evaluation.dtype, self.options.atol,
                             self.options.rtol)
 
     def wants(self, kind: Kind) -> bool:

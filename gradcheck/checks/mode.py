@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.errors import UsageError
-from gradcheck.options import CheckOptions, format_size
+from gradcheck.options import CheckOptions
+from gradcheck.report import Spelled, format_size
 from gradcheck.tf.batch import point_bytes
 from gradcheck.tf.program import Program
 
@@ -18,9 +19,14 @@ def _size(shape: Sequence[int]) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
+class Mode(Spelled):
+    FULL = "full"  # every Jacobian block, by finite differences
+    FAST = "fast"  # random projections
+
+
 @dataclass(frozen=True)
 class ModeChoice:
-    mode: str  # "full" or "fast"
+    mode: Mode
     reason: str
 
 
@@ -58,7 +64,7 @@ def choose_mode(options: CheckOptions, program: Program,
     """Full mode unless asked otherwise or, under auto, it would not fit the memory budget or
     would take minutes (2n evaluations of f, estimated from one eager call)."""
     if options.mode == "fast":
-        return ModeChoice("fast", "--mode fast was asked for")
+        return ModeChoice(Mode.FAST, "--mode fast was asked for")
     needed, what = full_mode_bytes(program, output_shapes)
     if options.mode == "full":
         # Asked for explicitly, full mode may exceed the budget (which then sizes its chunks),
@@ -69,17 +75,17 @@ def choose_mode(options: CheckOptions, program: Program,
                 f"--mode full: {what} would hold about {format_size(needed)} of Jacobian-sized"
                 f" arrays, more than this machine can spare ({format_size(limit)}); use --mode"
                 " fast, or check a smaller input")
-        return ModeChoice("full", "--mode full")
+        return ModeChoice(Mode.FULL, "--mode full")
     if needed > options.max_memory:
-        return ModeChoice("fast", f"--mode auto chose it: {what} would hold about"
-                                  f" {format_size(needed)} of Jacobian-sized arrays, over the"
-                                  f" memory budget (--max-memory"
-                                  f" {format_size(options.max_memory)})")
+        return ModeChoice(Mode.FAST, f"--mode auto chose it: {what} would hold about"
+                                     f" {format_size(needed)} of Jacobian-sized arrays, over"
+                                     f" the memory budget (--max-memory"
+                                     f" {format_size(options.max_memory)})")
     evaluations = 2 * max((_size(slot.shape) for slot in program.sources), default=0)
     if evaluations > AUTO_MIN_FAST_INPUTS and evaluations * call_seconds > AUTO_FULL_SECONDS:
-        return ModeChoice("fast", f"--mode auto chose it: full mode would evaluate f"
-                                  f" {evaluations} times, about"
-                                  f" {evaluations * call_seconds:.0f} s at"
-                                  f" {call_seconds * 1e3:.2g} ms per call (--mode full to"
-                                  " insist)")
-    return ModeChoice("full", "within the memory and time budgets")
+        return ModeChoice(Mode.FAST, f"--mode auto chose it: full mode would evaluate f"
+                                     f" {evaluations} times, about"
+                                     f" {evaluations * call_seconds:.0f} s at"
+                                     f" {call_seconds * 1e3:.2g} ms per call (--mode full to"
+                                     " insist)")
+    return ModeChoice(Mode.FULL, "within the memory and time budgets")

@@ -16,7 +16,7 @@ from gradcheck.checks.fast import run_fast
 from gradcheck.checks.full import SourceAnalysis, analyse, check_block
 from gradcheck.checks.hessian import check_hessian, require_scalar
 from gradcheck.checks.jvp import check_jvp
-from gradcheck.checks.mode import choose_mode
+from gradcheck.checks.mode import Mode, choose_mode
 from gradcheck.checks.second_order import check_second_order
 from gradcheck.checks.upstream import check_upstreams
 from gradcheck.checks.vjp import check_vjp
@@ -26,13 +26,22 @@ from gradcheck.load.inputs import NamedArgument, resolve_upstreams
 from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.options import CheckOptions
 from gradcheck.report import Kind, Report, TensorInfo
+from gradcheck.tf.binding import prepare
 from gradcheck.tf.gaps import lowest_precision_inside
-from gradcheck.tf.program import Program, flatten_outputs, function_name, prepare
+from gradcheck.tf.program import (
+    Evaluation,
+    Origin,
+    Program,
+    flatten_outputs,
+    function_name,
+)
 from gradcheck.tf.recording import GradientOutcome, Recording, record
 
 
 def _tensor_infos(recording: Recording) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
-    inputs = tuple(TensorInfo(s.name, s.user_shape, s.user_dtype, s.differentiable, s.kind)
+    # Plain strings, not gradcheck.tf's enums: a report is unpickled in the parent process.
+    inputs = tuple(TensorInfo(s.name, s.user_shape, s.user_dtype, s.differentiable,
+                              s.kind.value)
                    for s in recording.program.slots)
     outputs = tuple(
         TensorInfo(o.name, o.shape[:-1] if o.complex_dtype else o.shape,
@@ -44,7 +53,7 @@ def _tensor_infos(recording: Recording) -> tuple[tuple[TensorInfo, ...], tuple[T
 
 def _validate_outputs(recording: Recording, name: str) -> list[int]:
     outputs = recording.outputs
-    if len(outputs) == 1 and outputs[0].origin == "none":
+    if len(outputs) == 1 and outputs[0].origin is Origin.NONE:
         raise InputError(f"{name} returned None; it must return a tensor, a tuple/list or a dict"
                          " of tensors (a missing return statement?)")
     if not outputs:
@@ -88,44 +97,45 @@ def _rounds_to_float32(recording: Recording, diff_outputs: Sequence[int]) -> str
     return None
 
 
-def _context(recording: Recording, options: CheckOptions) -> CheckContext:
-    """Outputs to check, upstreams and the tolerance of the lowest precision involved."""
+def _sizing_dtype(recording: Recording, diff_outputs: Sequence[int]) -> tuple[str, str | None]:
+    """The dtype finite-difference steps and tolerances are sized for (the lowest precision
+    involved), and a note when that is not the arguments' dtype."""
     program = recording.program
     name = function_name(program.function)
-    diff_outputs = _validate_outputs(recording, name)
-    upstreams = resolve_upstreams(
-        options.upstream,
-        [(recording.outputs[k].name, recording.outputs[k].shape) for k in diff_outputs],
-        options.seed)
-    tolerance_dtype = _lowest_precision(
-        [program.compute_dtype] + [recording.outputs[k].dtype for k in diff_outputs])
-    inside = (lowest_precision_inside(program)
-              if tolerance_dtype not in ("float16", "bfloat16") else None)
+    computed = program.compute_dtype
+    dtype = _lowest_precision([computed] + [recording.outputs[k].dtype for k in diff_outputs])
+    inside = lowest_precision_inside(program) if dtype not in ("float16", "bfloat16") else None
     if inside is not None:
         # Half precision inside, float32 outputs (the mixed-precision recipe): its rounding
         # decides what finite differences can see and how far autodiff may be off.
-        program.notes.append(
-            f"{name} computes in {inside} inside (its outputs are"
-            f" {recording.outputs[diff_outputs[0]].dtype}): finite-difference steps and"
-            f" tolerances are {inside}'s")
-        tolerance_dtype = program.compute_dtype = inside
-    elif tolerance_dtype != program.compute_dtype:
+        return inside, (f"{name} computes in {inside} inside (its outputs are"
+                        f" {recording.outputs[diff_outputs[0]].dtype}): finite-difference steps"
+                        f" and tolerances are {inside}'s")
+    if dtype != computed:
         # f returns lower precision than its inputs (a Keras layer, a tf.cast inside):
         # steps sized for the inputs' dtype would drown in the outputs' rounding.
-        program.notes.append(
-            f"{name} returns {tolerance_dtype} outputs for {program.compute_dtype} inputs:"
-            f" finite-difference steps and tolerances are {tolerance_dtype}'s")
-        program.compute_dtype = tolerance_dtype
-    elif tolerance_dtype == "float64" and (rounded := _rounds_to_float32(recording,
-                                                                         diff_outputs)):
-        tolerance_dtype = program.compute_dtype = "float32"
-        program.notes.append(
-            f"{name} rounds its float64 input {rounded} to float32 inside (a float32 Keras"
-            " Input layer or a tf.cast?): finite-difference steps and tolerances are"
-            " float32's")
-    return CheckContext(recording, options,
-                        tolerance_for(tolerance_dtype, options.atol, options.rtol),
-                        tolerance_dtype, tuple(upstreams), tuple(diff_outputs))
+        return dtype, (f"{name} returns {dtype} outputs for {computed} inputs:"
+                       f" finite-difference steps and tolerances are {dtype}'s")
+    if dtype == "float64" and (rounded := _rounds_to_float32(recording, diff_outputs)):
+        return "float32", (f"{name} rounds its float64 input {rounded} to float32 inside (a"
+                           " float32 Keras Input layer or a tf.cast?): finite-difference steps"
+                           " and tolerances are float32's")
+    return dtype, None
+
+
+def _context(recording: Recording, options: CheckOptions) -> tuple[CheckContext, list[str]]:
+    """Outputs to check, upstreams and the tolerance of the lowest precision involved (f's
+    program then sized for it), with what the choice has to say."""
+    diff_outputs = _validate_outputs(recording, function_name(recording.program.function))
+    upstreams = resolve_upstreams(
+        options.upstream,
+        [(recording.outputs[k].path, recording.outputs[k].shape) for k in diff_outputs],
+        options.seed)
+    dtype, note = _sizing_dtype(recording, diff_outputs)
+    if dtype != recording.program.compute_dtype:
+        recording = replace(recording, program=recording.program.in_dtype(dtype))
+    return CheckContext(recording, options, tolerance_for(dtype, options.atol, options.rtol),
+                        dtype, tuple(upstreams), tuple(diff_outputs)), [note] if note else []
 
 
 def _full_mode(ctx: CheckContext) -> tuple[Findings, list[tuple[SourceAnalysis, GradientOutcome]]]:
@@ -156,26 +166,26 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
                   options: CheckOptions, target_label: str) -> tuple[Report, Program]:
     """run_checks, also returning f bound to its arguments (for diagnosis to reuse)."""
     name = function_name(function)
-    if options.phase is not None:
-        options.phase(f"the first calls of {name} and its gradient")
-    program, first_result = prepare(function, named, options.dtype)
-    program.vectorise, program.phase, program.wrt = options.vectorise, options.phase, options.wrt
-    program.announce(f"{name} under a GradientTape")
-    recording = record(program)
-    ctx = _context(recording, options)
+    evaluation = Evaluation(vectorise=options.vectorise, wrt=options.wrt, phase=options.phase)
+    evaluation.announce(f"the first calls of {name} and its gradient")
+    prepared = prepare(function, named, options.dtype, evaluation)
+    evaluation.announce(f"{name} under a GradientTape")
+    ctx, sizing = _context(record(prepared.program), options)
+    recording, program = ctx.recording, ctx.program
     if ctx.wants(Kind.HESSIAN):
         require_scalar(ctx)
-    found = Findings(notes=list(program.notes) + [s.note for s in program.slots if s.note] + [
+    found = Findings(notes=[*prepared.notes, *recording.notes, *sizing] + [
+        s.note for s in program.slots if s.note] + [
         f"output {o.name} {o.reason}: not checked" for o in recording.outputs
         if not o.differentiable])
-    changed = changed_between_calls(first_result, recording, ctx.diff_outputs, name)
+    changed = changed_between_calls(prepared.result, recording, ctx.diff_outputs, name)
     analyses: list[tuple[SourceAnalysis, GradientOutcome]] = []
     if changed is not None:
         found.results.append(changed)
     else:
         choice = choose_mode(options, program, [ctx.outputs[k].shape for k in ctx.diff_outputs],
                              recording.call_seconds)
-        if choice.mode == "fast":
+        if choice.mode is Mode.FAST:
             found.extend(run_fast(ctx, choice.reason))
         else:
             full, analyses = _full_mode(ctx)

@@ -25,7 +25,7 @@ def _located(site: Site, status: Status, check: Kind, mistake: str, what: str,
 
 
 def violation_results(site: Site) -> list[CheckResult]:
-    return [_located(site, Status.FAIL, Kind.CUSTOM_GRADIENT, v.kind, v.message,
+    return [_located(site, Status.FAIL, Kind.CUSTOM_GRADIENT, v.kind.value, v.message,
                      v.location or site.grad_fn_location or site.definition)
             for v in site.violations]
 

@@ -21,8 +21,8 @@ from gradcheck.load.inputs import Arguments, NamedArgument, name_arguments
 from gradcheck.numerics.mistakes import Mistake, shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, Status
+from gradcheck.tf.binding import prepare
 from gradcheck.tf.instrument import Observer, Site, defines, installed, replaying
-from gradcheck.tf.program import prepare
 from gradcheck.tf.sites import eager_call, forward_jacobian, lacks_forward_mode, site_vjp
 
 # VJP: a random upstream, so that a grad_fn ignoring its upstream fails even at a scalar output

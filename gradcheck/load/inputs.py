@@ -41,6 +41,26 @@ class NamedArgument:
     keyword: str | None = None
 
 
+@dataclass(frozen=True)
+class OutputPath:
+    """Where one leaf sits in f's result: the result's name and the keys and indices down to
+    the leaf; shown as y, y[1], y['mean']."""
+
+    root: str
+    keys: tuple[Any, ...] = ()
+
+    def __str__(self) -> str:
+        return self.root + "".join(f"[{key!r}]" for key in self.keys)
+
+    def child(self, key: Any) -> OutputPath:
+        return OutputPath(self.root, (*self.keys, key))
+
+    @property
+    def last(self) -> str:
+        """The innermost key, as an upstream .npz may name the leaf ('mean' for y['mean'])."""
+        return str(self.keys[-1]) if self.keys else self.root
+
+
 def _from_literal(text: str, what: str) -> Any:
     try:
         value = ast.literal_eval(text.strip())
@@ -298,22 +318,21 @@ def parse_upstreams(specs: Sequence[str]) -> list[Any]:
 
 def resolve_upstreams(
     parsed: Sequence[Any],
-    outputs: Sequence[tuple[str, tuple[int, ...]]],
+    outputs: Sequence[tuple[OutputPath, tuple[int, ...]]],
     seed: int,
 ) -> list[np.ndarray]:
-    """One float64 upstream per output; shapes must match exactly (never broadcast)."""
-    names = [name for name, _ in outputs]
+    """One float64 upstream per output; shapes must match exactly (never broadcast). An
+    upstream .npz names each output in full (y['mean']) or by its innermost key (mean)."""
+    names = [str(path) for path, _ in outputs]
     if len(parsed) == 1 and isinstance(parsed[0], dict):
         by_name = parsed[0]
-        unknown = sorted(set(by_name) - set(names) - {n.split("[")[-1].strip("]'") for n in names})
+        unknown = sorted(set(by_name) - set(names) - {path.last for path, _ in outputs})
         if unknown:
             raise InputError(
                 f"upstream .npz has keys {unknown} that name no output; outputs are {names}"
             )
-        specs: list[Any] = []
-        for name in names:
-            short = name.split("[")[-1].strip("]'\"") if "[" in name else name
-            specs.append(by_name.get(name, by_name.get(short, "random")))
+        specs: list[Any] = [by_name.get(str(path), by_name.get(path.last, "random"))
+                            for path, _ in outputs]
     elif not parsed:
         specs = ["random"] * len(outputs)
     elif len(parsed) == 1 and isinstance(parsed[0], str):
@@ -327,7 +346,8 @@ def resolve_upstreams(
         specs = list(parsed)
     rng = np.random.default_rng(seed + 7919)
     resolved = []
-    for (name, shape), spec in zip(outputs, specs):
+    for (path, shape), spec in zip(outputs, specs):
+        name = str(path)
         if isinstance(spec, dict):
             raise InputError("an upstream .npz must be the only --upstream")
         if isinstance(spec, str):

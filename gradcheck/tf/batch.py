@@ -50,7 +50,7 @@ class BatchEvaluator:
         self.centre_outputs = [np.asarray(c, dtype=np.float64) for c in centre_outputs]
         self.max_memory = max_memory
         slot = program.slots[slot_index]
-        usable = program.vectorise and not slot.is_variable
+        usable = program.evaluation.vectorise and not slot.is_variable
         self.vectorised: Any = self._vectorised_function() if usable else None
         self.concrete: Any = None
         self.strategy = "vectorised" if self.vectorised is not None else "loop"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradcheck.load.locations import format_location
+from gradcheck.report import Spelled
 from gradcheck.tf.runtime import tensorflow
 from gradcheck.tf.site_lines import (
     caller_location,
@@ -30,11 +31,21 @@ from gradcheck.tf.site_lines import (
 MAX_CALLS_KEPT = 4
 
 
+class Slip(Spelled):
+    """Which part of the grad_fn contract a violation breaks."""
+
+    COUNT = "count"
+    VARIABLES = "variables"
+    VARIABLE_COUNT = "variable-count"
+    DTYPE = "dtype"
+    KEYWORDS = "keywords"
+
+
 @dataclass
 class Violation:
     """A broken grad_fn contract seen while TensorFlow computed a gradient."""
 
-    kind: str  # "count", "variables", "variable-count", "dtype", "keywords"
+    kind: Slip
     message: str
     input_index: int | None = None
     location: str | None = None  # where it was seen, when not at grad_fn (a call's line)
@@ -122,7 +133,7 @@ def rollback(mark: Checkpoint) -> None:
         del site.violations[violations:]
 
 
-def violations_since(mark: Checkpoint, kind: str) -> list[Violation]:
+def violations_since(mark: Checkpoint, kind: Slip) -> list[Violation]:
     return [violation for site in (_active[-1].sites if _active else [])
             for violation in site.violations[mark.sizes.get(id(site), (0, 0))[1]:]
             if violation.kind == kind]
@@ -191,7 +202,7 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
         grads, (list, tuple)) else [grads]
     if len(flat) != len(flat_args) and eager:
         site.add_violation(Violation(
-            "count",
+            Slip.COUNT,
             f"grad_fn of {site.name} returned {len(flat)} gradient(s) for {len(flat_args)}"
             f" input(s); it must return exactly one per input, in order" + (
                 f" (only positional arguments are inputs, not {', '.join(keywords)} passed by"
@@ -209,7 +220,7 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
                 name = (site.parameter_names[index] if index < len(site.parameter_names)
                         else f"#{index}")
                 site.add_violation(Violation(
-                    "dtype",
+                    Slip.DTYPE,
                     f"grad_fn of {site.name} returned a {grad_dtype.name} gradient for input"
                     f" {name} of dtype {arg_dtype.name}; each gradient must have its input's"
                     f" dtype (tf.cast it)", index,
@@ -237,7 +248,7 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., 
         if not site.grad_fn_accepts_variables:
             if eager:
                 site.add_violation(Violation(
-                    "variables",
+                    Slip.VARIABLES,
                     f"{site.name} reads tf.Variable(s) {', '.join(names)} but its grad_fn has no"
                     " `variables=None` keyword: TensorFlow refuses it ('grad_fn must accept"
                     " keyword argument variables'); add the keyword and return"
@@ -248,7 +259,7 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., 
         if not (isinstance(returned, (list, tuple)) and len(returned) == 2):
             if eager:
                 site.add_violation(Violation(
-                    "variable-count",
+                    Slip.VARIABLE_COUNT,
                     f"grad_fn of {site.name} takes variables= but did not return the pair"
                     " (input_grads, variable_grads)",
                 ))
@@ -258,7 +269,7 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., 
             else [variable_grads]
         if len(variable_grads) != len(variables) and eager:
             site.add_violation(Violation(
-                "variable-count",
+                Slip.VARIABLE_COUNT,
                 f"grad_fn of {site.name} returned {len(variable_grads)} variable gradient(s)"
                 f" for {len(variables)} variable(s) ({', '.join(names)}); return one per"
                 " variable, in the order of `variables`",
@@ -320,7 +331,8 @@ def _keyword_violation(site: Site, args: tuple[Any, ...], keywords: tuple[str, .
                 " to it through grad_fn (None) and grad_fn must return one gradient per"
                 " positional argument only")
     site.keyword_call = site.keyword_call or caller_location()
-    site.add_violation(Violation("keywords", f"{what}; pass {', '.join(keywords)} positionally",
+    site.add_violation(Violation(Slip.KEYWORDS,
+                                 f"{what}; pass {', '.join(keywords)} positionally",
                                  location=site.keyword_call))
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.load.inputs import OutputPath
 from gradcheck.tf.program import Program, flatten_outputs, function_name
 from gradcheck.tf.recording import Recording, record
 from gradcheck.tf.runtime import tensorflow
@@ -46,10 +47,9 @@ def gradient_program(program: Program, rows: Sequence[int], outputs: Sequence[in
                      for g, w in zip(grads, watched))
 
     gradient.__name__ = gradient.__qualname__ = f"the gradient of {function_name(program.function)}"
-    slots = [dataclasses.replace(slot, differentiable=index in rows)
-             for index, slot in enumerate(program.slots)]
-    return Program(gradient, slots, program.compute_dtype, vectorise=program.vectorise,
-                   wrt="inputs", phase=program.phase)
+    slots = tuple(dataclasses.replace(slot, differentiable=index in rows)
+                  for index, slot in enumerate(program.slots))
+    return Program(gradient, slots, dataclasses.replace(program.evaluation, wrt="inputs"))
 
 
 def record_gradient(program: Program, rows: Sequence[int], outputs: Sequence[int],
@@ -58,6 +58,6 @@ def record_gradient(program: Program, rows: Sequence[int], outputs: Sequence[int
     tape.jacobian are reverse over reverse. Raises FunctionError when computing g raises."""
     program.announce("the gradient under a second GradientTape (nested tapes)")
     recording = record(gradient_program(program, rows, outputs, upstreams))
-    for leaf, name in zip(recording.outputs, names):
-        leaf.name = name
-    return recording
+    return dataclasses.replace(recording, outputs=[
+        dataclasses.replace(leaf, path=OutputPath(name))
+        for leaf, name in zip(recording.outputs, names, strict=True)])

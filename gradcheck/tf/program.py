@@ -1,4 +1,5 @@
-"""The user's function bound to its arguments as tensors: dtype choice, calls, output naming."""
+"""The user's function bound to its arguments as tensors (binding.py binds them): how it is
+evaluated, its calls, its outputs by path."""
 
 from __future__ import annotations
 
@@ -6,16 +7,16 @@ import functools
 import itertools
 import re
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from gradcheck.errors import FunctionError, InputError, Phase
-from gradcheck.load.inputs import NamedArgument
+from gradcheck.load.inputs import OutputPath
 from gradcheck.load.locations import exception_location
-from gradcheck.tf import instrument
+from gradcheck.report import Spelled
 from gradcheck.tf.runtime import tensorflow
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -31,9 +32,25 @@ _ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
 _KERAS_WRAPPER = "Exception encountered when calling"
 
 
-@dataclass
+class SlotKind(Spelled):
+    """What a slot is to f, spelled as the report's input kind."""
+
+    ARGUMENT = "argument"  # one of its arguments (a tf.Variable passed in included)
+    VARIABLE = "variable"  # a trainable tf.Variable f reads: a source, not an argument
+
+
+class Origin(Spelled):
+    """Where an output leaf's value comes from."""
+
+    TENSOR = "tensor"
+    NUMPY = "numpy"
+    PYTHON = "python"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
 class Slot:
-    """One argument of the user's function."""
+    """One argument of the user's function, or a variable it reads."""
 
     name: str
     position: int | None
@@ -44,16 +61,15 @@ class Slot:
     shape: tuple[int, ...]
     is_variable: bool = False
     note: str | None = None
-    # False for a trainable tf.Variable that f reads (a source, not one of its arguments).
-    argument: bool = True
+    kind: SlotKind = SlotKind.ARGUMENT
     # A complex argument's dtype: `value` then holds its (real, imaginary) parts.
     complex_dtype: str | None = None
     # The dtype the user gave (float32 for a literal): what promotion to float64 replaced.
     own_dtype: str | None = None
 
     @property
-    def kind(self) -> str:
-        return "argument" if self.argument else "variable"
+    def argument(self) -> bool:
+        return self.kind is SlotKind.ARGUMENT
 
     @property
     def user_shape(self) -> tuple[int, ...]:
@@ -64,15 +80,19 @@ class Slot:
         return self.complex_dtype or self.dtype
 
 
-@dataclass
+@dataclass(frozen=True)
 class OutputLeaf:
-    name: str
+    path: OutputPath
     tensor: Any
     differentiable: bool
-    origin: str  # "tensor", "numpy", "python"
+    origin: Origin
     reason: str | None = None
     # A complex output's dtype: `tensor` then holds its (real, imaginary) parts.
     complex_dtype: str | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -87,22 +107,6 @@ def user_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
 
 
-def _dtype_name(value: Any) -> str | None:
-    dtype = getattr(value, "dtype", None)
-    if dtype is None:
-        return None
-    return str(getattr(dtype, "name", dtype))
-
-
-def _is_float(value: Any) -> bool:
-    """A floating array, tensor or variable (a Keras layer has a dtype too, but is callable)."""
-    return _dtype_name(value) in FLOAT_DTYPES and not callable(value)
-
-
-def _is_complex(value: Any) -> bool:
-    return _dtype_name(value) in COMPLEX_PARTS and not callable(value)
-
-
 def as_parts(tensor: Any) -> Any:
     """A complex tensor as the real tensor of its parts, on a new last axis."""
     tf = tensorflow()
@@ -112,26 +116,6 @@ def as_parts(tensor: Any) -> Any:
 def from_parts(parts: Any) -> Any:
     tf = tensorflow()
     return tf.complex(parts[..., 0], parts[..., 1])
-
-
-def _own_dtype(value: Any) -> str:
-    """The dtype TensorFlow would give the argument: float32 for Python floats and lists,
-    complex128 for Python complex numbers."""
-    if isinstance(value, (list, tuple, float, complex)):
-        return "complex128" if np.iscomplexobj(np.asarray(value)) else "float32"
-    return _dtype_name(value) or "float32"
-
-
-def _as_differentiable_candidate(value: Any) -> Any:
-    """Lists and floats of numbers become arrays; anything else is left as given."""
-    if isinstance(value, (list, tuple, float, complex)):
-        try:
-            array = np.asarray(value)
-        except ValueError:
-            return value
-        if np.issubdtype(array.dtype, np.inexact):
-            return array
-    return value
 
 
 def _call(function: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -144,14 +128,12 @@ def _autographed_call() -> Any:
     return tensorflow().autograph.to_graph(_call)
 
 
-@dataclass
-class Program:
-    """The function with its arguments; float arguments are TensorFlow tensors or variables."""
+@dataclass(frozen=True)
+class Evaluation:
+    """How the checks evaluate f, set once from the options; a dtype fallback is a new one."""
 
-    function: Callable[..., Any]
-    slots: list[Slot]
-    compute_dtype: str
-    notes: list[str] = field(default_factory=list)
+    # The dtype finite-difference steps and tolerances are sized for.
+    dtype: str = "float64"
     # False: no pfor, no vectorized_map (a retry after TensorFlow crashed while vectorising).
     vectorise: bool = True
     # Which sources to differentiate: "all", "inputs" (arguments), "variables", or a name.
@@ -162,6 +144,26 @@ class Program:
     def announce(self, what: Phase | str) -> None:
         if self.phase is not None:
             self.phase(what)
+
+
+@dataclass(frozen=True)
+class Program:
+    """The function with its arguments; float arguments are TensorFlow tensors or variables."""
+
+    function: Callable[..., Any]
+    slots: tuple[Slot, ...]
+    evaluation: Evaluation
+
+    @property
+    def compute_dtype(self) -> str:
+        return self.evaluation.dtype
+
+    def announce(self, what: Phase | str) -> None:
+        self.evaluation.announce(what)
+
+    def in_dtype(self, dtype: str) -> Program:
+        """The same program, its steps and tolerances sized for another dtype."""
+        return replace(self, evaluation=replace(self.evaluation, dtype=dtype))
 
     @property
     def sources(self) -> list[Slot]:
@@ -238,141 +240,10 @@ class Program:
                 self.slots[index].value.assign(original)
 
 
-def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> list[Slot]:
-    tf = tensorflow()
-    slots = []
-    for argument in named:
-        value = _as_differentiable_candidate(argument.value)
-        keyword = argument.keyword
-        if isinstance(value, tf.Variable) and _is_float(value):
-            target = dtype or value.dtype.name
-            copy = tf.Variable(tf.cast(value, target), name=value.name.split(":")[0])
-            slots.append(
-                Slot(argument.name, argument.position, keyword, copy, True, target,
-                     tuple(copy.shape), is_variable=True, own_dtype=value.dtype.name)
-            )
-        elif _is_float(value) and not isinstance(value, tf.Variable):
-            target = dtype or _own_dtype(argument.value)
-            tensor = tf.cast(tf.convert_to_tensor(value), target)
-            slots.append(
-                Slot(argument.name, argument.position, keyword, tensor, True, target,
-                     tuple(tensor.shape), own_dtype=_own_dtype(argument.value))
-            )
-        elif _is_complex(value) and not isinstance(value, tf.Variable):
-            parts = dtype or COMPLEX_PARTS[_own_dtype(argument.value)]
-            tensor = tf.cast(as_parts(tf.convert_to_tensor(value)), parts)
-            slots.append(
-                Slot(argument.name, argument.position, keyword, tensor, True, parts,
-                     tuple(tensor.shape), complex_dtype=REAL_TO_COMPLEX[parts],
-                     note=f"{argument.name} is complex: checked as its (real, imaginary) parts,"
-                     " index [..., 0] and [..., 1]; TensorFlow's gradient for it is"
-                     " ∂L/∂Re + i ∂L/∂Im (docs/vjp.md)"))
-        else:
-            name = (f"a {type(value).__name__}" if callable(value)
-                    else _dtype_name(value) or type(value).__name__)
-            shape = tuple(np.shape(value)) if hasattr(value, "shape") else ()
-            slots.append(
-                Slot(argument.name, argument.position, keyword, argument.value, False, name,
-                     shape, note=f"{argument.name} is {name}: passed through, not differentiated")
-            )
-    return slots
-
-
-def _candidate_dtypes(dtype_mode: str) -> list[str | None]:
-    """The dtypes to try in order; None is each argument's own (a literal's is float32). An
-    explicit float64 is the user's choice: checked in it, with no fallback."""
-    if dtype_mode == "auto":
-        return ["float64", None]
-    if dtype_mode == "float64":
-        return ["float64"]
-    if dtype_mode == "float32":
-        return ["float32"]
-    raise InputError(f"--dtype must be auto, float32 or float64, not {dtype_mode!r}")
-
-
-def _gradient_problem(program: Program) -> str | None:
-    """Why gradients cannot be taken in the program's dtype (a grad_fn raising, or returning
-    another dtype than its input's), or None."""
-    tf = tensorflow()
-    mark = instrument.checkpoint()
-    try:
-        with tf.GradientTape() as tape:
-            for slot in program.sources:
-                tape.watch(slot.value)
-            leaves = [leaf for leaf in flatten_outputs(program.call()) if leaf.differentiable]
-        tape.gradient([leaf.tensor for leaf in leaves], [slot.value for slot in program.sources])
-    except Exception as exc:
-        return first_line(exc)
-    slips = instrument.violations_since(mark, "dtype")
-    return slips[0].message if slips else None
-
-
-def _candidate_programs(function: Callable[..., Any], named: Sequence[NamedArgument],
-                        dtype_mode: str) -> list[Program]:
-    programs: list[Program] = []
-    for dtype in _candidate_dtypes(dtype_mode):
-        slots = _build_slots(named, dtype)
-        program = Program(function, slots, dtype or _common_dtype(slots))
-        if all(p.compute_dtype != program.compute_dtype for p in programs):
-            programs.append(program)
-    return programs
-
-
 def no_float_input(program: Program) -> InputError:
     kinds = ", ".join(f"{s.name} is {s.dtype}" for s in program.slots) or "no arguments"
     return InputError(f"no floating-point input to differentiate ({kinds}); write floats"
                       " like '[1.0, 2.0]'")
-
-
-def _without_float_arguments(program: Program) -> None:
-    """f may still differentiate the variables it reads; one that cannot even run on its
-    arguments is an input error, not a finding."""
-    try:
-        program.call()
-    except (Exception, SystemExit) as exc:
-        raise no_float_input(program) from exc
-
-
-def prepare(
-    function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str
-) -> tuple[Program, Any]:
-    """Bind the arguments and call f once, in float64 when f and its gradients accept it.
-
-    Promotion is gradcheck's choice, so it must never cause a finding: when f or a grad_fn
-    raises or mixes dtypes in float64 only, f is checked in its arguments' own dtype.
-    """
-    programs = _candidate_programs(function, named, dtype_mode)
-    if not programs[0].sources:
-        _without_float_arguments(programs[0])
-    problems: list[str] = []
-    ran: list[Program] = []
-    error: BaseException | None = None
-    for program in programs:
-        mark = instrument.checkpoint()
-        try:
-            result = program.call()
-        except (Exception, SystemExit) as exc:  # the user's function raised (or called exit)
-            instrument.rollback(mark)
-            problems.append(f"{function_name(function)} does not accept"
-                            f" {program.compute_dtype} inputs ({first_line(exc)})")
-            error = error or exc
-            continue
-        problem = _gradient_problem(program) if len(programs) > 1 else None
-        if problem is None:
-            if problems:
-                program.notes.append(
-                    f"{problems[0]}; checked in {program.compute_dtype}, the arguments' own"
-                    f" dtype, with {program.compute_dtype} tolerances")
-            return program, result
-        instrument.rollback(mark)
-        problems.append(f"the gradients of {function_name(function)} cannot be taken in"
-                        f" {program.compute_dtype} ({problem})")
-        ran.append(program)
-    if not ran:
-        assert error is not None
-        raise function_raised(function, error)
-    # The problem is the same in every dtype: the user's own, reported in the first one.
-    return ran[0], ran[0].call()
 
 
 def function_raised(function: Callable[..., Any], exc: BaseException,
@@ -408,51 +279,45 @@ def first_line(exc: BaseException) -> str:
     return message + (f" (in {layer})" if layer else "")
 
 
-def _common_dtype(slots: Sequence[Slot]) -> str:
-    dtypes = [slot.dtype for slot in slots if slot.differentiable]
-    for candidate in ("float16", "bfloat16", "float32"):
-        if candidate in dtypes:
-            return candidate
-    return "float64"
+def flatten_outputs(result: Any, root: str = "y") -> list[OutputLeaf]:
+    """Every leaf of the result at its path (y, y[1], y['mean']), judged differentiable or not."""
+    return _flatten(result, OutputPath(root))
 
 
-def flatten_outputs(result: Any, name: str = "y") -> list[OutputLeaf]:
-    """Name every leaf of the result: y, y[1], y['mean']; judge whether each is differentiable."""
-    tf = tensorflow()
+def _flatten(result: Any, path: OutputPath) -> list[OutputLeaf]:
     if isinstance(result, dict):
-        leaves = []
-        for key, value in result.items():
-            leaves += flatten_outputs(value, f"{name}[{key!r}]")
-        return leaves
+        return [leaf for key, value in result.items() for leaf in _flatten(value, path.child(key))]
     if isinstance(result, (tuple, list)):
-        leaves = []
-        for index, value in enumerate(result):
-            leaves += flatten_outputs(value, f"{name}[{index}]")
-        return leaves
+        return [leaf for index, value in enumerate(result)
+                for leaf in _flatten(value, path.child(index))]
+    return [_leaf(result, path)]
+
+
+def _leaf(result: Any, path: OutputPath) -> OutputLeaf:
+    tf = tensorflow()
     if result is None:
-        return [OutputLeaf(name, None, False, "none", "is None")]
+        return OutputLeaf(path, None, False, Origin.NONE, "is None")
     if isinstance(result, (tf.Tensor, tf.Variable)):
         tensor = tf.convert_to_tensor(result)
         if tensor.dtype.name in COMPLEX_PARTS:
-            return [OutputLeaf(name, as_parts(tensor), True, "tensor",
-                               complex_dtype=tensor.dtype.name)]
+            return OutputLeaf(path, as_parts(tensor), True, Origin.TENSOR,
+                              complex_dtype=tensor.dtype.name)
         if tensor.dtype.name not in FLOAT_DTYPES:
             reason = (f"is a tensor of dtype {tensor.dtype.name}; only floating-point outputs"
                       " have gradients")
-            return [OutputLeaf(name, tensor, False, "tensor", reason)]
-        return [OutputLeaf(name, tensor, True, "tensor")]
-    origin = "numpy" if isinstance(result, (np.ndarray, np.generic)) else "python"
+            return OutputLeaf(path, tensor, False, Origin.TENSOR, reason)
+        return OutputLeaf(path, tensor, True, Origin.TENSOR)
+    origin = Origin.NUMPY if isinstance(result, (np.ndarray, np.generic)) else Origin.PYTHON
     try:
         array = np.asarray(result)
     except Exception:
         array = np.asarray(None)
     if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
-        reason = f"is a {type(result).__name__}, not a tensor"
-        return [OutputLeaf(name, None, False, origin, reason)]
+        return OutputLeaf(path, None, False, origin, f"is a {type(result).__name__}, not a tensor")
     if not np.issubdtype(array.dtype, np.floating):
         reason = f"is an integer {type(result).__name__}; only floating outputs have gradients"
-        return [OutputLeaf(name, tf.constant(array), False, origin, reason)]
-    return [OutputLeaf(name, tf.constant(array), True, origin)]
+        return OutputLeaf(path, tf.constant(array), False, origin, reason)
+    return OutputLeaf(path, tf.constant(array), True, origin)
 
 
 def output_base(program: Program) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -65,6 +65,8 @@ class Recording:
     # that were never called (no weights at all).
     unread_weights: tuple[str, ...] = ()
     unbuilt_layers: tuple[str, ...] = ()
+    # What recording found out about f's sources (variables listed, --wrt's choice).
+    notes: tuple[str, ...] = ()
 
     # Set when TensorFlow's own way failed and a slower, equivalent one gave the answer.
     workarounds: list[str] = field(default_factory=list)
@@ -160,7 +162,8 @@ class Recording:
         rows = int(np.prod(target.shape, dtype=np.int64))
         per_row = point_bytes(source.shape, [()]) * BATCH_OVERHEAD
         of = f"{self.outputs[output_index].name} with respect to {source.name}"
-        if max_memory is not None and rows * per_row > max_memory and self.program.vectorise:
+        vectorise = self.program.evaluation.vectorise
+        if max_memory is not None and rows * per_row > max_memory and vectorise:
             self.program.announce(Phase(f"the vectorised tape.jacobian of {of}, in chunks of"
                                         " rows", vectorised=True))
             try:
@@ -168,7 +171,7 @@ class Recording:
             except Exception as exc:
                 return None, first_line(exc)
         messages: list[str] = []
-        for use_pfor in (True, False) if self.program.vectorise else (False,):
+        for use_pfor in (True, False) if vectorise else (False,):
             self.program.announce(Phase(f"the {'vectorised' if use_pfor else 'while-loop'}"
                                         f" tape.jacobian of {of}", vectorised=use_pfor))
             try:
@@ -309,12 +312,14 @@ def record(program: Program) -> Recording:
     # Variables f creates on each call are copies of values, not parameters to train.
     read = [v for v in tape.watched_variables() if not any(v is c for c in created)]
     slots, notes = variable_slots(program, read)
-    program.slots += slots
+    program = replace(program, slots=program.slots + tuple(slots))
     if not program.sources:
         raise no_float_input(program)
-    program.notes += notes + select_sources(program.slots, program.wrt)
+    selected, left_out = select_sources(program.slots, program.evaluation.wrt)
+    program = replace(program, slots=selected)
     unread = unread_weights(program.function, read)
     return Recording(program, tape, outputs, seconds,
                      unread_weights=tuple(s.name for s in slots
                                           if any(s.value is v for v in unread)),
-                     unbuilt_layers=tuple(unbuilt_layers(program.function)))
+                     unbuilt_layers=tuple(unbuilt_layers(program.function)),
+                     notes=tuple(notes + left_out))

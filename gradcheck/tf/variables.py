@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from gradcheck.errors import InputError
-from gradcheck.tf.program import FLOAT_DTYPES, Program, Slot
+from gradcheck.tf.program import FLOAT_DTYPES, Program, Slot, SlotKind
 from gradcheck.tf.runtime import tensorflow
 
 WRT_GROUPS = ("all", "inputs", "variables")
@@ -73,23 +74,24 @@ def variable_slots(program: Program, read: Sequence[Any]) -> tuple[list[Slot], l
             continue
         slots.append(Slot(name, None, None, variable, True, variable.dtype.name,
                           tuple(int(d) for d in variable.shape), is_variable=True,
-                          argument=False))
+                          kind=SlotKind.VARIABLE))
     return slots, notes
 
 
-def select_sources(slots: Sequence[Slot], wrt: str) -> list[str]:
-    """Mark the slots --wrt leaves out as not differentiated; return notes saying so."""
+def select_sources(slots: Sequence[Slot], wrt: str) -> tuple[tuple[Slot, ...], list[str]]:
+    """The slots, those --wrt leaves out not differentiated, and notes saying so."""
     sources = [slot for slot in slots if slot.differentiable]
     if wrt not in WRT_GROUPS and all(slot.name != wrt for slot in sources):
-        names = ", ".join(slot.name for slot in sources) or "none"
-        raise InputError(f"--wrt {wrt!r} names no source of f; its sources are: {names}"
+        known = ", ".join(slot.name for slot in sources) or "none"
+        raise InputError(f"--wrt {wrt!r} names no source of f; its sources are: {known}"
                          " (or all, inputs, variables)")
-    left_out = []
-    for slot in sources:
-        wanted = (wrt == "all" or slot.name == wrt
-                  or (wrt == "inputs" and slot.argument)
-                  or (wrt == "variables" and not slot.argument))
-        if not wanted:
-            slot.differentiable = False
-            left_out.append(slot.name)
-    return [f"--wrt {wrt}: {', '.join(left_out)} not differentiated"] if left_out else []
+
+    def left_out(slot: Slot) -> bool:
+        return slot.differentiable and not (
+            wrt == "all" or slot.name == wrt
+            or (wrt == "inputs" and slot.argument) or (wrt == "variables" and not slot.argument))
+
+    names = [slot.name for slot in slots if left_out(slot)]
+    selected = tuple(replace(slot, differentiable=False) if left_out(slot) else slot
+                     for slot in slots)
+    return selected, [f"--wrt {wrt}: {', '.join(names)} not differentiated"] if names else []

@@ -1,0 +1,215 @@
+"""f's arguments bound as tensors, and the dtype f is checked in (float64 when f and its
+gradients accept it, else the arguments' own)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from gradcheck.errors import InputError
+from gradcheck.load.inputs import NamedArgument
+from gradcheck.tf import instrument
+from gradcheck.tf.program import (
+    COMPLEX_PARTS,
+    FLOAT_DTYPES,
+    REAL_TO_COMPLEX,
+    Evaluation,
+    Program,
+    Slot,
+    as_parts,
+    first_line,
+    flatten_outputs,
+    function_name,
+    function_raised,
+    no_float_input,
+)
+from gradcheck.tf.runtime import tensorflow
+
+
+def _dtype_name(value: Any) -> str | None:
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    return str(getattr(dtype, "name", dtype))
+
+
+def _is_float(value: Any) -> bool:
+    """A floating array, tensor or variable (a Keras layer has a dtype too, but is callable)."""
+    return _dtype_name(value) in FLOAT_DTYPES and not callable(value)
+
+
+def _is_complex(value: Any) -> bool:
+    return _dtype_name(value) in COMPLEX_PARTS and not callable(value)
+
+
+def _own_dtype(value: Any) -> str:
+    """The dtype TensorFlow would give the argument: float32 for Python floats and lists,
+    complex128 for Python complex numbers."""
+    if isinstance(value, (list, tuple, float, complex)):
+        return "complex128" if np.iscomplexobj(np.asarray(value)) else "float32"
+    return _dtype_name(value) or "float32"
+
+
+def _as_differentiable_candidate(value: Any) -> Any:
+    """Lists and floats of numbers become arrays; anything else is left as given."""
+    if isinstance(value, (list, tuple, float, complex)):
+        try:
+            array = np.asarray(value)
+        except ValueError:
+            return value
+        if np.issubdtype(array.dtype, np.inexact):
+            return array
+    return value
+
+
+def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> tuple[Slot, ...]:
+    tf = tensorflow()
+    slots = []
+    for argument in named:
+        value = _as_differentiable_candidate(argument.value)
+        keyword = argument.keyword
+        if isinstance(value, tf.Variable) and _is_float(value):
+            target = dtype or value.dtype.name
+            copy = tf.Variable(tf.cast(value, target), name=value.name.split(":")[0])
+            slots.append(
+                Slot(argument.name, argument.position, keyword, copy, True, target,
+                     tuple(copy.shape), is_variable=True, own_dtype=value.dtype.name)
+            )
+        elif _is_float(value) and not isinstance(value, tf.Variable):
+            target = dtype or _own_dtype(argument.value)
+            tensor = tf.cast(tf.convert_to_tensor(value), target)
+            slots.append(
+                Slot(argument.name, argument.position, keyword, tensor, True, target,
+                     tuple(tensor.shape), own_dtype=_own_dtype(argument.value))
+            )
+        elif _is_complex(value) and not isinstance(value, tf.Variable):
+            parts = dtype or COMPLEX_PARTS[_own_dtype(argument.value)]
+            tensor = tf.cast(as_parts(tf.convert_to_tensor(value)), parts)
+            slots.append(
+                Slot(argument.name, argument.position, keyword, tensor, True, parts,
+                     tuple(tensor.shape), complex_dtype=REAL_TO_COMPLEX[parts],
+                     note=f"{argument.name} is complex: checked as its (real, imaginary) parts,"
+                     " index [..., 0] and [..., 1]; TensorFlow's gradient for it is"
+                     " ∂L/∂Re + i ∂L/∂Im (docs/vjp.md)"))
+        else:
+            name = (f"a {type(value).__name__}" if callable(value)
+                    else _dtype_name(value) or type(value).__name__)
+            shape = tuple(np.shape(value)) if hasattr(value, "shape") else ()
+            slots.append(
+                Slot(argument.name, argument.position, keyword, argument.value, False, name,
+                     shape, note=f"{argument.name} is {name}: passed through, not differentiated")
+            )
+    return tuple(slots)
+
+
+def _candidate_dtypes(dtype_mode: str) -> list[str | None]:
+    """The dtypes to try in order; None is each argument's own (a literal's is float32). An
+    explicit float64 is the user's choice: checked in it, with no fallback."""
+    if dtype_mode == "auto":
+        return ["float64", None]
+    if dtype_mode == "float64":
+        return ["float64"]
+    if dtype_mode == "float32":
+        return ["float32"]
+    raise InputError(f"--dtype must be auto, float32 or float64, not {dtype_mode!r}")
+
+
+def _gradient_problem(program: Program) -> str | None:
+    """Why gradients cannot be taken in the program's dtype (a grad_fn raising, or returning
+    another dtype than its input's), or None."""
+    tf = tensorflow()
+    mark = instrument.checkpoint()
+    try:
+        with tf.GradientTape() as tape:
+            for slot in program.sources:
+                tape.watch(slot.value)
+            leaves = [leaf for leaf in flatten_outputs(program.call()) if leaf.differentiable]
+        tape.gradient([leaf.tensor for leaf in leaves], [slot.value for slot in program.sources])
+    except Exception as exc:
+        return first_line(exc)
+    slips = instrument.violations_since(mark, instrument.Slip.DTYPE)
+    return slips[0].message if slips else None
+
+
+def _candidate_programs(function: Callable[..., Any], named: Sequence[NamedArgument],
+                        dtype_mode: str, evaluation: Evaluation) -> list[Program]:
+    programs: list[Program] = []
+    for dtype in _candidate_dtypes(dtype_mode):
+        slots = _build_slots(named, dtype)
+        program = Program(function, slots, replace(evaluation,
+                                                   dtype=dtype or _common_dtype(slots)))
+        if all(p.compute_dtype != program.compute_dtype for p in programs):
+            programs.append(program)
+    return programs
+
+
+def _without_float_arguments(program: Program) -> None:
+    """f may still differentiate the variables it reads; one that cannot even run on its
+    arguments is an input error, not a finding."""
+    try:
+        program.call()
+    except (Exception, SystemExit) as exc:
+        raise no_float_input(program) from exc
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """f bound to its arguments, the result of its first call, and what its dtype choice
+    has to say."""
+
+    program: Program
+    result: Any
+    notes: tuple[str, ...] = ()
+
+
+def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str,
+            evaluation: Evaluation | None = None) -> Prepared:
+    """Bind the arguments and call f once, in float64 when f and its gradients accept it
+    (the evaluation's dtype is chosen here; the rest of it is kept).
+
+    Promotion is gradcheck's choice, so it must never cause a finding: when f or a grad_fn
+    raises or mixes dtypes in float64 only, f is checked in its arguments' own dtype.
+    """
+    programs = _candidate_programs(function, named, dtype_mode, evaluation or Evaluation())
+    if not programs[0].sources:
+        _without_float_arguments(programs[0])
+    problems: list[str] = []
+    ran: list[Program] = []
+    error: BaseException | None = None
+    for program in programs:
+        mark = instrument.checkpoint()
+        try:
+            result = program.call()
+        except (Exception, SystemExit) as exc:  # the user's function raised (or called exit)
+            instrument.rollback(mark)
+            problems.append(f"{function_name(function)} does not accept"
+                            f" {program.compute_dtype} inputs ({first_line(exc)})")
+            error = error or exc
+            continue
+        problem = _gradient_problem(program) if len(programs) > 1 else None
+        if problem is None:
+            if not problems:
+                return Prepared(program, result)
+            return Prepared(program, result, (
+                f"{problems[0]}; checked in {program.compute_dtype}, the arguments' own dtype,"
+                f" with {program.compute_dtype} tolerances",))
+        instrument.rollback(mark)
+        problems.append(f"the gradients of {function_name(function)} cannot be taken in"
+                        f" {program.compute_dtype} ({problem})")
+        ran.append(program)
+    if not ran:
+        assert error is not None
+        raise function_raised(function, error)
+    # The problem is the same in every dtype: the user's own, reported in the first one.
+    return Prepared(ran[0], ran[0].call())
+
+
+def _common_dtype(slots: Sequence[Slot]) -> str:
+    dtypes = [slot.dtype for slot in slots if slot.differentiable]
+    for candidate in ("float16", "bfloat16", "float32"):
+        if candidate in dtypes:
+            return candidate
+    return "float64"
