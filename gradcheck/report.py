@@ -214,9 +214,9 @@ class CheckResult:
         # Spelled as in JSON or as the enums; unknown spellings raise ValueError.
         object.__setattr__(self, "check", Kind(self.check))
         object.__setattr__(self, "status", Status(self.status))
-        # A message given with evidence is an append by code not yet converted to
-        # `attributed_to` (the diagnosis): kept, unless an attribution asks for rendering.
-        if self.evidence is not None and (not self.message or self.attributed_to is not None):
+        # With evidence the message is always rendered: a stale one passed along by
+        # dataclasses.replace is never kept.
+        if self.evidence is not None:
             object.__setattr__(self, "message", str(_views().message(self)))
             if not self.details:  # read by what is not yet converted to typed evidence
                 object.__setattr__(self, "details", public_fields(self.evidence))
