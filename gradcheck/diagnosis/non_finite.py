@@ -8,7 +8,7 @@ from typing import Any
 
 from gradcheck.diagnosis.explained import attribute
 from gradcheck.options import CheckOptions
-from gradcheck.report import Attribution, Cause, CheckResult, Kind, Relation, Status
+from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
 from gradcheck.tf.non_finite import (
     NonFiniteAnalysis,
     NonFiniteValue,
@@ -85,12 +85,12 @@ def _fix(origin: Origin) -> str:
                           " range where it and its derivative are finite")
 
 
-def _mistake(origin: Origin) -> str:
+def _mistake(origin: Origin) -> Mistake:
     if origin.op == "Placeholder":
-        return "non-finite-input"
+        return Mistake.NON_FINITE_INPUT
     if origin.branch is not None and origin.branch.untaken:
-        return "untaken-branch"
-    return "infinite-derivative" if origin.backward else "non-finite-value"
+        return Mistake.UNTAKEN_BRANCH
+    return Mistake.INFINITE_DERIVATIVE if origin.backward else Mistake.NON_FINITE_VALUE
 
 
 def _result(value: NonFiniteValue, analysis: NonFiniteAnalysis, variant: str | None
@@ -103,7 +103,7 @@ def _result(value: NonFiniteValue, analysis: NonFiniteAnalysis, variant: str | N
     if not value.origins:
         return CheckResult(Kind.NON_FINITE, Status.FAIL, message + "; no single op in the"
                            " traced graph turns finite values into it", **_where(value),
-                           cause=Cause("non-finite", message))
+                           cause=Cause(Mistake.NON_FINITE, message))
     first = value.origins[0]
     stage = "of the backward pass " if value.gradient and first.backward else ""
     what = (f"the first op {stage}that turns finite values into non-finite ones is"
@@ -163,7 +163,7 @@ def non_finite_results(program: Program, checks: Sequence[CheckResult], options:
             found.append(CheckResult(
                 Kind.NON_FINITE, Status.FAIL, "f or its gradient is NaN or infinite at this"
                 " point, and f cannot be traced into a graph (tf.function) to find the op that"
-                " makes it so", cause=Cause("non-finite", "not traceable")))
+                " makes it so", cause=Cause(Mistake.NON_FINITE, "not traceable")))
     else:
         for jit in _compiled_variants(checks):
             analysis = analyse_non_finite(program, outputs, jit=jit)
