@@ -78,11 +78,13 @@ class Relation(_Spelled):
 @dataclasses.dataclass(frozen=True)
 class Attribution:
     """What explains a finding (set by the diagnosis instead of appending to its message):
-    `cause` names the culprit; `surrogate` names the --surrogate a user declared."""
+    `cause` names the culprit; `surrogate` names the --surrogate a user declared; `earlier`
+    is what already explained the finding before this (told first)."""
 
     relation: Relation
     cause: Cause | None = None
     surrogate: str | None = None
+    earlier: Attribution | None = None
 
 
 class Mistake(_Spelled):

@@ -11,7 +11,10 @@ import tensorflow as tf
 from click.testing import Result
 
 import gradcheck
-from gradcheck.report import CheckResult, Report
+from gradcheck.diagnosis.explained import attribute
+from gradcheck.evidence import Location
+from gradcheck.evidence.connected import GradShape
+from gradcheck.report import Attribution, Cause, CheckResult, Mistake, Relation, Report
 
 from .conftest import FIXTURES, fixture_module, fixture_target
 
@@ -209,3 +212,17 @@ def test_declared_surrogate_gradients_are_warnings(run_cli: Callable[..., Result
     data = json.loads(declared.stdout)
     assert {c["check"]: c["status"] for c in data["checks"] if c["status"] != "pass"} == {
         "custom-gradient": "warn", "jacobian": "warn", "vjp": "warn"}
+
+
+def test_a_finding_explained_twice_says_both_in_the_order_found() -> None:
+    shape = CheckResult("grad-shape", "fail", input="x", output="y",
+                        evidence=GradShape((2, 2), (2,), "y", "x"))
+    site = Cause(Mistake.FULL_JACOBIAN, "returns J", "custom_gradient f (line 4)",
+                 Location("m.py", 9))
+    once = attribute(shape, Attribution(Relation.LIKELY_CAUSE, site))
+    twice = attribute(once, Attribution(Relation.NON_FINITE, Cause(
+        Mistake.NON_FINITE_VALUE, "", "Sqrt", Location("m.py", 3))))
+    assert once.message.endswith("; likely cause: custom_gradient f (line 4) (grad_fn at m.py:9)")
+    assert twice.message == once.message + (
+        "; likely cause: non-finite values from Sqrt at m.py:3 (see the non-finite check)")
+    assert twice.headline == shape.headline == shape.message
