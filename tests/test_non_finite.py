@@ -11,9 +11,12 @@ import pytest
 from click.testing import Result
 
 import gradcheck
+from gradcheck.evidence import Location
+from gradcheck.evidence.non_finite import NonFiniteOrigin, NonFiniteSeen, NonFiniteUntraceable
 from gradcheck.render.annotations import render_github_annotations
+from gradcheck.render.json_format import check_dict
 from gradcheck.render.junit import render_junit
-from gradcheck.report import CheckOutcome, CheckResult, Report
+from gradcheck.report import Cause, CheckOutcome, CheckResult, Mistake, Report
 
 from .conftest import fixture_module, fixture_target
 
@@ -181,3 +184,26 @@ def test_a_nan_only_forward_mode_gives_is_a_jvp_warning_not_a_failure() -> None:
     jvp = _kind(report, "jvp")
     assert [c.status for c in jvp] == ["warn"] and "forward mode" in jvp[0].message
     assert report.ok and not _non_finite(report)
+
+
+def test_non_finite_sentences_from_hand_built_evidence() -> None:
+    sqrt = NonFiniteOrigin("Sqrt", "SqrtGrad", Location("m.py", 3), True, "inf")
+    located = CheckResult("non-finite", "fail", input="x", location=sqrt.location,
+                          worst_index=(0,), evidence=NonFiniteSeen(
+                              "tf.function", (sqrt,), "x", True, "inf", 1, 2, (0,)),
+                          cause=Cause(Mistake.INFINITE_DERIVATIVE, "the gradient of Sqrt",
+                                      fix="add eps"))
+    assert located.message == ("under tf.function only (eagerly it is finite), the gradient"
+                               " for x is inf in 1 of 2 element(s) (first at [0]): the gradient"
+                               " of Sqrt; fix: add eps")
+    assert located.headline == located.message.removesuffix("; fix: add eps")
+    assert check_dict(located)["details"] == {"variant": "tf.function", "origins": (
+        {"op": "Sqrt", "kernel": "SqrtGrad", "location": "m.py:3", "backward": True,
+         "produced": "inf"},)}
+    unlocated = CheckResult("non-finite", "fail", output="y", evidence=NonFiniteSeen(
+        "eager", (), "y", False, "NaN", 2, 2), cause=Cause(Mistake.NON_FINITE, "no op found"))
+    assert unlocated.message == "f's output y is NaN in 2 of 2 element(s); no op found"
+    assert check_dict(unlocated)["details"] == {}
+    untraceable = CheckResult("non-finite", "fail", evidence=NonFiniteUntraceable(),
+                              cause=Cause(Mistake.NON_FINITE, "not traceable"))
+    assert untraceable.message.startswith("f or its gradient is NaN or infinite at this point")
