@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gradcheck.errors import GradcheckError
+    from gradcheck.evidence import Location
     from gradcheck.report import Report
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -81,17 +82,16 @@ def matches(case: DemoCase, ok: bool, failing_checks: Set[str]) -> bool:
     return not ok and (case.expect_check is None or case.expect_check in failing_checks)
 
 
-def short_location(location: str, directory: Path) -> str:
+def short_location(location: Location, directory: Path) -> str:
     """An example's line relative to the examples folder (installed examples live deep in
     site-packages); other locations as they are."""
-    path, _, line = location.rpartition(":")
-    if not path:
-        return location
+    if location.line is None:
+        return str(location)
     try:
-        relative = os.path.relpath(path, directory)
+        relative = os.path.relpath(location.path, directory)
     except ValueError:  # another drive (Windows)
-        return location
-    return location if relative.startswith("..") else f"{relative}:{line}"
+        return str(location)
+    return str(location) if relative.startswith("..") else f"{relative}:{location.line}"
 
 
 def finding(report: Report, directory: Path) -> str:

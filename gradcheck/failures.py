@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradcheck.errors import FunctionError, GradcheckError, InputError, InternalError
+from gradcheck.evidence import Location
 from gradcheck.load.locations import format_location, is_user_file
 from gradcheck.options import format_size, memory_cap_rule
 
@@ -84,7 +85,7 @@ class Crash:
         return bool(frames) and is_user_file(frames[0][0])
 
     @property
-    def user_line(self) -> str | None:
+    def user_line(self) -> Location | None:
         for filename, line, _ in self.frames:
             if is_user_file(filename):
                 return format_location(filename, line)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from gradcheck.evidence import Location
     from gradcheck.load.config import CheckConfig, ConfigError, RunConfig
     from gradcheck.report import CheckOutcome, Report
 
@@ -121,11 +122,10 @@ def _headline(report: Report) -> str:
     return check_headline(report.sorted_checks()[0])
 
 
-def _split_location(location: str | None, path: str, line: int) -> tuple[str, int]:
-    if location:
-        file, _, number = location.rpartition(":")
-        if file and number.isdigit():
-            return file, int(number)
+def _warning_place(location: Location | None, path: str, line: int) -> tuple[str, int]:
+    """Where a warning points: the finding's line, else PATH:LINE."""
+    if location is not None and location.line is not None:
+        return location.path, location.line
     return path, line
 
 
@@ -221,7 +221,7 @@ class GradcheckItem(pytest.Item):
         for result in report.sorted_checks():
             if result.status != "warn":
                 continue
-            path, number = _split_location(result.location, str(self.path), self.line + 1)
+            path, number = _warning_place(result.location, str(self.path), self.line + 1)
             warnings.warn_explicit(
                 GradcheckWarning(f"{self.name}: {result.check}: {result.headline}"),
                 GradcheckWarning, path, number)

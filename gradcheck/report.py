@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gradcheck.errors import ExitCode
-from gradcheck.evidence import Evidence, public_fields
+from gradcheck.evidence import Evidence, Location, public_fields
 from gradcheck.evidence.explain import Explanation
 
 VERSION = "0.1.0"
@@ -88,11 +88,13 @@ class Relation(Spelled):
 @dataclasses.dataclass(frozen=True)
 class Attribution:
     """What explains a finding (set by the diagnosis instead of appending to its message):
-    `cause` names the culprit; `surrogate` names the --surrogate a user declared."""
+    `cause` names the culprit; `surrogate` names the --surrogate a user declared; `earlier`
+    is what already explained the finding before this (told first)."""
 
     relation: Relation
     cause: Cause | None = None
     surrogate: str | None = None
+    earlier: Attribution | None = None
 
 
 class Mistake(Spelled):
@@ -171,21 +173,16 @@ class Mistake(Spelled):
 class Cause:
     """Why a check failed, as data (messages are rendered from it, never parsed back).
 
-    `mistake` names what is wrong (a Mistake: "wrong-sign", "full-jacobian",
-    "variable-in-grad-fn", "stop-gradient"...), `culprit` the code responsible
-    ("custom_gradient f (line 4)"), `location` its line, `what` and `fix` the words for the
-    user.
+    `mistake` names what is wrong (Mistake.WRONG_SIGN, FULL_JACOBIAN, VARIABLE_IN_GRAD_FN,
+    STOP_GRADIENT...), `culprit` the code responsible ("custom_gradient f (line 4)"),
+    `location` its place in the user's source, `what` and `fix` the words for the user.
     """
 
-    mistake: Mistake | str  # a JSON spelling given is made the Mistake
+    mistake: Mistake
     what: str
     culprit: str | None = None
-    location: str | None = None
+    location: Location | None = None
     fix: str | None = None
-
-    def __post_init__(self) -> None:
-        # Spelled as in JSON or as the enum; an unknown spelling raises ValueError.
-        object.__setattr__(self, "mistake", Mistake(self.mistake))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,7 +196,7 @@ class CheckResult:
     message: str = ""
     input: str | None = None
     output: str | None = None
-    location: str | None = None
+    location: Location | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     worst_index: tuple[int, ...] | None = None

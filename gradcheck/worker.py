@@ -84,7 +84,8 @@ def _watch(channel: Channel, main_thread: int, timeout: float, stop: threading.E
         frame = sys._current_frames().get(main_thread)
         if frame is not None:
             frames = traceback.extract_stack(frame)
-            where = innermost_user_frame(frames)
+            found = innermost_user_frame(frames)
+            where = None if found is None else str(found)
             if where is not None and where != last:
                 last = where
                 channel.send(Where(where, "Stack when the time limit was reached (most recent"

@@ -26,7 +26,7 @@ def test_untraceable_gradients_warn_at_the_users_line(function: str, line: int,
     compiled = _compiled(report)
     assert [c.status for c in compiled] == ["warn"]
     assert compiled[0].location is not None
-    assert compiled[0].location.endswith(f"compiled_parity.py:{line}")
+    assert str(compiled[0].location).endswith(f"compiled_parity.py:{line}")
     assert words in compiled[0].message and "eagerly only" in compiled[0].message
 
 

@@ -11,7 +11,10 @@ import tensorflow as tf
 from click.testing import Result
 
 import gradcheck
-from gradcheck.report import CheckResult, Report
+from gradcheck.diagnosis.explained import attribute
+from gradcheck.evidence import Location
+from gradcheck.evidence.connected import GradShape
+from gradcheck.report import Attribution, Cause, CheckResult, Mistake, Relation, Report
 
 from .conftest import FIXTURES, fixture_module, fixture_target
 
@@ -91,7 +94,7 @@ def test_api_locates_the_bug(name: str, function: str, check: str, status: str, 
                 if c.status == status and says(c.message, words)]
     assert matching, [(c.check, c.status, c.message) for c in report.checks]
     location = matching[0].location
-    assert location is not None and location.endswith(f"{name}.py:{line}")
+    assert str(location).endswith(f"{name}.py:{line}")
     # Findings that say where come before the core checks.
     assert report.checks.index(matching[0]) < len(report.checks) - 1
 
@@ -118,7 +121,7 @@ def test_a_grad_fn_mistake_is_named_on_a_block_over_the_display_limit() -> None:
     report = gradcheck.check(str(FIXTURES / "custom_gradient_mistakes.py") + ":sign_flipped",
                              np.linspace(-1.0, 1.0, 10))
     site = [c for c in findings(report, "custom-gradient") if c.failed][0]
-    assert site.location is not None and site.location.endswith("custom_gradient_mistakes.py:23")
+    assert str(site.location).endswith("custom_gradient_mistakes.py:23")
     assert "grad_fn has the wrong sign: it returns -uᵀJ" in site.message
 
 
@@ -129,7 +132,7 @@ def test_composition_names_only_the_wrong_custom_gradient() -> None:
                         "custom_gradient stable_softplus": "pass"}
     jacobian = [c for c in findings(report, "jacobian") if c.failed][0]
     assert "likely cause: custom_gradient scaled_square" in jacobian.message
-    assert jacobian.location is not None and jacobian.location.endswith(":21")
+    assert str(jacobian.location).endswith(":21")
 
 
 def test_partial_cut_points_the_jacobian_failure_at_the_cast() -> None:
@@ -138,16 +141,16 @@ def test_partial_cut_points_the_jacobian_failure_at_the_cast() -> None:
     assert connected.status == "pass"  # not None: the cut is partial
     jacobian = findings(report, "jacobian")[0]
     assert jacobian.status == "fail" and jacobian.location is not None
-    assert jacobian.location.endswith("integer_cast_partial.py:7")
+    assert str(jacobian.location).endswith("integer_cast_partial.py:7")
     assert "likely cause: a cast to int64" in jacobian.message
 
 
 def test_several_cuts_are_all_listed() -> None:
     report = gradcheck.check(str(FIXTURES / "two_cuts.py") + ":f")
-    cuts = {(c.location or "").rpartition(":")[2]: c.message
+    cuts = {c.location.line if c.location else None: c.message
             for c in findings(report, "graph-break")}
-    assert set(cuts) == {"7", "8"}
-    assert "tf.stop_gradient" in cuts["7"] and "int64" in cuts["8"]
+    assert set(cuts) == {7, 8}
+    assert "tf.stop_gradient" in cuts[7] and "int64" in cuts[8]
 
 
 def test_a_cut_that_cannot_be_located_is_said_honestly() -> None:
@@ -170,7 +173,7 @@ def test_a_cut_on_a_variable_argument_is_located() -> None:
     cut = findings(report, "graph-break")
     assert [c.status for c in cut] == ["fail"]
     assert "tf.stop_gradient blocks the gradient from v" in cut[0].message
-    assert cut[0].location is not None and cut[0].location.endswith("test_diagnosis.py:169")
+    assert str(cut[0].location).endswith("test_diagnosis.py:169")
 
 
 def test_callable_api_still_finds_graph_breaks() -> None:
@@ -178,7 +181,7 @@ def test_callable_api_still_finds_graph_breaks() -> None:
     report = gradcheck.check(module.f, *module.f_inputs)
     cut = findings(report, "graph-break")[0]
     assert cut.status == "fail" and cut.location is not None
-    assert cut.location.endswith("numpy_round_trip.py:9")
+    assert str(cut.location).endswith("numpy_round_trip.py:9")
 
 
 def test_no_instrument_turns_observation_off(run_cli: Callable[..., Result]) -> None:
@@ -209,3 +212,17 @@ def test_declared_surrogate_gradients_are_warnings(run_cli: Callable[..., Result
     data = json.loads(declared.stdout)
     assert {c["check"]: c["status"] for c in data["checks"] if c["status"] != "pass"} == {
         "custom-gradient": "warn", "jacobian": "warn", "vjp": "warn"}
+
+
+def test_a_finding_explained_twice_says_both_in_the_order_found() -> None:
+    shape = CheckResult("grad-shape", "fail", input="x", output="y",
+                        evidence=GradShape((2, 2), (2,), "y", "x"))
+    site = Cause(Mistake.FULL_JACOBIAN, "returns J", "custom_gradient f (line 4)",
+                 Location("m.py", 9))
+    once = attribute(shape, Attribution(Relation.LIKELY_CAUSE, site))
+    twice = attribute(once, Attribution(Relation.NON_FINITE, Cause(
+        Mistake.NON_FINITE_VALUE, "", "Sqrt", Location("m.py", 3))))
+    assert once.message.endswith("; likely cause: custom_gradient f (line 4) (grad_fn at m.py:9)")
+    assert twice.message == once.message + (
+        "; likely cause: non-finite values from Sqrt at m.py:3 (see the non-finite check)")
+    assert twice.headline == shape.headline == shape.message

@@ -10,6 +10,7 @@ from pathlib import Path
 from click.testing import Result
 
 from gradcheck.errors import ExitCode
+from gradcheck.evidence import Location
 from gradcheck.render.junit import render_junit
 from gradcheck.report import CheckOutcome, CheckResult, Report, TensorInfo
 from tests.junit_schema import junit_10_errors
@@ -86,7 +87,7 @@ def report(*results: CheckResult, target: str = "ops.py:f") -> Report:
 
 
 FAIL = CheckResult("grad-shape", "fail", "grad_fn returned shape (2, 2) for x of shape (2,)",
-                   input="x", output="y", location="ops.py:9")
+                   input="x", output="y", location=Location("ops.py", 9))
 PASSED = CheckResult("jacobian", "pass", "autodiff matches finite differences", "x", "y")
 WARNED = CheckResult("upstream", "warn", "the upstream for y is all ones", output="y")
 SKIPPED = CheckResult("vjp", "skip", "no VJP for x: its gradient is broken", input="x")

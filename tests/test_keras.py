@@ -38,8 +38,8 @@ def _not_passing(report: Report) -> list[CheckResult]:
 
 
 def _line(result: CheckResult) -> int:
-    assert result.location is not None
-    return int(result.location.rpartition(":")[2])
+    assert result.location is not None and result.location.line is not None
+    return result.location.line
 
 
 def test_weights_are_sources_named_by_path(reports: dict[str, Report]) -> None:

@@ -28,8 +28,8 @@ def _found(report: Report, kind: str) -> list[CheckResult]:
 
 
 def _line(result: CheckResult) -> int:
-    assert result.location is not None, result.message
-    return int(result.location.rsplit(":", 1)[1])
+    assert result.location is not None and result.location.line is not None, result.message
+    return result.location.line
 
 
 # (fixture, function, status of its graph-breaks, {input: (line, words)}, exit code)

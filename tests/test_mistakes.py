@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcheck.evidence import Location
 from gradcheck.numerics.mistakes import shape_mistake, value_mistake
 from gradcheck.render.annotations import render_github_annotations
 from gradcheck.report import CheckResult, Report
@@ -83,14 +84,14 @@ def test_return_location_finds_the_single_return() -> None:
     location = return_location(grad_fn)
     assert location is not None
     line = grad_fn.__code__.co_firstlineno + 4
-    assert location.endswith(f"test_mistakes.py:{line}")
+    assert str(location).endswith(f"test_mistakes.py:{line}")
 
 
 def test_annotations_escape_and_dedupe() -> None:
     report = Report("t:f", (), (), (
-        CheckResult("graph-break", "fail", "100% cut\nhere", location="pkg/m.py:7"),
-        CheckResult("connected", "fail", "same place", location="pkg/m.py:7"),
-        CheckResult("jacobian", "pass", "fine", location="pkg/m.py:9"),
+        CheckResult("graph-break", "fail", "100% cut\nhere", location=Location("pkg/m.py", 7)),
+        CheckResult("connected", "fail", "same place", location=Location("pkg/m.py", 7)),
+        CheckResult("jacobian", "pass", "fine", location=Location("pkg/m.py", 9)),
     ))
     assert render_github_annotations(report) == (
         "::error file=pkg/m.py,line=7,title=gradcheck graph-break::100%25 cut%0Ahere")

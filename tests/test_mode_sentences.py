@@ -4,6 +4,7 @@ the JSON `details` each publishes."""
 
 from __future__ import annotations
 
+from gradcheck.evidence import Location
 from gradcheck.evidence.compiled import CompiledDiffers, CompiledNotFinite, XlaUnsupported
 from gradcheck.evidence.determinism import ChangingState, Nondeterministic
 from gradcheck.evidence.forward import ComparedForwardGap, ModesDisagree
@@ -43,7 +44,7 @@ def test_compiled_findings_head_with_the_count_and_say_the_worst_element_after()
     assert not_finite.message.endswith("where the eager one is; worst [1]: XLA nan, eager 0")
     assert check_dict(not_finite)["details"] == {"non_finite": True, "jit": True}
     xla = CheckResult("compiled", "skip", evidence=XlaUnsupported(
-        ops="EagerPyFunc", op="EagerPyFunc", location="f.py:13"))
+        ops="EagerPyFunc", op="EagerPyFunc", location=Location("f.py", 13)))
     assert xla.headline == "XLA cannot compile the VJP: no XLA kernel for EagerPyFunc"
     assert xla.message == f"{xla.headline}; the op: EagerPyFunc at f.py:13"
     assert check_dict(xla)["details"] == {}

@@ -11,9 +11,12 @@ import pytest
 from click.testing import Result
 
 import gradcheck
+from gradcheck.evidence import Location
+from gradcheck.evidence.non_finite import NonFiniteOrigin, NonFiniteSeen, NonFiniteUntraceable
 from gradcheck.render.annotations import render_github_annotations
+from gradcheck.render.json_format import check_dict
 from gradcheck.render.junit import render_junit
-from gradcheck.report import CheckOutcome, CheckResult, Report
+from gradcheck.report import Cause, CheckOutcome, CheckResult, Mistake, Report
 
 from .conftest import fixture_module, fixture_target
 
@@ -32,7 +35,7 @@ def _assert_found(report: Report, fixture: str, subject: str, mistake: str, culp
     assert found, [c.message for c in report.checks if c.failed]
     result = found[0]
     assert result.status == "fail" and not report.ok
-    assert result.location is not None and result.location.endswith(f"{fixture}.py:{line}")
+    assert str(result.location).endswith(f"{fixture}.py:{line}")
     assert result.cause is not None and result.cause.mistake == mistake
     assert result.cause.culprit == culprit and result.cause.fix
     return result
@@ -58,7 +61,7 @@ def test_the_symptoms_are_located_at_the_op_too() -> None:
     report = gradcheck.check(fixture_target("non_finite", "transfer"))
     jacobian = _kind(report, "jacobian")[0]
     assert jacobian.status == "fail" and jacobian.location is not None
-    assert jacobian.location.endswith("non_finite.py:8") and "non-finite" in jacobian.message
+    assert str(jacobian.location).endswith("non_finite.py:8") and "non-finite" in jacobian.message
 
 
 @pytest.mark.parametrize("function", ["entropy", "square_overflow"])
@@ -139,7 +142,7 @@ def test_nondeterminism_is_located_at_the_stateful_op(function: str, line: int,
     report = gradcheck.check(fixture_target("located_findings", function))
     result = _kind(report, "nondeterminism")[0]
     assert result.status == "fail" and words in result.message
-    assert result.location is not None and result.location.endswith(f"located_findings.py:{line}")
+    assert str(result.location).endswith(f"located_findings.py:{line}")
 
 
 @pytest.mark.parametrize(("function", "culprit", "line"), [
@@ -150,7 +153,7 @@ def test_a_kink_is_located_at_the_op_that_has_it(function: str, culprit: str,
     kinks = _kind(report, "kink")
     assert kinks and all(k.status == "warn" for k in kinks) and report.ok
     assert kinks[0].cause is not None and kinks[0].cause.culprit == culprit
-    assert kinks[0].location is not None and kinks[0].location.endswith(
+    assert str(kinks[0].location).endswith(
         f"located_findings.py:{line}")
 
 
@@ -159,7 +162,7 @@ def test_an_op_xla_cannot_compile_is_located_at_its_line() -> None:
                              dtype="float32")
     skip = [c for c in _kind(report, "compiled") if c.status == "skip"]
     assert skip and skip[0].location is not None
-    assert skip[0].location.endswith("located_findings.py:34"), skip[0].location
+    assert str(skip[0].location).endswith("located_findings.py:34"), skip[0].location
     assert "matrix_exponential" in skip[0].message
 
 
@@ -181,3 +184,26 @@ def test_a_nan_only_forward_mode_gives_is_a_jvp_warning_not_a_failure() -> None:
     jvp = _kind(report, "jvp")
     assert [c.status for c in jvp] == ["warn"] and "forward mode" in jvp[0].message
     assert report.ok and not _non_finite(report)
+
+
+def test_non_finite_sentences_from_hand_built_evidence() -> None:
+    sqrt = NonFiniteOrigin("Sqrt", "SqrtGrad", Location("m.py", 3), True, "inf")
+    located = CheckResult("non-finite", "fail", input="x", location=sqrt.location,
+                          worst_index=(0,), evidence=NonFiniteSeen(
+                              "tf.function", (sqrt,), "x", True, "inf", 1, 2, (0,)),
+                          cause=Cause(Mistake.INFINITE_DERIVATIVE, "the gradient of Sqrt",
+                                      fix="add eps"))
+    assert located.message == ("under tf.function only (eagerly it is finite), the gradient"
+                               " for x is inf in 1 of 2 element(s) (first at [0]): the gradient"
+                               " of Sqrt; fix: add eps")
+    assert located.headline == located.message.removesuffix("; fix: add eps")
+    assert check_dict(located)["details"] == {"variant": "tf.function", "origins": (
+        {"op": "Sqrt", "kernel": "SqrtGrad", "location": "m.py:3", "backward": True,
+         "produced": "inf"},)}
+    unlocated = CheckResult("non-finite", "fail", output="y", evidence=NonFiniteSeen(
+        "eager", (), "y", False, "NaN", 2, 2), cause=Cause(Mistake.NON_FINITE, "no op found"))
+    assert unlocated.message == "f's output y is NaN in 2 of 2 element(s); no op found"
+    assert check_dict(unlocated)["details"] == {}
+    untraceable = CheckResult("non-finite", "fail", evidence=NonFiniteUntraceable(),
+                              cause=Cause(Mistake.NON_FINITE, "not traceable"))
+    assert untraceable.message.startswith("f or its gradient is NaN or infinite at this point")

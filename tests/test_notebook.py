@@ -9,19 +9,30 @@ from typing import Any
 
 import pytest
 
+from gradcheck.evidence import Location
 from gradcheck.evidence.comparison import Disagreement, JacobianMismatch
 from gradcheck.render.html import render_html
-from gradcheck.report import Attribution, Cause, CheckResult, Relation, Report, TensorInfo
+from gradcheck.report import (
+    Attribution,
+    Cause,
+    CheckResult,
+    Mistake,
+    Relation,
+    Report,
+    TensorInfo,
+)
 from tests.conftest import FIXTURES
 
 
 def hand_report() -> Report:
     jacobian = CheckResult(
-        "jacobian", "fail", input="x", output="y['mean']", location="ops.py:9", max_abs_err=5.0,
+        "jacobian", "fail", input="x", output="y['mean']", location=Location("ops.py", 9),
+        max_abs_err=5.0,
         max_rel_err=1.7, worst_index=(0, 1), excess=2.5e6, evidence=JacobianMismatch(
             [[1.0, -3.0], [2.0, 0.5]], [[1.0, 2.0], [-3.0, 0.5]], [2, 2], 1e-10, 1e-8, 1e-6,
             Disagreement(2, 4, -3.0, 2.0)),
-        attributed_to=Attribution(Relation.LIKELY_CAUSE, Cause("wrong-values", "", "<x> & co")))
+        attributed_to=Attribution(
+            Relation.LIKELY_CAUSE, Cause(Mistake.WRONG_VALUES, "", "<x> & co")))
     connected = CheckResult("connected", "pass", "y['mean'] is connected to x", "x", "y['mean']")
     return Report("ops.py:f", (TensorInfo("x", (2,), "float64"),),
                   (TensorInfo("y['mean']", (2,), "float64"),), (connected, jacobian),

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gradcheck.demo import DEMO_CASES, finding, short_location
+from gradcheck.evidence import Location
 from gradcheck.report import CheckResult, Report
 from gradcheck.tf.runtime import TENSORFLOW_MISSING
 
@@ -118,14 +119,14 @@ def test_without_tensorflow_a_check_says_how_to_install_it(tmp_path: Path) -> No
 
 def test_the_demo_names_installed_examples_by_file_and_keeps_whole_clauses() -> None:
     installed = Path("/venv/lib/python3.11/site-packages/gradcheck/_fixtures")
-    assert short_location(f"{installed}/numpy_round_trip.py:9", installed) == \
+    assert short_location(Location(f"{installed}/numpy_round_trip.py", 9), installed) == \
         "numpy_round_trip.py:9"
-    assert short_location("/elsewhere/ops.py:3", installed) == "/elsewhere/ops.py:3"
+    assert short_location(Location("/elsewhere/ops.py", 3), installed) == "/elsewhere/ops.py:3"
     message = ("custom_gradient s (line 17): grad_fn is off by a factor of 2 for input x"
                " (autodiff and finite differences disagree in 3 of 9 elements; worst [0, 1]);"
                " fix: divide by 2")
     result = CheckResult("custom-gradient", "fail", message, "x", "y",
-                         f"{installed}/composed_custom_gradients.py:21")
+                         Location(f"{installed}/composed_custom_gradients.py", 21))
     shown = finding(Report("t", (), (), (result,)), installed)
     assert shown == ("custom-gradient at composed_custom_gradients.py:21: custom_gradient s"
                      " (line 17): grad_fn is off by a factor of 2 for input x (autodiff and"

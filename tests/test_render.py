@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from gradcheck.evidence import Location
 from gradcheck.render.json_format import render_error_json, render_json
 from gradcheck.render.text import render_text
 from gradcheck.report import CheckResult, Report, TensorInfo
@@ -18,7 +19,7 @@ def hand_built() -> Report:
             CheckResult("vjp", "pass", "matches", input="x", output="y", max_abs_err=1e-12,
                         max_rel_err=2e-12, worst_index=(1,)),
             CheckResult("grad-shape", "fail", "grad_fn of f returned shape (2, 2)", input="x",
-                        output=None, location="fixtures/seed_custom_gradient.py:9"),
+                        output=None, location=Location("fixtures/seed_custom_gradient.py", 9)),
             CheckResult("upstream", "warn", "all ones", output="y", max_abs_err=float("nan")),
         ),
         notes=("float inputs promoted to float64",),

@@ -25,7 +25,7 @@ from gradcheck.evidence.compiled import (
 from gradcheck.load.locations import exception_location
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance, machine_eps, tolerance_for
-from gradcheck.report import Cause, CheckResult, Kind, Status
+from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.compiled import CompiledVJP, compiled_vjp, eager_vjp
 from gradcheck.tf.culprits import failing_node_site
 from gradcheck.tf.program import first_line
@@ -44,14 +44,14 @@ def _trace_failure(mode: str, exc: BaseException, jit: bool
     traced f already), or f not traceable at all (warn)."""
     text, error = str(exc), first_line(exc)
     if jit and not ("unsupported operations" in text or "failed to lift" in text.lower()):
-        return Status.SKIP, XlaUnsupported(error=error), Cause("xla-unsupported", error)
+        return Status.SKIP, XlaUnsupported(error=error), Cause(Mistake.XLA_UNSUPPORTED, error)
     if "unsupported operations" in text or "failed to lift variable" in text.lower():
         named = re.search(r"_JIT: ([\w, ]+?) \(", text)
         ops = named.group(1) if named else "variables created inside f"
         return (Status.SKIP, XlaUnsupported(ops=ops),
-                Cause("xla-unsupported", f"XLA has no kernel for {ops}"))
+                Cause(Mistake.XLA_UNSUPPORTED, f"XLA has no kernel for {ops}"))
     return (Status.WARN, Untraceable(mode, error, UNTRACEABLE_FIX),
-            Cause("untraceable", error, fix=UNTRACEABLE_FIX))
+            Cause(Mistake.UNTRACEABLE, error, fix=UNTRACEABLE_FIX))
 
 
 def _not_compiled(ctx: CheckContext, mode: str, exc: BaseException, jit: bool) -> CheckResult:
@@ -126,7 +126,7 @@ def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
         changed = _values_differ(ctx, result.outputs, None if own is None else own.outputs)
         if changed is not None:
             found.add(Kind.COMPILED, Status.SKIP, evidence=ValuesDiffer(mode, changed),
-                      cause=Cause("compiled-values", f"f's values differ under {mode}"))
+                      cause=Cause(Mistake.COMPILED_VALUES, f"f's values differ under {mode}"))
             continue
         for slot, value, compiled in zip(sources, eager_values, result.gradients):
             found.results.append(_judge(ctx, mode, slot.name, value, compiled, jit))
@@ -165,7 +165,7 @@ def _non_finite(mode: str, name: str, eager: np.ndarray, compiled: np.ndarray, j
             mode, name, int(bad.sum()), int(bad.size), index, float(compiled[index]),
             float(eager[index]), jit=jit),
         input=name, worst_index=index,
-        cause=Cause("compiled-non-finite", f"{mode} gives non-finite values"))
+        cause=Cause(Mistake.COMPILED_NON_FINITE, f"{mode} gives non-finite values"))
 
 
 def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
@@ -178,7 +178,7 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
         which = "eagerly" if compiled is None else f"under {mode}"
         return CheckResult(Kind.COMPILED, Status.FAIL,
                            evidence=NoneOnly(mode, name, eagerly=compiled is None), **where,
-                           cause=Cause("compiled-none", f"None {which}"))
+                           cause=Cause(Mistake.COMPILED_NONE, f"None {which}"))
     if (non_finite := _non_finite(mode, name, eager, compiled, jit)) is not None:
         return non_finite
     # Compiled kernels reassociate sums and may use other algorithms (XLA's eigensolver):
@@ -198,4 +198,4 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
             float(np.asarray(compiled)[index]), float(np.asarray(eager)[index]),
             comparison.excess),
         **comparison_fields(comparison), **where,
-        cause=Cause("compiled-mismatch", f"{mode} differs from eager"))
+        cause=Cause(Mistake.COMPILED_MISMATCH, f"{mode} differs from eager"))

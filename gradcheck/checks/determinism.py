@@ -9,7 +9,7 @@ import numpy as np
 
 from gradcheck.evidence.determinism import ChangingState, Nondeterministic
 from gradcheck.numerics.tolerances import machine_eps
-from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
+from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status, format_index
 from gradcheck.tf.culprits import VARIABLE_WRITES, stateful_sites
 from gradcheck.tf.keras import random_layers
 from gradcheck.tf.program import OutputLeaf, flatten_outputs, output_base
@@ -61,6 +61,6 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
         evidence=Nondeterministic(name, what, layers, state),
         output=output, max_abs_err=largest, worst_index=index,
         location=located.location if located is not None else None,
-        cause=Cause("random", what, culprit=", ".join(layers) or (
+        cause=Cause(Mistake.RANDOM, what, culprit=", ".join(layers) or (
             located.name if located is not None else None),
             location=located.location if located is not None else None))

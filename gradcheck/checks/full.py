@@ -9,6 +9,7 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings, shown
 from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
+from gradcheck.evidence import Location
 from gradcheck.evidence.comparison import (
     JacobianInconclusive,
     JacobianMatch,
@@ -29,7 +30,7 @@ from gradcheck.numerics import differences, float32, judging, symmetric
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
-from gradcheck.report import Block, Cause, CheckResult, Kind, Status
+from gradcheck.report import Block, Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.batch import BatchEvaluator
 from gradcheck.tf.culprits import kink_site
 from gradcheck.tf.program import OutputLeaf, Slot
@@ -158,10 +159,10 @@ _DTYPE_MIX_FIX = ("create the gradient's constants and variables in the input's 
                   " which checks float32-only code in float32")
 
 
-def _dtype_mix_cause(error: str, location: str | None) -> Cause | None:
+def _dtype_mix_cause(error: str, location: Location | None) -> Cause | None:
     if not any(text in error for text in _DTYPE_MIX):
         return None
-    return Cause("dtype-mix", "the gradient mixes float32 and float64", location=location,
+    return Cause(Mistake.DTYPE_MIX, "the gradient mixes float32 and float64", location=location,
                  fix=_DTYPE_MIX_FIX)
 
 
@@ -279,7 +280,7 @@ def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.
             int(np.sum(kinks)), index, float(block[index]), float(fd.jacobian[index]),
             KinkSite(site.name, site.detail, site.location) if site else None),
         worst_index=index, location=site.location if site else None,
-        cause=Cause("kink", f"{site.name} {site.detail}", culprit=site.name,
+        cause=Cause(Mistake.KINK, f"{site.name} {site.detail}", culprit=site.name,
                     location=site.location) if site else None,
         input=slot.name, output=output.name)
 
@@ -324,5 +325,5 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
     found.results.append(mismatch(
         Kind.JACOBIAN, JacobianMismatch(
             *matrices, disagreement(block, fd.jacobian, comparison, verdict)),
-        comparison, where, Cause(mistake.kind, mistake.what, fix=mistake.fix)))
+        comparison, where, Cause(Mistake(mistake.kind), mistake.what, fix=mistake.fix)))
     return kinks, found

@@ -20,7 +20,7 @@ from gradcheck.evidence.forward import (
     ReverseNotFinite,
 )
 from gradcheck.numerics.tolerances import machine_eps
-from gradcheck.report import Cause, Kind, Status
+from gradcheck.report import Cause, Kind, Mistake, Status
 from gradcheck.tf.gaps import forward_mode_gaps, forward_op_location, missing_gradient_of
 from gradcheck.tf.graph import CutSite
 from gradcheck.tf.program import Slot, first_line
@@ -147,7 +147,7 @@ def _raised_gap(ctx: CheckContext, slot: Slot, error: str) -> Cause | None:
 def _gap_cause(gaps: list[CutSite], why: str | None = None) -> Cause:
     ops = ", ".join(dict.fromkeys(gap.detail for gap in gaps))
     return Cause(
-        "no-forward-rule",
+        Mistake.NO_FORWARD_RULE,
         f"TensorFlow has no forward-mode rule for {ops} ("
         + (why or "tf.autodiff.ForwardAccumulator gives no tangent through it, so forward"
            " mode says 0 where reverse mode does not") + ")",

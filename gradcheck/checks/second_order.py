@@ -28,7 +28,7 @@ from gradcheck.evidence.second_order import (
 )
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance
-from gradcheck.report import Cause, CheckResult, Kind, Status, format_index
+from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status, format_index
 from gradcheck.tf.gaps import (
     MissingSecondOrder,
     forward_op_location,
@@ -41,7 +41,7 @@ from gradcheck.tf.recording import Recording
 
 FIX = ("write grad_fn in TensorFlow ops of x and upstream (no .numpy(), NumPy, tf.Variable or"
        " tf.stop_gradient), or nest a tf.custom_gradient for the second order")
-_ASYMMETRIC = Cause("asymmetric", "has a second derivative that is not symmetric (a second"
+_ASYMMETRIC = Cause(Mistake.ASYMMETRIC, "has a second derivative that is not symmetric (a second"
                    " derivative of a twice-differentiable f is)", fix=FIX)
 # What the first-order machinery checks on g.
 GRADIENT_KINDS = frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
@@ -236,7 +236,7 @@ def _tensorflow_gap(result: CheckResult, kind: Kind,
     first = gaps[0]
     op = first.op
     cause = Cause(
-        "no-second-order-gradient",
+        Mistake.NO_SECOND_ORDER_GRADIENT,
         f"TensorFlow has no gradient for {first.gradient_op}, the gradient of {op}: the second"
         f" derivative through {op} is missing (TensorFlow's missing gradient, not your code's)",
         culprit=op, location=first.location,
@@ -255,14 +255,14 @@ def _as_second_order(result: CheckResult, kind: Kind) -> CheckResult:
         return replace(result, check=kind, evidence=SecondOrderOf(result))
     cause: Cause
     if result.check == Kind.CONNECTED:
-        cause = Cause("second-order-none",
+        cause = Cause(Mistake.SECOND_ORDER_NONE,
                       "is not differentiable (the gradient of its result is None)", fix=FIX)
     elif result.check == Kind.CUSTOM_GRADIENT:
-        cause = Cause("second-order-raised", "raises when differentiated again", fix=FIX)
+        cause = Cause(Mistake.SECOND_ORDER_RAISED, "raises when differentiated again", fix=FIX)
     elif result.check == Kind.GRAD_SHAPE:
-        cause = Cause("wrong-shape", "has a second derivative of the wrong shape", fix=FIX)
+        cause = Cause(Mistake.WRONG_SHAPE, "has a second derivative of the wrong shape", fix=FIX)
     else:
-        mistake = result.cause.mistake if result.cause else "wrong-values"
+        mistake = result.cause.mistake if result.cause else Mistake.WRONG_VALUES
         wrong = result.cause.what if result.cause else "has wrong values"
         cause = Cause(mistake, f"has a second derivative that {wrong}", fix=FIX)
     return replace(result, check=kind, cause=cause,

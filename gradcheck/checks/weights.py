@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradcheck.evidence.gradients import UnbuiltLayer
-from gradcheck.report import Cause, CheckResult, Kind, Status
+from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.program import function_name
 from gradcheck.tf.recording import Recording
 
@@ -11,5 +11,5 @@ from gradcheck.tf.recording import Recording
 def unbuilt_layer_results(recording: Recording) -> list[CheckResult]:
     name = function_name(recording.program.function)
     return [CheckResult(Kind.CONNECTED, Status.WARN, evidence=UnbuiltLayer(name, layer),
-                        input=layer, cause=Cause("unused-layer", f"{layer} is never called"))
+                        input=layer, cause=Cause(Mistake.UNUSED_LAYER, f"{layer} is never called"))
             for layer in recording.unbuilt_layers]

@@ -5,19 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gradcheck.evidence import Location
 from gradcheck.evidence.diagnosis import SiteCorrect, SiteMistake
 from gradcheck.numerics.mistakes import FIX_HINT, Mistake
 from gradcheck.report import Cause, CheckResult, Kind, Report, Status
+from gradcheck.report import Mistake as MistakeKind
 from gradcheck.tf.instrument import Site
 
 
 def site_label(site: Site) -> str:
-    line = site.definition.rpartition(":")[2] if site.definition else ""
+    line = site.definition.line if site.definition else None
     return f"custom_gradient {site.name}" + (f" (line {line})" if line else "")
 
 
-def _located(site: Site, status: Status, check: Kind, mistake: str, what: str,
-             location: str | None, *, fix: str | None = None, **fields: Any) -> CheckResult:
+def _located(site: Site, status: Status, check: Kind, mistake: MistakeKind, what: str,
+             location: Location | None, *, fix: str | None = None, **fields: Any) -> CheckResult:
     """A finding about the site, told by its cause."""
     cause = Cause(mistake, what, site_label(site), location, fix)
     return CheckResult(check, status, evidence=SiteMistake(), location=location, cause=cause,
@@ -25,7 +27,7 @@ def _located(site: Site, status: Status, check: Kind, mistake: str, what: str,
 
 
 def violation_results(site: Site) -> list[CheckResult]:
-    return [_located(site, Status.FAIL, Kind.CUSTOM_GRADIENT, v.kind.value, v.message,
+    return [_located(site, Status.FAIL, Kind.CUSTOM_GRADIENT, MistakeKind(v.kind), v.message,
                      v.location or site.grad_fn_location or site.definition)
             for v in site.violations]
 
@@ -33,7 +35,7 @@ def violation_results(site: Site) -> list[CheckResult]:
 def variable_results(site: Site) -> list[CheckResult]:
     """tf.Variables created on every call of the site, in grad_fn or in the forward."""
     found = [_located(
-        site, Status.FAIL, Kind.CUSTOM_GRADIENT, "variable-in-grad-fn",
+        site, Status.FAIL, Kind.CUSTOM_GRADIENT, MistakeKind.VARIABLE_IN_GRAD_FN,
         "grad_fn creates a tf.Variable on every call: the vectorised tape.jacobian"
         " (experimental_use_pfor=True, the default) then returns None without a word (or"
         " raises, on a persistent tape) while tape.gradient works, and a tf.function refuses"
@@ -41,7 +43,7 @@ def variable_results(site: Site) -> list[CheckResult]:
         fix="use tf.constant (or any tensor) for fixed values inside grad_fn")
         for location in site.grad_fn_variables]
     found += [_located(
-        site, Status.WARN, Kind.GRAPH_BREAK, "variable-in-forward",
+        site, Status.WARN, Kind.GRAPH_BREAK, MistakeKind.VARIABLE_IN_FORWARD,
         "creates a tf.Variable in its forward pass: a tf.Variable copies its initial value, so"
         " built from the inputs outside a custom_gradient this line cuts the gradient path"
         " (tape.gradient returns None; here grad_fn alone carries the gradient), and a"
@@ -51,7 +53,7 @@ def variable_results(site: Site) -> list[CheckResult]:
     return found
 
 
-def _translated(site: Site, result: CheckResult, location: str | None,
+def _translated(site: Site, result: CheckResult, location: Location | None,
                 shape_evidence: Callable[[CheckResult], Mistake | None],
                 upstream_evidence: Callable[[CheckResult], Mistake | None]
                 ) -> CheckResult | None:
@@ -66,27 +68,27 @@ def _translated(site: Site, result: CheckResult, location: str | None,
         what = (f"grad_fn returns shape {tuple(shapes.get('gradient_shape', ()))} for input"
                 f" {result.input} of shape {tuple(shapes.get('input_shape', ()))}: it"
                 f" {mistake.what}")
-        return _located(site, result.status, Kind.GRAD_SHAPE, mistake.kind, what, location,
-                        fix=mistake.fix or FIX_HINT, **fields)
+        return _located(site, result.status, Kind.GRAD_SHAPE, MistakeKind(mistake.kind), what,
+                        location, fix=mistake.fix or FIX_HINT, **fields)
     if result.check == Kind.JACOBIAN and result.cause is not None:
         return _located(site, result.status, Kind.CUSTOM_GRADIENT, result.cause.mistake,
                         f"grad_fn {result.cause.what} for input {result.input}"
                         f" ({result.message})", location, fix=result.cause.fix, **fields)
     if result.check == Kind.CONNECTED:
-        return _located(site, result.status, Kind.CUSTOM_GRADIENT, "none",
+        return _located(site, result.status, Kind.CUSTOM_GRADIENT, MistakeKind.NONE,
                         f"grad_fn returns None for input {result.input}, but finite"
                         f" differences show {result.output} depends on it", location, **fields)
     if result.check == Kind.VJP:
         mistake = upstream_evidence(result) or Mistake(
             "wrong-values", "returns a wrong VJP for a random upstream")
-        return _located(site, result.status, Kind.CUSTOM_GRADIENT, mistake.kind,
+        return _located(site, result.status, Kind.CUSTOM_GRADIENT, MistakeKind(mistake.kind),
                         f"grad_fn {mistake.what} for input {result.input} ({result.message})",
                         location, fix=mistake.fix, **fields)
     if result.check in (Kind.SECOND_ORDER, Kind.HESSIAN):
         cause = result.cause
         what = cause.what if cause else "has a wrong second derivative"
         return _located(site, result.status, result.check,
-                        cause.mistake if cause else "second-order",
+                        cause.mistake if cause else MistakeKind.SECOND_ORDER,
                         f"grad_fn {what}" + (f" for input {result.input}" if result.input else "")
                         + f": {result.message}", location,
                         **fields)
@@ -96,7 +98,7 @@ def _translated(site: Site, result: CheckResult, location: str | None,
         if cause is not None and cause.fix:
             what = what.removesuffix(f"; {cause.fix}")
         return _located(site, result.status, Kind.CUSTOM_GRADIENT,
-                        cause.mistake if cause else "wrong-values", what,
+                        cause.mistake if cause else MistakeKind.WRONG_VALUES, what,
                         result.location or location, fix=cause.fix if cause else None,
                         **fields)
     return None

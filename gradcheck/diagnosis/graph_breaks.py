@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from gradcheck.diagnosis.explained import attribute
 from gradcheck.evidence.diagnosis import CutFound, CutNotFound
 from gradcheck.evidence.gradients import NoGradient
-from gradcheck.report import Attribution, Cause, CheckResult, Kind, Relation, Status
+from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
 from gradcheck.tf.graph import CutSite, locate_cuts
 from gradcheck.tf.program import Program
 
@@ -72,7 +72,7 @@ def cause_of(cut: CutSite, input_name: str) -> Cause:
                    "use the tensor itself instead of a variable round trip"),
     }
     what, fix = words[cut.kind]
-    return Cause(cut.kind, what, location=cut.location, fix=fix)
+    return Cause(Mistake(cut.kind), what, location=cut.location, fix=fix)
 
 
 def _failing_inputs(checks: Sequence[CheckResult], kinds: frozenset[Kind]) -> set[str]:

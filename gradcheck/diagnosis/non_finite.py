@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from gradcheck.diagnosis.explained import attribute
+from gradcheck.evidence.non_finite import NonFiniteOrigin, NonFiniteSeen, NonFiniteUntraceable
 from gradcheck.options import CheckOptions
-from gradcheck.report import Attribution, Cause, CheckResult, Kind, Relation, Status
+from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
 from gradcheck.tf.non_finite import (
     NonFiniteAnalysis,
     NonFiniteValue,
@@ -85,25 +86,25 @@ def _fix(origin: Origin) -> str:
                           " range where it and its derivative are finite")
 
 
-def _mistake(origin: Origin) -> str:
+def _mistake(origin: Origin) -> Mistake:
     if origin.op == "Placeholder":
-        return "non-finite-input"
+        return Mistake.NON_FINITE_INPUT
     if origin.branch is not None and origin.branch.untaken:
-        return "untaken-branch"
-    return "infinite-derivative" if origin.backward else "non-finite-value"
+        return Mistake.UNTAKEN_BRANCH
+    return Mistake.INFINITE_DERIVATIVE if origin.backward else Mistake.NON_FINITE_VALUE
 
 
 def _result(value: NonFiniteValue, analysis: NonFiniteAnalysis, variant: str | None
             ) -> CheckResult:
-    which = (f"the gradient for {value.name}" if value.gradient else f"f's output {value.name}")
-    index = f" (first at {list(value.index)})" if value.index else ""
-    lead = f"under {variant} only (eagerly it is finite), " if variant else ""
-    message = (f"{lead}{which} is {value.produced} in {value.count} of {value.size}"
-               f" element(s){index}")
+    evidence = NonFiniteSeen(variant or "eager", tuple(
+        NonFiniteOrigin(o.op, o.kernel, o.location, o.backward, o.produced)
+        for o in value.origins), value.name, value.gradient, value.produced, value.count,
+        value.size, value.index)
     if not value.origins:
-        return CheckResult(Kind.NON_FINITE, Status.FAIL, message + "; no single op in the"
-                           " traced graph turns finite values into it", **_where(value),
-                           cause=Cause("non-finite", message))
+        return CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=evidence, **_where(value),
+                           cause=Cause(
+                               Mistake.NON_FINITE, "no single op in the traced graph turns"
+                               " finite values into it"))
     first = value.origins[0]
     stage = "of the backward pass " if value.gradient and first.backward else ""
     what = (f"the first op {stage}that turns finite values into non-finite ones is"
@@ -115,15 +116,11 @@ def _result(value: NonFiniteValue, analysis: NonFiniteAnalysis, variant: str | N
     if analysis.dtype:
         what += (f"; traced in {analysis.dtype}, the arguments' own dtype, as f does not"
                  " trace with promoted float64 inputs")
-    fix = _fix(first)
     cause = Cause(_mistake(first), what, culprit=_op_name(first), location=first.location,
-                  fix=fix)
-    return CheckResult(Kind.NON_FINITE, Status.FAIL, f"{message}: {what}; fix: {fix}",
+                  fix=_fix(first))
+    return CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=evidence,
                        location=first.location, worst_index=value.index, cause=cause,
-                       details={"variant": variant or "eager", "origins": [
-                           {"op": o.op, "kernel": o.kernel, "location": o.location,
-                            "backward": o.backward, "produced": o.produced}
-                           for o in value.origins]}, **_where(value))
+                       **_where(value))
 
 
 def _where(value: NonFiniteValue) -> dict[str, Any]:
@@ -160,10 +157,9 @@ def non_finite_results(program: Program, checks: Sequence[CheckResult], options:
         if analysis is not None:
             found += [_result(v, analysis, None) for v in _explained_by_outputs(analysis)]
         else:
-            found.append(CheckResult(
-                Kind.NON_FINITE, Status.FAIL, "f or its gradient is NaN or infinite at this"
-                " point, and f cannot be traced into a graph (tf.function) to find the op that"
-                " makes it so", cause=Cause("non-finite", "not traceable")))
+            found.append(CheckResult(Kind.NON_FINITE, Status.FAIL,
+                                     evidence=NonFiniteUntraceable(),
+                                     cause=Cause(Mistake.NON_FINITE, "not traceable")))
     else:
         for jit in _compiled_variants(checks):
             analysis = analyse_non_finite(program, outputs, jit=jit)

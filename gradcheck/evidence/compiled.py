@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradcheck.evidence import Evidence, internal
+from gradcheck.evidence import Evidence, Location, internal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,7 +21,7 @@ class XlaUnsupported(Evidence):
     ops: str | None = internal(None)
     op: str | None = internal(None)
     backward: bool = internal(False)
-    location: str | None = internal(None)
+    location: Location | None = internal(None)
 
 
 @dataclasses.dataclass(frozen=True)

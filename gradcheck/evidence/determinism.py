@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradcheck.evidence import Evidence, internal
+from gradcheck.evidence import Evidence, Location, internal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14,7 +14,7 @@ class ChangingState:
 
     variable_write: bool
     name: str
-    location: str
+    location: Location
     others: int = 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradcheck.evidence import Evidence, internal
+from gradcheck.evidence import Evidence, Location, internal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +53,7 @@ class KinkSite:
 
     name: str
     detail: str
-    location: str | None
+    location: Location | None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,8 @@ import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
+from gradcheck.evidence import Location
+
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # gradcheck itself
 _LIBRARY_MARKERS = (
     f"{os.sep}site-packages{os.sep}",
@@ -36,11 +38,12 @@ def is_user_file(filename: str) -> bool:
     return not any(marker in resolved for marker in _LIBRARY_MARKERS)
 
 
-def format_location(filename: str, line: int | None) -> str:
-    return f"{relative_path(filename)}:{line}" if line else relative_path(filename)
+def format_location(filename: str, line: int | None) -> Location:
+    """The place `filename`:`line` (relative to the current directory when under it)."""
+    return Location(relative_path(filename), line or None)
 
 
-def innermost_user_frame(frames: Iterable[traceback.FrameSummary]) -> str | None:
+def innermost_user_frame(frames: Iterable[traceback.FrameSummary]) -> Location | None:
     user = [frame for frame in frames if is_user_file(frame.filename)]
     return format_location(user[-1].filename, user[-1].lineno) if user else None
 
@@ -49,8 +52,8 @@ def innermost_user_frame(frames: Iterable[traceback.FrameSummary]) -> str | None
 _QUOTED_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
-def exception_location(exc: BaseException) -> str | None:
-    """path:line of the innermost user frame of an exception's traceback (or, for an error
+def exception_location(exc: BaseException) -> Location | None:
+    """The place of the innermost user frame of an exception's traceback (or, for an error
     from traced code, of the frames its message quotes)."""
     found = innermost_user_frame(traceback.extract_tb(exc.__traceback__))
     if found is not None:

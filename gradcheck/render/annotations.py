@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gradcheck.evidence import Location
 from gradcheck.report import CheckOutcome, Report
 
 
@@ -27,15 +28,13 @@ def error_annotation(title: str, message: str, path: str | None = None,
 
 def render_github_annotations(report: Report) -> str:
     lines = []
-    seen: set[str] = set()
+    seen: set[Location] = set()
     for result in report.sorted_checks():
         if not result.failed or not result.location or result.location in seen:
             continue
         seen.add(result.location)
-        path, _, line = result.location.rpartition(":")
-        if not line.isdigit():
-            path, line = result.location, ""
-        lines.append(error_annotation(f"gradcheck {result.check}", result.message, path, line))
+        lines.append(error_annotation(f"gradcheck {result.check}", result.message,
+                                      result.location.path, result.location.line))
     return "\n".join(lines)
 
 

@@ -90,7 +90,7 @@ def findings(report: Report) -> str:
         title = f"{_status(result.status)} <b>{escape(str(result.check))}</b>"
         title += f" ({pair})" if pair else ""
         if result.location:
-            title += f" <code>{escape(result.location)}</code>"
+            title += f" <code>{escape(str(result.location))}</code>"
         items.append(f'<li style="margin-bottom:4px">{title}<br>{escape(result.message)}</li>')
     return f'<ol style="margin:4px 0">{"".join(items)}</ol>' if items else ""
 

@@ -15,7 +15,6 @@ from gradcheck.evidence.explain import (
     TargetExplanation,
     TensorView,
 )
-from gradcheck.evidence.worded import Worded
 from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
 
 
@@ -44,9 +43,9 @@ def tensor_dict(info: TensorInfo) -> dict[str, Any]:
 
 def _details(result: CheckResult) -> dict[str, Any]:
     """The evidence's public fields; a finding that re-tells another's (a custom gradient's
-    own check, an unconverted check) publishes the details it was given."""
+    own check) or has no evidence publishes the details it was given."""
     evidence = result.evidence
-    if evidence is None or isinstance(evidence, Worded) or not public_fields(evidence):
+    if evidence is None or not public_fields(evidence):
         return dict(result.details)
     return public_fields(evidence)
 

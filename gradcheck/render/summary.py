@@ -28,7 +28,7 @@ def _finding(outcome: CheckOutcome) -> tuple[str, str]:
     worst = outcome.report.sorted_checks()[0] if outcome.report.checks else None
     if worst is None or worst.status == Status.PASS:
         return "all checks pass", ""
-    return f"{worst.check}: {worst.message}", worst.location or ""
+    return f"{worst.check}: {worst.message}", str(worst.location or "")
 
 
 def summary_table(result: RunResult) -> Table:

@@ -10,6 +10,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from gradcheck.evidence import Location
 from gradcheck.evidence.comparison import JacobianEvidence
 from gradcheck.report import CheckResult, Kind, Report, format_index
 
@@ -70,9 +71,11 @@ def check_headline(result: CheckResult) -> str:
     return f"{result.check}{pair}{where}: {result.headline}"
 
 
-def _short_location(location: str) -> str:
-    path, _, line = location.rpartition(":")
-    return f"{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}" if path else location
+def _short_location(location: Location) -> str:
+    """file:line, without the file's directories."""
+    if location.line is None:
+        return str(location)
+    return str(Location(location.path.replace("\\", "/").rsplit("/", 1)[-1], location.line))
 
 
 class ChecksTable:
@@ -110,12 +113,12 @@ def checks_table(report: Report) -> ChecksTable:
 
 def _row(result: CheckResult, roomy: bool) -> list[Any]:
     # Text, not markup: messages hold brackets such as y['mean'] or [0, 1].
-    location = result.location or ""
+    location = result.location
     return [
         status_text(result.status), result.check, Text(result.input or ""),
         Text(result.output or ""), _number(result.max_abs_err), _number(result.max_rel_err),
         _ratio(result.excess), format_index(result.worst_index, ","),
-        Text(location if roomy else _short_location(location)),
+        Text("" if location is None else str(location) if roomy else _short_location(location)),
         Text(result.headline),
     ]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.evidence import Location
 from gradcheck.tf.program import Program
 from gradcheck.tf.values import TracedValues, op_location, trace_values
 
@@ -31,7 +32,7 @@ class Site:
 
     op: str
     scope: str
-    location: str | None
+    location: Location | None
     detail: str = ""
     backward: bool = False  # the op is part of the gradient of the forward op named
 

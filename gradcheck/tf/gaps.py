@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gradcheck.evidence import Location
 from gradcheck.tf.graph import (
     CutSite,
     _frames_location,
@@ -33,7 +34,7 @@ class MissingSecondOrder:
 
     gradient_op: str
     op: str
-    location: str | None
+    location: Location | None
 
 
 def lowest_precision_inside(program: Program) -> str | None:
@@ -141,7 +142,7 @@ def missing_gradient_of(error: str) -> str | None:
 
 
 def forward_op_location(program: Program, slot_index: int,
-                        gradient_type: str) -> tuple[str, str | None] | None:
+                        gradient_type: str) -> tuple[str, Location | None] | None:
     """The user's op whose gradient op is `gradient_type` (CropAndResize for
     CropAndResizeGradBoxes), and its line, in f traced; None when f has no such op."""
     base = gradient_type.split("Grad")[0]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gradcheck.evidence import Location
 from gradcheck.load.locations import innermost_user_frame
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import tensorflow
@@ -37,11 +38,11 @@ class CutSite:
     kind: str  # variable, numpy, python-number, stop-gradient, integer-cast, numpy-function,
     # piecewise-constant, no-gradient, not-differentiable, assign; and where a source gets no
     # gradient at all: comparison, integer-output, python-function
-    location: str | None
+    location: Location | None
     detail: str = ""
 
 
-def _frames_location(frames: Iterable[Any]) -> str | None:
+def _frames_location(frames: Iterable[Any]) -> Location | None:
     summaries = [f for f in frames if "__autograph_generated" not in str(f.filename)]
     return innermost_user_frame(summaries)
 
@@ -107,7 +108,7 @@ def _has_gradient(op: Any) -> bool | None:
     return any(g is not None for g in grads)
 
 
-def _discrete_output(op: Any, carried: list[Any], location: str | None) -> CutSite | None:
+def _discrete_output(op: Any, carried: list[Any], location: Location | None) -> CutSite | None:
     """An op whose outputs on the path are booleans or integers: piecewise constant."""
     if not carried or any(t.dtype.is_floating or t.dtype.is_complex for t in carried):
         return None

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradcheck.evidence import Location
 from gradcheck.load.locations import format_location
 from gradcheck.report import Spelled
 from gradcheck.tf.runtime import tensorflow
@@ -48,7 +49,7 @@ class Violation:
     kind: Slip
     message: str
     input_index: int | None = None
-    location: str | None = None  # where it was seen, when not at grad_fn (a call's line)
+    location: Location | None = None  # where it was seen, when not at grad_fn (a call's line)
 
 
 @dataclass
@@ -57,8 +58,8 @@ class Site:
 
     name: str
     forward: Callable[..., Any]
-    definition: str | None
-    grad_fn_location: str | None = None
+    definition: Location | None
+    grad_fn_location: Location | None = None
     grad_fn_accepts_variables: bool = False
     # Concrete arguments of the first eager calls: what the per-site value check replays.
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
@@ -68,13 +69,13 @@ class Site:
     # The function as TensorFlow decorated it: what the per-site check differentiates.
     decorated: Callable[..., Any] | None = None
     # Where tf.Variables are created on each call: in the forward, or inside grad_fn.
-    forward_variables: list[str | None] = field(default_factory=list)
-    grad_fn_variables: list[str | None] = field(default_factory=list)
+    forward_variables: list[Location | None] = field(default_factory=list)
+    grad_fn_variables: list[Location | None] = field(default_factory=list)
     # Which positional arguments f's sources flow into (seen under a tape), once one was seen.
     differentiated: set[int] | None = None
     key: Any = None
     # The line of the first call that passed keyword arguments.
-    keyword_call: str | None = None
+    keyword_call: Location | None = None
 
     def add_violation(self, violation: Violation) -> None:
         if all(v.message != violation.message for v in self.violations):
@@ -140,7 +141,7 @@ def violations_since(mark: Checkpoint, kind: Slip) -> list[Violation]:
 
 
 @contextlib.contextmanager
-def _noting_variables(found: list[str | None], code: Any) -> Iterator[None]:
+def _noting_variables(found: list[Location | None], code: Any) -> Iterator[None]:
     """Record the line of every tf.Variable created inside `code` while the block runs."""
     tf = tensorflow()
     filename = getattr(code, "co_filename", None)

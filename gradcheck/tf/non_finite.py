@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.evidence import Location
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.tf.values import TracedValues, op_location, trace_values
@@ -26,7 +27,7 @@ class Branch:
     """The tf.where whose branch the origin feeds, and whether that branch is not taken at
     the non-finite elements (so its zero mask times an infinity gives NaN)."""
 
-    location: str | None
+    location: Location | None
     untaken: bool
 
 
@@ -36,7 +37,7 @@ class Origin:
 
     op: str  # the forward op the user wrote: Sqrt, Log, RealDiv...
     scope: str  # the TensorFlow function it belongs to (norm for tf.norm), or ""
-    location: str | None
+    location: Location | None
     backward: bool  # True: its gradient produced the value; False: its own output
     produced: str  # "NaN", "inf" or "-inf"
     arguments: tuple[float, ...]  # the forward op's float inputs at the first such element
@@ -175,7 +176,7 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool
         return None
     assert array is not None
     tensor = next(t for op in traced.ops for t in op.outputs if t.name == tensor_name)
-    origins: dict[tuple[str, str | None, bool], Origin] = {}
+    origins: dict[tuple[str, Location | None, bool], Origin] = {}
     for op in _origin_ops(traced, tensor):
         if op.type in _CONTROL_FLOW and traced.forward_op(op) is None:
             continue

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import Phase
+from gradcheck.evidence import Location
 from gradcheck.load.locations import exception_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
 from gradcheck.tf.program import (
@@ -48,7 +49,7 @@ class GradientOutcome:
         return first_line(self.error) if self.error is not None else ""
 
     @property
-    def location(self) -> str | None:
+    def location(self) -> Location | None:
         """The user's line that raised, when computing the gradient raised."""
         return exception_location(self.error) if self.error is not None else None
 

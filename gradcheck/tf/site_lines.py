@@ -13,10 +13,11 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from gradcheck.evidence import Location
 from gradcheck.load.locations import format_location
 
 
-def source_location(function: Callable[..., Any]) -> str | None:
+def source_location(function: Callable[..., Any]) -> Location | None:
     code = getattr(inspect.unwrap(function), "__code__", None)
     if code is None:
         return None
@@ -30,7 +31,7 @@ def source_location(function: Callable[..., Any]) -> str | None:
     return format_location(code.co_filename, code.co_firstlineno)
 
 
-def return_location(function: Callable[..., Any]) -> str | None:
+def return_location(function: Callable[..., Any]) -> Location | None:
     """The grad_fn's own `return` line when it has exactly one, else its `def` line."""
     code = getattr(function, "__code__", None)
     if code is None:
@@ -86,7 +87,7 @@ def is_library(filename: str) -> bool:
     return path.startswith(_library_directories())
 
 
-def caller_location() -> str | None:
+def caller_location() -> Location | None:
     """The innermost line of the stack outside TensorFlow and gradcheck: the call's line."""
     for frame in reversed(traceback.extract_stack()):
         if not is_library(frame.filename) and not frame.filename.startswith("<"):

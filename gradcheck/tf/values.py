@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.evidence import Location
 from gradcheck.load.locations import innermost_user_frame, is_user_file
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
@@ -45,7 +46,7 @@ class TracedValues:
         return op if not self.is_backward(op) else self.forward_of.get(self.index[op.name])
 
 
-def op_location(op: Any) -> str | None:
+def op_location(op: Any) -> Location | None:
     """The user's line that created a graph op: the innermost user frame called from
     gradcheck's own code (not the test or script that called gradcheck)."""
     frames = list(op.traceback or ())

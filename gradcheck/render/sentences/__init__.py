@@ -50,7 +50,13 @@ def headline(result: CheckResult) -> str:
 
 
 def attribution(attributed: Attribution) -> str:
-    """What explains a finding, as the clause that follows its headline."""
+    """What explains a finding, as the clauses that follow its sentence (what explained it
+    earlier first)."""
+    said = _attribution(attributed)
+    return said if attributed.earlier is None else f"{attribution(attributed.earlier)}; {said}"
+
+
+def _attribution(attributed: Attribution) -> str:
     cause, relation = attributed.cause, attributed.relation
     culprit = cause.culprit if cause is not None and cause.culprit else "a custom gradient"
     if relation == Relation.DECLARED_SURROGATE:
@@ -86,5 +92,5 @@ import gradcheck.render.sentences.diagnosis  # noqa: E402,F401
 import gradcheck.render.sentences.fast  # noqa: E402,F401
 import gradcheck.render.sentences.forward  # noqa: E402,F401
 import gradcheck.render.sentences.gradients  # noqa: E402,F401
+import gradcheck.render.sentences.non_finite  # noqa: E402,F401
 import gradcheck.render.sentences.second_order  # noqa: E402,F401
-import gradcheck.render.sentences.worded  # noqa: E402,F401

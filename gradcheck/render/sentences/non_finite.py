@@ -1,0 +1,36 @@
+"""Sentences of the non-finite check."""
+
+from __future__ import annotations
+
+from gradcheck.evidence.non_finite import NonFiniteSeen, NonFiniteUntraceable
+from gradcheck.render.sentences import clause, first_clause, sentence
+from gradcheck.report import CheckResult
+
+
+def _seen(evidence: NonFiniteSeen, result: CheckResult) -> str:
+    which = (f"the gradient for {evidence.name}" if evidence.gradient
+             else f"f's output {evidence.name}")
+    index = f" (first at {list(evidence.index)})" if evidence.index else ""
+    lead = (f"under {evidence.variant} only (eagerly it is finite), "
+            if evidence.variant != "eager" else "")
+    return (f"{lead}{which} is {evidence.produced} in {evidence.count} of {evidence.size}"
+            f" element(s){index}")
+
+
+@sentence.register
+def _non_finite(evidence: NonFiniteSeen, result: CheckResult) -> str:
+    assert result.cause is not None, "the first origin is told by the result's cause"
+    if not evidence.origins:
+        return f"{_seen(evidence, result)}; {result.cause.what}"
+    return f"{_seen(evidence, result)}: {result.cause.what}; fix: {result.cause.fix}"
+
+
+@clause.register
+def _non_finite_clause(evidence: NonFiniteSeen, result: CheckResult) -> str:
+    return first_clause(_non_finite(evidence, result))
+
+
+@sentence.register
+def _untraceable(evidence: NonFiniteUntraceable, result: CheckResult) -> str:
+    return ("f or its gradient is NaN or infinite at this point, and f cannot be traced into a"
+            " graph (tf.function) to find the op that makes it so")
