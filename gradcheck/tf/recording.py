@@ -12,6 +12,7 @@ import numpy as np
 from gradcheck.errors import Phase
 from gradcheck.load.locations import exception_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
+from gradcheck.tf.gaps import watching_precision
 from gradcheck.tf.program import (
     OutputLeaf,
     Program,
@@ -301,7 +302,8 @@ def record(program: Program) -> Recording:
             tape.watch(slot.value)
         start = time.perf_counter()
         try:
-            result = program.call()
+            with watching_precision(program):
+                result = program.call()
         except (Exception, SystemExit) as exc:
             raise function_raised(program.function, exc) from exc
         seconds = time.perf_counter() - start
