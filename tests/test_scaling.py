@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import tensorflow as tf
 
 import gradcheck
 from gradcheck.load.inputs import Arguments, name_arguments
@@ -23,7 +24,8 @@ def _program(module_name: str, function: str = "f") -> Program:
 
 def test_a_function_that_cannot_be_vectorised_falls_back_to_a_loop() -> None:
     module = fixture_module("python_branch")
-    report = gradcheck.check(module.f, *module.f_inputs, mode="full")
+    # Enough elements to try tf.vectorized_map (a few are evaluated by calls of f anyway).
+    report = gradcheck.check(module.f, np.linspace(-1.0, 2.0, 40), mode="full")
     assert report.ok, [c.message for c in report.checks if c.failed]
     assert any(c.check == "jacobian" and c.status == "pass" for c in report.checks)
     assert any("evaluated f point by point" in note and "vectorised evaluation failed" in note
@@ -135,6 +137,21 @@ def test_the_vectorised_function_is_traced_once_for_every_chunk_and_step() -> No
     evaluator.evaluate_perturbations(h / 4, differences.STEP_FACTORS, elements=np.arange(3))
     assert evaluator.strategy == "vectorised"
     assert evaluator.vectorised.experimental_get_tracing_count() == 1
+
+
+def test_a_few_points_are_evaluated_by_calls_of_f_without_tracing() -> None:
+    program = _program("python_branch")
+    recording = record(program)
+    centre = [np.asarray(recording.outputs[0].tensor)]
+    x = np.asarray(program.sources[0].value)
+    h = differences.step_sizes(x, "float64")
+    evaluator = BatchEvaluator(program, 0, [0], centre, max_memory=1 << 30)
+    (few,) = evaluator.evaluate_perturbations(h, differences.FIRST_FACTORS)
+    assert evaluator.few_elements and evaluator.concrete is None
+    assert evaluator.fallback_reason is None
+    points = differences.points_along(x, h, np.arange(x.size), differences.FIRST_FACTORS)
+    called = np.stack([np.asarray(program.function(tf.constant(p))) for p in points])
+    np.testing.assert_array_equal(few, called)
 
 
 def test_repeated_checks_do_not_make_tensorflow_warn_about_retracing(caplog) -> None:

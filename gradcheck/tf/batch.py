@@ -52,8 +52,10 @@ class BatchEvaluator:
         slot = program.slots[slot_index]
         usable = program.evaluation.vectorise and not slot.is_variable
         self.vectorised: Any = self._vectorised_function() if usable else None
+        # Few elements, few points: calling f on each is cheaper than tracing vectorized_map.
+        self.few_elements = int(np.prod(slot.shape, dtype=np.int64)) <= EAGER_ELEMENTS
         self.concrete: Any = None
-        self.strategy = "vectorised" if self.vectorised is not None else "loop"
+        self.strategy = "vectorised" if usable and not self.few_elements else "loop"
         self.fallback_reason: str | None = None if usable else (
             f"{slot.name} is a tf.Variable" if slot.is_variable else "vectorisation is off")
 
@@ -91,7 +93,7 @@ class BatchEvaluator:
 
     def evaluate(self, points: np.ndarray) -> list[np.ndarray]:
         """Outputs (len(points), *out) for each selected output."""
-        if self.vectorised is not None:
+        if self.vectorised is not None and not self.few_elements:
             try:
                 return self._evaluate_vectorised(points)
             except Exception as exc:  # not vectorisable: fall back to the loop
@@ -173,6 +175,11 @@ class BatchEvaluator:
         return [np.concatenate(p) if p else np.zeros((0, *c.shape))
                 for p, c in zip(parts, self.centre_outputs)]
 
+
+# Inputs of up to this many elements are evaluated by calls of f, not by tf.vectorized_map: at
+# most about 100 points (float32's 6 per element), and tracing vectorized_map took as long as
+# 120 calls of a small f (measured on twenty 3-element functions).
+EAGER_ELEMENTS = 16
 
 # How much larger than its input and outputs one vectorised evaluation may grow in memory.
 BATCH_OVERHEAD = 16
