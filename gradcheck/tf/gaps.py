@@ -3,9 +3,6 @@ ops without a gradient (no second derivative), half precision computed inside f.
 
 from __future__ import annotations
 
-import contextlib
-import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,40 +37,9 @@ class MissingSecondOrder:
     location: Location | None
 
 
-# Programs whose recorded call ran no op on half precision: nothing to trace for.
-_NO_HALF_PRECISION: weakref.WeakValueDictionary[int, Program] = weakref.WeakValueDictionary()
-
-
-@contextlib.contextmanager
-def watching_precision(program: Program) -> Iterator[None]:
-    """Note whether any op f runs inside takes or makes a half-precision tensor (an op callback,
-    eager ops and ops traced alike), so that `lowest_precision_inside` need not trace f."""
-    from tensorflow.python.framework import op_callbacks
-
-    seen: list[bool] = []
-
-    def callback(op_type: str, inputs: Any, attrs: Any, outputs: Any,
-                 op_name: Any = None, graph: Any = None) -> None:
-        if not seen and any(getattr(t, "dtype", None) is not None
-                            and t.dtype.name in LOW_PRECISION
-                            for t in (*(inputs or ()), *(outputs or ()))):
-            seen.append(True)
-
-    op_callbacks.add_op_callback(callback)
-    try:
-        yield
-    finally:
-        op_callbacks.remove_op_callback(callback)
-    if not seen:
-        _NO_HALF_PRECISION[id(program)] = program
-
-
 def lowest_precision_inside(program: Program) -> str | None:
     """float16 or bfloat16 when f computes in it on the way to its outputs (the mixed-precision
-    recipe: half precision inside, float32 outputs), else None (also when f cannot be traced).
-    f is traced only when its recorded call ran an op on half precision."""
-    if _NO_HALF_PRECISION.get(id(program)) is program:
-        return None
+    recipe: half precision inside, float32 outputs), else None (also when f cannot be traced)."""
     index = next((i for i, s in enumerate(program.slots) if s.differentiable), None)
     if index is None:
         return None
