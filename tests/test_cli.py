@@ -311,7 +311,7 @@ def test_max_memory_from_the_command_line_chooses_the_mode(run_cli: Run) -> None
     ("1e400", "Error: --max-memory '1e400' must be a size like 512MiB or 2GiB"),
     ("1KiB", "Error: --max-memory is 1024 bytes, below 1MiB"),
     ("2PiB", "Error: --max-memory '2PiB' must be a size like 512MiB or 2GiB"),
-    ("2000TiB", "Error: --max-memory is 2000.0TiB, more than 1PiB"),
+    ("2000TiB", "Error: --max-memory is 2.0PiB, more than 1PiB"),
 ])
 def test_malformed_max_memory_is_one_error_line(run_cli: Run, size: str, message: str) -> None:
     result = run_cli(["check", fixture_target("custom_gradient_correct"), "--max-memory", size])

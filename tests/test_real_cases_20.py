@@ -35,9 +35,9 @@ def _line_of(snippet: str) -> int:
 
 def _line(result: CheckResult) -> int:
     assert result.location is not None, result.message
-    path, line = result.location.rsplit(":", 1)
-    assert path.endswith(f"{MODULE}.py"), result.location
-    return int(line)
+    assert result.location.path.endswith(f"{MODULE}.py"), result.location
+    assert result.location.line is not None, result.location
+    return result.location.line
 
 
 def _kind(report: Report, kind: str) -> list[CheckResult]:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gradcheck.errors import UsageError
+from gradcheck.evidence.gradients import CutPath
 from gradcheck.options import options_from
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.artifacts import write_artifacts
@@ -44,8 +45,8 @@ def test_a_real_report_saves_every_array_of_its_block(tmp_path: Path) -> None:
 def test_names_with_brackets_and_cut_paths() -> None:
     block = Block("y['mean']", "x", np.ones((2,)), np.ones((2,)), np.zeros(2),
                   np.array([1e-8, np.nan]), np.array(1.0), vjp=np.ones(2))
-    cut = CheckResult("connected", "fail", "cut", input="w", output="y[1]",
-                      details={"finite_difference": [[2.0, 0.0], [0.0, 2.0]]})
+    cut = CheckResult("connected", "fail", input="w", output="y[1]",
+                      evidence=CutPath([[2.0, 0.0], [0.0, 2.0]], magnitude=2.0))
     report = Report("f.py:f", (TensorInfo("x", (2,), "float64"), TensorInfo("w", (2,), "float64")),
                     (TensorInfo("y['mean']", (), "float64"), TensorInfo("y[1]", (2,), "float64")),
                     (cut,), blocks=(block,))
