@@ -108,3 +108,21 @@ def test_a_float64_npy_input_is_not_demoted(tmp_path: object) -> None:
     report = gradcheck.check(harness.scaled, tf.constant([1.0, 2.0], tf.float64))
     assert not report.ok
     assert report.inputs[0].dtype == "float64"
+
+
+def test_a_trace_that_raises_inside_tf_scan_leaves_no_state_behind() -> None:
+    """TensorFlow leaves a caching device on the global variable scope when a traced tf.scan
+    body raises; gradcheck's compiled check traces f, so the next check (here, of a
+    tf.recompute_grad, whose eager backward re-enters that scope) must not inherit it."""
+    scanned = gradcheck.check(harness.scan_with_python_branch, np.array([1.0, -2.0, 3.0]))
+    assert "warn" in _statuses(scanned)["compiled"], scanned.checks
+    assert tf.compat.v1.get_variable_scope().caching_device is None
+    report = gradcheck.check(harness.recomputed, np.array([0.5, -1.0]))
+    assert report.ok, [c.message for c in report.checks if c.failed]
+
+
+def test_a_raising_trace_inside_one_check_does_not_break_its_eager_gradients() -> None:
+    report = gradcheck.check(harness.recomputed_after_scan, np.array([1.0, -2.0, 3.0]), order=2)
+    assert [(c.check, c.status) for c in report.checks if c.status not in ("pass", "skip")] == [
+        ("compiled", "warn")], report.checks
+    assert any(c.check == "second-order" and c.status == "pass" for c in report.checks)

@@ -109,12 +109,6 @@ def test_the_catalogue_covers_what_issue_9_asks() -> None:
 @pytest.mark.parametrize(("case", "mode"), _params(CASES))
 def test_a_correct_function_gets_no_false_alarm(results: Runner, case: Case, mode: str) -> None:
     outcome = results.get(case, mode, "plain")
-    if case.name == "tf.recompute_grad" and "Caching devices is not yet supported" in str(
-            outcome.findings):
-        # A known gradcheck defect, seen only after other tests ran in the same process: the
-        # site's VJP is recorded inside a while-loop's variable scope (caching device set), and
-        # recompute_grad's eager backward re-enters that scope. Open: not hidden as a pass.
-        pytest.xfail("known: recompute_grad's backward re-enters a while-loop variable scope")
     _assert_correct(case, outcome)
 
 

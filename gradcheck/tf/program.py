@@ -17,7 +17,7 @@ from gradcheck.errors import FunctionError, InputError, Phase
 from gradcheck.load.inputs import OutputPath
 from gradcheck.load.locations import exception_location
 from gradcheck.report import Spelled
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.tf.runtime import tensorflow, variable_scope_kept
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 # A complex tensor is checked as the real tensor of its (real, imaginary) parts, stacked on a
@@ -172,7 +172,8 @@ class Program:
     def call(self, replacements: dict[int, Any] | None = None) -> Any:
         """f(*args, **kwargs), with `replacements` for some arguments (index -> value)."""
         args, kwargs = self.arguments(replacements)
-        return self.function(*args, **kwargs)
+        with variable_scope_kept():
+            return self.function(*args, **kwargs)
 
     def call_converted(self, replacements: dict[int, Any] | None = None) -> Any:
         """`call` inside a tf.function traced without AutoGraph, f converted by AutoGraph as
@@ -180,7 +181,8 @@ class Program:
         gradcheck's code around it: converting that costs about a second in a new process."""
         args, kwargs = self.arguments(replacements)
         try:
-            return _autographed_call()(self.function, args, kwargs)
+            with variable_scope_kept():
+                return _autographed_call()(self.function, args, kwargs)
         except Exception as exc:
             # As tf.function does: the error names the user's lines, not AutoGraph's rewrite.
             metadata = getattr(exc, "ag_error_metadata", None)

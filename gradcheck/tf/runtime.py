@@ -54,6 +54,22 @@ def silenced_stderr_fd() -> Iterator[None]:
         os.close(saved)
 
 
+@contextlib.contextmanager
+def variable_scope_kept() -> Iterator[None]:
+    """Restore the global variable scope's caching device on the way out. tf.scan, tf.foldl and
+    the v1 RNNs set one while they trace their loop body and clear it only if the body returns,
+    so a trace that raises (gradcheck traces f on purpose: tf.function, XLA) would leave it set,
+    and every later eager tf.recompute_grad in the process would raise "Caching devices is not
+    yet supported when eager execution is enabled"."""
+    scope = tensorflow().compat.v1.get_variable_scope()
+    device = scope.caching_device
+    try:
+        yield
+    finally:
+        if scope.caching_device is not device:
+            scope._caching_device = device  # set_caching_device refuses to run eagerly
+
+
 def imported() -> Any:
     """Import TensorFlow once, without its start-up log lines, and run nothing: a process that
     has run no TensorFlow op can still be forked safely (the fork server of gradcheck.isolation
