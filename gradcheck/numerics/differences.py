@@ -76,10 +76,15 @@ def rounding_error(eps: float, step: Any, *magnitudes: Any) -> Any:
     return eps * sum(magnitudes) / step
 
 
+def richardson_step(d1: Any, d2: Any) -> Any:
+    """Richardson's (4 D(h) - D(2h)) / 3 from central quotients with steps h and 2h."""
+    return (4.0 * d1 - d2) / 3.0
+
+
 def extrapolate(d1: Any, d2: Any, rounding: Any) -> tuple[Any, Any]:
-    """Richardson's (4 D(h) - D(2h)) / 3 from central quotients with steps h and 2h, and its
-    error estimate: |D(h) - D(2h)| (the truncation of D(h)) plus `rounding`."""
-    return (4.0 * d1 - d2) / 3.0, np.abs(d1 - d2) + rounding
+    """`richardson_step` and its error estimate: |D(h) - D(2h)| (the truncation of D(h)) plus
+    `rounding`."""
+    return richardson_step(d1, d2), np.abs(d1 - d2) + rounding
 
 
 def second_difference(plus: Any, centre: Any, minus: Any) -> Any:
@@ -103,12 +108,18 @@ def _richardson(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2
     extrapolated, estimate = extrapolate(
         d1, central_quotient(plus2, minus2, 2.0 * step),
         rounding_error(eps, step, np.abs(plus1), np.abs(minus1), np.abs(plus2), np.abs(minus2)))
+    return extrapolated, estimate, kinks(plus1, minus1, plus2, minus2, f0, d1, step, eps)
+
+
+def kinks(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.ndarray,
+          f0: np.ndarray, d1: np.ndarray, step: np.ndarray, eps: float) -> np.ndarray:
+    """Where the values at x ± h and x ± 2h show a kink between x - h and x + h: a second
+    difference above rounding and the slope, which does not grow fourfold at twice the step."""
     jump1 = second_difference(plus1, f0, minus1)
     jump2 = second_difference(plus2, f0, minus2)
     noise = 100.0 * eps * (np.abs(plus1) + np.abs(minus1) + 2.0 * np.abs(f0))
     significant = (jump1 > noise) & (jump1 / step > 1e-3 * (np.abs(d1) + 1e-3))
-    kink = significant & (jump2 < KINK_RATIO * jump1)
-    return extrapolated, estimate, kink
+    return np.asarray(significant & (jump2 < KINK_RATIO * jump1))
 
 
 def to_block(a: np.ndarray, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> np.ndarray:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.numerics.differences import KINK_RATIO, FiniteDifference, to_block
+from gradcheck.numerics.differences import FiniteDifference, kinks, richardson_step, to_block
 
 MACHINE_EPS = float(np.finfo(np.float32).eps)
 BASE_STEP = 2.0**-6
@@ -117,8 +117,7 @@ def richardson(values: np.ndarray, centre: np.ndarray, steps: Float32Steps, h: n
     width = widths(steps.x, h, index)
     f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
     d = [(values[:, 2 * c] - values[:, 2 * c + 1]) / width[:, c, None] for c in range(3)]
-    extrapolated = (4.0 * d[0] - d[1]) / 3.0
-    coarser = (4.0 * d[1] - d[2]) / 3.0
+    extrapolated, coarser = richardson_step(d[0], d[1]), richardson_step(d[1], d[2])
     with np.errstate(invalid="ignore"):
         # Where x ± 4h leaves f's domain, |D(h) - D(2h)| bounds the truncation instead.
         truncation = np.where(np.isfinite(coarser),
@@ -126,12 +125,8 @@ def richardson(values: np.ndarray, centre: np.ndarray, steps: Float32Steps, h: n
                               np.abs(d[0] - d[1]))
     estimate = truncation + _rounding(values, f0, steps.noise[None, :], width)
     plus1, minus1, plus2, minus2 = (values[:, k] for k in range(4))
-    jump1 = np.abs(plus1 - 2.0 * f0 + minus1)
-    jump2 = np.abs(plus2 - 2.0 * f0 + minus2)
-    floor = 100.0 * MACHINE_EPS * (np.abs(plus1) + np.abs(minus1) + 2.0 * np.abs(f0))
-    significant = (jump1 > floor) & (jump1 / (width[:, 0, None] / 2.0)
-                                     > 1e-3 * (np.abs(d[0]) + 1e-3))
-    return extrapolated, estimate, significant & (jump2 < KINK_RATIO * jump1)
+    kink = kinks(plus1, minus1, plus2, minus2, f0, d[0], width[:, 0, None] / 2.0, MACHINE_EPS)
+    return extrapolated, estimate, kink
 
 
 def finite_difference(evaluations: np.ndarray, centre: np.ndarray, h: np.ndarray,
