@@ -126,3 +126,20 @@ def test_a_raising_trace_inside_one_check_does_not_break_its_eager_gradients() -
     assert [(c.check, c.status) for c in report.checks if c.status not in ("pass", "skip")] == [
         ("compiled", "warn")], report.checks
     assert any(c.check == "second-order" and c.status == "pass" for c in report.checks)
+
+
+@pytest.mark.parametrize(("function", "other"), [
+    ("reversal_slightly_wrong", np.array([-1.0])), ("dead_relu_beside", np.array([-1.0]))])
+def test_an_argument_f_does_not_depend_on_here_is_not_float32_rounding(
+        function: str, other: np.ndarray) -> None:
+    """Unmoved outputs under a 1e-10 move of an argument that f ignores at this point are not
+    a float32 cast inside: float64 tolerances stay, and a 3e-5 grad_fn error is caught."""
+    report = gradcheck.check(getattr(harness, function), np.array([0.5, -1.0]), other)
+    assert not any("to float32 inside" in note for note in report.notes), report.notes
+    assert "fail" in _statuses(report)["custom-gradient"], report.checks
+
+
+def test_a_float32_cast_inside_a_float64_function_sizes_the_check_for_float32() -> None:
+    report = gradcheck.check(harness.casts_to_float32_inside, np.array([0.5, -1.0, 2.0]))
+    assert any("rounds its float64 input x to float32 inside" in note for note in report.notes)
+    assert report.ok, [c.message for c in report.checks if c.failed]

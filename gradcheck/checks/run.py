@@ -79,22 +79,34 @@ def _lowest_precision(dtypes: Sequence[str]) -> str:
 
 def _rounds_to_float32(recording: Recording, diff_outputs: Sequence[int]) -> str | None:
     """The float64 argument that f rounds to float32 inside (a float32 Keras Input layer, a
-    tf.cast): moved far less than float32 can resolve, no output changes at all."""
+    tf.cast): moved far less than float32 can resolve, no output changes at all, while a move
+    float32 resolves does change them (else f does not depend on it here: an argument only a
+    grad_fn reads, a relu that is off)."""
     program = recording.program
     for index, slot in enumerate(program.slots):
         if not (slot.differentiable and slot.argument) or slot.dtype != "float64":
             continue
         x = program.value_of(index)
-        sign = np.where(np.arange(x.size).reshape(x.shape) % 2 == 0, 1.0, -1.0)
-        try:
-            moved = flatten_outputs(program.call_at({index: x + 1e-10 * np.maximum(
-                np.abs(x), 1.0) * sign}))
-        except (Exception, SystemExit):
+        direction = np.where(np.arange(x.size).reshape(x.shape) % 2 == 0, 1.0, -1.0) * np.maximum(
+            np.abs(x), 1.0)
+        unmoved = _unmoved(recording, diff_outputs, index, x + 1e-10 * direction)
+        if unmoved is None:
             return None  # f raising off its point is found (and reported) by the checks
-        if all(np.array_equal(np.asarray(moved[k].tensor), np.asarray(recording.outputs[k].tensor))
-               for k in diff_outputs):
+        if unmoved and _unmoved(recording, diff_outputs, index, x + 1e-4 * direction) is False:
             return slot.name
     return None
+
+
+def _unmoved(recording: Recording, diff_outputs: Sequence[int], index: int,
+             value: np.ndarray) -> bool | None:
+    """Whether f's differentiable outputs are bit for bit the same with argument `index` at
+    `value` (None: f raised there)."""
+    try:
+        moved = flatten_outputs(recording.program.call_at({index: value}))
+    except (Exception, SystemExit):
+        return None
+    return all(np.array_equal(np.asarray(moved[k].tensor), np.asarray(recording.outputs[k].tensor))
+               for k in diff_outputs)
 
 
 def _sizing_dtype(recording: Recording, diff_outputs: Sequence[int]) -> tuple[str, str | None]:
