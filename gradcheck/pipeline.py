@@ -104,9 +104,15 @@ def check_callable(function: Callable[..., Any], arguments: Callable[[], Argumen
     a factory of one, at the given arguments; every custom gradient it calls is observed
     (however it was defined or imported) unless `instrument` is False."""
     from gradcheck.diagnosis.diagnose import diagnose
+    from gradcheck.errors import LoadError
     from gradcheck.load.inputs import name_arguments
+    from gradcheck.load.target import graph_mode_error
     from gradcheck.tf.instrument import observing_custom_gradients
     from gradcheck.tf.keras import keras_target
+    from gradcheck.tf.runtime import eager_disabled
+
+    if eager_disabled():
+        raise LoadError(graph_mode_error(function))
 
     with observing_custom_gradients(instrument) as observer:
         function, notes = keras_target(function, options.training)

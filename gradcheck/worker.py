@@ -128,6 +128,10 @@ def _run(job: Any, channel: Channel) -> Outcome:
         return Outcome(None, unexpected_error(exc, job.name), time.perf_counter() - start)
     finally:
         stop.set()
+        if "tensorflow" in sys.modules:
+            from gradcheck.tf.runtime import enable_eager_again
+
+            enable_eager_again()  # a TF1 module imported by this job must not stop the next
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()

@@ -46,6 +46,11 @@ MATRIX = [
     bad("import-error-inside-module", ("check", "bad/import_error.py:f"),
         "importing module 'import_error' failed: No module named"
         " 'not_an_installed_package_gradcheck' (at bad/import_error.py:4)"),
+    bad("eager-execution-disabled", ("check", "bad/graph_mode.py:f", "-i", "[1.0, 2.0]"),
+        "eager execution is disabled (bad/graph_mode.py:3 calls"
+        " tf.compat.v1.disable_eager_execution() or disable_v2_behavior()): gradcheck checks"
+        " TensorFlow 2 code, which runs eagerly; remove that call (graph-mode code can be"
+        " wrapped in tf.function instead)"),
     bad("module-raises-on-import", ("check", "bad/import_raises.py:f"),
         "importing module 'import_raises' raised KeyError: 'learning_rate'"
         " (at bad/import_raises.py:4)"),

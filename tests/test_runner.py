@@ -88,6 +88,21 @@ def test_a_crashing_or_hanging_check_never_stops_the_others(tmp_path: Path,
     assert 0 < hangs.seconds < 2 + 30  # killed at its limit (which counts start-up), not later
 
 
+def test_a_module_that_disables_eager_execution_does_not_stop_the_next_checks(
+        tmp_path: Path, started_tensorflow: None) -> None:
+    path = write_config(
+        tmp_path,
+        f'name = "tf1"\ntarget = "{BAD}/graph_mode.py:f"\ninput = ["[1.0, 2.0]"]',
+        f'name = "good"\ntarget = "{FIXTURES}/two_in_two_out.py:f"',
+    )
+    result = run_all(load_config(str(path)).checks)
+    outcomes = {o.name: o for o in result.outcomes}
+    assert (outcomes["tf1"].status, int(outcomes["tf1"].exit_code)) == ("error", 2)
+    assert outcomes["tf1"].error is not None and "bad/graph_mode.py:3 calls" in outcomes[
+        "tf1"].error
+    assert outcomes["good"].status == "pass", outcomes["good"].error
+
+
 @pytest.mark.parametrize(("codes", "expected"), [
     ((), 0), ((0, 0), 0), ((0, 1), 1), ((1, 2, 0), 2), ((2, 3, 1), 3), ((3, 0), 3),
     ((4, 3, 1), 4),

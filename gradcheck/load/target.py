@@ -248,3 +248,25 @@ def load_attribute(spec: str, search_path: str = ".") -> Any:
     """Any attribute named by `module:attr` (e.g. an --inputs provider), callable or not."""
     module_part, attr_path = split_spec(spec)
     return resolve_attribute(import_module(module_part, search_path), module_part, attr_path)
+
+
+_GRAPH_MODE_CALLS = ("disable_eager_execution(", "disable_v2_behavior(")
+
+
+def graph_mode_error(function: Callable[..., Any]) -> str:
+    """Why f cannot be checked when eager execution was disabled, at the line that did it if
+    f's module has one."""
+    where = "the process"
+    module = inspect.getmodule(function)
+    path = getattr(module, "__file__", None)
+    if path and os.path.isfile(path):
+        with open(path, encoding="utf-8", errors="replace") as source:
+            for number, line in enumerate(source, start=1):
+                if any(call in line for call in _GRAPH_MODE_CALLS) and not \
+                        line.lstrip().startswith("#"):
+                    where = f"{relative_path(path)}:{number}"
+                    break
+    return (f"eager execution is disabled ({where} calls"
+            " tf.compat.v1.disable_eager_execution() or disable_v2_behavior()): gradcheck checks"
+            " TensorFlow 2 code, which runs eagerly; remove that call (graph-mode code can be"
+            " wrapped in tf.function instead)")

@@ -70,6 +70,21 @@ def variable_scope_kept() -> Iterator[None]:
             scope._caching_device = device  # set_caching_device refuses to run eagerly
 
 
+def eager_disabled() -> bool:
+    """Whether eager execution is off (tf.compat.v1.disable_eager_execution())."""
+    return not bool(tensorflow().executing_eagerly())
+
+
+def enable_eager_again() -> None:
+    """Undo tf.compat.v1.disable_eager_execution() in a worker process, which goes on checking
+    other TARGETs (TensorFlow's enable_eager_execution refuses once graphs exist)."""
+    from tensorflow.python.eager import context
+
+    if not context.executing_eagerly():
+        context.default_execution_mode = context.EAGER_MODE
+        context.context()._thread_local_data.is_eager = True
+
+
 def imported() -> Any:
     """Import TensorFlow once, without its start-up log lines, and run nothing: a process that
     has run no TensorFlow op can still be forked safely (the fork server of gradcheck.isolation
