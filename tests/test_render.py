@@ -63,3 +63,20 @@ def test_table_sorts_worst_first_and_summarises() -> None:
 def test_ok_report_summary() -> None:
     report = Report("t:f", (), (), (CheckResult("jacobian", "pass", "ok"),))
     assert report.ok and render_text(report).splitlines()[-1] == "OK t:f: 1 passed"
+
+
+def test_a_block_of_a_rank_2_output_is_shown_one_row_per_output_element() -> None:
+    from gradcheck.evidence.comparison import JacobianMatch
+
+    block = [[[1.0, 0, 0, 0], [0, 2.0, 0, 0]], [[0, 0, 3.0, 0], [0, 0, 0, 4.0]]]
+    report = Report(
+        target="t:f", inputs=(TensorInfo("x", (4,), "float64"),),
+        outputs=(TensorInfo("y", (2, 2), "float64"),),
+        checks=(CheckResult("jacobian", "pass", input="x", output="y", max_abs_err=0.0,
+                            max_rel_err=0.0, excess=0.0, evidence=JacobianMatch(
+            autodiff=block, finite_difference=block, shape=[2, 2, 4], fd_error_estimate=0.0,
+            atol=1e-8, rtol=1e-6)),))
+    text = render_text(report, show_matrices=True)
+    rows = [line.split() for line in text.splitlines() if line.strip()[:1].isdigit()]
+    assert rows == [[f"{v:g}" for v in r[:4]] * 2 for r in
+                    [[1, 0, 0, 0], [0, 2, 0, 0], [0, 0, 3, 0], [0, 0, 0, 4]]]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -139,12 +141,18 @@ def findings(report: Report) -> list[RenderableType]:
     return shown
 
 
-def _matrix_text(values: Any) -> str:
-    array = np.asarray(values, dtype=np.float64)
-    if array.ndim < 2:
-        array = array.reshape(1, -1) if array.ndim == 1 else array.reshape(1, 1)
-    array = array.reshape(array.shape[0], -1)
+def _matrix_text(values: Any, columns: int) -> str:
+    """A block of shape output + input as a matrix: one row per output element."""
+    array = np.asarray(values, dtype=np.float64).reshape(-1, max(columns, 1))
     return "\n".join(" ".join(f"{v:>11.6g}" for v in row) for row in array)
+
+
+def _input_size(report: Report, name: str | None, shape: Sequence[int]) -> int:
+    """How many elements the block's input has (its last axes), from the report's inputs."""
+    info = next((i for i in report.inputs if i.name == name), None)
+    if info is not None and tuple(shape[len(shape) - len(info.shape):]) == tuple(info.shape):
+        return math.prod(info.shape)
+    return math.prod(shape[1:]) if len(shape) > 1 else math.prod(shape)
 
 
 MATRIX_KINDS = {Kind.JACOBIAN: "autodiff (tape.jacobian)",
@@ -168,7 +176,8 @@ def jacobian_matrices(report: Report) -> list[RenderableType]:
         grid = Table(title=title, title_justify="left", show_edge=False, box=None)
         grid.add_column(MATRIX_KINDS[result.check])
         grid.add_column("finite differences")
-        grid.add_row(_matrix_text(autodiff), _matrix_text(fd))
+        columns = _input_size(report, result.input, judged.shape)
+        grid.add_row(_matrix_text(autodiff, columns), _matrix_text(fd, columns))
         shown.append(grid)
     return shown
 
