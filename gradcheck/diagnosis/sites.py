@@ -63,6 +63,7 @@ def _judged(site: Site, named: Sequence[NamedArgument]
         return decorated(*args, **keywords)
 
     judged.__name__ = site.name
+    judged.__wrapped__ = decorated  # type: ignore[attr-defined]  # its variables' user names
     return judged, [replace(n, position=index) for index, n in enumerate(chosen)]
 
 

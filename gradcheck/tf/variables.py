@@ -27,19 +27,68 @@ def _tf_variable(weight: Any) -> Any:
     return inner if isinstance(inner, tf.Variable) else weight
 
 
-def variable_name(variable: Any, function: Any) -> str:
-    """dense/kernel for a Keras weight (the model's own name left out), the Python name of a
-    module-level variable, else the variable's own name."""
-    for weight in _keras_weights(function):
-        if _tf_variable(weight) is variable:
-            path = str(getattr(weight, "path", None) or weight.name).split(":")[0]
-            prefix = f"{getattr(function, 'name', '')}/"
-            return path[len(prefix):] if path.startswith(prefix) else path
-    namespace = getattr(function, "__globals__", {})
-    for name, value in namespace.items():
-        if value is variable and not name.startswith("_"):
-            return name
-    return str(variable.name).split(":")[0]
+def _keras_path(weight: Any, function: Any) -> str:
+    path = str(getattr(weight, "path", None) or weight.name).split(":")[0]
+    prefix = f"{getattr(function, 'name', '')}/"
+    return path[len(prefix):] if path.startswith(prefix) else path
+
+
+def _python_names(function: Any) -> list[tuple[str, Any]]:
+    """The names f's code can reach: its closure's, then its module's (through wrappers such as
+    tf.function and functools.wraps, whose own globals are a library's)."""
+    named: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+    current = function
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = getattr(current, "__code__", None)
+        cells = getattr(current, "__closure__", None) or ()
+        if code is not None:
+            for name, cell in zip(code.co_freevars, cells):
+                try:
+                    named.append((name, cell.cell_contents))
+                except ValueError:  # an empty cell
+                    continue
+        named += list(getattr(current, "__globals__", {}).items())
+        current = getattr(current, "__wrapped__", None) or getattr(
+            current, "python_function", None)
+    return [(name, value) for name, value in named if not name.startswith("_")]
+
+
+def _module_path(module: Any, variable: Any) -> str | None:
+    """kernel.lengthscales for a variable inside a tf.Module (GPflow, Sonnet, TFP): its
+    attribute path, private parts (a parameter's _pretransformed_input) left out."""
+    try:
+        found = module._flatten(predicate=lambda v: v is variable, with_path=True)
+        path, _ = next(iter(found))
+    except (StopIteration, AttributeError, TypeError, ValueError):
+        return None
+    parts = [str(p) for p in path]
+    public = [p for p in parts if not p.startswith("_")]
+    return ".".join(public or parts)
+
+
+class VariableNames:
+    """How the user's code names each variable f reads: dense/kernel for a Keras weight (the
+    model's own name left out), the Python name of a variable f's code reaches, the attribute
+    path inside a tf.Module it reaches (model.kernel.variance), else the variable's own name."""
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+        self.names = _python_names(function)
+
+    def __call__(self, variable: Any) -> str:
+        for weight in _keras_weights(self.function):
+            if _tf_variable(weight) is variable:
+                return _keras_path(weight, self.function)
+        for name, value in self.names:
+            if value is variable:
+                return name
+        tf = tensorflow()
+        for name, value in self.names:
+            if isinstance(value, tf.Module) and (path := _module_path(value, variable)):
+                return f"{name}.{path}"
+        return str(variable.name).split(":")[0]
 
 
 def unread_weights(function: Any, read: Sequence[Any]) -> list[Any]:
@@ -61,11 +110,12 @@ def variable_slots(program: Program, read: Sequence[Any]) -> tuple[list[Slot], l
     it did not read under the tape) that are not its arguments; notes for the others
     (non-trainable: listed, not checked)."""
     arguments = [slot.value for slot in program.slots if slot.is_variable]
+    variable_name = VariableNames(program.function)
     slots, notes, taken = [], [], set()
     for variable in [*read, *unread_weights(program.function, read)]:
         if any(variable is a for a in arguments) or variable.dtype.name not in FLOAT_DTYPES:
             continue
-        name = variable_name(variable, program.function)
+        name = variable_name(variable)
         while name in taken or any(s.name == name for s in program.slots):
             name += "'"
         taken.add(name)
