@@ -109,6 +109,7 @@ def _rounding(values: np.ndarray, f0: np.ndarray, noise: np.ndarray,
     return per_value * coefficient[:, None]
 
 
+@np.errstate(all="ignore")  # values at x ± c·h may overflow: non-finite ones are judged later
 def richardson(values: np.ndarray, centre: np.ndarray, steps: Float32Steps, h: np.ndarray,
                elements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Extrapolated derivative, error estimate and kink flags (k, m) of the listed elements,
@@ -118,11 +119,10 @@ def richardson(values: np.ndarray, centre: np.ndarray, steps: Float32Steps, h: n
     f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
     d = [(values[:, 2 * c] - values[:, 2 * c + 1]) / width[:, c, None] for c in range(3)]
     extrapolated, coarser = richardson_step(d[0], d[1]), richardson_step(d[1], d[2])
-    with np.errstate(invalid="ignore"):
-        # Where x ± 4h leaves f's domain, |D(h) - D(2h)| bounds the truncation instead.
-        truncation = np.where(np.isfinite(coarser),
-                              np.abs(extrapolated - coarser) / TRUNCATION_DIVISOR,
-                              np.abs(d[0] - d[1]))
+    # Where x ± 4h leaves f's domain, |D(h) - D(2h)| bounds the truncation instead.
+    truncation = np.where(np.isfinite(coarser),
+                          np.abs(extrapolated - coarser) / TRUNCATION_DIVISOR,
+                          np.abs(d[0] - d[1]))
     estimate = truncation + _rounding(values, f0, steps.noise[None, :], width)
     plus1, minus1, plus2, minus2 = (values[:, k] for k in range(4))
     kink = kinks(plus1, minus1, plus2, minus2, f0, d[0], width[:, 0, None] / 2.0, MACHINE_EPS)
