@@ -35,6 +35,8 @@ SHAPE_3 = (*CHECK_F, "--shape", "3")
 
 MATRIX = [
     # TARGET and loading
+    bad("option-of-another-command", ("check", "bad/raises.py:f", "--explain"),
+        "No such option '--explain': it is an option of gradcheck vjp"),
     bad("empty-target", ("check", ""), f"TARGET is empty; expected {FORMAT}"),
     bad("garbled-target", ("check", "softplus"), f"TARGET 'softplus' must be {FORMAT}"),
     bad("bad-attribute-path", ("check", "bad/raises.py:f-1"),

@@ -48,6 +48,14 @@ class GradcheckGroup(click.Group):
     """Click's own usage errors become one `Error:` line and exit code 2; a bug of gradcheck's
     own in this process, one `Error:` line and exit code 4 (its traceback with --traceback)."""
 
+    def _elsewhere(self, exc: click.UsageError) -> str:
+        """For an option this command lacks, the commands that have it."""
+        if not isinstance(exc, click.NoSuchOption):
+            return ""
+        owners = [f"gradcheck {name}" for name, command in sorted(self.commands.items())
+                  if any(exc.option_name in param.opts for param in command.params)]
+        return f": it is an option of {' and '.join(owners)}" if owners else ""
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         arguments = list(kwargs.get("args") or (args[0] if args else sys.argv[1:]))
@@ -55,11 +63,14 @@ class GradcheckGroup(click.Group):
             with _terminated_as_interrupt():
                 result = super().main(*args, **kwargs)
         except click.UsageError as exc:
-            click.echo(f"Error: {exc.format_message()}", err=True)
+            elsewhere = self._elsewhere(exc)
+            message = (exc.format_message().rstrip(".") + elsewhere if elsewhere
+                       else exc.format_message())
+            click.echo(f"Error: {message}", err=True)
             if _requested_format(arguments) == "json":
                 from gradcheck.render.json_format import render_error_json
 
-                click.echo(render_error_json(exc.format_message(), int(ExitCode.USAGE_ERROR)))
+                click.echo(render_error_json(message, int(ExitCode.USAGE_ERROR)))
             sys.exit(int(ExitCode.USAGE_ERROR))
         except click.Abort as exc:  # click's wrapping of KeyboardInterrupt (Ctrl-C, SIGTERM)
             reason = getattr(exc.__cause__, "reason", Interrupted().reason)
