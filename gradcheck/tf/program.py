@@ -262,6 +262,13 @@ def function_name(function: Callable[..., Any]) -> str:
     return str(getattr(function, "__name__", None) or getattr(function, "name", None) or "f")
 
 
+def _shortened(text: str, limit: int = 200) -> str:
+    """At most `limit` characters, cut after a whole word and marked."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(" ,;:") + " …"
+
+
 def first_line(exc: BaseException) -> str:
     """The error in one line; for a tf.function's 'in user code:' report, its last line (the
     underlying error); for Keras's 'Exception encountered when calling' wrapper, the error it
@@ -274,9 +281,9 @@ def first_line(exc: BaseException) -> str:
         lines = list(itertools.takewhile(lambda line: "rguments received by" not in line,
                                          lines[1:])) or lines
     if lines and lines[0] == "in user code:" and len(lines) > 1:
-        message = _TF_ERROR_NOISE.sub("", lines[-1]).strip()[:200]
+        message = _shortened(_TF_ERROR_NOISE.sub("", lines[-1]).strip())
     else:
-        line = _TF_ERROR_NOISE.sub("", lines[0]).strip()[:200] if lines else ""
+        line = _shortened(_TF_ERROR_NOISE.sub("", lines[0]).strip()) if lines else ""
         message = f"{type(exc).__name__}: {line}" if line else type(exc).__name__
     return message + (f" (in {layer})" if layer else "")
 
