@@ -15,6 +15,12 @@ from gradcheck.evidence.explain import (
     TargetExplanation,
     TensorView,
 )
+from gradcheck.render.sentences.explain import (
+    FORMULAS,
+    coincide_text,
+    misconception_text,
+    note_text,
+)
 from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
 
 
@@ -98,31 +104,32 @@ def _misconception(wrong: Misconception | None) -> dict[str, Any] | None:
     return {"compatible": wrong.compatible,
             "shape": None if wrong.shape is None else list(wrong.shape),
             "values": _view(wrong.values), "difference": _view(wrong.difference),
-            "max_abs_difference": wrong.max_abs_difference, "message": wrong.message}
+            "max_abs_difference": wrong.max_abs_difference, "message": misconception_text(wrong)}
 
 
-def _target_dict(target: TargetExplanation) -> dict[str, Any]:
+def _target_dict(entry: InputExplanation, target: TargetExplanation) -> dict[str, Any]:
     return {"output": target.output, "output_shape": list(target.output_shape),
             "jacobian": _view(target.jacobian), "jacobian_source": target.jacobian_source,
             "upstream": _view(target.upstream), "plain": _view(target.plain),
             "vjp": _view(target.vjp), "misconception": _misconception(target.misconception),
-            "diagonal": target.diagonal, "coincide": target.coincide, "error": target.error}
+            "diagonal": target.diagonal, "coincide": coincide_text(entry, target),
+            "error": target.error}
 
 
 def _input_dict(entry: InputExplanation) -> dict[str, Any]:
     return {"input": entry.input, "shape": list(entry.shape),
-            "targets": [_target_dict(target) for target in entry.targets],
+            "targets": [_target_dict(entry, target) for target in entry.targets],
             "several_targets": entry.several_targets, "plain": _view(entry.plain),
             "vjp": _view(entry.vjp), "finite_difference": _view(entry.finite_difference),
             "finite_difference_symmetrised": entry.finite_difference_symmetrised,
-            "max_abs_err": entry.max_abs_err, "error": entry.error, "note": entry.note,
+            "max_abs_err": entry.max_abs_err, "error": entry.error, "note": note_text(entry),
             "sum_of_contributions": _view(entry.sum_of_contributions),
             "misconception": _misconception(entry.misconception)}
 
 
 def explanation_dict(explanation: Explanation) -> dict[str, Any]:
     """The JSON report's `explain` object, field by field."""
-    return {"formulas": dict(explanation.formulas),
+    return {"formulas": dict(FORMULAS),
             "inputs": [_input_dict(entry) for entry in explanation.inputs]}
 
 
