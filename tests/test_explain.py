@@ -21,7 +21,7 @@ from gradcheck.render.sentences.explain import (
     FORMULAS,
     coincide_text,
     misconception_text,
-    note_text,
+    several_text,
 )
 
 from .conftest import FIXTURES, fixture_module, fixture_target
@@ -66,7 +66,7 @@ def test_matvec_gradient_times_u_is_not_u_transpose_j() -> None:
     assert not target.diagonal
     assert "J is not diagonal (e.g. ∂y[1]/∂x[0] = 3)" in coincide_text(entry, target)
     assert "they differ by up to 6" in coincide_text(entry, target)
-    assert not entry.several_targets and note_text(entry) is None
+    assert not entry.several_targets and several_text(entry) is None
     assert entry.max_abs_err < 1e-9
 
 
@@ -92,7 +92,7 @@ def test_two_targets_sum_their_contributions() -> None:
     np.testing.assert_array_equal(values(scaled.vjp), [3.0, -3.0])
     np.testing.assert_array_equal(values(entry.vjp), [7.0, -11.0])
     np.testing.assert_array_equal(values(entry.sum_of_contributions), [7.0, -11.0])
-    assert entry.several_targets and "feeds 2 targets" in str(note_text(entry))
+    assert entry.several_targets and "feeds 2 targets" in str(several_text(entry))
     assert "single element" in coincide_text(entry, total)
     assert coincide_text(entry, scaled).startswith("J is diagonal")
 

@@ -21,7 +21,7 @@ from gradcheck.render.sentences.explain import (
     FORMULAS,
     coincide_text,
     misconception_text,
-    note_text,
+    several_text,
 )
 
 
@@ -128,7 +128,7 @@ def _finite_difference_line(entry: InputExplanation) -> Text:
 
 def input_explanation(entry: InputExplanation) -> RenderableType:
     parts: list[RenderableType] = [input_table(entry)]
-    if note := note_text(entry):
+    if note := several_text(entry):
         parts.append(Text(note))
     parts += [Text(f"• {target.output}: {coincide_text(entry, target)}")
               for target in entry.targets]

@@ -15,12 +15,14 @@ from gradcheck.evidence.explain import (
     TargetExplanation,
     TensorView,
 )
+from gradcheck.evidence.notes import Note
 from gradcheck.render.sentences.explain import (
     FORMULAS,
     coincide_text,
     misconception_text,
-    note_text,
+    several_text,
 )
+from gradcheck.render.sentences.notes import note_text
 from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
 
 
@@ -49,11 +51,13 @@ def tensor_dict(info: TensorInfo) -> dict[str, Any]:
 
 def _details(result: CheckResult) -> dict[str, Any]:
     """The evidence's public fields; a finding that re-tells another's (a custom gradient's
-    own check) or has no evidence publishes the details it was given."""
+    own check: diagnosis/custom_gradients.py hands its details on) or has no evidence
+    publishes the details it was given."""
     evidence = result.evidence
     if evidence is None or not public_fields(evidence):
         return dict(result.details)
-    return public_fields(evidence)
+    return {name: note_text(value) if isinstance(value, Note) else value
+            for name, value in public_fields(evidence).items()}
 
 
 def check_dict(result: CheckResult) -> dict[str, Any]:
@@ -82,7 +86,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "inputs": [tensor_dict(i) for i in report.inputs],
         "outputs": [tensor_dict(o) for o in report.outputs],
         "checks": [check_dict(c) for c in report.checks],
-        "notes": list(report.notes),
+        "notes": [note_text(note) for note in report.notes],
     }
     if report.explain is not None:
         data["explain"] = explanation_dict(report.explain)
@@ -122,7 +126,7 @@ def _input_dict(entry: InputExplanation) -> dict[str, Any]:
             "several_targets": entry.several_targets, "plain": _view(entry.plain),
             "vjp": _view(entry.vjp), "finite_difference": _view(entry.finite_difference),
             "finite_difference_symmetrised": entry.finite_difference_symmetrised,
-            "max_abs_err": entry.max_abs_err, "error": entry.error, "note": note_text(entry),
+            "max_abs_err": entry.max_abs_err, "error": entry.error, "note": several_text(entry),
             "sum_of_contributions": _view(entry.sum_of_contributions),
             "misconception": _misconception(entry.misconception)}
 

@@ -110,7 +110,7 @@ def coincide_text(entry: InputExplanation, target: TargetExplanation) -> str:
             " of this u (an all-ones u makes uᵀJ = 1ᵀJ; a random u tells them apart)")
 
 
-def note_text(entry: InputExplanation) -> str | None:
+def several_text(entry: InputExplanation) -> str | None:
     """With several targets, what one tape.gradient call over all of them sums."""
     if not entry.several_targets:
         return None
