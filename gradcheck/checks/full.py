@@ -26,7 +26,7 @@ from gradcheck.evidence.gradients import (
     KinkSite,
     UntrainedWeight,
 )
-from gradcheck.evidence.notes import Note, PointByPoint
+from gradcheck.evidence.notes import Note
 from gradcheck.numerics import differences, float32, judging, symmetric
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.mistakes import value_mistake
@@ -146,7 +146,7 @@ def _analysis(ctx: CheckContext, slot_index: int, evaluator: BatchEvaluator, h: 
             evaluator.chunk_size())
     notes: list[Note] = []
     if evaluator.fallback_reason and evaluator.strategy == "loop" and slot.argument:
-        notes.append(PointByPoint(slot.name, evaluator.fallback_reason))
+        notes.append(evaluator.fallback_reason)
     return SourceAnalysis(slot, evaluator, h, fd, dict(zip(ctx.diff_outputs, evaluations)),
                           dict(zip(ctx.diff_outputs, centres)),
                           np.zeros(h.size, dtype=bool), probe=probe), notes

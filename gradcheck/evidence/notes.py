@@ -163,10 +163,13 @@ class CalledTraining(Note):
 # How the gradients were taken (tf/recording.py, tf/batch.py, checks/full.py).
 @dataclasses.dataclass(frozen=True)
 class PointByPoint(Note):
-    """Finite differences for `input` evaluated f point by point, because `why`."""
+    """Finite differences for `input` evaluated f point by point: vectorised evaluation
+    raised `failed` (an exception's type), or `input` is a tf.Variable, or vectorisation is
+    off."""
 
     input: str
-    why: str
+    failed: str | None = None
+    variable: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

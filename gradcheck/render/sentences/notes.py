@@ -150,7 +150,9 @@ def _(note: CalledTraining) -> str:
 
 @note_text.register
 def _(note: PointByPoint) -> str:
-    return f"finite differences for {note.input} evaluated f point by point ({note.why})"
+    why = (f"vectorised evaluation failed ({note.failed})" if note.failed is not None else
+           f"{note.input} is a tf.Variable" if note.variable else "vectorisation is off")
+    return f"finite differences for {note.input} evaluated f point by point ({why})"
 
 
 @note_text.register
