@@ -54,10 +54,9 @@ def _details(result: CheckResult) -> dict[str, Any]:
     own check: diagnosis/custom_gradients.py hands its details on) or has no evidence
     publishes the details it was given."""
     evidence = result.evidence
-    if evidence is None or not public_fields(evidence):
-        return dict(result.details)
+    published = public_fields(evidence) if evidence is not None else {}
     return {name: note_text(value) if isinstance(value, Note) else value
-            for name, value in public_fields(evidence).items()}
+            for name, value in (published or result.details).items()}
 
 
 def check_dict(result: CheckResult) -> dict[str, Any]:
