@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradcheck import report as _report
+from gradcheck.evidence import notes as _notes
 from gradcheck.report import VERSION as __version__
 
 if TYPE_CHECKING:
@@ -20,8 +21,15 @@ def _report_views() -> Any:
     return display
 
 
+def _note_text(note: Any) -> str:
+    from gradcheck.render.sentences.notes import note_text
+
+    return note_text(note)
+
+
 # The root wires the layers: reports (the bottom) show themselves through gradcheck.render.
 _report.install_views(_report_views)
+_notes.install_text(_note_text)
 
 
 def __getattr__(name: str) -> Any:

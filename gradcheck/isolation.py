@@ -18,6 +18,7 @@ from typing import Any
 
 from gradcheck import failures, worker
 from gradcheck.errors import GradcheckError, InternalError, Interrupted, Phase, UsageError
+from gradcheck.evidence.notes import Retried
 from gradcheck.options import CheckOptions, memory_cap
 from gradcheck.protocol import Began, Broken, Outcome, Progress, Ready, Reply, Where
 from gradcheck.report import Report
@@ -38,8 +39,6 @@ from gradcheck.workers import (
 STARTUP_LIMIT = 120.0
 # How often a busy worker's memory is looked at.
 POLL_SECONDS = 0.25
-RETRY_NOTE = ("these results come from a new worker process with vectorisation off"
-              " (no pfor, no tf.vectorized_map)")
 
 
 @dataclass(frozen=True)
@@ -319,7 +318,7 @@ class _Supervisor:
         if index in self.retries:
             why = self.retries[index][1]
             if report is not None:
-                report = dataclasses.replace(report, notes=(f"{why}; {RETRY_NOTE}", *report.notes))
+                report = dataclasses.replace(report, notes=(Retried(why), *report.notes))
             if error is not None:
                 error = type(error)(
                     f"{why}; checked again without vectorisation: {error.message}",

@@ -10,6 +10,7 @@ from typing import Any
 from gradcheck.errors import ExitCode
 from gradcheck.evidence import Evidence, Location, public_fields
 from gradcheck.evidence.explain import Explanation
+from gradcheck.evidence.notes import Note
 
 VERSION = "0.1.0"
 
@@ -203,6 +204,8 @@ class CheckResult:
     # The largest error / allowed ratio: the number that decided the verdict (> 1 fails).
     excess: float | None = None
     cause: Cause | None = None
+    # The evidence's public fields, kept only for diagnosis/custom_gradients.py (_translated
+    # reads a site's own findings' details and hands them on): remove once it reads evidence.
     details: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
     evidence: Evidence | None = dataclasses.field(default=None, compare=False)
     attributed_to: Attribution | None = None
@@ -215,7 +218,7 @@ class CheckResult:
         # dataclasses.replace is never kept.
         if self.evidence is not None:
             object.__setattr__(self, "message", str(_views().message(self)))
-            if not self.details:  # read by what is not yet converted to typed evidence
+            if not self.details:  # for diagnosis/custom_gradients.py, the last reader
                 object.__setattr__(self, "details", public_fields(self.evidence))
 
     @property
@@ -284,7 +287,8 @@ class Report:
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
     checks: tuple[CheckResult, ...]
-    notes: tuple[str, ...] = ()
+    # Typed notes (gradcheck.evidence.notes); a hand-built report may give their text.
+    notes: tuple[Note | str, ...] = ()
     explain: Explanation | None = None
     blocks: tuple[Block, ...] = ()
 

@@ -13,6 +13,8 @@ from click.testing import CliRunner, Result
 
 from gradcheck.cli import cli
 from gradcheck.load.target import import_module
+from gradcheck.render.json_format import check_dict
+from gradcheck.render.sentences.notes import note_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -27,6 +29,16 @@ def started_tensorflow() -> None:
 
     target = fixture_target("two_in_two_out")
     run_jobs([Job(check_request, (TargetRequest(target),), CheckOptions(), "f", target)])
+
+
+def details(result: Any) -> dict[str, Any]:
+    """A finding's JSON `details`: its evidence's public fields (a note as its sentence)."""
+    return dict(check_dict(result)["details"])
+
+
+def notes(holder: Any) -> tuple[str, ...]:
+    """What a report's (or a prepared or recorded program's) notes say."""
+    return tuple(note_text(note) for note in holder.notes)
 
 
 def fixture_module(name: str) -> ModuleType:

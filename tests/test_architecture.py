@@ -1,5 +1,5 @@
 """The package's shape, read from its source (no TensorFlow): sentences are made only in
-gradcheck/render/, from the evidence the core builds."""
+gradcheck/render/, from the evidence and notes the core builds."""
 
 from __future__ import annotations
 
@@ -62,3 +62,47 @@ def test_the_check_finds_a_worded_finding() -> None:
                      'CheckResult(Kind.JVP, Status.PASS, message="fine")\n'
                      'CheckResult(Kind.JVP, Status.PASS, evidence=Agree())\n')
     assert [line.split(":")[1] for line in _worded_findings("checks/x.py", tree)] == ["1", "2"]
+
+
+def _literal(node: ast.AST) -> bool:
+    """A string literal or f-string, or a list, tuple or comprehension of them."""
+    if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant)
+                                           and isinstance(node.value, str)):
+        return True
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return any(_literal(element) for element in node.elts)
+    if isinstance(node, ast.ListComp):
+        return _literal(node.elt)
+    return False
+
+
+def _noted(call: ast.Call) -> list[ast.AST]:
+    """What a call hands on as a note: notes.append(x), self._note(x), note=x, notes=[x]."""
+    function = call.func
+    said = [keyword.value for keyword in call.keywords if keyword.arg in ("note", "notes")]
+    if isinstance(function, ast.Attribute) and call.args and (
+            function.attr == "_note" or (function.attr == "append" and ast.unparse(
+                function.value).endswith(("notes", "workarounds")))):
+        said.append(call.args[0])
+    return said
+
+
+def _worded_notes(name: str, tree: ast.Module) -> list[str]:
+    return [f"{name}:{node.lineno}: {ast.unparse(node)[:80]}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and any(_literal(n) for n in _noted(node))]
+
+
+def test_no_core_module_words_a_note() -> None:
+    """Report.notes are typed (gradcheck.evidence.notes): no core module appends a sentence."""
+    worded = [line for name, tree in _core_modules() for line in _worded_notes(name, tree)]
+    assert worded == []
+
+
+def test_the_check_finds_a_worded_note() -> None:
+    tree = ast.parse('found.notes.append(f"{x} was slow")\n'
+                     'self._note("tape.jacobian failed")\n'
+                     'Slot(name, note=f"{name} is complex")\n'
+                     'Findings(notes=[f"second: {n}" for n in notes])\n'
+                     'found.notes.append(PointByPoint(name))\n')
+    assert [line.split(":")[1] for line in _worded_notes("checks/x.py", tree)] == [
+        "1", "2", "3", "4"]

@@ -12,8 +12,9 @@ from gradcheck.checks.mode import choose_mode, full_mode_bytes
 from gradcheck.errors import UsageError
 from gradcheck.evidence.fast import BlockFailed
 from gradcheck.options import CheckOptions
+from gradcheck.render.sentences.notes import note_text
 from gradcheck.tf.batch import point_bytes
-from tests.conftest import fixture_module, fixture_target
+from tests.conftest import details, fixture_module, fixture_target, notes
 
 
 def _by_kind(report: gradcheck.Report, kind: str) -> list[gradcheck.CheckResult]:
@@ -34,7 +35,7 @@ def test_million_input_wrong_grad_fn_is_caught_and_localised() -> None:
     assert failure.status == "fail" and failure.input == "x"
     assert failure.worst_index == (3,)
     assert _block(failure).elements == ((3, 4), (314_159, 314_160), (999_999, 1_000_000))
-    assert any("--mode auto chose it" in note and "--max-memory" in note for note in report.notes)
+    assert any("--mode auto chose it" in note and "--max-memory" in note for note in notes(report))
 
 
 def test_million_input_correct_grad_passes_in_a_few_evaluations() -> None:
@@ -44,9 +45,9 @@ def test_million_input_correct_grad_passes_in_a_few_evaluations() -> None:
     (result,) = _by_kind(report, "fast")
     assert result.status == "pass"
     # x±t along each of the 8 directions, one backward pass each: no x±2t was needed.
-    assert result.details["probes"] == 8
-    assert result.details["evaluations"] == 16
-    assert result.details["backward_passes"] == 8
+    assert details(result)["probes"] == 8
+    assert details(result)["evaluations"] == 16
+    assert details(result)["backward_passes"] == 8
     assert "8 random projection(s) ran" in result.message and "--mode full" in result.message
 
 
@@ -59,7 +60,7 @@ def test_explicit_fast_mode_localises_one_wrong_element_of_a_small_input() -> No
     assert failure.status == "fail"
     assert _block(failure).elements == ((700, 701),)
     assert "x[700]" in failure.message
-    assert "fast mode (random projections) was used: --mode fast was asked for" in report.notes
+    assert "fast mode (random projections) was used: --mode fast was asked for" in notes(report)
 
 
 def test_fast_mode_finds_a_wrong_grad_fn_on_every_element() -> None:
@@ -100,10 +101,13 @@ def test_auto_mode_chooses_by_memory_budget() -> None:
 
     named = name_arguments(module.f, Arguments(module.f_inputs, {}, "test"))
     program = prepare(module.f, named, "auto").program
-    needed, what = full_mode_bytes(program, [(300,)])
+    size = full_mode_bytes(program, [(300,)])
+    needed = size.needed
     # Jacobian-sized float64 arrays (300 x 300, six of them) and one evaluation point.
     assert needed == 8 * 300 * 300 * 6 + point_bytes((300,), [(300,)])
-    assert what == "full mode on x (300 inputs x 300 outputs)"
+    assert (size.input, size.inputs, size.outputs) == ("x", 300, 300)
+    over = choose_mode(CheckOptions(max_memory=needed - 1), program, [(300,)]).reason
+    assert "full mode on x (300 inputs x 300 outputs)" in note_text(over)
     assert choose_mode(CheckOptions(max_memory=needed - 1), program, [(300,)]).mode == "fast"
     assert choose_mode(CheckOptions(max_memory=needed), program, [(300,)]).mode == "full"
     # Asked for, full mode goes over the budget (which then sizes chunks), not over the machine.
@@ -133,7 +137,7 @@ def test_auto_mode_also_weighs_the_time_of_full_mode() -> None:
     # What the choice reads: the input's size.
     program = replace(program, slots=(replace(program.slots[0], shape=big.shape),))
     slow = choose_mode(CheckOptions(max_memory=1 << 40), program, [(1,)], call_seconds=0.01)
-    assert slow.mode == "fast" and "evaluate f 20000 times, about 200 s" in slow.reason
+    assert slow.mode == "fast" and "evaluate f 20000 times, about 200 s" in note_text(slow.reason)
     quick = choose_mode(CheckOptions(max_memory=1 << 40), program, [(1,)], call_seconds=1e-4)
     assert quick.mode == "full"
 
@@ -155,7 +159,7 @@ def test_errors_on_one_percent_of_the_elements_are_narrowed_to_single_elements()
     (failure,) = _by_kind(report, "fast")
     assert failure.status == "fail"
     # One failing probe decides; the others are not run.
-    assert failure.details["probes_run"] == 1 and _block(failure).failed_probes == (0,)
+    assert details(failure)["probes_run"] == 1 and _block(failure).failed_probes == (0,)
     elements = _block(failure).elements
     assert len(elements) == 4
     assert all(stop == start + 1 and start % 100 == 37 for start, stop in elements)
@@ -213,7 +217,7 @@ def test_a_failing_block_reads_as_before_with_its_first_clause_as_headline() -> 
         " 1.5e-06) is missed, so errors in a few small elements can go unseen: --mode full"
         " checks every element (it needs about 3.0GiB of --max-memory)")
     assert block.headline == first_clause(block.message)
-    assert block.details == {**{k: v for k, v in run.items() if k in (
+    assert details(block) == {**{k: v for k, v in run.items() if k in (
         "mode_reason", "probes", "probes_run", "failed_probes", "evaluations",
         "backward_passes")}, "elements": ((3, 4), (10, 14))}
     cut = gradcheck.CheckResult("connected", "fail", evidence=ProjectedCut(

@@ -16,7 +16,7 @@ from click.testing import Result
 import gradcheck
 from gradcheck.report import Report
 
-from .conftest import FIXTURES, fixture_module, fixture_target
+from .conftest import FIXTURES, fixture_module, fixture_target, notes
 
 
 def run(name: str, function: str) -> Report:
@@ -30,7 +30,7 @@ def statuses(report: Report, check: str) -> set[str]:
 def test_float32_inside_a_float64_function_is_judged_in_float32() -> None:
     wrong = run("float32_inside", "wrong")
     assert statuses(wrong, "jacobian") == {"fail"}
-    assert any("returns float32 outputs for float64 inputs" in n for n in wrong.notes)
+    assert any("returns float32 outputs for float64 inputs" in n for n in notes(wrong))
     right = run("float32_inside", "right")
     assert right.ok and statuses(right, "jacobian") == {"pass"}
 
@@ -78,7 +78,7 @@ def test_callable_api_locates_the_grad_fn_as_a_target_does() -> None:
     report = gradcheck.check(module.leaky, *module.leaky_inputs)
     assert statuses(report, "jacobian") == {"fail"}
     assert not [c for c in report.checks if c.check == "graph-break"]
-    assert not any("path/to/module.py:function" in note for note in report.notes)
+    assert not any("path/to/module.py:function" in note for note in notes(report))
     for checked in (report, run("leaky_wrong_slope", "leaky")):
         site = [c for c in checked.checks if c.check == "custom-gradient" and c.failed][0]
         assert str(site.location).endswith("leaky_wrong_slope.py:11")

@@ -12,7 +12,7 @@ from click.testing import Result
 
 import gradcheck
 
-from .conftest import fixture_module, fixture_target
+from .conftest import fixture_module, fixture_target, notes
 
 harness = fixture_module("harness_transparency")
 
@@ -44,7 +44,7 @@ def test_py_function_gets_a_verdict_through_fresh_tapes() -> None:
     report = gradcheck.check(harness.py_square, np.array([1.0, 2.0, 3.0]))
     assert report.ok, [c.message for c in report.checks if c.failed]
     assert _statuses(report)["jacobian"] == {"pass"}
-    assert any("fresh tape" in note for note in report.notes)
+    assert any("fresh tape" in note for note in notes(report))
 
 
 def test_py_function_with_a_wrong_gradient_still_fails() -> None:
@@ -135,11 +135,11 @@ def test_an_argument_f_does_not_depend_on_here_is_not_float32_rounding(
     """Unmoved outputs under a 1e-10 move of an argument that f ignores at this point are not
     a float32 cast inside: float64 tolerances stay, and a 3e-5 grad_fn error is caught."""
     report = gradcheck.check(getattr(harness, function), np.array([0.5, -1.0]), other)
-    assert not any("to float32 inside" in note for note in report.notes), report.notes
+    assert not any("to float32 inside" in note for note in notes(report)), report.notes
     assert "fail" in _statuses(report)["custom-gradient"], report.checks
 
 
 def test_a_float32_cast_inside_a_float64_function_sizes_the_check_for_float32() -> None:
     report = gradcheck.check(harness.casts_to_float32_inside, np.array([0.5, -1.0, 2.0]))
-    assert any("rounds its float64 input x to float32 inside" in note for note in report.notes)
+    assert any("rounds its float64 input x to float32 inside" in note for note in notes(report))
     assert report.ok, [c.message for c in report.checks if c.failed]

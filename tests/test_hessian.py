@@ -15,7 +15,7 @@ from gradcheck.options import options_from
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.report import CheckResult, Report
 
-from .conftest import FIXTURES, fixture_module
+from .conftest import FIXTURES, details, fixture_module, notes
 
 Run = Callable[..., Result]
 SOURCE = (FIXTURES / "hessian.py").read_text().splitlines()
@@ -51,8 +51,8 @@ def test_correct_hessians_pass(function: str, dtype: str) -> None:
 def test_the_hessian_of_a_quadratic_form_is_a_plus_a_transposed() -> None:
     a = np.asarray(fixture_module("hessian").A)
     (block, _) = _found(_hessian("quadratic"))
-    np.testing.assert_allclose(block.details["autodiff"], a + a.T, rtol=1e-12)
-    np.testing.assert_allclose(block.details["finite_difference"], a + a.T, rtol=1e-8)
+    np.testing.assert_allclose(details(block)["autodiff"], a + a.T, rtol=1e-12)
+    np.testing.assert_allclose(details(block)["finite_difference"], a + a.T, rtol=1e-8)
 
 
 def test_the_blocks_of_two_inputs_and_their_cross_blocks() -> None:
@@ -61,16 +61,16 @@ def test_the_blocks_of_two_inputs_and_their_cross_blocks() -> None:
     assert report.ok and all(c.status == "pass" for c in found)
     assert {(c.input, c.output) for c in found if c.input} == {
         ("x", "dy/dx"), ("w", "dy/dx"), ("x", "dy/dw"), ("w", "dy/dw")}
-    cross = {(c.input, c.output): np.asarray(c.details["autodiff"]) for c in found if c.input}
+    cross = {(c.input, c.output): np.asarray(details(c)["autodiff"]) for c in found if c.input}
     np.testing.assert_allclose(cross[("w", "dy/dx")], cross[("x", "dy/dw")].T, rtol=1e-12)
 
 
 def test_variables_f_reads_are_not_moved_for_the_hessian() -> None:
     report = _hessian("with_variable")
     assert report.ok and [c.input for c in _found(report)] == ["x", None]
-    assert any("with respect to the arguments only: SCALE" in note for note in report.notes)
+    assert any("with respect to the arguments only: SCALE" in note for note in notes(report))
     (block, _) = _found(report)
-    np.testing.assert_allclose(np.diag(block.details["autodiff"]),
+    np.testing.assert_allclose(np.diag(details(block)["autodiff"]),
                                -1.5 * np.sin([0.3, -1.2, 0.7]), rtol=1e-12)
 
 
@@ -97,8 +97,8 @@ def test_a_second_derivative_off_by_a_factor_is_named() -> None:
     assert "off by a constant factor of 2" in block.message
     assert str(block.location).endswith(
         _line("lambda u: u * _sigmoid_gradient(x, 2.0)"))
-    autodiff = np.asarray(block.details["autodiff"])
-    fd = np.asarray(block.details["finite_difference"])
+    autodiff = np.asarray(details(block)["autodiff"])
+    fd = np.asarray(details(block)["finite_difference"])
     np.testing.assert_allclose(autodiff, 2.0 * fd, rtol=1e-6, atol=1e-9)
     assert block.excess is not None and block.excess > 1e3
 
@@ -121,8 +121,8 @@ def test_a_large_input_is_checked_by_hessian_vector_products() -> None:
     (block, symmetry) = _found(report)
     assert report.ok and block.status == "pass" and block.input == "x"
     assert symmetry.status == "pass" and "symmetric along random directions" in symmetry.message
-    assert "fast mode" in block.details["mode_reason"] or "fast" in " ".join(report.notes)
-    assert block.details["probes"] == 8 and not block.details["failed_probes"]
+    assert "fast mode" in details(block)["mode_reason"] or "fast" in " ".join(notes(report))
+    assert details(block)["probes"] == 8 and not details(block)["failed_probes"]
 
 
 def test_hessian_vector_products_narrow_a_wrong_element_down() -> None:

@@ -21,8 +21,9 @@ from gradcheck.failures import unexpected_error
 from gradcheck.isolation import Events, Job, JobResult, run_jobs
 from gradcheck.options import CheckOptions, options_from
 from gradcheck.pipeline import TargetRequest, check_request
+from gradcheck.render.sentences.notes import RETRY_NOTE
 from gradcheck.report import Report
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, notes
 
 BAD = FIXTURES / "bad"
 Run = Callable[..., Result]
@@ -118,8 +119,8 @@ def test_a_crash_is_retried_when_its_phase_is_flagged_vectorised_whatever_its_wo
     crash = "f aborted (SIGABRT) during the vectorised-sounding evaluation"
     if vectorised:
         assert result.report is not None and result.report.ok
-        assert result.report.notes[0].startswith(crash)
-        assert result.report.notes[0].endswith("; " + isolation.RETRY_NOTE)
+        assert notes(result.report)[0].startswith(crash)
+        assert notes(result.report)[0].endswith("; " + RETRY_NOTE)
     else:
         assert isinstance(result.error, FunctionError) and result.report is None
         assert result.error.message.startswith(crash)

@@ -16,7 +16,7 @@ from gradcheck.options import CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.report import CheckResult, Report
 
-from .conftest import FIXTURES, fixture_target
+from .conftest import FIXTURES, fixture_target, notes
 
 
 def _check(function: str, **options: object) -> Report:
@@ -57,8 +57,8 @@ def test_a_correct_model_passes_in_float64_and_float32(reports: dict[str, Report
     assert {i.dtype for i in reports["dense_model"].inputs} == {"float64"}
     assert {i.dtype for i in reports["dense_instance"].inputs if i.kind == "variable"} == {
         "float32"}
-    assert any("float32's" in note for note in reports["dense_instance"].notes)
-    assert any("float64 dtype policy" in note for note in reports["dense_model"].notes)
+    assert any("float32's" in note for note in notes(reports["dense_instance"]))
+    assert any("float64 dtype policy" in note for note in notes(reports["dense_model"]))
 
 
 def test_weight_copied_with_numpy_is_cut_at_that_line(reports: dict[str, Report]) -> None:
@@ -175,7 +175,7 @@ def test_mixed_precision_gets_float16_tolerances_and_no_false_alarm() -> None:
     assert _not_passing(report) == [], [c.message for c in _not_passing(report)]
     assert report.outputs[0].dtype == "float16"
     assert any("float16 outputs" in note and "tolerances are float16's" in note
-               for note in report.notes)
+               for note in notes(report))
 
 
 def test_tf_keras_factory_and_instance_pass(in_fixtures: Path,

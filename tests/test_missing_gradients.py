@@ -15,7 +15,7 @@ from click.testing import Result
 import gradcheck
 from gradcheck.report import CheckResult, Report
 
-from .conftest import FIXTURES, fixture_module
+from .conftest import FIXTURES, fixture_module, notes
 
 
 def _check(fixture: str, function: str, **options: Any) -> Report:
@@ -158,7 +158,7 @@ def test_what_tensorflow_can_do_passes(fixture: str, function: str, order: int) 
 
 def test_float16_inside_is_judged_with_float16_tolerances() -> None:
     report = _check("tf_gaps", "mixed_bce")
-    assert any("computes in float16 inside" in note for note in report.notes)
+    assert any("computes in float16 inside" in note for note in notes(report))
 
 
 # Family 4: the user's explicit dtype.

@@ -64,7 +64,7 @@ def test_nondeterminism_names_what_changed_then_the_state_that_changes() -> None
 def test_a_retold_first_order_finding_keeps_its_headline_and_details() -> None:
     first = CheckResult("jacobian", "fail", "autodiff and finite differences disagree; worst [0]",
                         input="x", output="dy/dx", details={"autodiff": [[1.0]]})
-    told = CheckResult("hessian", "fail", input="x", output="dy/dx", details=first.details,
+    told = CheckResult("hessian", "fail", input="x", output="dy/dx", details={"autodiff": [[1.0]]},
                        evidence=SecondOrderOf(first, "has wrong values", "nest a gradient"))
     where = "dy/dx differentiated by nested tapes with respect to x, against central" \
             " differences of it: "

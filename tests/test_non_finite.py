@@ -18,7 +18,7 @@ from gradcheck.render.json_format import check_dict
 from gradcheck.render.junit import render_junit
 from gradcheck.report import Cause, CheckOutcome, CheckResult, Mistake, Report
 
-from .conftest import fixture_module, fixture_target
+from .conftest import fixture_module, fixture_target, notes
 
 
 def _non_finite(report: Report) -> list[CheckResult]:
@@ -176,7 +176,7 @@ def test_the_compiled_check_runs_in_the_users_dtype_when_promotion_decides_it(
     compiled = _kind(report, "compiled")
     assert [c.status for c in compiled] == ["pass", "pass"]
     assert any(n.startswith("the compiled check ran in float32, the arguments' own dtype")
-               for n in report.notes)
+               for n in notes(report))
 
 
 def test_a_nan_only_forward_mode_gives_is_a_jvp_warning_not_a_failure() -> None:

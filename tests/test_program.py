@@ -14,7 +14,7 @@ from gradcheck.tf.binding import Prepared, prepare
 from gradcheck.tf.program import Evaluation, Origin, SlotKind, flatten_outputs
 from gradcheck.tf.recording import record
 from gradcheck.tf.runtime import tensorflow
-from tests.conftest import fixture_module
+from tests.conftest import fixture_module, notes
 
 
 def _prepared(name: str, dtype_mode: str = "auto",
@@ -41,13 +41,13 @@ def test_the_dtype_fallback_is_returned_as_a_note_and_the_policy_kept() -> None:
     policy = Evaluation(vectorise=False, wrt="inputs", phase=phases.append)
     prepared = _prepared("float32_only", evaluation=policy)
     assert prepared.program.evaluation == dataclasses.replace(policy, dtype="float32")
-    assert len(prepared.notes) == 1
-    assert prepared.notes[0].startswith("f does not accept float64 inputs")
-    assert prepared.notes[0].endswith("checked in float32, the arguments' own dtype, with"
+    assert len(notes(prepared)) == 1
+    assert notes(prepared)[0].startswith("f does not accept float64 inputs")
+    assert notes(prepared)[0].endswith("checked in float32, the arguments' own dtype, with"
                                       " float32 tolerances")
     prepared.program.announce("a test")
     assert phases == ["a test"]
-    assert _prepared("variables_correct").notes == ()
+    assert notes(_prepared("variables_correct")) == ()
 
 
 def test_recording_adds_the_variables_f_reads_as_a_new_program() -> None:
@@ -57,7 +57,7 @@ def test_recording_adds_the_variables_f_reads_as_a_new_program() -> None:
     assert [(s.name, s.kind, s.differentiable) for s in recording.program.slots] == [
         ("x", SlotKind.ARGUMENT, True), ("scale", SlotKind.VARIABLE, False)]
     assert recording.program.slots[1].kind == "variable" and not recording.program.slots[1].argument
-    assert recording.notes == ("--wrt inputs: scale not differentiated",)
+    assert notes(recording) == ("--wrt inputs: scale not differentiated",)
 
 
 def test_outputs_carry_their_path_and_origin() -> None:

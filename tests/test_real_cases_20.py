@@ -12,7 +12,7 @@ import pytest
 import gradcheck
 from gradcheck.report import CheckResult, Report
 
-from .conftest import FIXTURES, fixture_module
+from .conftest import FIXTURES, fixture_module, notes
 
 MODULE = "real_issue20_cases"
 SOURCE = (FIXTURES / f"{MODULE}.py").read_text().splitlines()
@@ -66,7 +66,7 @@ def test_correct_code_with_float_literals_passes_in_the_users_dtype(
     report = _run(function, compiled=compiled)
     assert report.ok and not _not_passed(report), _not_passed(report)
     if note is not None:
-        assert any(note in n for n in report.notes), report.notes
+        assert any(note in n for n in notes(report)), notes(report)
     else:
         assert {i.dtype for i in report.inputs} == {"float64"}
     if compiled:
@@ -76,7 +76,7 @@ def test_correct_code_with_float_literals_passes_in_the_users_dtype(
 def test_an_explicit_float64_is_kept_and_the_grad_fns_float32_is_reported() -> None:
     report = _run("abs_loss", dtype="float64")
     assert not report.ok and {i.dtype for i in report.inputs} == {"float64"}
-    assert not any("checked in float32" in n for n in report.notes), report.notes
+    assert not any("checked in float32" in n for n in notes(report)), notes(report)
     found = [c for c in _kind(report, "custom-gradient") if c.status == "fail"]
     assert found and all(c.cause is not None and c.cause.mistake == "dtype-mix" for c in found)
     assert {_line(c) for c in found} == {_line_of("return dy * g")}

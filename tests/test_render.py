@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 from gradcheck.evidence import Location
-from gradcheck.render.json_format import render_error_json, render_json
+from gradcheck.evidence.diagnosis import SiteMistake
+from gradcheck.evidence.notes import DtypeFallback, ModeAsked
+from gradcheck.render.json_format import check_dict, render_error_json, render_json
 from gradcheck.render.text import render_text
-from gradcheck.report import CheckResult, Report, TensorInfo
+from gradcheck.report import Cause, CheckResult, Mistake, Report, TensorInfo
 
 
 def hand_built() -> Report:
@@ -40,6 +42,22 @@ def test_json_has_the_contract_fields() -> None:
     }
     assert data["checks"][0]["worst_index"] == [1]
     assert data["checks"][2]["max_abs_err"] is None  # NaN never reaches JSON
+
+
+def test_typed_notes_are_published_and_shown_as_their_sentences() -> None:
+    note = DtypeFallback("f", "float64", "TypeError: no float64", "float32")
+    report = Report("m.py:f", (), (), (CheckResult("jacobian", "pass", "fine"),),
+                    notes=(note, "a hand-built note"))
+    said = ("f does not accept float64 inputs (TypeError: no float64); checked in float32, the"
+            " arguments' own dtype, with float32 tolerances")
+    assert json.loads(render_json(report))["notes"] == [said, "a hand-built note"]
+    assert f"note: {said}" in " ".join(render_text(report).split())
+    # A custom gradient's finding hands on its own check's details, a mode reason among them.
+    told = CheckResult("custom-gradient", "fail", evidence=SiteMistake(),
+                       cause=Cause(Mistake.WRONG_VALUES, "returns wrong values", "g"),
+                       details={"mode_reason": ModeAsked("fast"), "probes": 8})
+    assert check_dict(told)["details"] == {"mode_reason": "--mode fast was asked for",
+                                           "probes": 8}
 
 
 def test_error_json() -> None:

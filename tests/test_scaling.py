@@ -12,7 +12,7 @@ from gradcheck.tf.batch import BatchEvaluator
 from gradcheck.tf.binding import prepare
 from gradcheck.tf.program import Program
 from gradcheck.tf.recording import record
-from tests.conftest import fixture_module
+from tests.conftest import details, fixture_module, notes
 
 
 def _program(module_name: str, function: str = "f") -> Program:
@@ -29,7 +29,7 @@ def test_a_function_that_cannot_be_vectorised_falls_back_to_a_loop() -> None:
     assert report.ok, [c.message for c in report.checks if c.failed]
     assert any(c.check == "jacobian" and c.status == "pass" for c in report.checks)
     assert any("evaluated f point by point" in note and "vectorised evaluation failed" in note
-               for note in report.notes)
+               for note in notes(report))
 
 
 def test_a_jacobian_over_the_budget_switches_auto_to_fast_mode() -> None:
@@ -38,7 +38,7 @@ def test_a_jacobian_over_the_budget_switches_auto_to_fast_mode() -> None:
     kinds = {c.check for c in report.checks}
     assert "fast" in kinds and "jacobian" not in kinds
     assert report.ok
-    assert any("--mode auto chose it" in n and "--max-memory 1.0MiB" in n for n in report.notes)
+    assert any("--mode auto chose it" in n and "--max-memory 1.0MiB" in n for n in notes(report))
 
 
 def test_full_mode_under_a_small_budget_chunks_and_stays_exact() -> None:
@@ -125,7 +125,7 @@ def test_a_wrong_gradient_gets_the_extrapolated_verdict() -> None:
     (jacobian,) = [c for c in report.checks if c.check == "jacobian"]
     assert jacobian.status == "fail"
     # The error estimate comes from Richardson (x±2h), not from rounding alone.
-    assert jacobian.details["fd_error_estimate"] > 1e-12
+    assert details(jacobian)["fd_error_estimate"] > 1e-12
 
 
 def test_the_vectorised_function_is_traced_once_for_every_chunk_and_step() -> None:

@@ -9,7 +9,7 @@ from gradcheck.options import CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.report import CheckResult, Report
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, details, notes
 
 
 def _check(function: str, order: int = 2) -> Report:
@@ -56,7 +56,7 @@ def test_a_large_input_is_checked_by_random_projections() -> None:
                            CheckOptions(order=2, mode="fast", compiled=False))
     found = [c for c in _second(report) if c.failed]
     assert found and all(c.worst_index == (1234,) for c in found)
-    assert "x[1234]" in found[0].message and found[0].details["probes"] == 8
+    assert "x[1234]" in found[0].message and details(found[0])["probes"] == 8
     grad_fn = next(i for i, line in enumerate(
         (FIXTURES / "hessian.py").read_text().splitlines(), 1) if "return u * first(x)" in line)
     assert str(found[0].location).endswith(f"hessian.py:{grad_fn}")
@@ -67,4 +67,4 @@ def test_a_large_correct_input_passes_in_fast_mode() -> None:
                            CheckOptions(order=2, compiled=False))
     found = _second(report)
     assert [c.status for c in found] == ["pass"] and report.ok
-    assert any("second derivatives: fast mode" in note for note in report.notes)
+    assert any("second derivatives: fast mode" in note for note in notes(report))

@@ -16,7 +16,7 @@ from gradcheck.options import COMMAND_KINDS, CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.report import CheckResult, Report
 
-from .conftest import FIXTURES, fixture_target
+from .conftest import FIXTURES, details, fixture_target
 
 TOLERANCE = tolerance_for("float64")
 # log det A at A = [[2, 1], [1, 2]]: the gradient is A⁻¹ = [[2, -1], [-1, 2]] / 3.
@@ -115,10 +115,10 @@ def test_logdet_through_cholesky_warns_with_the_symmetric_error() -> None:
     assert report.ok and report.exit_code == 0
     jacobian = only(report, "jacobian", input="a")
     assert jacobian.status == "warn"
-    np.testing.assert_allclose(jacobian.details["autodiff"], INVERSE, atol=1e-12)
-    np.testing.assert_allclose(jacobian.details["finite_difference"], LOWER_READING, atol=1e-8)
+    np.testing.assert_allclose(details(jacobian)["autodiff"], INVERSE, atol=1e-12)
+    np.testing.assert_allclose(details(jacobian)["finite_difference"], LOWER_READING, atol=1e-8)
     assert jacobian.max_rel_err is not None and jacobian.max_rel_err < 1e-8
-    numbers = jacobian.details["symmetric_perturbations"]
+    numbers = details(jacobian)["symmetric_perturbations"]
     assert numbers["directions"] == 3 and numbers["elementwise_mismatches"] == 2
     assert numbers["elementwise_max_abs_err"] == pytest.approx(1.0 / 3.0, abs=1e-8)
     assert "symmetric part (G + Gᵀ)/2" in jacobian.message
@@ -130,11 +130,11 @@ def test_batched_matrices_are_perturbed_one_matrix_at_a_time() -> None:
     report = run("symmetric_ops", "batched_logdet")
     jacobian = only(report, "jacobian", input="a")
     assert report.ok and jacobian.status == "warn"
-    assert jacobian.details["symmetric_perturbations"]["directions"] == 6
+    assert details(jacobian)["symmetric_perturbations"]["directions"] == 6
     second = np.linalg.inv(np.array([[4.0, 2.0], [2.0, 3.0]]))
     expected = np.zeros((2, 2, 2, 2))  # d logdet(A_b) / d A_c: zero unless b == c
     expected[0, 0], expected[1, 1] = INVERSE, second
-    np.testing.assert_allclose(jacobian.details["autodiff"], expected, atol=1e-12)
+    np.testing.assert_allclose(details(jacobian)["autodiff"], expected, atol=1e-12)
 
 
 def test_eigvalsh_reads_and_differentiates_the_lower_triangle_so_nothing_to_excuse() -> None:
@@ -149,7 +149,7 @@ def test_a_transposed_custom_gradient_still_fails() -> None:
     jacobian = only(report, "jacobian", input="a")
     assert jacobian.status == "fail"
     # d sum(W*A)/dA = W = [[1, 2], [3, 4]]; the grad_fn returns Wᵀ.
-    assert jacobian.details["autodiff"] == [[1.0, 3.0], [2.0, 4.0]]
+    assert details(jacobian)["autodiff"] == [[1.0, 3.0], [2.0, 4.0]]
     assert "autodiff is not symmetric" in jacobian.message
     assert only(report, "vjp", input="a").status == "fail"
 
@@ -168,10 +168,10 @@ def test_natgrad_dl_deta2_is_the_symmetric_part_and_a_warning() -> None:
     assert report.ok and report.exit_code == 0
     vjp = only(report, "vjp", input="eta2")
     assert vjp.status == "warn"
-    np.testing.assert_allclose(vjp.details["vjp"], DL_DETA2, atol=1e-12)
-    np.testing.assert_allclose(vjp.details["finite_difference"], DL_DETA2_ELEMENTWISE, atol=1e-8)
+    np.testing.assert_allclose(details(vjp)["vjp"], DL_DETA2, atol=1e-12)
+    np.testing.assert_allclose(details(vjp)["finite_difference"], DL_DETA2_ELEMENTWISE, atol=1e-8)
     assert vjp.max_abs_err is not None and vjp.max_abs_err < 1e-8
-    assert vjp.details["symmetric_perturbations"]["elementwise_max_abs_err"] == pytest.approx(
+    assert details(vjp)["symmetric_perturbations"]["elementwise_max_abs_err"] == pytest.approx(
         0.75, abs=1e-8)
     assert only(report, "jacobian", input="eta2", output="y['L']").status == "warn"
     # eta1 moves eta2 - eta1 eta1ᵀ symmetrically: no convention involved, a plain pass.

@@ -22,6 +22,7 @@ from gradcheck.evidence.compiled import (
     ValuesDiffer,
     XlaUnsupported,
 )
+from gradcheck.evidence.notes import CompiledInOwnDtype
 from gradcheck.load.locations import exception_location
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance, machine_eps, tolerance_for
@@ -97,9 +98,7 @@ def check_compiled(ctx: CheckContext) -> Findings:
     in_own = _compiled_findings(replace(ctx, tolerance=tolerance_for(
         own, ctx.options.atol, ctx.options.rtol), tolerance_dtype=own), eager)
     first = next(r for r in found.results if r.status in (Status.FAIL, Status.WARN))
-    in_own.notes.append(
-        f"the compiled check ran in {own}, the arguments' own dtype: in float64, gradcheck's"
-        f" promotion, {first.status}: {first.headline}")
+    in_own.notes.append(CompiledInOwnDtype(own, first))
     return in_own
 
 

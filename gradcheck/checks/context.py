@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.evidence.notes import Note
 from gradcheck.numerics.tolerances import Tolerance, fd_tolerance
 from gradcheck.options import CheckOptions
 from gradcheck.report import Block, CheckResult, Kind, Status
@@ -63,7 +64,7 @@ class Findings:
     """Results and notes one check function collects and returns."""
 
     results: list[CheckResult] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)
 
     def add(self, check: Kind, status: Status, message: str = "", **fields: Any) -> None:

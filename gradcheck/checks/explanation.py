@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from gradcheck.checks import explain
 from gradcheck.checks.context import CheckContext
 from gradcheck.checks.full import SourceAnalysis
+from gradcheck.evidence.comparison import VjpSymmetric
 from gradcheck.evidence.explain import Explanation
 from gradcheck.report import CheckResult, Kind, Status
 from gradcheck.tf.recording import GradientOutcome
@@ -41,7 +42,7 @@ def explanation(ctx: CheckContext, analyses: Sequence[tuple[SourceAnalysis, Grad
         slot = analysis.slot
         plain = ctx.recording.gradient(ctx.diff_outputs, slot, None)
         symmetric_vjp = any(r.check == Kind.VJP and r.status == Status.WARN
-                            and r.input == slot.name and "symmetric_perturbations" in r.details
+                            and r.input == slot.name and isinstance(r.evidence, VjpSymmetric)
                             for r in results)
         facts.append(explain.InputFacts(
             slot.name, slot.shape, _target_facts(ctx, analysis), plain.value, vjp.value,

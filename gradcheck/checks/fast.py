@@ -22,6 +22,7 @@ from gradcheck.evidence.fast import (
     ProjectedUnconnected,
     ProjectionsAgree,
 )
+from gradcheck.evidence.notes import FastModeUsed, ModeReason
 from gradcheck.numerics import projections, tolerances
 from gradcheck.numerics.projections import PROJECTION_SAFETY, Allowance, Projection
 from gradcheck.report import Kind, Status
@@ -81,7 +82,7 @@ class FastChecker:
     """Runs the probes for every differentiable input at once and narrows failures down."""
 
     ctx: CheckContext
-    reason: str
+    reason: ModeReason
     counter: Counter = field(default_factory=Counter)
     points: dict[int, np.ndarray] = field(default_factory=dict)
     centres: dict[int, np.ndarray] = field(default_factory=dict)
@@ -99,7 +100,7 @@ class FastChecker:
         probes = max(1, options.probes)
         rng = np.random.default_rng((options.seed, FAST_STREAM))
         outputs = self.ctx.diff_outputs
-        findings.notes.append(f"fast mode (random projections) was used: {self.reason}")
+        findings.notes.append(FastModeUsed(self.reason))
         self.ctx.program.announce("fast mode: random projections")
         results: list[Probe] = []
         usable = [i for i, s in enumerate(self.ctx.program.slots) if s.differentiable]
@@ -287,7 +288,7 @@ class FastChecker:
                 "evaluations": self.counter.evaluations,
                 "backward_passes": self.counter.backward_passes, "seed": self.ctx.options.seed,
                 "tolerance": worst.allowed,
-                "full_mode_bytes": full_mode_bytes(self.ctx.program, shapes)[0]}
+                "full_mode_bytes": full_mode_bytes(self.ctx.program, shapes).needed}
 
     def _report(self, results: list[Probe], usable: Sequence[int],
                 disconnected: set[int]) -> None:
@@ -342,6 +343,6 @@ def _within(array: np.ndarray, span: Span | None) -> np.ndarray:
     return array if span is None else array.reshape(-1)[span[0]:span[1]]
 
 
-def run_fast(ctx: CheckContext, reason: str) -> Findings:
+def run_fast(ctx: CheckContext, reason: ModeReason) -> Findings:
     """The fast-mode findings (and notes)."""
     return FastChecker(ctx, reason).run()

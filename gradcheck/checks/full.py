@@ -26,6 +26,7 @@ from gradcheck.evidence.gradients import (
     KinkSite,
     UntrainedWeight,
 )
+from gradcheck.evidence.notes import Note
 from gradcheck.numerics import differences, float32, judging, symmetric
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.mistakes import value_mistake
@@ -97,7 +98,7 @@ class SourceAnalysis:
         return np.where(mask & np.isfinite(block), block, fd)
 
 
-def analyse(ctx: CheckContext, slot_index: int) -> tuple[SourceAnalysis, list[str]]:
+def analyse(ctx: CheckContext, slot_index: int) -> tuple[SourceAnalysis, list[Note]]:
     """Central differences x±h along every element of one input (and notes on how)."""
     slot = ctx.program.slots[slot_index]
     centres = [np.asarray(ctx.outputs[k].tensor, dtype=np.float64) for k in ctx.diff_outputs]
@@ -115,7 +116,7 @@ def analyse(ctx: CheckContext, slot_index: int) -> tuple[SourceAnalysis, list[st
 
 
 def _analyse_float32(ctx: CheckContext, slot_index: int, evaluator: BatchEvaluator,
-                     centres: list[np.ndarray]) -> tuple[SourceAnalysis, list[str]]:
+                     centres: list[np.ndarray]) -> tuple[SourceAnalysis, list[Note]]:
     """Where f computes in float32: f's noise measured, then x ± h, ± 2h, ± 4h at once."""
     slot, x = ctx.program.slots[slot_index], ctx.program.value_of(slot_index)
     h = float32.step_sizes(x, ctx.options.eps)
@@ -134,7 +135,7 @@ def _analyse_float32(ctx: CheckContext, slot_index: int, evaluator: BatchEvaluat
 
 def _analysis(ctx: CheckContext, slot_index: int, evaluator: BatchEvaluator, h: np.ndarray,
               fd: dict[int, FiniteDifference], evaluations: list[np.ndarray],
-              centres: list[np.ndarray]) -> tuple[SourceAnalysis, list[str]]:
+              centres: list[np.ndarray]) -> tuple[SourceAnalysis, list[Note]]:
     slot, x = ctx.program.slots[slot_index], ctx.program.value_of(slot_index)
     probe = None
     if symmetric.is_square_matrix(slot.shape):
@@ -143,10 +144,9 @@ def _analysis(ctx: CheckContext, slot_index: int, evaluator: BatchEvaluator, h: 
             [(ctx.outputs[k].name, c, ctx.outputs[k].dtype)
              for k, c in zip(ctx.diff_outputs, centres)],
             evaluator.chunk_size())
-    notes = []
+    notes: list[Note] = []
     if evaluator.fallback_reason and evaluator.strategy == "loop" and slot.argument:
-        notes.append(f"finite differences for {slot.name} evaluated f point by point"
-                     f" ({evaluator.fallback_reason})")
+        notes.append(evaluator.fallback_reason)
     return SourceAnalysis(slot, evaluator, h, fd, dict(zip(ctx.diff_outputs, evaluations)),
                           dict(zip(ctx.diff_outputs, centres)),
                           np.zeros(h.size, dtype=bool), probe=probe), notes

@@ -9,6 +9,7 @@ import numpy as np
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.second_order import Differentiated, argument_rows, differentiate_gradient
 from gradcheck.errors import InputError
+from gradcheck.evidence.notes import HessianArgumentsOnly
 from gradcheck.evidence.second_order import NoArgument
 from gradcheck.report import Kind, Status
 from gradcheck.tf.program import function_name
@@ -39,6 +40,5 @@ def check_hessian(ctx: CheckContext) -> Findings:
         ctx, Differentiated(Kind.HESSIAN, (np.ones(output.shape),), names))
     left = [s.name for i, s in enumerate(ctx.program.slots) if s.differentiable and i not in names]
     if left:
-        found.notes.append(f"the Hessian is with respect to the arguments only: {', '.join(left)}"
-                           " (tf.Variables) are not moved for it")
+        found.notes.append(HessianArgumentsOnly(tuple(left)))
     return found

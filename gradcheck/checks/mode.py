@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.errors import UsageError
+from gradcheck.evidence.notes import ModeAsked, ModeReason, OverMemory, TooSlow, WithinBudgets
 from gradcheck.options import CheckOptions
 from gradcheck.report import Spelled, format_size
 from gradcheck.tf.batch import point_bytes
@@ -27,7 +28,7 @@ class Mode(Spelled):
 @dataclass(frozen=True)
 class ModeChoice:
     mode: Mode
-    reason: str
+    reason: ModeReason
 
 
 # Jacobian-sized float64 arrays full mode keeps per input (see full_mode_bytes).
@@ -38,18 +39,27 @@ AUTO_FULL_SECONDS = 60.0
 AUTO_MIN_FAST_INPUTS = 8192
 
 
-def full_mode_bytes(program: Program, output_shapes: Sequence[Sequence[int]]
-                    ) -> tuple[int, str]:
+@dataclass(frozen=True)
+class FullModeSize:
+    """What full mode holds at once (`needed` bytes) for its largest input."""
+
+    needed: int
+    input: str = ""
+    inputs: int = 0
+    outputs: int = 0
+
+
+def full_mode_bytes(program: Program, output_shapes: Sequence[Sequence[int]]) -> FullModeSize:
     """What full mode holds at once for its largest input: Jacobian-sized arrays (autodiff,
     the x±h evaluations, finite differences, their error estimates...) and one chunk."""
-    worst, what = 0, ""
+    worst = FullModeSize(0)
     outputs = sum(_size(s) for s in output_shapes)
     for slot in program.sources:
         n = _size(slot.shape)
         held = 8 * n * outputs * FULL_MODE_ARRAYS + point_bytes(slot.shape, output_shapes)
-        if held > worst:
-            worst, what = held, f"full mode on {slot.name} ({n} inputs x {outputs} outputs)"
-    return worst, what
+        if held > worst.needed:
+            worst = FullModeSize(held, slot.name, n, outputs)
+    return worst
 
 
 def physical_memory() -> int:
@@ -64,8 +74,10 @@ def choose_mode(options: CheckOptions, program: Program,
     """Full mode unless asked otherwise or, under auto, it would not fit the memory budget or
     would take minutes (2n evaluations of f, estimated from one eager call)."""
     if options.mode == "fast":
-        return ModeChoice(Mode.FAST, "--mode fast was asked for")
-    needed, what = full_mode_bytes(program, output_shapes)
+        return ModeChoice(Mode.FAST, ModeAsked("fast"))
+    size = full_mode_bytes(program, output_shapes)
+    needed = size.needed
+    what = f"full mode on {size.input} ({size.inputs} inputs x {size.outputs} outputs)"
     if options.mode == "full":
         # Asked for explicitly, full mode may exceed the budget (which then sizes its chunks),
         # but not the machine: better a clear refusal than the out-of-memory killer.
@@ -75,17 +87,11 @@ def choose_mode(options: CheckOptions, program: Program,
                 f"--mode full: {what} would hold about {format_size(needed)} of Jacobian-sized"
                 f" arrays, more than this machine can spare ({format_size(limit)}); use --mode"
                 " fast, or check a smaller input")
-        return ModeChoice(Mode.FULL, "--mode full")
+        return ModeChoice(Mode.FULL, ModeAsked("full"))
     if needed > options.max_memory:
-        return ModeChoice(Mode.FAST, f"--mode auto chose it: {what} would hold about"
-                                     f" {format_size(needed)} of Jacobian-sized arrays, over"
-                                     f" the memory budget (--max-memory"
-                                     f" {format_size(options.max_memory)})")
+        return ModeChoice(Mode.FAST, OverMemory(size.input, size.inputs, size.outputs, needed,
+                                                options.max_memory))
     evaluations = 2 * max((_size(slot.shape) for slot in program.sources), default=0)
     if evaluations > AUTO_MIN_FAST_INPUTS and evaluations * call_seconds > AUTO_FULL_SECONDS:
-        return ModeChoice(Mode.FAST, f"--mode auto chose it: full mode would evaluate f"
-                                     f" {evaluations} times, about"
-                                     f" {evaluations * call_seconds:.0f} s at"
-                                     f" {call_seconds * 1e3:.2g} ms per call (--mode full to"
-                                     " insist)")
-    return ModeChoice(Mode.FULL, "within the memory and time budgets")
+        return ModeChoice(Mode.FAST, TooSlow(evaluations, call_seconds))
+    return ModeChoice(Mode.FULL, WithinBudgets())

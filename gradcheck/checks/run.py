@@ -22,6 +22,13 @@ from gradcheck.checks.upstream import check_upstreams
 from gradcheck.checks.vjp import check_vjp
 from gradcheck.checks.weights import unbuilt_layer_results
 from gradcheck.errors import InputError
+from gradcheck.evidence.notes import (
+    ComputesInside,
+    Note,
+    OutputNotChecked,
+    ReturnsLower,
+    RoundsToFloat32,
+)
 from gradcheck.load.inputs import NamedArgument, resolve_upstreams
 from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.options import CheckOptions
@@ -109,7 +116,7 @@ def _unmoved(recording: Recording, diff_outputs: Sequence[int], index: int,
                for k in diff_outputs)
 
 
-def _sizing_dtype(recording: Recording, diff_outputs: Sequence[int]) -> tuple[str, str | None]:
+def _sizing_dtype(recording: Recording, diff_outputs: Sequence[int]) -> tuple[str, Note | None]:
     """The dtype finite-difference steps and tolerances are sized for (the lowest precision
     involved), and a note when that is not the arguments' dtype."""
     program = recording.program
@@ -120,22 +127,17 @@ def _sizing_dtype(recording: Recording, diff_outputs: Sequence[int]) -> tuple[st
     if inside is not None:
         # Half precision inside, float32 outputs (the mixed-precision recipe): its rounding
         # decides what finite differences can see and how far autodiff may be off.
-        return inside, (f"{name} computes in {inside} inside (its outputs are"
-                        f" {recording.outputs[diff_outputs[0]].dtype}): finite-difference steps"
-                        f" and tolerances are {inside}'s")
+        return inside, ComputesInside(name, inside, recording.outputs[diff_outputs[0]].dtype)
     if dtype != computed:
         # f returns lower precision than its inputs (a Keras layer, a tf.cast inside):
         # steps sized for the inputs' dtype would drown in the outputs' rounding.
-        return dtype, (f"{name} returns {dtype} outputs for {computed} inputs:"
-                       f" finite-difference steps and tolerances are {dtype}'s")
+        return dtype, ReturnsLower(name, dtype, computed)
     if dtype == "float64" and (rounded := _rounds_to_float32(recording, diff_outputs)):
-        return "float32", (f"{name} rounds its float64 input {rounded} to float32 inside (a"
-                           " float32 Keras Input layer or a tf.cast?): finite-difference steps"
-                           " and tolerances are float32's")
+        return "float32", RoundsToFloat32(name, rounded)
     return dtype, None
 
 
-def _context(recording: Recording, options: CheckOptions) -> tuple[CheckContext, list[str]]:
+def _context(recording: Recording, options: CheckOptions) -> tuple[CheckContext, list[Note]]:
     """Outputs to check, upstreams and the tolerance of the lowest precision involved (f's
     program then sized for it), with what the choice has to say."""
     diff_outputs = _validate_outputs(recording, function_name(recording.program.function))
@@ -188,7 +190,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
         require_scalar(ctx)
     found = Findings(notes=[*prepared.notes, *recording.notes, *sizing] + [
         s.note for s in program.slots if s.note] + [
-        f"output {o.name} {o.reason}: not checked" for o in recording.outputs
+        OutputNotChecked(o.name, o.reason or "") for o in recording.outputs
         if not o.differentiable])
     changed = changed_between_calls(prepared.result, recording, ctx.diff_outputs, name)
     analyses: list[tuple[SourceAnalysis, GradientOutcome]] = []

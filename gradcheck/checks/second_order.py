@@ -17,6 +17,8 @@ from gradcheck.checks.full import analyse, check_block
 from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.errors import FunctionError
+from gradcheck.evidence.gradients import GradientRaised
+from gradcheck.evidence.notes import SecondDerivatives
 from gradcheck.evidence.second_order import (
     Asymmetric,
     MissingInTensorFlow,
@@ -113,6 +115,12 @@ def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:
     return _told(found, what.kind, _missing_in_tensorflow(ctx, recording, found))
 
 
+def _raised(result: CheckResult) -> str:
+    """The error computing the gradient raised, when it did."""
+    evidence = result.evidence
+    return evidence.error if isinstance(evidence, GradientRaised) else ""
+
+
 def _missing_in_tensorflow(ctx: CheckContext, recording: Recording,
                            found: Findings) -> dict[str, list[MissingSecondOrder]]:
     """Per argument whose second derivative is None (or raises LookupError): the gradient ops
@@ -127,7 +135,7 @@ def _missing_in_tensorflow(ctx: CheckContext, recording: Recording,
             if located := second_order_gaps(recording.program, index):
                 gaps[result.input or ""] = located
         elif result.check == Kind.CUSTOM_GRADIENT and (
-                missing := missing_gradient_of(str(result.details.get("error", "")))) and (
+                missing := missing_gradient_of(_raised(result))) and (
                 op := forward_op_location(ctx.program, index, missing)) is not None:
             gaps[result.input or ""] = [MissingSecondOrder(missing, op[0], op[1])]
     return gaps
@@ -215,7 +223,7 @@ def _told(found: Findings, kind: Kind,
     """g's first-order findings told as second derivatives of f (a None one at TensorFlow's
     missing gradient when that is why)."""
     judged = {(r.input, r.output) for r in found.results if r.check != Kind.CONNECTED}
-    told = Findings(notes=[f"second derivatives: {note}" for note in found.notes],
+    told = Findings(notes=[SecondDerivatives(note) for note in found.notes],
                     blocks=found.blocks)
     for result in found.results:
         if result.check == Kind.CONNECTED and result.status == Status.PASS \

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gradcheck.diagnosis.explained import attribute
+from gradcheck.evidence.compiled import CompiledNotFinite
 from gradcheck.evidence.non_finite import NonFiniteOrigin, NonFiniteSeen, NonFiniteUntraceable
 from gradcheck.options import CheckOptions
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
@@ -139,8 +140,8 @@ def _explained_by_outputs(analysis: NonFiniteAnalysis) -> list[NonFiniteValue]:
 def _compiled_variants(checks: Sequence[CheckResult]) -> list[bool]:
     """XLA (True) or plain tf.function (False): the compiled variants whose VJP alone has
     non-finite values."""
-    return sorted({bool(c.details.get("jit")) for c in checks if c.check == Kind.COMPILED
-                   and c.failed and c.details.get("non_finite")}, reverse=True)
+    return sorted({c.evidence.jit for c in checks if c.check == Kind.COMPILED and c.failed
+                   and isinstance(c.evidence, CompiledNotFinite)}, reverse=True)
 
 
 def non_finite_results(program: Program, checks: Sequence[CheckResult], options: CheckOptions

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from gradcheck.evidence.notes import Note
+
 
 @dataclasses.dataclass(frozen=True)
 class Location:
@@ -59,6 +61,8 @@ def _public(value: Any) -> dict[str, Any]:
 def _published(value: Any) -> Any:
     if isinstance(value, Location):
         return str(value)
+    if isinstance(value, Note):
+        return value  # the JSON report renders it as its sentence
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _public(value)
     if isinstance(value, (list, tuple)):

@@ -1,11 +1,12 @@
 """The explanation of tape.gradient (Report.explain) as data: per input, per target, J, 1ᵀJ,
-uᵀJ and `gradient * u` (the misconception). render/json_format.py publishes it as the JSON
-report's `explain` object, field for field."""
+uᵀJ and `gradient * u` (the misconception), with which case each is in. Its sentences and the
+formulas are made in gradcheck.render.sentences.explain; render/json_format.py publishes it as
+the JSON report's `explain` object."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import enum
 from typing import Any
 
 
@@ -29,16 +30,55 @@ class TensorView:
     summary: Summary | None = None
 
 
+class Product(str, enum.Enum):
+    """Whether `gradient * u` can be formed, and if not why."""
+
+    FORMED = "formed"
+    NO_PATH = "no-path"  # tape.gradient returned None
+    NOT_BROADCASTABLE = "not-broadcastable"  # the gradient and u do not broadcast
+    WRONG_SHAPE = "wrong-shape"  # they broadcast, to a shape other than x's
+    NOT_FORMED = "not-formed"  # summed over targets: some target's product cannot be formed
+
+
 @dataclasses.dataclass(frozen=True)
 class Misconception:
-    """`tape.gradient(y, x) * u` next to uᵀJ: whether it can be formed, and how far off it is."""
+    """`tape.gradient(y, x) * u` (`output` None: summed over every target) next to uᵀJ:
+    whether it can be formed, and how far off it is."""
 
     compatible: bool
-    message: str
-    shape: tuple[int, ...] | None = None
+    case: Product
+    input: str
+    output: str | None
+    shape: tuple[int, ...] | None = None  # the product's
     values: TensorView | None = None
     difference: TensorView | None = None
     max_abs_difference: float | None = None
+    gradient_shape: tuple[int, ...] | None = None
+    upstream_shape: tuple[int, ...] | None = None
+    input_shape: tuple[int, ...] | None = None
+    incompatible: tuple[str, ...] = ()  # NOT_FORMED: the targets whose product is misshapen
+
+
+class Coincidence(str, enum.Enum):
+    """Whether gradient(y, x) * u equals uᵀJ for one target, and why."""
+
+    NO_PATH = "no-path"  # tape.gradient is None
+    BROKEN_SHAPE = "broken-shape"  # tape.gradient does not have x's shape (a grad_fn's doing)
+    ZERO = "zero"  # J is zero
+    DIAGONAL = "diagonal"
+    SINGLE_ELEMENT = "single-element"  # y is one number
+    MISSHAPEN = "misshapen"  # J is not diagonal and the product is not even of x's shape
+    DIFFER = "differ"  # J is not diagonal, and here the two differ
+    AGREE_HERE = "agree-here"  # J is not diagonal, but this u makes them agree
+
+
+@dataclasses.dataclass(frozen=True)
+class OffDiagonal:
+    """The largest ∂y[output_index]/∂x[input_index] off J's diagonal."""
+
+    output_index: tuple[int, ...]
+    input_index: tuple[int, ...]
+    value: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +94,8 @@ class TargetExplanation:
     vjp: TensorView | None  # tape.gradient(y, x, output_gradients=u)
     misconception: Misconception
     diagonal: bool
-    coincide: str  # whether gradient * u equals uᵀJ here, and why
+    coincidence: Coincidence  # whether gradient * u equals uᵀJ here
+    off_diagonal: OffDiagonal | None = None  # why J is not diagonal
     error: str | None = None  # tape.gradient raised
 
 
@@ -72,7 +113,7 @@ class InputExplanation:
     max_abs_err: float | None
     error: str | None
     # Over all targets (with one target: that target's).
-    note: str | None
+    fed: tuple[str, ...]  # the targets tape.gradient returns a gradient for (not None)
     sum_of_contributions: TensorView | None
     misconception: Misconception | None
 
@@ -83,7 +124,6 @@ class InputExplanation:
 
 @dataclasses.dataclass(frozen=True)
 class Explanation:
-    """The formulas (by name), then one entry per input."""
+    """One entry per input (the renderers add the formulas)."""
 
-    formulas: Mapping[str, str]
     inputs: tuple[InputExplanation, ...]

@@ -6,6 +6,7 @@ import dataclasses
 
 from gradcheck.evidence import Evidence, internal
 from gradcheck.evidence.connected import GradShape
+from gradcheck.evidence.notes import ModeReason
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -13,7 +14,7 @@ class Projections(Evidence):
     """What the random projections did (the details of every fast-mode verdict), and how
     small an error they can miss."""
 
-    mode_reason: str
+    mode_reason: ModeReason  # published as its sentence
     probes: int
     probes_run: int
     failed_probes: tuple[int, ...]

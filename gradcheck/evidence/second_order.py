@@ -69,7 +69,7 @@ class ProjectedAsymmetric(ProjectedSymmetry):
 class Retold(Evidence):
     """A first-order finding about the gradient g of f (`first`, a CheckResult: the evidence
     layer lies below the report's) told as one about f's second derivative; its JSON
-    `details` are those of `first`."""
+    `details` are those of `first`'s evidence."""
 
     first: Any = internal(None)
 
@@ -79,7 +79,7 @@ class Retold(Evidence):
 
     def published(self) -> dict[str, Any]:
         evidence = self.first.evidence
-        return dict(self.first.details) if evidence is None else evidence.published()
+        return {} if evidence is None else evidence.published()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,12 @@ from gradcheck.evidence.explain import (
     TargetExplanation,
     TensorView,
 )
+from gradcheck.render.sentences.explain import (
+    FORMULAS,
+    coincide_text,
+    misconception_text,
+    several_text,
+)
 
 
 def _rows(values: Any, row_size: int | None) -> list[list[float]]:
@@ -56,7 +62,7 @@ def _misconception_text(misconception: Misconception | None) -> Text:
     if misconception is None:
         return Text("")
     if not misconception.compatible:
-        return Text(misconception.message, style="yellow")
+        return Text(misconception_text(misconception), style="yellow")
     text = Text(matrix_text(misconception.values))
     difference = misconception.max_abs_difference
     if difference is None:
@@ -122,16 +128,17 @@ def _finite_difference_line(entry: InputExplanation) -> Text:
 
 def input_explanation(entry: InputExplanation) -> RenderableType:
     parts: list[RenderableType] = [input_table(entry)]
-    if entry.note:
-        parts.append(Text(entry.note))
-    parts += [Text(f"• {target.output}: {target.coincide}") for target in entry.targets]
+    if note := several_text(entry):
+        parts.append(Text(note))
+    parts += [Text(f"• {target.output}: {coincide_text(entry, target)}")
+              for target in entry.targets]
     parts.append(_finite_difference_line(entry))
     return Group(*parts)
 
 
-def formulas(explain: Explanation) -> RenderableType:
+def formulas() -> RenderableType:
     lines = Text("In general:\n", style="bold")
-    for text in explain.formulas.values():
+    for text in FORMULAS.values():
         lines.append(f"  {text}\n", style="")
     lines.rstrip()
     return lines
@@ -144,5 +151,5 @@ def render_explanation(explain: Explanation, inputs: Sequence[str] | None = None
     parts: list[RenderableType] = []
     for entry in entries:
         parts += [input_explanation(entry), Text("")]
-    parts.append(formulas(explain))
+    parts.append(formulas())
     return Group(*parts)

@@ -15,6 +15,14 @@ from gradcheck.evidence.explain import (
     TargetExplanation,
     TensorView,
 )
+from gradcheck.evidence.notes import Note
+from gradcheck.render.sentences.explain import (
+    FORMULAS,
+    coincide_text,
+    misconception_text,
+    several_text,
+)
+from gradcheck.render.sentences.notes import note_text
 from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
 
 
@@ -43,11 +51,12 @@ def tensor_dict(info: TensorInfo) -> dict[str, Any]:
 
 def _details(result: CheckResult) -> dict[str, Any]:
     """The evidence's public fields; a finding that re-tells another's (a custom gradient's
-    own check) or has no evidence publishes the details it was given."""
+    own check: diagnosis/custom_gradients.py hands its details on) or has no evidence
+    publishes the details it was given."""
     evidence = result.evidence
-    if evidence is None or not public_fields(evidence):
-        return dict(result.details)
-    return public_fields(evidence)
+    published = public_fields(evidence) if evidence is not None else {}
+    return {name: note_text(value) if isinstance(value, Note) else value
+            for name, value in (published or result.details).items()}
 
 
 def check_dict(result: CheckResult) -> dict[str, Any]:
@@ -76,7 +85,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "inputs": [tensor_dict(i) for i in report.inputs],
         "outputs": [tensor_dict(o) for o in report.outputs],
         "checks": [check_dict(c) for c in report.checks],
-        "notes": list(report.notes),
+        "notes": [note_text(note) for note in report.notes],
     }
     if report.explain is not None:
         data["explain"] = explanation_dict(report.explain)
@@ -98,31 +107,32 @@ def _misconception(wrong: Misconception | None) -> dict[str, Any] | None:
     return {"compatible": wrong.compatible,
             "shape": None if wrong.shape is None else list(wrong.shape),
             "values": _view(wrong.values), "difference": _view(wrong.difference),
-            "max_abs_difference": wrong.max_abs_difference, "message": wrong.message}
+            "max_abs_difference": wrong.max_abs_difference, "message": misconception_text(wrong)}
 
 
-def _target_dict(target: TargetExplanation) -> dict[str, Any]:
+def _target_dict(entry: InputExplanation, target: TargetExplanation) -> dict[str, Any]:
     return {"output": target.output, "output_shape": list(target.output_shape),
             "jacobian": _view(target.jacobian), "jacobian_source": target.jacobian_source,
             "upstream": _view(target.upstream), "plain": _view(target.plain),
             "vjp": _view(target.vjp), "misconception": _misconception(target.misconception),
-            "diagonal": target.diagonal, "coincide": target.coincide, "error": target.error}
+            "diagonal": target.diagonal, "coincide": coincide_text(entry, target),
+            "error": target.error}
 
 
 def _input_dict(entry: InputExplanation) -> dict[str, Any]:
     return {"input": entry.input, "shape": list(entry.shape),
-            "targets": [_target_dict(target) for target in entry.targets],
+            "targets": [_target_dict(entry, target) for target in entry.targets],
             "several_targets": entry.several_targets, "plain": _view(entry.plain),
             "vjp": _view(entry.vjp), "finite_difference": _view(entry.finite_difference),
             "finite_difference_symmetrised": entry.finite_difference_symmetrised,
-            "max_abs_err": entry.max_abs_err, "error": entry.error, "note": entry.note,
+            "max_abs_err": entry.max_abs_err, "error": entry.error, "note": several_text(entry),
             "sum_of_contributions": _view(entry.sum_of_contributions),
             "misconception": _misconception(entry.misconception)}
 
 
 def explanation_dict(explanation: Explanation) -> dict[str, Any]:
     """The JSON report's `explain` object, field by field."""
-    return {"formulas": dict(explanation.formulas),
+    return {"formulas": dict(FORMULAS),
             "inputs": [_input_dict(entry) for entry in explanation.inputs]}
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import FunctionError, Phase
+from gradcheck.evidence.notes import PointByPoint
 from gradcheck.numerics import float32
 from gradcheck.numerics.differences import STEP_FACTORS, points_along
 from gradcheck.numerics.tolerances import machine_eps
@@ -56,8 +57,8 @@ class BatchEvaluator:
         self.few_elements = int(np.prod(slot.shape, dtype=np.int64)) <= EAGER_ELEMENTS
         self.concrete: Any = None
         self.strategy = "vectorised" if usable and not self.few_elements else "loop"
-        self.fallback_reason: str | None = None if usable else (
-            f"{slot.name} is a tf.Variable" if slot.is_variable else "vectorisation is off")
+        self.fallback_reason: PointByPoint | None = None if usable else PointByPoint(
+            slot.name, variable=slot.is_variable)
 
     def _outputs_of(self, result: Any) -> list[Any]:
         tf = tensorflow()
@@ -99,7 +100,8 @@ class BatchEvaluator:
             except Exception as exc:  # not vectorisable: fall back to the loop
                 self.vectorised = None
                 self.strategy = "loop"
-                self.fallback_reason = f"vectorised evaluation failed ({type(exc).__name__})"
+                self.fallback_reason = PointByPoint(
+                    self.program.slots[self.slot_index].name, type(exc).__name__)
         return self._evaluate_loop(points)
 
     def _evaluate_vectorised(self, points: np.ndarray) -> list[np.ndarray]:

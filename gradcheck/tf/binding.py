@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import InputError
+from gradcheck.evidence.notes import ComplexInput, DtypeFallback, Note, PassedThrough
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.tf import instrument
 from gradcheck.tf.program import (
@@ -91,16 +92,14 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> tuple[Slo
             slots.append(
                 Slot(argument.name, argument.position, keyword, tensor, True, parts,
                      tuple(tensor.shape), complex_dtype=REAL_TO_COMPLEX[parts],
-                     note=f"{argument.name} is complex: checked as its (real, imaginary) parts,"
-                     " index [..., 0] and [..., 1]; TensorFlow's gradient for it is"
-                     " ∂L/∂Re + i ∂L/∂Im (docs/vjp.md)"))
+                     note=ComplexInput(argument.name)))
         else:
             name = (f"a {type(value).__name__}" if callable(value)
                     else _dtype_name(value) or type(value).__name__)
             shape = tuple(np.shape(value)) if hasattr(value, "shape") else ()
             slots.append(
                 Slot(argument.name, argument.position, keyword, argument.value, False, name,
-                     shape, note=f"{argument.name} is {name}: passed through, not differentiated")
+                     shape, note=PassedThrough(argument.name, name))
             )
     return tuple(slots)
 
@@ -162,7 +161,7 @@ class Prepared:
 
     program: Program
     result: Any
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
 
 
 def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_mode: str,
@@ -176,7 +175,7 @@ def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_
     programs = _candidate_programs(function, named, dtype_mode, evaluation or Evaluation())
     if not programs[0].sources:
         _without_float_arguments(programs[0])
-    problems: list[str] = []
+    problems: list[tuple[str, str, bool]] = []  # the dtype, its error, whether in gradients
     ran: list[Program] = []
     error: BaseException | None = None
     for program in programs:
@@ -185,20 +184,18 @@ def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_
             result = program.call()
         except (Exception, SystemExit) as exc:  # the user's function raised (or called exit)
             instrument.rollback(mark)
-            problems.append(f"{function_name(function)} does not accept"
-                            f" {program.compute_dtype} inputs ({first_line(exc)})")
+            problems.append((program.compute_dtype, first_line(exc), False))
             error = error or exc
             continue
         problem = _gradient_problem(program) if len(programs) > 1 else None
         if problem is None:
             if not problems:
                 return Prepared(program, result)
-            return Prepared(program, result, (
-                f"{problems[0]}; checked in {program.compute_dtype}, the arguments' own dtype,"
-                f" with {program.compute_dtype} tolerances",))
+            return Prepared(program, result, (DtypeFallback(
+                function_name(function), *problems[0][:2], program.compute_dtype,
+                gradients=problems[0][2]),))
         instrument.rollback(mark)
-        problems.append(f"the gradients of {function_name(function)} cannot be taken in"
-                        f" {program.compute_dtype} ({problem})")
+        problems.append((program.compute_dtype, problem, True))
         ran.append(program)
     if not ran:
         assert error is not None

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gradcheck.evidence.notes import CalledTraining, FactoryPolicy, Note
 from gradcheck.tf.program import function_raised
 
 
@@ -78,17 +79,15 @@ def _build(factory: Callable[[], Any], float64: bool) -> tuple[Any, Exception | 
         return None, exc
 
 
-def keras_target(obj: Any, training: bool = False) -> tuple[Any, list[str]]:
+def keras_target(obj: Any, training: bool = False) -> tuple[Any, list[Note]]:
     """What to check for a TARGET that may be a Keras layer or a factory of one, with notes."""
-    notes: list[str] = []
+    notes: list[Note] = []
     if _is_factory(obj):
         built, failed = _build(obj, float64=True)
-        note = (f"{obj.__name__}() built its model under a float64 dtype policy, so finite"
-                " differences are precise")
+        note = FactoryPolicy(obj.__name__, float64=True)
         if failed is not None:
             built, failed = _build(obj, float64=False)
-            note = (f"{obj.__name__}() does not build under a float64 dtype policy: checked"
-                    " in its own dtypes, with their tolerances")
+            note = FactoryPolicy(obj.__name__, float64=False)
         if failed is not None and not inspect.signature(obj).parameters:
             # Only a factory takes no parameters at all (a function with defaults may be f).
             raise function_raised(obj, failed)
@@ -96,7 +95,7 @@ def keras_target(obj: Any, training: bool = False) -> tuple[Any, list[str]]:
             obj = built
             notes.append(note)
     if is_layer(obj) and training:
-        notes.append(f"{obj.name} is called with training=True (--training)")
+        notes.append(CalledTraining(obj.name))
         return TrainingCall(obj), notes
     return obj, notes
 

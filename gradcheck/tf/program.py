@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import FunctionError, InputError, Phase
+from gradcheck.evidence.notes import Note
 from gradcheck.load.inputs import OutputPath
 from gradcheck.load.locations import exception_location
 from gradcheck.report import Spelled
@@ -60,7 +61,7 @@ class Slot:
     dtype: str
     shape: tuple[int, ...]
     is_variable: bool = False
-    note: str | None = None
+    note: Note | None = None
     kind: SlotKind = SlotKind.ARGUMENT
     # A complex argument's dtype: `value` then holds its (real, imaginary) parts.
     complex_dtype: str | None = None

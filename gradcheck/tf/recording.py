@@ -11,6 +11,7 @@ import numpy as np
 
 from gradcheck.errors import Phase
 from gradcheck.evidence import Location
+from gradcheck.evidence.notes import FreshTapes, JacobianByRows, Note, WhileLoopJacobian
 from gradcheck.load.locations import exception_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
 from gradcheck.tf.program import (
@@ -67,10 +68,10 @@ class Recording:
     unread_weights: tuple[str, ...] = ()
     unbuilt_layers: tuple[str, ...] = ()
     # What recording found out about f's sources (variables listed, --wrt's choice).
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
 
     # Set when TensorFlow's own way failed and a slower, equivalent one gave the answer.
-    workarounds: list[str] = field(default_factory=list)
+    workarounds: list[Note] = field(default_factory=list)
     fresh_tapes: bool = False
 
     def gradient(self, output_indices: Sequence[int], source: Slot,
@@ -93,8 +94,7 @@ class Recording:
                 if retried[0].error is not None:
                     return [_failure(exc) for _ in sources]
                 self.fresh_tapes = True
-                self._note(f"the recorded tape could not give the gradient again"
-                           f" ({first_line(exc)}); gradients were taken on a fresh tape per call")
+                self._note(FreshTapes(first_line(exc)))
                 return retried
         return self.fresh_gradients(output_indices, sources, upstreams)
 
@@ -146,9 +146,9 @@ class Recording:
         return [tf.constant(u, dtype=self.outputs[i].tensor.dtype)
                 for u, i in zip(upstreams, output_indices)]
 
-    def _note(self, text: str) -> None:
-        if text not in self.workarounds:
-            self.workarounds.append(text)
+    def _note(self, note: Note) -> None:
+        if note not in self.workarounds:
+            self.workarounds.append(note)
 
     def jacobian(self, output_index: int, source: Slot, max_memory: int | None = None
                  ) -> tuple[np.ndarray | None, str | None]:
@@ -187,11 +187,9 @@ class Recording:
                 messages.append("tape.jacobian returned None")
                 continue
             if messages:
-                self._note(f"the vectorised tape.jacobian failed ({messages[0]}); the"
-                           " while-loop tape.jacobian(experimental_use_pfor=False) was used")
+                self._note(WhileLoopJacobian(messages[0]))
             elif not use_pfor:
-                self._note("tape.jacobian ran without vectorisation (experimental_use_pfor="
-                           "False)")
+                self._note(WhileLoopJacobian())
             return np.asarray(block, dtype=np.float64), None
         return self._jacobian_by_rows(output_index, source, messages)
 
@@ -240,8 +238,7 @@ class Recording:
                 return None, messages[-1]
             else:
                 rows.append(outcome.value)
-        self._note(f"tape.jacobian failed ({messages[0]}); the Jacobian was built from"
-                   f" {size} VJPs with one-hot upstreams, each on a fresh tape")
+        self._note(JacobianByRows(messages[0], size))
         return np.stack(rows).reshape(shape + source.shape), None
 
     def _jacobian_in_chunks(self, target: Any, source: Slot, rows_per_chunk: int

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from gradcheck.errors import InputError
+from gradcheck.evidence.notes import LeftOut, NonTrainable, Note
 from gradcheck.tf.program import FLOAT_DTYPES, Program, Slot, SlotKind
 from gradcheck.tf.runtime import tensorflow
 
@@ -105,13 +106,15 @@ def unbuilt_layers(function: Any) -> list[str]:
     return [str(layer.name) for layer in layers if not getattr(layer, "built", True)]
 
 
-def variable_slots(program: Program, read: Sequence[Any]) -> tuple[list[Slot], list[str]]:
+def variable_slots(program: Program, read: Sequence[Any]) -> tuple[list[Slot], list[Note]]:
     """Slots for the trainable float variables f read (and a Keras target's trainable weights
     it did not read under the tape) that are not its arguments; notes for the others
     (non-trainable: listed, not checked)."""
     arguments = [slot.value for slot in program.slots if slot.is_variable]
     variable_name = VariableNames(program.function)
-    slots, notes, taken = [], [], set()
+    slots: list[Slot] = []
+    notes: list[Note] = []
+    taken: set[str] = set()
     for variable in [*read, *unread_weights(program.function, read)]:
         if any(variable is a for a in arguments) or variable.dtype.name not in FLOAT_DTYPES:
             continue
@@ -120,7 +123,7 @@ def variable_slots(program: Program, read: Sequence[Any]) -> tuple[list[Slot], l
             name += "'"
         taken.add(name)
         if not getattr(variable, "trainable", True):
-            notes.append(f"{name} is a non-trainable variable f reads: listed, not checked")
+            notes.append(NonTrainable(name))
             continue
         slots.append(Slot(name, None, None, variable, True, variable.dtype.name,
                           tuple(int(d) for d in variable.shape), is_variable=True,
@@ -128,7 +131,7 @@ def variable_slots(program: Program, read: Sequence[Any]) -> tuple[list[Slot], l
     return slots, notes
 
 
-def select_sources(slots: Sequence[Slot], wrt: str) -> tuple[tuple[Slot, ...], list[str]]:
+def select_sources(slots: Sequence[Slot], wrt: str) -> tuple[tuple[Slot, ...], list[Note]]:
     """The slots, those --wrt leaves out not differentiated, and notes saying so."""
     sources = [slot for slot in slots if slot.differentiable]
     if wrt not in WRT_GROUPS and all(slot.name != wrt for slot in sources):
@@ -144,4 +147,4 @@ def select_sources(slots: Sequence[Slot], wrt: str) -> tuple[tuple[Slot, ...], l
     names = [slot.name for slot in slots if left_out(slot)]
     selected = tuple(replace(slot, differentiable=False) if left_out(slot) else slot
                      for slot in slots)
-    return selected, [f"--wrt {wrt}: {', '.join(names)} not differentiated"] if names else []
+    return selected, [LeftOut(wrt, tuple(names))] if names else []

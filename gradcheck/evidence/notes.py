@@ -1,0 +1,233 @@
+"""What gradcheck has to say about how it checked (Report.notes, the mode chosen), as data:
+one frozen Note subclass per kind of note. Their sentences are made in
+gradcheck.render.sentences.notes."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """The base of every note; str() gives its sentence (as the table and JSON show it)."""
+
+    def __str__(self) -> str:
+        return _text(self) if _text is not None else repr(self)
+
+
+# Sentences are gradcheck.render's business, a layer above: the package root installs it.
+_text: Callable[[Note], str] | None = None
+
+
+def install_text(text: Callable[[Note], str]) -> None:
+    """Name the function that words a note (gradcheck.render.sentences.notes.note_text)."""
+    global _text
+    _text = text
+
+
+# Full or fast mode, and why (checks/mode.py).
+@dataclasses.dataclass(frozen=True)
+class ModeReason(Note):
+    """Why full or fast mode was chosen."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModeAsked(ModeReason):
+    """--mode `mode` was given."""
+
+    mode: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OverMemory(ModeReason):
+    """Under --mode auto, full mode on `input` (`inputs` x `outputs` elements) would hold
+    `needed` bytes, over the budget (--max-memory `budget`)."""
+
+    input: str
+    inputs: int
+    outputs: int
+    needed: int
+    budget: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TooSlow(ModeReason):
+    """Under --mode auto, full mode would evaluate f `evaluations` times of `call_seconds`."""
+
+    evaluations: int
+    call_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class WithinBudgets(ModeReason):
+    """Under --mode auto, full mode fits the memory and time budgets."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FastModeUsed(Note):
+    """Fast mode (random projections) was used, for `reason`."""
+
+    reason: ModeReason
+
+
+# The dtype the check runs and is sized in (tf/binding.py, checks/run.py).
+@dataclasses.dataclass(frozen=True)
+class DtypeFallback(Note):
+    """`function` (or, `gradients`, its gradients) failed in `tried` with `error`: checked in
+    `dtype`, the arguments' own."""
+
+    function: str
+    tried: str
+    error: str
+    dtype: str
+    gradients: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ComputesInside(Note):
+    """`function` computes in half precision `dtype` inside, with `outputs` dtype outputs."""
+
+    function: str
+    dtype: str
+    outputs: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ReturnsLower(Note):
+    """`function` returns `dtype` outputs for `inputs` dtype inputs."""
+
+    function: str
+    dtype: str
+    inputs: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundsToFloat32(Note):
+    """`function` rounds its float64 input `input` to float32 inside."""
+
+    function: str
+    input: str
+
+
+# What is not checked, or checked in parts.
+@dataclasses.dataclass(frozen=True)
+class OutputNotChecked(Note):
+    """Output `output` has no gradient: `reason` (how tf/program.py says it)."""
+
+    output: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ComplexInput(Note):
+    """Complex `input`, checked as its (real, imaginary) parts."""
+
+    input: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PassedThrough(Note):
+    """`input` is `kind` (not a float tensor): passed through, not differentiated."""
+
+    input: str
+    kind: str
+
+
+@dataclasses.dataclass(frozen=True)
+class NonTrainable(Note):
+    """A non-trainable variable f reads: listed, not checked."""
+
+    variable: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LeftOut(Note):
+    """--wrt `wrt` leaves `names` out."""
+
+    wrt: str
+    names: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class HessianArgumentsOnly(Note):
+    """The Hessian does not move the tf.Variables `variables`."""
+
+    variables: tuple[str, ...]
+
+
+# Keras targets (tf/keras.py).
+@dataclasses.dataclass(frozen=True)
+class FactoryPolicy(Note):
+    """The factory `factory` built its model under a float64 dtype policy (`float64`), or
+    could not and was checked in its own dtypes."""
+
+    factory: str
+    float64: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class CalledTraining(Note):
+    """The layer `layer` is called with training=True."""
+
+    layer: str
+
+
+# How the gradients were taken (tf/recording.py, tf/batch.py, checks/full.py).
+@dataclasses.dataclass(frozen=True)
+class PointByPoint(Note):
+    """Finite differences for `input` evaluated f point by point: vectorised evaluation
+    raised `failed` (an exception's type), or `input` is a tf.Variable, or vectorisation is
+    off."""
+
+    input: str
+    failed: str | None = None
+    variable: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class FreshTapes(Note):
+    """The recorded tape raised `error` when asked again: a fresh tape per call."""
+
+    error: str
+
+
+@dataclasses.dataclass(frozen=True)
+class WhileLoopJacobian(Note):
+    """The vectorised tape.jacobian failed (`error`; None: it was not asked for) and the
+    while-loop one was used."""
+
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class JacobianByRows(Note):
+    """tape.jacobian failed (`error`): built from `size` one-hot VJPs."""
+
+    error: str
+    size: int
+
+
+# Notes about other notes and findings.
+@dataclasses.dataclass(frozen=True)
+class CompiledInOwnDtype(Note):
+    """The compiled check ran in `dtype`; in float64 it found `promoted` (a CheckResult: the
+    evidence layer lies below the report's)."""
+
+    dtype: str
+    promoted: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class SecondDerivatives(Note):
+    """`note`, said of the check of the second derivatives."""
+
+    note: Note
+
+
+@dataclasses.dataclass(frozen=True)
+class Retried(Note):
+    """The results come from a new worker with vectorisation off, after `crash`."""
+
+    crash: str
