@@ -232,3 +232,19 @@ def test_cut_path_is_none_not_zeros_while_finite_differences_see_the_dependence(
     assert target.jacobian_source == "none" and "None (not zeros)" in coincide_text(entry, target)
     assert np.any(values(entry.finite_difference))
     assert "the path is cut" in render(explained("variable_from_input", "f", ("[1.0, -1.0]",)))
+
+
+def test_a_complex_function_is_explained_in_tensorflows_own_terms() -> None:
+    """tape.gradient(z * z, z) at z = [0.1j, 1+2j] is conj(2z) = [-0.2j, 2-4j] (TensorFlow's
+    implicit upstream is 1 + 0j, as is --upstream ones), and gradient * u is a complex product,
+    which equals uᵀJ for every u: z * z is elementwise and holomorphic."""
+    request = TargetRequest(fixture_target("complex_gradients", "square"), path=str(FIXTURES),
+                            input_specs=("[0.1j, 1+2j]",), upstream_specs=("ones",))
+    report = check_request(request, CheckOptions(kinds=COMMAND_KINDS["vjp"], explain=True))
+    assert report.explain is not None
+    entry = report.explain.inputs[0]
+    target = entry.targets[0]
+    np.testing.assert_allclose(values(entry.plain), [[0.0, -0.2], [2.0, -4.0]], atol=1e-12)
+    np.testing.assert_array_equal(values(target.upstream), [[1.0, 0.0], [1.0, 0.0]])
+    np.testing.assert_allclose(values(entry.vjp), values(entry.plain), atol=1e-12)
+    assert target.diagonal and target.misconception.max_abs_difference == pytest.approx(0.0)

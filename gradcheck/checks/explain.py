@@ -41,6 +41,7 @@ class TargetFacts:
     vjp: np.ndarray | None  # tape.gradient(y_k, x, output_gradients=u_k)
     finite_difference: np.ndarray | None = None  # out + in
     error: str | None = None  # tape.gradient raised
+    complex_parts: bool = False  # x and y complex: every array holds (real, imaginary) parts
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,20 @@ def _dims(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def _misconception(plain: np.ndarray | None, upstream: np.ndarray, vjp: np.ndarray | None,
-                   x_name: str, x_shape: tuple[int, ...], y_name: str) -> Misconception:
-    """`gradient * u` for the target `y_name`, next to uᵀJ."""
+def _times_upstream(target: TargetFacts, plain: np.ndarray) -> np.ndarray:
+    """tape.gradient(y, x) * u as TensorFlow multiplies them (complex numbers for complex
+    x and y, not their parts one by one)."""
+    if not target.complex_parts:
+        return np.asarray(plain * target.upstream, dtype=np.float64)
+    upstream = target.upstream
+    product = (plain[..., 0] + 1j * plain[..., 1]) * (upstream[..., 0] + 1j * upstream[..., 1])
+    return np.stack([product.real, product.imag], axis=-1)
+
+
+def _misconception(target: TargetFacts, x_name: str, x_shape: tuple[int, ...]
+                   ) -> Misconception:
+    """`gradient * u` for the target, next to uᵀJ."""
+    plain, upstream, vjp, y_name = target.plain, target.upstream, target.vjp, target.name
     if plain is None:
         return Misconception(False, Product.NO_PATH, x_name, y_name)
     missing = functools.partial(Misconception, False, input=x_name, output=y_name,
@@ -102,7 +114,7 @@ def _misconception(plain: np.ndarray | None, upstream: np.ndarray, vjp: np.ndarr
         return missing(Product.NOT_BROADCASTABLE)
     if product_shape != tuple(x_shape):
         return missing(Product.WRONG_SHAPE, shape=product_shape)
-    return _compared(np.asarray(plain * upstream, dtype=np.float64), vjp, x_name, y_name)
+    return _compared(_times_upstream(target, plain), vjp, x_name, y_name)
 
 
 def _compared(product: np.ndarray, vjp: np.ndarray | None, x_name: str,
@@ -127,6 +139,31 @@ def _index(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, tuple(shape))) if shape else ()
 
 
+def _complex_diagonal(target: TargetFacts) -> bool:
+    """Whether each complex y_i depends on x_i alone, holomorphically (its parts' 2×2 block is
+    [[a, -b], [b, a]]): then gradient(y, x) * u is uᵀJ for every complex u, as for tf.exp."""
+    assert target.jacobian is not None
+    n = int(np.prod(target.shape[:-1], dtype=np.int64))
+    blocks = np.array(target.jacobian, dtype=np.float64).reshape(n, 2, n, 2)  # a copy
+    diagonal = blocks[np.arange(n), :, np.arange(n), :]  # (n, 2, 2)
+    scale = float(np.max(np.abs(blocks), initial=0.0)) * DIAGONAL_RTOL
+    blocks[np.arange(n), :, np.arange(n), :] = 0.0
+    return bool(np.all(np.abs(blocks) <= scale)
+                and np.all(np.abs(diagonal[:, 0, 0] - diagonal[:, 1, 1]) <= scale)
+                and np.all(np.abs(diagonal[:, 0, 1] + diagonal[:, 1, 0]) <= scale))
+
+
+def _diagonal(target: TargetFacts, x_shape: tuple[int, ...]) -> bool:
+    """Whether each element of y depends on the same element of x alone (for complex x and
+    y, holomorphically), so that gradient(y, x) * u is uᵀJ for every u."""
+    assert target.jacobian is not None
+    if tuple(target.shape) != tuple(x_shape):
+        return False
+    if target.complex_parts:
+        return _complex_diagonal(target)
+    return off_diagonal_entry(target.jacobian, target.shape, x_shape) is None
+
+
 def _coincidence(target: TargetFacts, x_shape: tuple[int, ...],
                  misconception: Misconception) -> Coincidence:
     """Does gradient(y, x) * u equal uᵀJ for this target, and why."""
@@ -136,8 +173,7 @@ def _coincidence(target: TargetFacts, x_shape: tuple[int, ...],
         return Coincidence.BROKEN_SHAPE
     if not np.any(target.jacobian):
         return Coincidence.ZERO
-    entry = off_diagonal_entry(target.jacobian, target.shape, x_shape)
-    if entry is None and tuple(target.shape) == tuple(x_shape):
+    if _diagonal(target, x_shape):
         return Coincidence.DIAGONAL
     if misconception.compatible and int(np.prod(target.shape, dtype=np.int64)) == 1:
         return Coincidence.SINGLE_ELEMENT
@@ -151,8 +187,7 @@ def _coincidence(target: TargetFacts, x_shape: tuple[int, ...],
 
 
 def _target(target: TargetFacts, x_name: str, x_shape: tuple[int, ...]) -> TargetExplanation:
-    misconception = _misconception(target.plain, target.upstream, target.vjp, x_name, x_shape,
-                                   target.name)
+    misconception = _misconception(target, x_name, x_shape)
     coincidence = _coincidence(target, x_shape, misconception)
     off_diagonal = _off_diagonal(target, x_shape) if coincidence in (
         Coincidence.MISSHAPEN, Coincidence.DIFFER, Coincidence.AGREE_HERE) else None
@@ -165,8 +200,7 @@ def _target(target: TargetFacts, x_name: str, x_shape: tuple[int, ...]) -> Targe
         plain=tensor_view(target.plain),
         vjp=tensor_view(target.vjp),
         misconception=misconception,
-        diagonal=target.jacobian is not None and tuple(target.shape) == tuple(x_shape)
-        and off_diagonal_entry(target.jacobian, target.shape, x_shape) is None,
+        diagonal=target.jacobian is not None and _diagonal(target, x_shape),
         coincidence=coincidence,
         off_diagonal=off_diagonal,
         error=target.error,
@@ -198,7 +232,7 @@ def _several(facts: InputFacts, targets: Sequence[TargetExplanation]
     connected = [(t, e.misconception) for t, e in zip(facts.targets, targets)
                  if t.plain is not None]
     compatible = bool(connected) and all(p.compatible for _, p in connected)
-    total = _sum([t.plain * t.upstream if compatible and t.plain is not None else None
+    total = _sum([_times_upstream(t, t.plain) if compatible and t.plain is not None else None
                   for t, _ in connected], facts.shape)
     contributions = _sum([t.vjp for t in facts.targets], facts.shape)
     if compatible and total is not None:

@@ -21,7 +21,7 @@ def _error(*outcomes: GradientOutcome) -> str | None:
 def _target_facts(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[explain.TargetFacts, ...]:
     slot, facts = analysis.slot, []
     for u, k in zip(ctx.upstreams, ctx.diff_outputs):
-        plain = ctx.recording.gradient([k], slot, None)
+        plain = ctx.recording.plain_gradient([k], slot)
         vjp = ctx.recording.gradient([k], slot, [u])
         block = analysis.autodiff.get(k)
         source = "autodiff" if block is not None else (
@@ -30,7 +30,8 @@ def _target_facts(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[explain.
             block = analysis.reference(k)
         facts.append(explain.TargetFacts(
             ctx.outputs[k].name, ctx.outputs[k].shape, u, block, source, plain.value,
-            vjp.value, analysis.reference(k), _error(plain, vjp)))
+            vjp.value, analysis.reference(k), _error(plain, vjp),
+            slot.complex_dtype is not None and ctx.outputs[k].complex_dtype is not None))
     return tuple(facts)
 
 
@@ -40,7 +41,7 @@ def explanation(ctx: CheckContext, analyses: Sequence[tuple[SourceAnalysis, Grad
     facts = []
     for analysis, vjp in analyses:
         slot = analysis.slot
-        plain = ctx.recording.gradient(ctx.diff_outputs, slot, None)
+        plain = ctx.recording.plain_gradient(ctx.diff_outputs, slot)
         symmetric_vjp = any(r.check == Kind.VJP and r.status == Status.WARN
                             and r.input == slot.name and isinstance(r.evidence, VjpSymmetric)
                             for r in results)

@@ -144,7 +144,7 @@ def _context(recording: Recording, options: CheckOptions) -> tuple[CheckContext,
     upstreams = resolve_upstreams(
         options.upstream,
         [(recording.outputs[k].path, recording.outputs[k].shape) for k in diff_outputs],
-        options.seed)
+        options.seed, [recording.outputs[k].complex_dtype is not None for k in diff_outputs])
     dtype, note = _sizing_dtype(recording, diff_outputs)
     if dtype != recording.program.compute_dtype:
         recording = replace(recording, program=recording.program.in_dtype(dtype))

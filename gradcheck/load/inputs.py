@@ -320,9 +320,12 @@ def resolve_upstreams(
     parsed: Sequence[Any],
     outputs: Sequence[tuple[OutputPath, tuple[int, ...]]],
     seed: int,
+    complex_outputs: Sequence[bool] = (),
 ) -> list[np.ndarray]:
     """One float64 upstream per output; shapes must match exactly (never broadcast). An
-    upstream .npz names each output in full (y['mean']) or by its innermost key (mean)."""
+    upstream .npz names each output in full (y['mean']) or by its innermost key (mean). A
+    complex output's upstream holds its parts on a last axis: 'ones' is tf.ones_like(y),
+    1 + 0j."""
     names = [str(path) for path, _ in outputs]
     if len(parsed) == 1 and isinstance(parsed[0], dict):
         by_name = parsed[0]
@@ -346,12 +349,15 @@ def resolve_upstreams(
         specs = list(parsed)
     rng = np.random.default_rng(seed + 7919)
     resolved = []
-    for (path, shape), spec in zip(outputs, specs):
+    complex_outputs = list(complex_outputs) + [False] * (len(outputs) - len(complex_outputs))
+    for (path, shape), spec, is_complex in zip(outputs, specs, complex_outputs):
         name = str(path)
         if isinstance(spec, dict):
             raise InputError("an upstream .npz must be the only --upstream")
         if isinstance(spec, str):
             value = np.ones(shape) if spec == "ones" else rng.standard_normal(shape)
+            if spec == "ones" and is_complex:
+                value[..., 1] = 0.0
         else:
             value = np.asarray(spec)
             if value.dtype == np.bool_:

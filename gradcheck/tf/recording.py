@@ -79,6 +79,19 @@ class Recording:
         """tape.gradient(ys, x, output_gradients=us) for one source."""
         return self.gradients(output_indices, [source], upstreams)[0]
 
+    def plain_gradient(self, output_indices: Sequence[int], source: Slot) -> GradientOutcome:
+        """tape.gradient(ys, x) as the user's f gives it: TensorFlow's implicit upstream is
+        ones, 1 + 0j for a complex output (whose parts gradcheck holds side by side)."""
+        if not any(self.outputs[i].complex_dtype for i in output_indices):
+            return self.gradient(output_indices, source, None)
+        ones = []
+        for i in output_indices:
+            upstream = np.ones(tuple(self.outputs[i].tensor.shape))
+            if self.outputs[i].complex_dtype:
+                upstream[..., 1] = 0.0
+            ones.append(upstream)
+        return self.gradient(output_indices, source, ones)
+
     def gradients(self, output_indices: Sequence[int], sources: Sequence[Slot],
                   upstreams: Sequence[np.ndarray] | None) -> list[GradientOutcome]:
         """One backward pass for several sources, on the recorded tape; when that raises,
