@@ -9,6 +9,7 @@ from typing import Any
 
 from gradcheck.errors import ExitCode
 from gradcheck.evidence import Evidence, Location, public_fields
+from gradcheck.evidence.causes import Facts
 from gradcheck.evidence.explain import Explanation
 
 VERSION = "0.1.0"
@@ -171,18 +172,30 @@ class Mistake(Spelled):
 
 @dataclasses.dataclass(frozen=True)
 class Cause:
-    """Why a check failed, as data (messages are rendered from it, never parsed back).
+    """Why a check failed, as data (its words are rendered from it by gradcheck.render.causes,
+    never stored or parsed back).
 
     `mistake` names what is wrong (Mistake.WRONG_SIGN, FULL_JACOBIAN, VARIABLE_IN_GRAD_FN,
     STOP_GRADIENT...), `culprit` the code responsible ("custom_gradient f (line 4)"),
-    `location` its place in the user's source, `what` and `fix` the words for the user.
+    `location` its place in the user's source, `facts` what the words are made of (the
+    factor, the op, the mode...; None when the mistake alone says it).
     """
 
     mistake: Mistake
-    what: str
     culprit: str | None = None
     location: Location | None = None
-    fix: str | None = None
+    facts: Facts | None = None
+
+    @property
+    def what(self) -> str:
+        """What is wrong, in words (rendered by gradcheck.render.causes)."""
+        return str(_views().cause_what(self))
+
+    @property
+    def fix(self) -> str | None:
+        """What to do about it, when that follows from the cause (rendered likewise)."""
+        fixed = _views().cause_fix(self)
+        return None if fixed is None else str(fixed)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,7 @@ from gradcheck.evidence.explain import (
     TargetExplanation,
     TensorView,
 )
+from gradcheck.render.causes import cause_dict
 from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
 
 
@@ -62,7 +63,7 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
         "max_rel_err": result.max_rel_err,
         "worst_index": list(result.worst_index) if result.worst_index is not None else None,
         "excess": result.excess,
-        "cause": result.cause,
+        "cause": cause_dict(result.cause),
         "details": _details(result),
     }
 

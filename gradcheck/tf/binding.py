@@ -11,6 +11,7 @@ import numpy as np
 
 from gradcheck.errors import InputError
 from gradcheck.load.inputs import NamedArgument
+from gradcheck.report import Cause, Mistake
 from gradcheck.tf import instrument
 from gradcheck.tf.program import (
     COMPLEX_PARTS,
@@ -131,7 +132,8 @@ def _gradient_problem(program: Program) -> str | None:
     except Exception as exc:
         return first_line(exc)
     slips = instrument.violations_since(mark, instrument.Slip.DTYPE)
-    return slips[0].message if slips else None
+    # The note is made here (words rendered through the report's views) until notes are data.
+    return Cause(Mistake.DTYPE, facts=slips[0].slip).what if slips else None
 
 
 def _candidate_programs(function: Callable[..., Any], named: Sequence[NamedArgument],

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradcheck.evidence import Location
+from gradcheck.evidence.causes import ContractSlip
 from gradcheck.load.locations import format_location
 from gradcheck.report import Spelled
 from gradcheck.tf.runtime import tensorflow
@@ -44,10 +45,11 @@ class Slip(Spelled):
 
 @dataclass
 class Violation:
-    """A broken grad_fn contract seen while TensorFlow computed a gradient."""
+    """A broken grad_fn contract seen while TensorFlow computed a gradient: which part
+    (`kind`), and the facts of it (`slip`)."""
 
     kind: Slip
-    message: str
+    slip: ContractSlip
     input_index: int | None = None
     location: Location | None = None  # where it was seen, when not at grad_fn (a call's line)
 
@@ -78,7 +80,7 @@ class Site:
     keyword_call: Location | None = None
 
     def add_violation(self, violation: Violation) -> None:
-        if all(v.message != violation.message for v in self.violations):
+        if all((v.kind, v.slip) != (violation.kind, violation.slip) for v in self.violations):
             self.violations.append(violation)
 
 
@@ -203,13 +205,8 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
         grads, (list, tuple)) else [grads]
     if len(flat) != len(flat_args) and eager:
         site.add_violation(Violation(
-            Slip.COUNT,
-            f"grad_fn of {site.name} returned {len(flat)} gradient(s) for {len(flat_args)}"
-            f" input(s); it must return exactly one per input, in order" + (
-                f" (only positional arguments are inputs, not {', '.join(keywords)} passed by"
-                " keyword at this call: pass them positionally)" if keywords else ""),
-            location=site.keyword_call if keywords else None,
-        ))
+            Slip.COUNT, ContractSlip(site.name, len(flat), len(flat_args), keywords),
+            location=site.keyword_call if keywords else None))
     flat = (flat + [None] * len(flat_args))[: len(flat_args)]
     repaired = []
     for index, (grad, arg) in enumerate(zip(flat, flat_args)):
@@ -220,12 +217,9 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
             if eager:
                 name = (site.parameter_names[index] if index < len(site.parameter_names)
                         else f"#{index}")
-                site.add_violation(Violation(
-                    Slip.DTYPE,
-                    f"grad_fn of {site.name} returned a {grad_dtype.name} gradient for input"
-                    f" {name} of dtype {arg_dtype.name}; each gradient must have its input's"
-                    f" dtype (tf.cast it)", index,
-                ))
+                site.add_violation(Violation(Slip.DTYPE, ContractSlip(
+                    site.name, input=name, dtype=grad_dtype.name, input_dtype=arg_dtype.name),
+                    index))
             grad = tf.cast(grad, arg_dtype)
         repaired.append(grad)
     return repaired
@@ -249,32 +243,20 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., 
         if not site.grad_fn_accepts_variables:
             if eager:
                 site.add_violation(Violation(
-                    Slip.VARIABLES,
-                    f"{site.name} reads tf.Variable(s) {', '.join(names)} but its grad_fn has no"
-                    " `variables=None` keyword: TensorFlow refuses it ('grad_fn must accept"
-                    " keyword argument variables'); add the keyword and return"
-                    " (input_grads, variable_grads)",
-                ))
+                    Slip.VARIABLES, ContractSlip(site.name, names=tuple(names))))
             return _repair(site, args, grad_fn(*upstreams), eager), [None] * len(variables)
         returned = grad_fn(*upstreams, variables=variables)
         if not (isinstance(returned, (list, tuple)) and len(returned) == 2):
             if eager:
                 site.add_violation(Violation(
-                    Slip.VARIABLE_COUNT,
-                    f"grad_fn of {site.name} takes variables= but did not return the pair"
-                    " (input_grads, variable_grads)",
-                ))
+                    Slip.VARIABLE_COUNT, ContractSlip(site.name, paired=False)))
             return _repair(site, args, returned, eager), [None] * len(variables)
         input_grads, variable_grads = returned
         variable_grads = list(variable_grads) if isinstance(variable_grads, (list, tuple)) \
             else [variable_grads]
         if len(variable_grads) != len(variables) and eager:
-            site.add_violation(Violation(
-                Slip.VARIABLE_COUNT,
-                f"grad_fn of {site.name} returned {len(variable_grads)} variable gradient(s)"
-                f" for {len(variables)} variable(s) ({', '.join(names)}); return one per"
-                " variable, in the order of `variables`",
-            ))
+            site.add_violation(Violation(Slip.VARIABLE_COUNT, ContractSlip(
+                site.name, len(variable_grads), len(variables), tuple(names))))
         variable_grads = (variable_grads + [None] * len(variables))[: len(variables)]
         return _repair(site, args, input_grads, eager, keywords), variable_grads
 
@@ -320,21 +302,11 @@ def _note_call(observer: Observer, site: Site, f: Callable[..., Any], args: tupl
 
 def _keyword_violation(site: Site, args: tuple[Any, ...], keywords: tuple[str, ...]) -> None:
     tf = tensorflow()
-    passed = ", ".join(f"{key}=..." for key in keywords)
-    if not any(isinstance(v, (tf.Tensor, tf.Variable)) for v in tf.nest.flatten(args)):
-        what = (f"{site.name} is called with its tensors as keyword arguments ({passed}):"
-                " TensorFlow treats only positional arguments as a custom_gradient's inputs, so"
-                " its grad_fn is never called and the gradient silently comes from the forward"
-                " ops instead")
-    else:
-        what = (f"{site.name} gets {', '.join(keywords)} by keyword ({passed}): TensorFlow treats"
-                " only positional arguments as a custom_gradient's inputs, so no gradient flows"
-                " to it through grad_fn (None) and grad_fn must return one gradient per"
-                " positional argument only")
+    positionally = any(isinstance(v, (tf.Tensor, tf.Variable)) for v in tf.nest.flatten(args))
     site.keyword_call = site.keyword_call or caller_location()
-    site.add_violation(Violation(Slip.KEYWORDS,
-                                 f"{what}; pass {', '.join(keywords)} positionally",
-                                 location=site.keyword_call))
+    site.add_violation(Violation(
+        Slip.KEYWORDS, ContractSlip(site.name, names=keywords, positionally=positionally),
+        location=site.keyword_call))
 
 
 def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
