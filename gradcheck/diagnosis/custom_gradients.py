@@ -17,7 +17,7 @@ from gradcheck.evidence.causes import (
 from gradcheck.evidence.connected import GradShape
 from gradcheck.evidence.diagnosis import SiteCorrect, SiteMistake
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
-from gradcheck.tf.instrument import Site
+from gradcheck.tf.observer import Site
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from gradcheck.numerics.mistakes import shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
 from gradcheck.tf.binding import prepare
-from gradcheck.tf.instrument import Observer, Site, defines, installed, replaying
+from gradcheck.tf.observer import Observer, Site, defines, installed, replaying
 from gradcheck.tf.sites import eager_call, forward_jacobian, lacks_forward_mode, site_vjp
 
 # VJP: a random upstream, so that a grad_fn ignoring its upstream fails even at a scalar output
