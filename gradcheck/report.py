@@ -9,6 +9,7 @@ from typing import Any
 
 from gradcheck.errors import ExitCode
 from gradcheck.evidence import Evidence, Location, public_fields
+from gradcheck.evidence.causes import Facts
 from gradcheck.evidence.explain import Explanation
 from gradcheck.evidence.notes import Note
 
@@ -172,18 +173,30 @@ class Mistake(Spelled):
 
 @dataclasses.dataclass(frozen=True)
 class Cause:
-    """Why a check failed, as data (messages are rendered from it, never parsed back).
+    """Why a check failed, as data (its words are rendered from it by gradcheck.render.causes,
+    never stored or parsed back).
 
     `mistake` names what is wrong (Mistake.WRONG_SIGN, FULL_JACOBIAN, VARIABLE_IN_GRAD_FN,
     STOP_GRADIENT...), `culprit` the code responsible ("custom_gradient f (line 4)"),
-    `location` its place in the user's source, `what` and `fix` the words for the user.
+    `location` its place in the user's source, `facts` what the words are made of (the
+    factor, the op, the mode...; None when the mistake alone says it).
     """
 
     mistake: Mistake
-    what: str
     culprit: str | None = None
     location: Location | None = None
-    fix: str | None = None
+    facts: Facts | None = None
+
+    @property
+    def what(self) -> str:
+        """What is wrong, in words (rendered by gradcheck.render.causes)."""
+        return str(_views().cause_what(self))
+
+    @property
+    def fix(self) -> str | None:
+        """What to do about it, when that follows from the cause (rendered likewise)."""
+        fixed = _views().cause_fix(self)
+        return None if fixed is None else str(fixed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,8 +217,8 @@ class CheckResult:
     # The largest error / allowed ratio: the number that decided the verdict (> 1 fails).
     excess: float | None = None
     cause: Cause | None = None
-    # The evidence's public fields, kept only for diagnosis/custom_gradients.py (_translated
-    # reads a site's own findings' details and hands them on): remove once it reads evidence.
+    # JSON's `details` for API users (a CheckResult has the JSON fields): the evidence's public
+    # fields, or what a hand-built result gives. Nothing in gradcheck reads it.
     details: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
     evidence: Evidence | None = dataclasses.field(default=None, compare=False)
     attributed_to: Attribution | None = None
@@ -218,7 +231,7 @@ class CheckResult:
         # dataclasses.replace is never kept.
         if self.evidence is not None:
             object.__setattr__(self, "message", str(_views().message(self)))
-            if not self.details:  # for diagnosis/custom_gradients.py, the last reader
+            if not self.details:
                 object.__setattr__(self, "details", public_fields(self.evidence))
 
     @property

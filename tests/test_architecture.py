@@ -4,6 +4,7 @@ gradcheck/render/, from the evidence and notes the core builds."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradcheck"
@@ -106,3 +107,73 @@ def test_the_check_finds_a_worded_note() -> None:
                      'found.notes.append(PointByPoint(name))\n')
     assert [line.split(":")[1] for line in _worded_notes("checks/x.py", tree)] == [
         "1", "2", "3", "4"]
+
+
+CAUSE_FACTS = PACKAGE / "evidence" / "causes.py"
+# Where the core may read a cause's rendered words: nowhere.
+READS_WORDS: frozenset[str] = frozenset()
+
+
+def _facts_classes() -> set[str]:
+    tree = ast.parse(CAUSE_FACTS.read_text(encoding="utf-8"))
+    return {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
+def _is_text(node: ast.expr) -> bool:
+    """A string literal, an f-string, or text joined to one."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp):
+        return _is_text(node.left) or _is_text(node.right)
+    return False
+
+
+def _worded_causes(name: str, tree: ast.Module, facts: set[str]) -> list[str]:
+    """Cause(...) or a cause's facts given text (a culprit is data: names, not words), and
+    Words(...) (hand-built causes only)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = _called_name(node)
+        if called not in facts | {"Cause"}:
+            continue
+        given = [a for i, a in enumerate(node.args) if not (called == "Cause" and i == 1)]
+        given += [k.value for k in node.keywords if k.arg != "culprit"]
+        if called == "Words" or any(_is_text(a) for a in given):
+            found.append(f"{name}:{node.lineno}: {ast.unparse(node)[:80]}")
+    return found
+
+
+def test_no_core_module_words_a_cause() -> None:
+    """A cause's words (what is wrong, the fix) are made in gradcheck/render/causes from its
+    facts: the core gives the mistake, the culprit, the location and the facts."""
+    facts = _facts_classes()
+    worded = [line for name, tree in _core_modules()
+              for line in _worded_causes(name, tree, facts)]
+    assert worded == []
+
+
+def test_no_core_module_reads_a_cause_s_words() -> None:
+    read = [f"{name}:{node.lineno}" for name, tree in _core_modules() if name not in READS_WORDS
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in ("what", "fix")]
+    assert read == []
+
+
+def test_a_cause_is_data() -> None:
+    from gradcheck.report import Cause
+
+    assert [field.name for field in dataclasses.fields(Cause)] == [
+        "mistake", "culprit", "location", "facts"]
+
+
+def test_the_check_finds_a_worded_cause() -> None:
+    tree = ast.parse('Cause(Mistake.KINK, "f", facts=Kinked(name, f"at {x}"))\n'
+                     'Cause(Mistake.ZEROS, site, where, Words(what))\n'
+                     'Cause(Mistake.ZEROS, "custom_gradient f", where, ReturnedValues(2.0))\n'
+                     'Cause(Mistake.ZEROS, fix="do " + this)\n')
+    found = _worded_causes("checks/x.py", tree, _facts_classes())
+    assert sorted(line.split(":")[1] for line in found) == ["1", "2", "4"]

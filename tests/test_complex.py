@@ -16,6 +16,7 @@ import gradcheck
 from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
+from gradcheck.render.causes import fix
 from gradcheck.report import Report
 
 from .conftest import FIXTURES
@@ -75,18 +76,18 @@ def test_a_grad_fn_with_the_other_conjugation_is_named_at_its_line(
     custom = failed["custom-gradient"]
     assert custom.cause is not None and custom.cause.mistake == mistake
     assert str(custom.location).endswith(f"complex_gradients.py:{line}")
-    assert "tf.math.conj(df/dz)" in (custom.cause.fix or "")
+    assert "tf.math.conj(df/dz)" in (fix(custom.cause) or "")
 
 
 def test_the_mistakes_are_told_apart_from_their_numbers() -> None:
     # f(z) = c·z with c = 1 + 2i on (re, im) parts: [[1, -2], [2, 1]]; its transpose is
     # multiplication by conj(c).
     true = np.array([[1.0, -2.0], [2.0, 1.0]])
-    assert value_mistake(true.T, true, 2, 1, "y", complex_input=True).kind == "unconjugated"
-    assert value_mistake(true.T, true, 2, 1, "y").kind == "transposed"
+    assert value_mistake(true.T, true, 2, 1, "y", complex_input=True).mistake == "unconjugated"
+    assert value_mistake(true.T, true, 2, 1, "y").mistake == "transposed"
     real_output = np.array([[2.0, 4.0]])  # L = |z|² at 1+2j: TensorFlow's gradient 2+4j
     conjugated = np.array([[2.0, -4.0]])
-    assert value_mistake(conjugated, real_output, 1, 1, "y", complex_input=True).kind == (
+    assert value_mistake(conjugated, real_output, 1, 1, "y", complex_input=True).mistake == (
         "conjugated")
 
 

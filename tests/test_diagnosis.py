@@ -13,6 +13,7 @@ from click.testing import Result
 import gradcheck
 from gradcheck.diagnosis.explained import attribute
 from gradcheck.evidence import Location
+from gradcheck.evidence.causes import Words as Told
 from gradcheck.evidence.connected import GradShape
 from gradcheck.report import Attribution, Cause, CheckResult, Mistake, Relation, Report
 
@@ -173,7 +174,7 @@ def test_a_cut_on_a_variable_argument_is_located() -> None:
     cut = findings(report, "graph-break")
     assert [c.status for c in cut] == ["fail"]
     assert "tf.stop_gradient blocks the gradient from v" in cut[0].message
-    assert str(cut[0].location).endswith("test_diagnosis.py:172")
+    assert str(cut[0].location).endswith("test_diagnosis.py:173")
 
 
 def test_callable_api_still_finds_graph_breaks() -> None:
@@ -217,11 +218,11 @@ def test_declared_surrogate_gradients_are_warnings(run_cli: Callable[..., Result
 def test_a_finding_explained_twice_says_both_in_the_order_found() -> None:
     shape = CheckResult("grad-shape", "fail", input="x", output="y",
                         evidence=GradShape((2, 2), (2,), "y", "x"))
-    site = Cause(Mistake.FULL_JACOBIAN, "returns J", "custom_gradient f (line 4)",
-                 Location("m.py", 9))
+    site = Cause(Mistake.FULL_JACOBIAN, "custom_gradient f (line 4)", Location("m.py", 9),
+                 Told("returns J"))
     once = attribute(shape, Attribution(Relation.LIKELY_CAUSE, site))
     twice = attribute(once, Attribution(Relation.NON_FINITE, Cause(
-        Mistake.NON_FINITE_VALUE, "", "Sqrt", Location("m.py", 3))))
+        Mistake.NON_FINITE_VALUE, "Sqrt", Location("m.py", 3), Told(""))))
     assert once.message.endswith("; likely cause: custom_gradient f (line 4) (grad_fn at m.py:9)")
     assert twice.message == once.message + (
         "; likely cause: non-finite values from Sqrt at m.py:3 (see the non-finite check)")

@@ -7,55 +7,56 @@ import numpy as np
 from gradcheck.evidence import Location
 from gradcheck.numerics.mistakes import shape_mistake, value_mistake
 from gradcheck.render.annotations import render_github_annotations
+from gradcheck.render.causes import fix, what
 from gradcheck.report import CheckResult, Report
-from gradcheck.tf.instrument import return_location
+from gradcheck.tf.site_lines import return_location
 
 J = np.array([[1.0, 2.0], [-3.0, 0.5]])
 
 
 def test_value_mistakes_are_named() -> None:
-    assert value_mistake(-J, J, 2, 1, "y").what == "has the wrong sign: it returns -uᵀJ"
-    assert value_mistake(2 * J, J, 2, 1, "y").what == "is off by a constant factor of 2"
-    assert value_mistake(J.T, J, 2, 1, "y").what.startswith("uses J where Jᵀ is needed")
-    assert value_mistake(np.zeros((2, 2)), J, 2, 2, "y[1]").what.startswith(
+    assert what(value_mistake(-J, J, 2, 1, "y")) == "has the wrong sign: it returns -uᵀJ"
+    assert what(value_mistake(2 * J, J, 2, 1, "y")) == "is off by a constant factor of 2"
+    assert what(value_mistake(J.T, J, 2, 1, "y")).startswith("uses J where Jᵀ is needed")
+    assert what(value_mistake(np.zeros((2, 2)), J, 2, 2, "y[1]")).startswith(
         "ignores the upstream of y[1]")
     same_rows = np.array([[-2.0, 2.5], [-2.0, 2.5]])
-    assert value_mistake(same_rows, J, 2, 1, "y").what.startswith(
+    assert what(value_mistake(same_rows, J, 2, 1, "y")).startswith(
         "gives every output element the same gradient row: it sums the upstream")
-    assert value_mistake(J + np.array([[0.0, 0.1], [0.0, 0.0]]), J, 2, 1, "y").what == (
+    assert what(value_mistake(J + np.array([[0.0, 0.1], [0.0, 0.0]]), J, 2, 1, "y")) == (
         "returns wrong values")
 
 
 def test_upstream_mistakes_carry_their_fix() -> None:
     summed = value_mistake(np.array([[-2.0, 2.5], [-2.0, 2.5]]), J, 2, 1, "y")
-    assert summed.kind == "summed-upstream" and "upstream * dy/dx" in (summed.fix or "")
+    assert summed.mistake == "summed-upstream" and "upstream * dy/dx" in (fix(summed) or "")
     ignored = value_mistake(np.zeros((2, 2)), J, 2, 2, "y[1]")
-    assert ignored.kind == "ignored-upstream" and "y[1]" in (ignored.fix or "")
+    assert ignored.mistake == "ignored-upstream" and "y[1]" in (fix(ignored) or "")
 
 
 def test_a_symmetric_jacobian_is_never_called_transposed() -> None:
     symmetric = np.array([[2.0, 1.0], [1.0, 3.0]])
-    assert value_mistake(symmetric * 1.0001, symmetric, 2, 1, "y", rtol=1e-3).kind != (
+    assert value_mistake(symmetric * 1.0001, symmetric, 2, 1, "y", rtol=1e-3).mistake != (
         "transposed")
     assert value_mistake(np.diag([0.8776, 0.5403]) * 1.0001, np.diag([0.8776, 0.5403]), 2, 1,
-                         "y", rtol=1e-3).kind == "wrong-values"
+                         "y", rtol=1e-3).mistake == "wrong-values"
 
 
 def test_shape_mistakes_are_named() -> None:
     u = np.array([0.5, -2.0])
 
-    def what(grad: np.ndarray, upstream: np.ndarray, jacobian: np.ndarray,
-             in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
-        return shape_mistake(grad, upstream, jacobian, in_shape, out_shape).what
+    def named(grad: np.ndarray, upstream: np.ndarray, jacobian: np.ndarray,
+              in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
+        return what(shape_mistake(grad, upstream, jacobian, in_shape, out_shape))
 
-    assert what(J, u, J, (2,), (2,)) == "returned the full Jacobian J"
-    assert what(J * u, u, J, (2,), (2,)).startswith("returned J * upstream")
-    assert what(u[:, None] * J, u, J, (2,), (2,)).startswith(
+    assert named(J, u, J, (2,), (2,)) == "returned the full Jacobian J"
+    assert named(J * u, u, J, (2,), (2,)).startswith("returned J * upstream")
+    assert named(u[:, None] * J, u, J, (2,), (2,)).startswith(
         "scaled the Jacobian's rows by u")
-    assert what(np.float64(1.0) * np.ones(()), u, J, (2,), (2,)) == (
+    assert named(np.float64(1.0) * np.ones(()), u, J, (2,), (2,)) == (
         "returned a scalar (a summed result)")
     tall = np.ones((3, 2))
-    assert what(tall.T, np.ones(3), tall, (2,), (3,)) == (
+    assert named(tall.T, np.ones(3), tall, (2,), (3,)) == (
         "returned a transposed-Jacobian-shaped tensor")
 
 
@@ -63,14 +64,14 @@ def test_transposed_jacobian_times_upstream_gets_the_contraction_as_its_fix() ->
     """The seed question's grad_fn: dg = Jᵀ, returned dg * upstream; the fix sums axis -1."""
     u = np.array([0.5, -2.0])
     mistake = shape_mistake(J.T * u, u, J, (2,), (2,))
-    assert mistake.what.startswith("returned Jᵀ * upstream")
-    assert "tf.linalg.matvec(that matrix, upstream)" in mistake.fix
+    assert what(mistake).startswith("returned Jᵀ * upstream")
+    assert "tf.linalg.matvec(that matrix, upstream)" in (fix(mistake) or "")
     np.testing.assert_allclose((J.T * u).sum(axis=-1), u @ J)
     # Near the true J only within float32 precision: still named with rtol 1e-3.
     noisy = J * (1 + 1e-5)
-    assert shape_mistake(noisy, u, J, (2,), (2,), rtol=1e-3).what == (
+    assert what(shape_mistake(noisy, u, J, (2,), (2,), rtol=1e-3)) == (
         "returned the full Jacobian J")
-    assert shape_mistake(noisy, u, None, (2,), (2,)).what.startswith(
+    assert what(shape_mistake(noisy, u, None, (2,), (2,))).startswith(
         "returned a Jacobian-shaped tensor")
 
 

@@ -5,12 +5,13 @@ the JSON `details` each publishes."""
 from __future__ import annotations
 
 from gradcheck.evidence import Location
+from gradcheck.evidence.causes import Words
 from gradcheck.evidence.compiled import CompiledDiffers, CompiledNotFinite, XlaUnsupported
 from gradcheck.evidence.determinism import ChangingState, Nondeterministic
 from gradcheck.evidence.forward import ComparedForwardGap, ModesDisagree
 from gradcheck.evidence.second_order import Asymmetric, SecondOrderOf
 from gradcheck.render.json_format import check_dict
-from gradcheck.report import CheckResult
+from gradcheck.report import Cause, CheckResult, Mistake
 
 
 def test_a_jvp_disagreement_is_one_clause_with_its_numbers_published() -> None:
@@ -23,9 +24,10 @@ def test_a_jvp_disagreement_is_one_clause_with_its_numbers_published() -> None:
 
 
 def test_a_forward_mode_gap_heads_with_what_and_ends_with_the_fix() -> None:
-    result = CheckResult("jvp", "skip", evidence=ComparedForwardGap(
-        "x", "TensorFlow has no forward-mode rule for LRN (why)", "use reverse mode; or not",
-        1.0, 2.0, 0.5))
+    result = CheckResult("jvp", "skip", evidence=ComparedForwardGap("x", 1.0, 2.0, 0.5),
+                         cause=Cause(Mistake.NO_FORWARD_RULE, facts=Words(
+                             "TensorFlow has no forward-mode rule for LRN (why)",
+                             "use reverse mode; or not")))
     assert result.headline == "no forward-mode verdict for x: TensorFlow has no forward-mode" \
                               " rule for LRN (why)"
     assert result.message == f"{result.headline}; use reverse mode; or not"
@@ -52,8 +54,8 @@ def test_compiled_findings_head_with_the_count_and_say_the_worst_element_after()
 
 def test_nondeterminism_names_what_changed_then_the_state_that_changes() -> None:
     result = CheckResult("nondeterminism", "fail", evidence=Nondeterministic(
-        "noisy", "y differs by up to 1.2 at [0]",
-        state=ChangingState(False, "tf.random.normal", "f.py:7", others=2)))
+        "noisy", state=ChangingState(False, "tf.random.normal", "f.py:7", others=2)),
+        cause=Cause(Mistake.RANDOM, facts=Words("y differs by up to 1.2 at [0]")))
     assert result.headline == ("noisy returned different values on two calls with the same"
                                " inputs: y differs by up to 1.2 at [0]")
     assert result.message.startswith(f"{result.headline}; random ops (tf.random.*, dropout)")
@@ -65,7 +67,9 @@ def test_a_retold_first_order_finding_keeps_its_headline_and_details() -> None:
     first = CheckResult("jacobian", "fail", "autodiff and finite differences disagree; worst [0]",
                         input="x", output="dy/dx", details={"autodiff": [[1.0]]})
     told = CheckResult("hessian", "fail", input="x", output="dy/dx", details={"autodiff": [[1.0]]},
-                       evidence=SecondOrderOf(first, "has wrong values", "nest a gradient"))
+                       evidence=SecondOrderOf(first, told=True), cause=Cause(
+                           Mistake.WRONG_VALUES, facts=Words("has wrong values",
+                                                             "nest a gradient")))
     where = "dy/dx differentiated by nested tapes with respect to x, against central" \
             " differences of it: "
     assert told.headline == f"{where}autodiff and finite differences disagree"
@@ -76,7 +80,8 @@ def test_a_retold_first_order_finding_keeps_its_headline_and_details() -> None:
 
 def test_an_asymmetric_hessian_publishes_its_largest_asymmetry_only() -> None:
     result = CheckResult("hessian", "fail", evidence=Asymmetric(
-        2.0, "x[1]", "x[2]", 2.5, 0.5, 2, 9, "nest a gradient"))
+        2.0, "x[1]", "x[2]", 2.5, 0.5, 2, 9), cause=Cause(
+            Mistake.ASYMMETRIC, facts=Words("is not symmetric", "nest a gradient")))
     assert "∂²/∂x[1]∂x[2] = 2.5 but ∂²/∂x[2]∂x[1] = 0.5, asymmetric in 2 of 9" in result.headline
     assert result.message == f"{result.headline}; nest a gradient"
     assert check_dict(result)["details"] == {"max_asymmetry": 2.0}

@@ -12,8 +12,10 @@ from click.testing import Result
 
 import gradcheck
 from gradcheck.evidence import Location
+from gradcheck.evidence.causes import Words
 from gradcheck.evidence.non_finite import NonFiniteOrigin, NonFiniteSeen, NonFiniteUntraceable
 from gradcheck.render.annotations import render_github_annotations
+from gradcheck.render.causes import fix
 from gradcheck.render.json_format import check_dict
 from gradcheck.render.junit import render_junit
 from gradcheck.report import Cause, CheckOutcome, CheckResult, Mistake, Report
@@ -37,7 +39,7 @@ def _assert_found(report: Report, fixture: str, subject: str, mistake: str, culp
     assert result.status == "fail" and not report.ok
     assert str(result.location).endswith(f"{fixture}.py:{line}")
     assert result.cause is not None and result.cause.mistake == mistake
-    assert result.cause.culprit == culprit and result.cause.fix
+    assert result.cause.culprit == culprit and fix(result.cause)
     return result
 
 
@@ -191,8 +193,8 @@ def test_non_finite_sentences_from_hand_built_evidence() -> None:
     located = CheckResult("non-finite", "fail", input="x", location=sqrt.location,
                           worst_index=(0,), evidence=NonFiniteSeen(
                               "tf.function", (sqrt,), "x", True, "inf", 1, 2, (0,)),
-                          cause=Cause(Mistake.INFINITE_DERIVATIVE, "the gradient of Sqrt",
-                                      fix="add eps"))
+                          cause=Cause(Mistake.INFINITE_DERIVATIVE,
+                                      facts=Words("the gradient of Sqrt", "add eps")))
     assert located.message == ("under tf.function only (eagerly it is finite), the gradient"
                                " for x is inf in 1 of 2 element(s) (first at [0]): the gradient"
                                " of Sqrt; fix: add eps")
@@ -201,9 +203,10 @@ def test_non_finite_sentences_from_hand_built_evidence() -> None:
         {"op": "Sqrt", "kernel": "SqrtGrad", "location": "m.py:3", "backward": True,
          "produced": "inf"},)}
     unlocated = CheckResult("non-finite", "fail", output="y", evidence=NonFiniteSeen(
-        "eager", (), "y", False, "NaN", 2, 2), cause=Cause(Mistake.NON_FINITE, "no op found"))
+        "eager", (), "y", False, "NaN", 2, 2),
+        cause=Cause(Mistake.NON_FINITE, facts=Words("no op found")))
     assert unlocated.message == "f's output y is NaN in 2 of 2 element(s); no op found"
     assert check_dict(unlocated)["details"] == {}
     untraceable = CheckResult("non-finite", "fail", evidence=NonFiniteUntraceable(),
-                              cause=Cause(Mistake.NON_FINITE, "not traceable"))
+                              cause=Cause(Mistake.NON_FINITE, facts=Words("not traceable")))
     assert untraceable.message.startswith("f or its gradient is NaN or infinite at this point")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gradcheck.evidence import Location
+from gradcheck.evidence.causes import Words
 from gradcheck.evidence.comparison import Disagreement, JacobianMismatch
 from gradcheck.render.html import render_html
 from gradcheck.report import (
@@ -32,7 +33,7 @@ def hand_report() -> Report:
             [[1.0, -3.0], [2.0, 0.5]], [[1.0, 2.0], [-3.0, 0.5]], [2, 2], 1e-10, 1e-8, 1e-6,
             Disagreement(2, 4, -3.0, 2.0)),
         attributed_to=Attribution(
-            Relation.LIKELY_CAUSE, Cause(Mistake.WRONG_VALUES, "", "<x> & co")))
+            Relation.LIKELY_CAUSE, Cause(Mistake.WRONG_VALUES, "<x> & co", facts=Words(""))))
     connected = CheckResult("connected", "pass", "y['mean'] is connected to x", "x", "y['mean']")
     return Report("ops.py:f", (TensorInfo("x", (2,), "float64"),),
                   (TensorInfo("y['mean']", (2,), "float64"),), (connected, jacobian),

@@ -10,6 +10,7 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.verdicts import comparison_fields
+from gradcheck.evidence.causes import Compiled, NotCompiled
 from gradcheck.evidence.compiled import (
     CompiledDiffers,
     CompiledMatches,
@@ -35,8 +36,6 @@ MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
 # Compiled kernels reassociate sums: allow this many epsilons of the VJP's scale on top of
 # the check's tolerance.
 REASSOCIATION = 64.0
-UNTRACEABLE_FIX = ("create variables once, outside f (or in a Keras layer's build); keep tensors"
-                   " in TensorFlow (no .numpy(), float() or Python `if` on tensor values)")
 
 
 def _trace_failure(mode: str, exc: BaseException, jit: bool
@@ -45,14 +44,15 @@ def _trace_failure(mode: str, exc: BaseException, jit: bool
     traced f already), or f not traceable at all (warn)."""
     text, error = str(exc), first_line(exc)
     if jit and not ("unsupported operations" in text or "failed to lift" in text.lower()):
-        return Status.SKIP, XlaUnsupported(error=error), Cause(Mistake.XLA_UNSUPPORTED, error)
+        return (Status.SKIP, XlaUnsupported(error=error),
+                Cause(Mistake.XLA_UNSUPPORTED, facts=NotCompiled(error)))
     if "unsupported operations" in text or "failed to lift variable" in text.lower():
         named = re.search(r"_JIT: ([\w, ]+?) \(", text)
         ops = named.group(1) if named else "variables created inside f"
         return (Status.SKIP, XlaUnsupported(ops=ops),
-                Cause(Mistake.XLA_UNSUPPORTED, f"XLA has no kernel for {ops}"))
-    return (Status.WARN, Untraceable(mode, error, UNTRACEABLE_FIX),
-            Cause(Mistake.UNTRACEABLE, error, fix=UNTRACEABLE_FIX))
+                Cause(Mistake.XLA_UNSUPPORTED, facts=NotCompiled(ops=ops)))
+    return (Status.WARN, Untraceable(mode, error),
+            Cause(Mistake.UNTRACEABLE, facts=NotCompiled(error)))
 
 
 def _not_compiled(ctx: CheckContext, mode: str, exc: BaseException, jit: bool) -> CheckResult:
@@ -125,7 +125,7 @@ def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
         changed = _values_differ(ctx, result.outputs, None if own is None else own.outputs)
         if changed is not None:
             found.add(Kind.COMPILED, Status.SKIP, evidence=ValuesDiffer(mode, changed),
-                      cause=Cause(Mistake.COMPILED_VALUES, f"f's values differ under {mode}"))
+                      cause=Cause(Mistake.COMPILED_VALUES, facts=Compiled(mode)))
             continue
         for slot, value, compiled in zip(sources, eager_values, result.gradients):
             found.results.append(_judge(ctx, mode, slot.name, value, compiled, jit))
@@ -164,7 +164,7 @@ def _non_finite(mode: str, name: str, eager: np.ndarray, compiled: np.ndarray, j
             mode, name, int(bad.sum()), int(bad.size), index, float(compiled[index]),
             float(eager[index]), jit=jit),
         input=name, worst_index=index,
-        cause=Cause(Mistake.COMPILED_NON_FINITE, f"{mode} gives non-finite values"))
+        cause=Cause(Mistake.COMPILED_NON_FINITE, facts=Compiled(mode)))
 
 
 def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
@@ -174,10 +174,10 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
         if eager is None and compiled is None:
             return CheckResult(Kind.COMPILED, Status.PASS,
                                evidence=NoGradientEither(mode, name), **where)
-        which = "eagerly" if compiled is None else f"under {mode}"
         return CheckResult(Kind.COMPILED, Status.FAIL,
                            evidence=NoneOnly(mode, name, eagerly=compiled is None), **where,
-                           cause=Cause(Mistake.COMPILED_NONE, f"None {which}"))
+                           cause=Cause(Mistake.COMPILED_NONE,
+                                       facts=Compiled(mode, eagerly=compiled is None)))
     if (non_finite := _non_finite(mode, name, eager, compiled, jit)) is not None:
         return non_finite
     # Compiled kernels reassociate sums and may use other algorithms (XLA's eigensolver):
@@ -197,4 +197,4 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
             float(np.asarray(compiled)[index]), float(np.asarray(eager)[index]),
             comparison.excess),
         **comparison_fields(comparison), **where,
-        cause=Cause(Mistake.COMPILED_MISMATCH, f"{mode} differs from eager"))
+        cause=Cause(Mistake.COMPILED_MISMATCH, facts=Compiled(mode)))

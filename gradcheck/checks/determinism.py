@@ -7,20 +7,20 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.evidence.causes import OutputChanged
 from gradcheck.evidence.determinism import ChangingState, Nondeterministic
 from gradcheck.numerics.tolerances import machine_eps
-from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status, format_index
+from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.culprits import VARIABLE_WRITES, stateful_sites
 from gradcheck.tf.keras import random_layers
 from gradcheck.tf.program import OutputLeaf, flatten_outputs, output_base
 from gradcheck.tf.recording import Recording
 
 
-def _output_change(then: OutputLeaf, now: OutputLeaf) -> tuple[str, float | None,
-                                                                tuple[int, ...] | None] | None:
+def _output_change(then: OutputLeaf, now: OutputLeaf) -> OutputChanged | None:
     """How one output differs between two calls (beyond rounding), or None."""
     if then.tensor is None or then.shape != now.shape:
-        return f"{now.name} changed from shape {then.shape} to {now.shape}", None, None
+        return OutputChanged(now.name, shapes=(then.shape, now.shape))
     a = np.asarray(then.tensor, dtype=np.float64)
     b = np.asarray(now.tensor, dtype=np.float64)
     with np.errstate(invalid="ignore"):  # inf - inf is NaN: judged below as no change
@@ -33,23 +33,21 @@ def _output_change(then: OutputLeaf, now: OutputLeaf) -> tuple[str, float | None
         return None
     ranked = np.where(bad, np.nan_to_num(gap, nan=np.inf), -1.0)
     index = tuple(int(i) for i in np.unravel_index(int(np.argmax(ranked)), b.shape)) or None
-    largest = float(ranked[index] if index else ranked)
-    at = f" at {format_index(index)}" if index else ""
-    return f"{now.name} differs by up to {largest:.3g}{at}", largest, index
+    return OutputChanged(now.name, largest=float(ranked[index] if index else ranked),
+                         index=index)
 
 
 def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequence[int],
                           name: str) -> CheckResult | None:
     """A `nondeterminism` failure when two calls with the same inputs disagree."""
     before = flatten_outputs(first, output_base(recording.program))
-    if [o.name for o in before] != [o.name for o in recording.outputs]:
-        output, (what, largest, index) = None, ("its outputs changed structure", None, None)
-    else:
-        changes = [(recording.outputs[k].name, change) for k in diff_outputs
-                   if (change := _output_change(before[k], recording.outputs[k])) is not None]
-        if not changes:
-            return None
-        output, (what, largest, index) = changes[0]
+    change: OutputChanged | None = OutputChanged()  # its structure changed
+    if [o.name for o in before] == [o.name for o in recording.outputs]:
+        change = next((c for k in diff_outputs
+                       if (c := _output_change(before[k], recording.outputs[k])) is not None),
+                      None)
+    if change is None:
+        return None
     layers = tuple(random_layers(recording.program.function))
     sites = [] if layers else stateful_sites(recording.program, diff_outputs)
     located = next((site for site in sites if site.location), None)
@@ -58,9 +56,9 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
         len({(s.op, s.location) for s in sites}) - 1)
     return CheckResult(
         Kind.NONDETERMINISM, Status.FAIL,
-        evidence=Nondeterministic(name, what, layers, state),
-        output=output, max_abs_err=largest, worst_index=index,
+        evidence=Nondeterministic(name, layers, state),
+        output=change.output, max_abs_err=change.largest, worst_index=change.index,
         location=located.location if located is not None else None,
-        cause=Cause(Mistake.RANDOM, what, culprit=", ".join(layers) or (
+        cause=Cause(Mistake.RANDOM, ", ".join(layers) or (
             located.name if located is not None else None),
-            location=located.location if located is not None else None))
+            located.location if located is not None else None, change))

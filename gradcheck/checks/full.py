@@ -10,6 +10,7 @@ import numpy as np
 from gradcheck.checks.context import CheckContext, Findings, shown
 from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
 from gradcheck.evidence import Location
+from gradcheck.evidence.causes import Kinked
 from gradcheck.evidence.comparison import (
     JacobianInconclusive,
     JacobianMatch,
@@ -154,16 +155,12 @@ def _analysis(ctx: CheckContext, slot_index: int, evaluator: BatchEvaluator, h: 
 
 _DTYPE_MIX = ("expected to be a float tensor but is a double tensor",
               "expected to be a double tensor but is a float tensor")
-_DTYPE_MIX_FIX = ("create the gradient's constants and variables in the input's dtype"
-                  " (tf.constant(..., dtype=upstream.dtype), tf.cast), or check with --dtype auto,"
-                  " which checks float32-only code in float32")
 
 
 def _dtype_mix_cause(error: str, location: Location | None) -> Cause | None:
     if not any(text in error for text in _DTYPE_MIX):
         return None
-    return Cause(Mistake.DTYPE_MIX, "the gradient mixes float32 and float64", location=location,
-                 fix=_DTYPE_MIX_FIX)
+    return Cause(Mistake.DTYPE_MIX, location=location)
 
 
 def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: int) -> Findings:
@@ -280,8 +277,8 @@ def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.
             int(np.sum(kinks)), index, float(block[index]), float(fd.jacobian[index]),
             KinkSite(site.name, site.detail, site.location) if site else None),
         worst_index=index, location=site.location if site else None,
-        cause=Cause(Mistake.KINK, f"{site.name} {site.detail}", culprit=site.name,
-                    location=site.location) if site else None,
+        cause=Cause(Mistake.KINK, site.name, site.location, Kinked(site.name, site.detail))
+        if site else None,
         input=slot.name, output=output.name)
 
 
@@ -325,5 +322,5 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
     found.results.append(mismatch(
         Kind.JACOBIAN, JacobianMismatch(
             *matrices, disagreement(block, fd.jacobian, comparison, verdict)),
-        comparison, where, Cause(Mistake(mistake.kind), mistake.what, fix=mistake.fix)))
+        comparison, where, mistake))
     return kinks, found

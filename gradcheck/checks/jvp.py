@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
+from gradcheck.evidence.causes import NoForwardRule
 from gradcheck.evidence.forward import (
     ComparedForwardGap,
     ForwardGap,
@@ -118,8 +119,7 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
 
 def _gap_skip(found: Findings, name: str, cause: Cause, where: dict[str, Any],
               compared: tuple[float, float, float] | None = None) -> None:
-    evidence = (ForwardGap(name, cause.what, cause.fix or "") if compared is None else
-                ComparedForwardGap(name, cause.what, cause.fix or "", *compared))
+    evidence = ForwardGap(name) if compared is None else ComparedForwardGap(name, *compared)
     found.add(Kind.JVP, Status.SKIP, evidence=evidence, location=cause.location, cause=cause,
               **where)
 
@@ -140,18 +140,10 @@ def _raised_gap(ctx: CheckContext, slot: Slot, error: str) -> Cause | None:
     if found is None:
         return None
     op, location = found
-    return _gap_cause([CutSite("no-forward-rule", location, op)],
-                      f"TensorFlow has no gradient for {missing}, which its forward mode needs")
+    return _gap_cause([CutSite("no-forward-rule", location, op)], missing)
 
 
-def _gap_cause(gaps: list[CutSite], why: str | None = None) -> Cause:
-    ops = ", ".join(dict.fromkeys(gap.detail for gap in gaps))
-    return Cause(
-        Mistake.NO_FORWARD_RULE,
-        f"TensorFlow has no forward-mode rule for {ops} ("
-        + (why or "tf.autodiff.ForwardAccumulator gives no tangent through it, so forward"
-           " mode says 0 where reverse mode does not") + ")",
-        culprit=gaps[0].detail, location=gaps[0].location,
-        fix="a gap in TensorFlow, not in your gradient: reverse mode (what training uses) is"
-            " checked by the other checks; for JVPs through it, use two reverse passes"
-            " (the transpose of tape.gradient) instead of ForwardAccumulator")
+def _gap_cause(gaps: list[CutSite], missing: str | None = None) -> Cause:
+    ops = tuple(dict.fromkeys(gap.detail for gap in gaps))
+    return Cause(Mistake.NO_FORWARD_RULE, gaps[0].detail, gaps[0].location,
+                 NoForwardRule(ops, missing))

@@ -17,6 +17,7 @@ from gradcheck.checks.full import analyse, check_block
 from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.errors import FunctionError
+from gradcheck.evidence.causes import NoSecondOrderGradient, SecondOrder
 from gradcheck.evidence.gradients import GradientRaised
 from gradcheck.evidence.notes import SecondDerivatives
 from gradcheck.evidence.second_order import (
@@ -41,10 +42,7 @@ from gradcheck.tf.nested import record_gradient
 from gradcheck.tf.program import Slot
 from gradcheck.tf.recording import Recording
 
-FIX = ("write grad_fn in TensorFlow ops of x and upstream (no .numpy(), NumPy, tf.Variable or"
-       " tf.stop_gradient), or nest a tf.custom_gradient for the second order")
-_ASYMMETRIC = Cause(Mistake.ASYMMETRIC, "has a second derivative that is not symmetric (a second"
-                   " derivative of a twice-differentiable f is)", fix=FIX)
+_ASYMMETRIC = Cause(Mistake.ASYMMETRIC, facts=SecondOrder())
 # What the first-order machinery checks on g.
 GRADIENT_KINDS = frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
                             Kind.KINK, Kind.FAST})
@@ -167,7 +165,7 @@ def _symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int],
     return [CheckResult(
         kind, Status.FAIL, evidence=Asymmetric(
             comparison.max_abs_err, first, second, float(matrix[a, b]), float(matrix[b, a]),
-            comparison.n_bad, comparison.size, FIX),
+            comparison.n_bad, comparison.size),
         cause=_ASYMMETRIC, **comparison_fields(comparison))]
 
 
@@ -204,7 +202,7 @@ def _projected_symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int]
         return [] if kind != Kind.HESSIAN else [CheckResult(
             kind, Status.PASS, evidence=ProjectedSymmetric(w_h_v, v_h_w, allowed), **fields)]
     return [CheckResult(kind, Status.FAIL, evidence=ProjectedAsymmetric(
-        w_h_v, v_h_w, allowed, FIX), cause=_ASYMMETRIC, **fields)]
+        w_h_v, v_h_w, allowed), cause=_ASYMMETRIC, **fields)]
 
 
 def _element(slots: Sequence[Slot], sizes: Sequence[int], flat: int) -> str:
@@ -243,17 +241,10 @@ def _tensorflow_gap(result: CheckResult, kind: Kind,
     """A None second derivative because TensorFlow registers no gradient for a gradient op."""
     first = gaps[0]
     op = first.op
-    cause = Cause(
-        Mistake.NO_SECOND_ORDER_GRADIENT,
-        f"TensorFlow has no gradient for {first.gradient_op}, the gradient of {op}: the second"
-        f" derivative through {op} is missing (TensorFlow's missing gradient, not your code's)",
-        culprit=op, location=first.location,
-        fix=f"compute {op} with ops that have second derivatives (e.g. for a resize:"
-            " tf.nn.conv2d_transpose or tf.nn.avg_pool2d, or a tf.custom_gradient whose grad_fn"
-            " is written in differentiable ops)")
+    cause = Cause(Mistake.NO_SECOND_ORDER_GRADIENT, op, first.location,
+                  NoSecondOrderGradient(op, first.gradient_op))
     return replace(result, check=kind, cause=cause, location=first.location,
-                   evidence=MissingInTensorFlow(result, result.check == Kind.CUSTOM_GRADIENT,
-                                                cause.what, cause.fix or ""))
+                   evidence=MissingInTensorFlow(result, result.check == Kind.CUSTOM_GRADIENT))
 
 
 def _as_second_order(result: CheckResult, kind: Kind) -> CheckResult:
@@ -263,18 +254,15 @@ def _as_second_order(result: CheckResult, kind: Kind) -> CheckResult:
         return replace(result, check=kind, evidence=SecondOrderOf(result))
     cause: Cause
     if result.check == Kind.CONNECTED:
-        cause = Cause(Mistake.SECOND_ORDER_NONE,
-                      "is not differentiable (the gradient of its result is None)", fix=FIX)
+        cause = Cause(Mistake.SECOND_ORDER_NONE, facts=SecondOrder())
     elif result.check == Kind.CUSTOM_GRADIENT:
-        cause = Cause(Mistake.SECOND_ORDER_RAISED, "raises when differentiated again", fix=FIX)
+        cause = Cause(Mistake.SECOND_ORDER_RAISED, facts=SecondOrder())
     elif result.check == Kind.GRAD_SHAPE:
-        cause = Cause(Mistake.WRONG_SHAPE, "has a second derivative of the wrong shape", fix=FIX)
+        cause = Cause(Mistake.WRONG_SHAPE, facts=SecondOrder())
     else:
         mistake = result.cause.mistake if result.cause else Mistake.WRONG_VALUES
-        wrong = result.cause.what if result.cause else "has wrong values"
-        cause = Cause(mistake, f"has a second derivative that {wrong}", fix=FIX)
-    return replace(result, check=kind, cause=cause,
-                   evidence=SecondOrderOf(result, cause.what, FIX))
+        cause = Cause(mistake, facts=SecondOrder(result.cause))
+    return replace(result, check=kind, cause=cause, evidence=SecondOrderOf(result, told=True))
 
 
 def check_second_order(ctx: CheckContext) -> Findings:

@@ -17,7 +17,7 @@ from gradcheck.errors import InputError
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report
-from gradcheck.tf.instrument import Observer, defines
+from gradcheck.tf.observer import Observer, defines
 
 
 def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],

@@ -1,4 +1,4 @@
-"""Where the gradient path from an input is cut, in words: the cause and the fix for each
+"""Where the gradient path from an input is cut: a graph-break finding and its cause for each
 place tf/graph.py finds."""
 
 from __future__ import annotations
@@ -6,73 +6,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gradcheck.diagnosis.explained import attribute
+from gradcheck.evidence.causes import CutOp
 from gradcheck.evidence.diagnosis import CutFound, CutNotFound
 from gradcheck.evidence.gradients import NoGradient
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
 from gradcheck.tf.graph import CutSite, locate_cuts
 from gradcheck.tf.program import Program
 
-# What people do where an op gives no gradient (a hard count, index or threshold).
-RELAX = ("for a gradient, use a smooth relaxation (a sigmoid- or softmax-weighted count, a soft"
-         " rank or soft argmax, probabilities instead of hard hits), or a straight-through"
-         " tf.custom_gradient (identity backward) declared with --surrogate NAME")
-# TensorFlow op types as the user wrote them.
-OP_NAMES = {"TopKV2": "tf.math.top_k / tf.argsort indices", "ArgMax": "tf.argmax",
-            "ArgMin": "tf.argmin", "Round": "tf.round", "Floor": "tf.floor",
-            "Ceil": "tf.math.ceil", "Sign": "tf.sign", "Equal": "tf.equal, ==",
-            "NotEqual": "tf.not_equal, count_nonzero", "Greater": ">", "GreaterEqual": ">=",
-            "Less": "<", "LessEqual": "<="}
 # Findings that a cut path explains when autodiff and finite differences disagree.
 CUT_SYMPTOMS = frozenset({Kind.CONNECTED, Kind.JACOBIAN, Kind.VJP, Kind.FAST})
 
 
 def cause_of(cut: CutSite, input_name: str) -> Cause:
-    """The words for one cut: what cuts the path from `input_name`, and what to do."""
-    op = cut.detail.split(":")[0]
-    alias = f" ({OP_NAMES[op]})" if op in OP_NAMES else ""
-    words = {
-        "variable": (f"tf.Variable created from {input_name} copies its values and cuts the"
-                     " gradient path",
-                     "use the tensor itself (tf.stack / tf.identity), not a new tf.Variable"),
-        "numpy-method": (f".numpy() copies the value of a tensor computed from {input_name}"
-                         " out of TensorFlow, so nothing computed from it has a gradient",
-                         "keep the computation in TensorFlow ops"),
-        "numpy": (f"a NumPy operation (np.*, np.asarray, float()) on a tensor computed from"
-                  f" {input_name} leaves TensorFlow, so the result has no gradient",
-                  "use the tf.* equivalent"),
-        "python-number": (f"float()/int() turns a tensor computed from {input_name} into a"
-                          " Python number, which has no gradient",
-                          "keep it a tensor (tf.cast to a float dtype if needed)"),
-        "stop-gradient": (f"tf.stop_gradient blocks the gradient from {input_name} on this path",
-                          "remove it if the gradient should flow"),
-        "integer-cast": (f"a cast to {cut.detail} on the path from {input_name}: integers carry"
-                         " no gradient", "keep the value in a floating dtype (a deliberate"
-                         " quantisation: a straight-through tf.custom_gradient, declared with"
-                         " --surrogate NAME)"),
-        "numpy-function": (f"tf.numpy_function on the path from {input_name} has no gradient",
-                           "use TensorFlow ops, or tf.py_function with a tf.custom_gradient"),
-        "piecewise-constant": (f"{op} on the path from {input_name} is piecewise"
-                               f" constant{alias}: its gradient is zero or None", RELAX),
-        "comparison": (f"{op} on the path from {input_name} compares values{alias}: its"
-                       " boolean result is piecewise constant and has no gradient", RELAX),
-        "integer-output": (f"{op} on the path from {input_name}{alias} returns"
-                           f" {cut.detail.split(':')[-1]} values (indices or counts), which are"
-                           " piecewise constant and carry no gradient", RELAX),
-        "python-function": (f"tf.py_function on the path from {input_name} returns no gradient"
-                            " (its Python function computes the result outside the tape, e.g."
-                            " with NumPy; TensorFlow then gives a scalar 0 or None)",
-                            "compute it with TensorFlow ops inside the function,"
-                            " or give it a tf.custom_gradient"),
-        "no-gradient": (f"{cut.detail} on the path from {input_name} has no registered gradient",
-                        "register one with tf.RegisterGradient or wrap it in tf.custom_gradient"),
-        "not-differentiable": (f"{cut.detail} on the path from {input_name} is marked not"
-                               " differentiable", "use a differentiable op"),
-        "assign": (f"a value computed from {input_name} is assigned into a tf.Variable and read"
-                   " back: the read has no gradient to it",
-                   "use the tensor itself instead of a variable round trip"),
-    }
-    what, fix = words[cut.kind]
-    return Cause(Mistake(cut.kind), what, location=cut.location, fix=fix)
+    """What cuts the path from `input_name` at one cut."""
+    return Cause(Mistake(cut.kind), location=cut.location,
+                 facts=CutOp(input_name, cut.detail, cut.dtype))
 
 
 def _failing_inputs(checks: Sequence[CheckResult], kinds: frozenset[Kind]) -> set[str]:

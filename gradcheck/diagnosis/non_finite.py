@@ -1,5 +1,5 @@
-"""NaN and infinite values and gradients in words: the op that first made them, at the user's
-line, why (a tf.where branch not taken, an infinite derivative), and what to change."""
+"""NaN and infinite values and gradients: the op that first made them, at the user's line, and
+why (a tf.where branch not taken, an infinite derivative), as findings and their causes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gradcheck.diagnosis.explained import attribute
+from gradcheck.evidence.causes import FirstNonFinite, NonFiniteOp, NoNonFiniteOp
 from gradcheck.evidence.compiled import CompiledNotFinite
 from gradcheck.evidence.non_finite import NonFiniteOrigin, NonFiniteSeen, NonFiniteUntraceable
 from gradcheck.options import CheckOptions
@@ -25,25 +26,6 @@ from gradcheck.tf.program import Program
 SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.COMPILED, Kind.JVP,
                       Kind.SECOND_ORDER, Kind.HESSIAN, Kind.CONNECTED})
 MODES = {True: "tf.function(jit_compile=True)", False: "tf.function"}
-# How the user wrote an op, with {v} for its (first) argument.
-SPELLINGS = {"Sqrt": "tf.sqrt({v})", "Rsqrt": "tf.math.rsqrt({v})", "Log": "tf.math.log({v})",
-             "Log1p": "tf.math.log1p({v})", "Exp": "tf.exp({v})", "Pow": "tf.pow({v}, p)",
-             "RealDiv": "a / {v}", "Div": "a / {v}", "Reciprocal": "1.0 / {v}",
-             "Xlogy": "tf.math.xlogy(a, {v})", "Acos": "tf.acos({v})", "Asin": "tf.asin({v})",
-             "Atanh": "tf.atanh({v})", "Lgamma": "tf.math.lgamma({v})"}
-SAFE_FIXES = {
-    "Sqrt": "keep its argument away from 0 where the gradient is needed (tf.sqrt(v + eps),"
-            " or tf.sqrt(tf.where(v > 0, v, 1.0)) with the result replaced where v is 0)",
-    "Rsqrt": "keep its argument away from 0 (tf.math.rsqrt(v + eps))",
-    "Log": "keep its argument positive (tf.math.log(tf.maximum(p, eps))), or write p·log p as"
-           " tf.math.xlogy(p, p), which is 0 at p = 0",
-    "Exp": "keep its argument small enough (tf.minimum(v, limit)), or compute in log space"
-           " (tf.nn.softplus, tf.math.log_sigmoid, tf.math.reduce_logsumexp)",
-    "RealDiv": "keep the denominator away from 0, or use tf.math.divide_no_nan",
-    "Div": "keep the denominator away from 0, or use tf.math.divide_no_nan",
-    "Reciprocal": "keep its argument away from 0, or use tf.math.divide_no_nan(1.0, v)",
-    "Pow": "keep the base positive where the exponent is fractional or negative",
-}
 
 
 def _op_name(origin: Origin) -> str:
@@ -51,40 +33,12 @@ def _op_name(origin: Origin) -> str:
     return f"{origin.op}{inside}"
 
 
-def _call(origin: Origin) -> str:
-    shown = ", ".join(f"{a:.4g}" for a in origin.arguments)
-    return f"{origin.op}({shown})" if origin.arguments else origin.op
-
-
-def _origin_words(origin: Origin) -> str:
-    at = f" at {origin.location}" if origin.location else ""
-    if origin.op == "Placeholder":
-        return "the input itself is not finite"
-    if origin.backward:
-        kernel = f" ({origin.kernel} in the backward pass)" if origin.kernel != origin.op else ""
-        return (f"the gradient of {_op_name(origin)}{at}: its local derivative at"
-                f" {_call(origin)} is {origin.produced}{kernel}")
-    return f"{_op_name(origin)}{at}, whose value {_call(origin)} is {origin.produced}"
-
-
-def _branch_words(origin: Origin) -> str:
+def _facts(origin: Origin) -> NonFiniteOp:
     branch = origin.branch
-    if branch is None or not branch.untaken:
-        return ""
-    where = f" at {branch.location}" if branch.location else ""
-    return (f"; {origin.op} feeds a branch of the tf.where{where} that is not taken at those"
-            " elements: tf.where's gradient sends zeros into that branch, and zero times an"
-            " infinite local gradient is NaN")
-
-
-def _fix(origin: Origin) -> str:
-    spelled = SPELLINGS.get(origin.op, f"{origin.op}({{v}})")
-    if origin.branch is not None and origin.branch.untaken:
-        return (f"make the branch's input safe with an inner tf.where, so both branches are"
-                f" finite: tf.where(c, {spelled.format(v='tf.where(c, v, safe)')}, other), with"
-                " a safe value where c is False (e.g. 1.0)")
-    return SAFE_FIXES.get(origin.op, f"keep the inputs of {spelled.format(v='v')} inside the"
-                          " range where it and its derivative are finite")
+    return NonFiniteOp(origin.op, _op_name(origin), origin.kernel, origin.location, origin.backward,
+                       origin.produced, origin.arguments,
+                       untaken=branch is not None and branch.untaken,
+                       branch=branch.location if branch is not None else None)
 
 
 def _mistake(origin: Origin) -> Mistake:
@@ -103,22 +57,11 @@ def _result(value: NonFiniteValue, analysis: NonFiniteAnalysis, variant: str | N
         value.size, value.index)
     if not value.origins:
         return CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=evidence, **_where(value),
-                           cause=Cause(
-                               Mistake.NON_FINITE, "no single op in the traced graph turns"
-                               " finite values into it"))
+                           cause=Cause(Mistake.NON_FINITE, facts=NoNonFiniteOp()))
     first = value.origins[0]
-    stage = "of the backward pass " if value.gradient and first.backward else ""
-    what = (f"the first op {stage}that turns finite values into non-finite ones is"
-            f" {_origin_words(first)}{_branch_words(first)}")
-    others = [("the gradient of " if o.backward else "") + o.op
-              + (f" at {o.location}" if o.location else "") for o in value.origins[1:4]]
-    if others:
-        what += f" (also: {', '.join(others)})"
-    if analysis.dtype:
-        what += (f"; traced in {analysis.dtype}, the arguments' own dtype, as f does not"
-                 " trace with promoted float64 inputs")
-    cause = Cause(_mistake(first), what, culprit=_op_name(first), location=first.location,
-                  fix=_fix(first))
+    facts = FirstNonFinite(_facts(first), tuple(_facts(o) for o in value.origins[1:4]),
+                           value.gradient, analysis.dtype)
+    cause = Cause(_mistake(first), _op_name(first), first.location, facts)
     return CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=evidence,
                        location=first.location, worst_index=value.index, cause=cause,
                        **_where(value))
@@ -160,7 +103,8 @@ def non_finite_results(program: Program, checks: Sequence[CheckResult], options:
         else:
             found.append(CheckResult(Kind.NON_FINITE, Status.FAIL,
                                      evidence=NonFiniteUntraceable(),
-                                     cause=Cause(Mistake.NON_FINITE, "not traceable")))
+                                     cause=Cause(Mistake.NON_FINITE,
+                                                 facts=NoNonFiniteOp(traced=False))))
     else:
         for jit in _compiled_variants(checks):
             analysis = analyse_non_finite(program, outputs, jit=jit)

@@ -10,19 +10,21 @@ import numpy as np
 
 from gradcheck.checks.run import run_checks
 from gradcheck.diagnosis.custom_gradients import (
+    Probe,
     site_label,
     translate,
     variable_results,
     violation_results,
 )
 from gradcheck.errors import GradcheckError
+from gradcheck.evidence.causes import UpstreamProbe
 from gradcheck.evidence.diagnosis import NoForwardMode, SiteUnchecked
 from gradcheck.load.inputs import Arguments, NamedArgument, name_arguments
-from gradcheck.numerics.mistakes import Mistake, shape_mistake
+from gradcheck.numerics.mistakes import shape_mistake
 from gradcheck.options import CheckOptions
-from gradcheck.report import CheckResult, Kind, Report, Status
+from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
 from gradcheck.tf.binding import prepare
-from gradcheck.tf.instrument import Observer, Site, defines, installed, replaying
+from gradcheck.tf.observer import Observer, Site, defines, installed, replaying
 from gradcheck.tf.sites import eager_call, forward_jacobian, lacks_forward_mode, site_vjp
 
 # VJP: a random upstream, so that a grad_fn ignoring its upstream fails even at a scalar output
@@ -78,10 +80,10 @@ def _call_for(named: Sequence[NamedArgument], result: CheckResult
 
 
 def _shape_evidence(site: Site, named: Sequence[NamedArgument]
-                    ) -> Callable[[CheckResult], Mistake | None]:
+                    ) -> Callable[[CheckResult], Cause | None]:
     """Call the site with a random upstream and name what its wrong-shaped gradient is."""
 
-    def evidence(result: CheckResult) -> Mistake | None:
+    def evidence(result: CheckResult) -> Cause | None:
         call = _call_for(named, result)
         if call is None:
             return None
@@ -97,10 +99,10 @@ def _shape_evidence(site: Site, named: Sequence[NamedArgument]
 
 
 def _upstream_evidence(site: Site, named: Sequence[NamedArgument]
-                       ) -> Callable[[CheckResult], Mistake | None]:
+                       ) -> Callable[[CheckResult], Cause | None]:
     """Call the site with two random upstreams: the same gradient for both ignores them."""
 
-    def evidence(result: CheckResult) -> Mistake | None:
+    def evidence(result: CheckResult) -> Cause | None:
         call = _call_for(named, result)
         if call is None:
             return None
@@ -109,9 +111,7 @@ def _upstream_evidence(site: Site, named: Sequence[NamedArgument]
         if first is None or second is None or np.allclose(first[1], second[1]):
             return None
         if np.allclose(first[0], second[0], rtol=1e-9, atol=0.0):
-            return Mistake("ignored-upstream", "ignores its upstream: it returns the same"
-                           " gradient whatever upstream u it is given",
-                           "multiply by the upstream (return upstream * dy/dx, or uᵀJ)")
+            return Cause(Mistake.IGNORED_UPSTREAM, facts=UpstreamProbe(ignored=True))
         return None
 
     return evidence
@@ -158,8 +158,8 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
                 Kind.CUSTOM_GRADIENT, Status.SKIP,
                 evidence=SiteUnchecked(site.name, error.message), location=site.definition)]
         # Violations seen while the site ran on its own (eagerly) count too.
-        found = [] if report is None else translate(
-            site, report, _shape_evidence(site, named), _upstream_evidence(site, named))
+        found = [] if report is None else translate(site, report, Probe(
+            _shape_evidence(site, named), _upstream_evidence(site, named)))
         found += _forward_mode_gaps(site, named, options)
     return found + violation_results(site) + variable_results(site)
 

@@ -26,11 +26,10 @@ class XlaUnsupported(Evidence):
 
 @dataclasses.dataclass(frozen=True)
 class Untraceable(Evidence):
-    """`mode` cannot trace f: its `error` (first line) and what to do (the cause's `fix`)."""
+    """`mode` cannot trace f: its `error` (first line); what to do is the cause's fix."""
 
     mode: str = internal("")
     error: str = internal("")
-    fix: str = internal("")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,10 +20,10 @@ class ChangingState:
 
 @dataclasses.dataclass(frozen=True)
 class Nondeterministic(Evidence):
-    """`function` returned other values on a second call: `what` changed (the cause's words),
-    and what changes, when known: its random Keras layers, or the state an op changes."""
+    """`function` returned other values on a second call (what changed: the finding's
+    cause), and what changes, when known: its random Keras layers, or the state an op
+    changes."""
 
     function: str = internal("")
-    what: str = internal("")
     random_layers: tuple[str, ...] = internal(())
     state: ChangingState | None = internal(None)

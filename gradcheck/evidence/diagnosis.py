@@ -4,13 +4,22 @@ path is cut."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from gradcheck.evidence import Evidence, internal
 
 
 @dataclasses.dataclass(frozen=True)
 class SiteMistake(Evidence):
-    """A custom gradient's mistake, told by its cause (culprit, what, fix)."""
+    """A custom gradient's mistake, told by its cause; `finding` (a CheckResult: this layer
+    lies below the report's) is the finding of its own check it retells, whose JSON `details`
+    it publishes."""
+
+    finding: Any = internal(None)
+
+    def published(self) -> dict[str, Any]:
+        evidence = None if self.finding is None else self.finding.evidence
+        return {} if evidence is None else evidence.published()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -75,12 +75,10 @@ class ModesDisagree(ModesCompared):
 
 @dataclasses.dataclass(frozen=True)
 class ForwardGap(Evidence):
-    """No verdict: TensorFlow has no forward-mode rule on the path (its gap, not the user's);
-    `what` and `fix` are the words of the finding's cause."""
+    """No verdict: TensorFlow has no forward-mode rule on the path (its gap, not the user's),
+    as the finding's cause says."""
 
     input: str = internal("")
-    what: str = internal("")
-    fix: str = internal("")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gradcheck.evidence.causes import ContractSlip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +83,7 @@ class DtypeFallback(Note):
 
     function: str
     tried: str
-    error: str
+    error: str | ContractSlip  # the first line of what was raised, or the grad_fn's slip
     dtype: str
     gradients: bool = False
 

@@ -31,8 +31,8 @@ class Symmetric(Evidence):
 
 @dataclasses.dataclass(frozen=True)
 class Asymmetric(Evidence):
-    """H[a, b] (∂²/∂`first`∂`second`) differs from H[b, a] in `count` of `size` elements;
-    `fix` is the cause's."""
+    """H[a, b] (∂²/∂`first`∂`second`) differs from H[b, a] in `count` of `size` elements (what
+    to do is the cause's fix)."""
 
     max_asymmetry: float
     first: str = internal("")
@@ -41,7 +41,6 @@ class Asymmetric(Evidence):
     second_first: float = internal(0.0)
     count: int = internal(0)
     size: int = internal(0)
-    fix: str = internal("")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,9 +59,7 @@ class ProjectedSymmetric(ProjectedSymmetry):
 
 @dataclasses.dataclass(frozen=True)
 class ProjectedAsymmetric(ProjectedSymmetry):
-    """Not symmetric along random directions; `fix` is the cause's."""
-
-    fix: str = internal("")
+    """Not symmetric along random directions (what to do is the cause's fix)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,18 +81,15 @@ class Retold(Evidence):
 
 @dataclasses.dataclass(frozen=True)
 class SecondOrderOf(Retold):
-    """`first` as found by checking g against central differences of it; when it failed,
-    `told` is what that says of the second derivative (the cause's words) and `fix`."""
+    """`first` as found by checking g against central differences of it; `told` when it
+    failed and the finding's cause says what that means for the second derivative."""
 
-    told: str | None = internal(None)
-    fix: str = internal("")
+    told: bool = internal(False)
 
 
 @dataclasses.dataclass(frozen=True)
 class MissingInTensorFlow(Retold):
     """g's derivative is None (or raised LookupError: `raised`) because TensorFlow has no
-    gradient for a gradient op: `what` and `fix` are the cause's words."""
+    gradient for a gradient op, as the finding's cause says."""
 
     raised: bool = internal(False)
-    what: str = internal("")
-    fix: str = internal("")

@@ -16,6 +16,7 @@ from gradcheck.evidence.explain import (
     TensorView,
 )
 from gradcheck.evidence.notes import Note
+from gradcheck.render.causes import cause_dict
 from gradcheck.render.sentences.explain import (
     FORMULAS,
     coincide_text,
@@ -50,9 +51,8 @@ def tensor_dict(info: TensorInfo) -> dict[str, Any]:
 
 
 def _details(result: CheckResult) -> dict[str, Any]:
-    """The evidence's public fields; a finding that re-tells another's (a custom gradient's
-    own check: diagnosis/custom_gradients.py hands its details on) or has no evidence
-    publishes the details it was given."""
+    """The evidence's public fields; a hand-built finding without evidence publishes the
+    details it was given."""
     evidence = result.evidence
     published = public_fields(evidence) if evidence is not None else {}
     return {name: note_text(value) if isinstance(value, Note) else value
@@ -71,7 +71,7 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
         "max_rel_err": result.max_rel_err,
         "worst_index": list(result.worst_index) if result.worst_index is not None else None,
         "excess": result.excess,
-        "cause": result.cause,
+        "cause": cause_dict(result.cause),
         "details": _details(result),
     }
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import InputError
+from gradcheck.evidence.causes import ContractSlip
 from gradcheck.evidence.notes import ComplexInput, DtypeFallback, Note, PassedThrough
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.tf import instrument
@@ -116,7 +117,7 @@ def _candidate_dtypes(dtype_mode: str) -> list[str | None]:
     raise InputError(f"--dtype must be auto, float32 or float64, not {dtype_mode!r}")
 
 
-def _gradient_problem(program: Program) -> str | None:
+def _gradient_problem(program: Program) -> str | ContractSlip | None:
     """Why gradients cannot be taken in the program's dtype (a grad_fn raising, or returning
     another dtype than its input's), or None."""
     tf = tensorflow()
@@ -130,7 +131,7 @@ def _gradient_problem(program: Program) -> str | None:
     except Exception as exc:
         return first_line(exc)
     slips = instrument.violations_since(mark, instrument.Slip.DTYPE)
-    return slips[0].message if slips else None
+    return slips[0].slip if slips else None
 
 
 def _candidate_programs(function: Callable[..., Any], named: Sequence[NamedArgument],
@@ -175,7 +176,8 @@ def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_
     programs = _candidate_programs(function, named, dtype_mode, evaluation or Evaluation())
     if not programs[0].sources:
         _without_float_arguments(programs[0])
-    problems: list[tuple[str, str, bool]] = []  # the dtype, its error, whether in gradients
+    # The dtype, its error, whether in gradients.
+    problems: list[tuple[str, str | ContractSlip, bool]] = []
     ran: list[Program] = []
     error: BaseException | None = None
     for program in programs:

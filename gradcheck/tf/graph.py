@@ -32,14 +32,15 @@ VARIABLE_WRITE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp",
 
 @dataclass(frozen=True)
 class CutSite:
-    """One place where the gradient path is cut: what cuts it (`kind`), where, and the op
-    type or dtype involved (`detail`)."""
+    """One place where the gradient path is cut: what cuts it (`kind`), where, the op type
+    involved (`detail`) and the dtype of what it returns (integer casts and outputs)."""
 
     kind: str  # variable, numpy, python-number, stop-gradient, integer-cast, numpy-function,
     # piecewise-constant, no-gradient, not-differentiable, assign; and where a source gets no
     # gradient at all: comparison, integer-output, python-function
     location: Location | None
     detail: str = ""
+    dtype: str | None = None
 
 
 def _frames_location(frames: Iterable[Any]) -> Location | None:
@@ -114,7 +115,7 @@ def _discrete_output(op: Any, carried: list[Any], location: Location | None) -> 
         return None
     if all(t.dtype.is_bool for t in carried):
         return CutSite("comparison", location, op.type)
-    return CutSite("integer-output", location, f"{op.type}:{carried[0].dtype.name}")
+    return CutSite("integer-output", location, op.type, carried[0].dtype.name)
 
 
 def _op_cut(op: Any, carried: list[Any] | None = None, no_gradient: bool = False,
@@ -128,7 +129,7 @@ def _op_cut(op: Any, carried: list[Any] | None = None, no_gradient: bool = False
     if op.type == "Cast":
         target = op.outputs[0].dtype
         if not target.is_floating and not target.is_complex:
-            return CutSite("integer-cast", location, target.name)
+            return CutSite("integer-cast", location, op.type, target.name)
         return None
     if op.type in PYTHON_FUNCTION_OPS:
         return CutSite("numpy-function", location, op.type)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from gradcheck.evidence import Evidence
+from gradcheck.render.causes import what
 from gradcheck.report import Attribution, CheckResult, Relation
 
 
@@ -66,7 +67,7 @@ def _attribution(attributed: Attribution) -> str:
         return f"expected: {culprit} is a declared surrogate"
     at = f" at {cause.location}" if cause is not None and cause.location else ""
     if relation == Relation.CUT_PATH and cause is not None:
-        return f"likely cause: {cause.what}{at}"
+        return f"likely cause: {what(cause)}{at}"
     if relation == Relation.NON_FINITE and cause is not None:
         return f"likely cause: non-finite values from {culprit}{at} (see the non-finite check)"
     where = f" (grad_fn at {cause.location})" if cause is not None and cause.location else ""

@@ -15,6 +15,7 @@ from gradcheck.evidence.compiled import (
     ValuesDiffer,
     XlaUnsupported,
 )
+from gradcheck.render.causes import fix, told
 from gradcheck.render.sentences import clause, sentence
 from gradcheck.report import CheckResult, format_index
 
@@ -47,7 +48,7 @@ def _untraceable_clause(evidence: Untraceable, result: CheckResult) -> str:
 
 @sentence.register
 def _untraceable(evidence: Untraceable, result: CheckResult) -> str:
-    return f"{_untraceable_clause(evidence, result)}; {evidence.fix}"
+    return f"{_untraceable_clause(evidence, result)}; {fix(told(result))}"
 
 
 @sentence.register

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gradcheck.evidence.determinism import Nondeterministic
+from gradcheck.render.causes import told, what
 from gradcheck.render.sentences import clause, sentence
 from gradcheck.report import CheckResult
 
@@ -10,7 +11,7 @@ from gradcheck.report import CheckResult
 @clause.register
 def _changed(evidence: Nondeterministic, result: CheckResult) -> str:
     return (f"{evidence.function} returned different values on two calls with the same inputs:"
-            f" {evidence.what}")
+            f" {what(told(result))}")
 
 
 @sentence.register

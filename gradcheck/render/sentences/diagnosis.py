@@ -10,8 +10,9 @@ from gradcheck.evidence.diagnosis import (
     SiteMistake,
     SiteUnchecked,
 )
+from gradcheck.render.causes import fix, told, what
 from gradcheck.render.sentences import clause, sentence
-from gradcheck.report import Cause, CheckResult
+from gradcheck.report import CheckResult
 
 USUAL_CAUSES = (
     "tf.Variable(...) built from inputs, .numpy()/float()/NumPy ops on tensors,"
@@ -20,21 +21,16 @@ USUAL_CAUSES = (
 )
 
 
-def _cause(result: CheckResult) -> Cause:
-    assert result.cause is not None, "this evidence is told by its result's cause"
-    return result.cause
-
-
 @clause.register
 def _site_mistake_clause(evidence: SiteMistake, result: CheckResult) -> str:
-    cause = _cause(result)
-    return f"{cause.culprit}: {cause.what}"
+    cause = told(result)
+    return f"{cause.culprit}: {what(cause)}"
 
 
 @sentence.register
 def _site_mistake(evidence: SiteMistake, result: CheckResult) -> str:
-    fix = _cause(result).fix
-    return _site_mistake_clause(evidence, result) + (f"; {fix}" if fix else "")
+    fixed = fix(told(result))
+    return _site_mistake_clause(evidence, result) + (f"; {fixed}" if fixed else "")
 
 
 @sentence.register
@@ -58,13 +54,13 @@ def _no_forward_mode(evidence: NoForwardMode, result: CheckResult) -> str:
 
 @clause.register
 def _cut_found_clause(evidence: CutFound, result: CheckResult) -> str:
-    return _cause(result).what
+    return what(told(result))
 
 
 @sentence.register
 def _cut_found(evidence: CutFound, result: CheckResult) -> str:
-    cause = _cause(result)
-    return f"{cause.what}; {cause.fix}"
+    cause = told(result)
+    return f"{what(cause)}; {fix(cause)}"
 
 
 @clause.register

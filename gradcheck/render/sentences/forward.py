@@ -13,6 +13,7 @@ from gradcheck.evidence.forward import (
     NoReverseVJP,
     ReverseNotFinite,
 )
+from gradcheck.render.causes import fix, told, what
 from gradcheck.render.sentences import clause, sentence
 from gradcheck.report import CheckResult
 
@@ -72,9 +73,9 @@ def _disagree(evidence: ModesDisagree, result: CheckResult) -> str:
 
 @clause.register
 def _gap_clause(evidence: ForwardGap, result: CheckResult) -> str:
-    return f"no forward-mode verdict for {evidence.input}: {evidence.what}"
+    return f"no forward-mode verdict for {evidence.input}: {what(told(result))}"
 
 
 @sentence.register
 def _gap(evidence: ForwardGap, result: CheckResult) -> str:
-    return f"{_gap_clause(evidence, result)}; {evidence.fix}"
+    return f"{_gap_clause(evidence, result)}; {fix(told(result))}"

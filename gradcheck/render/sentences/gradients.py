@@ -12,6 +12,7 @@ from gradcheck.evidence.gradients import (
     UnbuiltLayer,
     UntrainedWeight,
 )
+from gradcheck.render.causes import fix
 from gradcheck.render.sentences import clause, sentence
 from gradcheck.report import CheckResult, format_index
 
@@ -22,14 +23,21 @@ def _raised_clause(evidence: GradientRaised, result: CheckResult) -> str:
             f" {evidence.error}")
 
 
-@sentence.register
-def _raised(evidence: GradientRaised, result: CheckResult) -> str:
+def raised_without_fix(evidence: GradientRaised, result: CheckResult) -> str:
+    """The sentence of a raised gradient up to its cause's fix."""
     said = _raised_clause(evidence, result)
     if not evidence.dtype_mix or result.cause is None:
         return said
     return (f"{said}; the gradient mixes float32 and float64: a tf.constant of Python floats"
-            " or a float32 tf.Variable is float32 while the inputs are float64;"
-            f" {result.cause.fix}")
+            " or a float32 tf.Variable is float32 while the inputs are float64")
+
+
+@sentence.register
+def _raised(evidence: GradientRaised, result: CheckResult) -> str:
+    said = raised_without_fix(evidence, result)
+    if not evidence.dtype_mix or result.cause is None:
+        return said
+    return f"{said}; {fix(result.cause)}"
 
 
 @sentence.register

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gradcheck.evidence.non_finite import NonFiniteSeen, NonFiniteUntraceable
+from gradcheck.render.causes import fix, told, what
 from gradcheck.render.sentences import clause, first_clause, sentence
 from gradcheck.report import CheckResult
 
@@ -19,10 +20,10 @@ def _seen(evidence: NonFiniteSeen, result: CheckResult) -> str:
 
 @sentence.register
 def _non_finite(evidence: NonFiniteSeen, result: CheckResult) -> str:
-    assert result.cause is not None, "the first origin is told by the result's cause"
+    cause = told(result)
     if not evidence.origins:
-        return f"{_seen(evidence, result)}; {result.cause.what}"
-    return f"{_seen(evidence, result)}: {result.cause.what}; fix: {result.cause.fix}"
+        return f"{_seen(evidence, result)}; {what(cause)}"
+    return f"{_seen(evidence, result)}: {what(cause)}; fix: {fix(cause)}"
 
 
 @clause.register

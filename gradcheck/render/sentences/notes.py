@@ -31,7 +31,8 @@ from gradcheck.evidence.notes import (
     WhileLoopJacobian,
     WithinBudgets,
 )
-from gradcheck.report import format_size
+from gradcheck.render.causes import what
+from gradcheck.report import Cause, Mistake, format_size
 
 RETRY_NOTE = ("these results come from a new worker process with vectorisation off"
               " (no pfor, no tf.vectorized_map)")
@@ -80,7 +81,9 @@ def _(note: FastModeUsed) -> str:
 def _(note: DtypeFallback) -> str:
     refused = (f"the gradients of {note.function} cannot be taken in {note.tried}"
                if note.gradients else f"{note.function} does not accept {note.tried} inputs")
-    return (f"{refused} ({note.error}); checked in {note.dtype}, the arguments' own dtype,"
+    error = note.error if isinstance(note.error, str) else what(
+        Cause(Mistake.DTYPE, facts=note.error))
+    return (f"{refused} ({error}); checked in {note.dtype}, the arguments' own dtype,"
             f" with {note.dtype} tolerances")
 
 

@@ -12,6 +12,7 @@ from gradcheck.evidence.second_order import (
     SecondOrderOf,
     Symmetric,
 )
+from gradcheck.render.causes import fix, told, what
 from gradcheck.render.sentences import clause, sentence
 from gradcheck.report import CheckResult
 
@@ -51,7 +52,7 @@ def _asymmetric_clause(evidence: Asymmetric, result: CheckResult) -> str:
 
 @sentence.register
 def _asymmetric(evidence: Asymmetric, result: CheckResult) -> str:
-    return f"{_asymmetric_clause(evidence, result)}; {evidence.fix}"
+    return f"{_asymmetric_clause(evidence, result)}; {fix(told(result))}"
 
 
 @sentence.register
@@ -70,7 +71,7 @@ def _projected_asymmetric_clause(evidence: ProjectedAsymmetric, result: CheckRes
 
 @sentence.register
 def _projected_asymmetric(evidence: ProjectedAsymmetric, result: CheckResult) -> str:
-    return f"{_projected_asymmetric_clause(evidence, result)}; {evidence.fix}"
+    return f"{_projected_asymmetric_clause(evidence, result)}; {fix(told(result))}"
 
 
 def _differentiated(first: CheckResult) -> str:
@@ -87,9 +88,10 @@ def _second_order_of_clause(evidence: SecondOrderOf, result: CheckResult) -> str
 @sentence.register
 def _second_order_of(evidence: SecondOrderOf, result: CheckResult) -> str:
     said = _differentiated(evidence.first) + evidence.first.message
-    if evidence.told is None:
+    if not evidence.told:
         return said
-    return f"{said}; the gradient {evidence.told}; {evidence.fix}"
+    cause = told(result)
+    return f"{said}; the gradient {what(cause)}; {fix(cause)}"
 
 
 @clause.register
@@ -98,9 +100,9 @@ def _missing_in_tensorflow_clause(evidence: MissingInTensorFlow, result: CheckRe
     symptom = ("raises LookupError" if evidence.raised else
                f"is None, but finite differences show it depends on {first.input}")
     return (f"{first.output} (the gradient of f) differentiated by nested tapes with respect to"
-            f" {first.input} {symptom}: {evidence.what}")
+            f" {first.input} {symptom}: {what(told(result))}")
 
 
 @sentence.register
 def _missing_in_tensorflow(evidence: MissingInTensorFlow, result: CheckResult) -> str:
-    return f"{_missing_in_tensorflow_clause(evidence, result)}; {evidence.fix}"
+    return f"{_missing_in_tensorflow_clause(evidence, result)}; {fix(told(result))}"

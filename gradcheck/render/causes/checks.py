@@ -1,0 +1,101 @@
+"""The words of causes the checks name: a kink, compiled VJPs, forward mode, second
+derivatives, nondeterminism, an unused layer."""
+
+from __future__ import annotations
+
+from gradcheck.evidence.causes import (
+    Compiled,
+    Kinked,
+    NoForwardRule,
+    NoSecondOrderGradient,
+    NotCompiled,
+    OutputChanged,
+    SecondOrder,
+    UnusedLayer,
+)
+from gradcheck.render.causes import Said, what, words
+from gradcheck.report import Mistake, format_index
+
+UNTRACEABLE_FIX = ("create variables once, outside f (or in a Keras layer's build); keep tensors"
+                   " in TensorFlow (no .numpy(), float() or Python `if` on tensor values)")
+NO_FORWARD_RULE = ("tf.autodiff.ForwardAccumulator gives no tangent through it, so forward"
+                   " mode says 0 where reverse mode does not")
+FORWARD_FIX = ("a gap in TensorFlow, not in your gradient: reverse mode (what training uses) is"
+               " checked by the other checks; for JVPs through it, use two reverse passes"
+               " (the transpose of tape.gradient) instead of ForwardAccumulator")
+SECOND_ORDER_FIX = (
+    "write grad_fn in TensorFlow ops of x and upstream (no .numpy(), NumPy, tf.Variable or"
+    " tf.stop_gradient), or nest a tf.custom_gradient for the second order")
+SECOND_ORDER = {
+    Mistake.ASYMMETRIC: "has a second derivative that is not symmetric (a second derivative of"
+                        " a twice-differentiable f is)",
+    Mistake.SECOND_ORDER_NONE: "is not differentiable (the gradient of its result is None)",
+    Mistake.SECOND_ORDER_RAISED: "raises when differentiated again",
+    Mistake.WRONG_SHAPE: "has a second derivative of the wrong shape",
+}
+
+
+@words.register
+def _kinked(facts: Kinked, mistake: Mistake) -> Said:
+    return f"{facts.name} {facts.detail}", None
+
+
+@words.register
+def _compiled(facts: Compiled, mistake: Mistake) -> Said:
+    mode = facts.mode
+    if mistake == Mistake.COMPILED_VALUES:
+        return f"f's values differ under {mode}", None
+    if mistake == Mistake.COMPILED_NON_FINITE:
+        return f"{mode} gives non-finite values", None
+    if mistake == Mistake.COMPILED_NONE:
+        return "None " + ("eagerly" if facts.eagerly else f"under {mode}"), None
+    return f"{mode} differs from eager", None
+
+
+@words.register
+def _not_compiled(facts: NotCompiled, mistake: Mistake) -> Said:
+    said = facts.error if facts.ops is None else f"XLA has no kernel for {facts.ops}"
+    return str(said), UNTRACEABLE_FIX if mistake == Mistake.UNTRACEABLE else None
+
+
+@words.register
+def _no_forward_rule(facts: NoForwardRule, mistake: Mistake) -> Said:
+    why = (NO_FORWARD_RULE if facts.missing is None else
+           f"TensorFlow has no gradient for {facts.missing}, which its forward mode needs")
+    return (f"TensorFlow has no forward-mode rule for {', '.join(facts.ops)} ({why})",
+            FORWARD_FIX)
+
+
+@words.register
+def _second_order(facts: SecondOrder, mistake: Mistake) -> Said:
+    if facts.first is not None:
+        return f"has a second derivative that {what(facts.first)}", SECOND_ORDER_FIX
+    return (SECOND_ORDER.get(mistake, "has a second derivative that has wrong values"),
+            SECOND_ORDER_FIX)
+
+
+@words.register
+def _no_second_order_gradient(facts: NoSecondOrderGradient, mistake: Mistake) -> Said:
+    op = facts.op
+    return (f"TensorFlow has no gradient for {facts.gradient_op}, the gradient of {op}: the"
+            f" second derivative through {op} is missing (TensorFlow's missing gradient, not"
+            " your code's)",
+            f"compute {op} with ops that have second derivatives (e.g. for a resize:"
+            " tf.nn.conv2d_transpose or tf.nn.avg_pool2d, or a tf.custom_gradient whose grad_fn"
+            " is written in differentiable ops)")
+
+
+@words.register
+def _output_changed(facts: OutputChanged, mistake: Mistake) -> Said:
+    if facts.output is None:
+        return "its outputs changed structure", None
+    if facts.shapes is not None:
+        then, now = facts.shapes
+        return f"{facts.output} changed from shape {then} to {now}", None
+    at = f" at {format_index(facts.index)}" if facts.index else ""
+    return f"{facts.output} differs by up to {facts.largest:.3g}{at}", None
+
+
+@words.register
+def _unused_layer(facts: UnusedLayer, mistake: Mistake) -> Said:
+    return f"{facts.layer} is never called", None

@@ -1,0 +1,87 @@
+"""The words of a wrong gradient's named mistake (numerics/mistakes.py): sign, factor,
+transposed J, J * u..., for the user who wrote the grad_fn."""
+
+from __future__ import annotations
+
+from gradcheck.evidence.causes import ReturnedShape, ReturnedValues, UpstreamProbe
+from gradcheck.render.causes import Said, words
+from gradcheck.report import Mistake
+
+CONJUGATE_FIX = (
+    "TensorFlow's gradient for a complex z is ∂L/∂Re z + i ∂L/∂Im z, the conjugate of the"
+    " holomorphic derivative: a grad_fn for a holomorphic f returns"
+    " upstream * tf.math.conj(df/dz) (see docs/vjp.md)"
+)
+# Templates formatted with the facts' fields.
+VALUES: dict[Mistake, Said] = {
+    Mistake.STRAIGHT_THROUGH: (
+        "returns a nonzero gradient where the forward is locally constant (finite"
+        " differences are zero): a straight-through estimator? If deliberate,"
+        " declare it with --surrogate", None),
+    Mistake.IGNORED_UPSTREAM: (
+        "ignores the upstream of {output}: that output's contribution u_kᵀJ_k is missing from"
+        " the sum",
+        "add the term for {output}'s upstream to the gradient grad_fn returns: one upstream"
+        " argument per output, each contracted with its own Jacobian"),
+    Mistake.ZEROS: ("returns zeros although the output depends on this input", None),
+    Mistake.WRONG_SIGN: ("has the wrong sign: it returns -uᵀJ", None),
+    Mistake.FACTOR: ("is off by a constant factor of {factor:.4g}", None),
+    Mistake.CONJUGATED: (
+        "returns the complex conjugate of TensorFlow's gradient (∂L/∂Re z − i ∂L/∂Im z, as"
+        " 2·∂L/∂z would be)", CONJUGATE_FIX),
+    Mistake.UNCONJUGATED: (
+        "multiplies the upstream by df/dz where TensorFlow needs its conjugate (in real terms"
+        " it returns J·u instead of uᵀJ)", CONJUGATE_FIX),
+    Mistake.TRANSPOSED: (
+        "uses J where Jᵀ is needed (it returns J·u instead of uᵀJ): transpose it", None),
+    Mistake.SUMMED_UPSTREAM: (
+        "gives every output element the same gradient row: it sums the upstream (e.g. over"
+        " the batch axis, tf.reduce_sum(upstream)) or ignores it, instead of weighting each"
+        " output's row by its own upstream element",
+        "multiply by the upstream element by element before any reduction (upstream * dy/dx"
+        " for an elementwise f, or tf.linalg.matvec(J, upstream, transpose_a=True)), never"
+        " tf.reduce_sum(upstream) * ..."),
+    Mistake.WRONG_VALUES: ("returns wrong values", None),
+}
+JACOBIAN_SHAPED = "returned a Jacobian-shaped tensor (the full J or J * upstream)"
+SHAPES: dict[Mistake, Said] = {
+    Mistake.TRANSPOSED_SHAPED: ("returned a transposed-Jacobian-shaped tensor", None),
+    Mistake.SCALAR: ("returned a scalar (a summed result)", None),
+    Mistake.OUTPUT_SHAPED: (
+        "returned a tensor shaped like the output, not like the input", None),
+    Mistake.JACOBIAN_SHAPED: (JACOBIAN_SHAPED, None),
+    Mistake.FULL_JACOBIAN: ("returned the full Jacobian J", None),
+    Mistake.JACOBIAN_TIMES_UPSTREAM: (
+        "returned J * upstream (the Jacobian scaled by u, not contracted with it)", None),
+    Mistake.TRANSPOSED_TIMES_UPSTREAM: (
+        "returned Jᵀ * upstream: the transposed Jacobian (entry [j, i] = ∂yᵢ/∂xⱼ) multiplied"
+        " elementwise by the upstream u instead of contracted with it",
+        "summed over its last axis it is uᵀJ: return tf.linalg.matvec(that matrix,"
+        " upstream), i.e. tf.reduce_sum(matrix * upstream, axis=-1)"),
+    Mistake.UNSUMMED_ROWS: (
+        "scaled the Jacobian's rows by u but did not sum over the outputs",
+        "summed over the output axes it is uᵀJ: tf.reduce_sum(rows, axis=0)"),
+}
+
+
+@words.register
+def _values(facts: ReturnedValues, mistake: Mistake) -> Said:
+    said, fixed = VALUES[mistake]
+    return (said.format(factor=facts.factor, output=facts.output),
+            None if fixed is None else fixed.format(output=facts.output))
+
+
+@words.register
+def _shape(facts: ReturnedShape, mistake: Mistake) -> Said:
+    if mistake == Mistake.WRONG_SHAPE:
+        return ("returned the wrong shape" if facts.shape is None
+                else f"returned shape {facts.shape}"), None
+    return SHAPES[mistake]
+
+
+@words.register
+def _upstream_probe(facts: UpstreamProbe, mistake: Mistake) -> Said:
+    if facts.ignored:
+        return ("ignores its upstream: it returns the same gradient whatever upstream u it is"
+                " given", "multiply by the upstream (return upstream * dy/dx, or uᵀJ)")
+    return "returns a wrong VJP for a random upstream", None

@@ -1,0 +1,151 @@
+"""The words of cut gradient paths and of the ops that make values non-finite."""
+
+from __future__ import annotations
+
+from gradcheck.evidence.causes import CutOp, FirstNonFinite, NonFiniteOp, NoNonFiniteOp
+from gradcheck.render.causes import Said, words
+from gradcheck.report import Mistake
+
+# What people do where an op gives no gradient (a hard count, index or threshold).
+RELAX = ("for a gradient, use a smooth relaxation (a sigmoid- or softmax-weighted count, a soft"
+         " rank or soft argmax, probabilities instead of hard hits), or a straight-through"
+         " tf.custom_gradient (identity backward) declared with --surrogate NAME")
+# TensorFlow op types as the user wrote them.
+OP_NAMES = {"TopKV2": "tf.math.top_k / tf.argsort indices", "ArgMax": "tf.argmax",
+            "ArgMin": "tf.argmin", "Round": "tf.round", "Floor": "tf.floor",
+            "Ceil": "tf.math.ceil", "Sign": "tf.sign", "Equal": "tf.equal, ==",
+            "NotEqual": "tf.not_equal, count_nonzero", "Greater": ">", "GreaterEqual": ">=",
+            "Less": "<", "LessEqual": "<="}
+# Templates formatted with the cut's input, op, dtype and the op's alias.
+CUTS: dict[Mistake, tuple[str, str]] = {
+    Mistake.VARIABLE: (
+        "tf.Variable created from {input} copies its values and cuts the gradient path",
+        "use the tensor itself (tf.stack / tf.identity), not a new tf.Variable"),
+    Mistake.NUMPY_METHOD: (
+        ".numpy() copies the value of a tensor computed from {input} out of TensorFlow, so"
+        " nothing computed from it has a gradient", "keep the computation in TensorFlow ops"),
+    Mistake.NUMPY: (
+        "a NumPy operation (np.*, np.asarray, float()) on a tensor computed from {input}"
+        " leaves TensorFlow, so the result has no gradient", "use the tf.* equivalent"),
+    Mistake.PYTHON_NUMBER: (
+        "float()/int() turns a tensor computed from {input} into a Python number, which has"
+        " no gradient", "keep it a tensor (tf.cast to a float dtype if needed)"),
+    Mistake.STOP_GRADIENT: (
+        "tf.stop_gradient blocks the gradient from {input} on this path",
+        "remove it if the gradient should flow"),
+    Mistake.INTEGER_CAST: (
+        "a cast to {dtype} on the path from {input}: integers carry no gradient",
+        "keep the value in a floating dtype (a deliberate quantisation: a straight-through"
+        " tf.custom_gradient, declared with --surrogate NAME)"),
+    Mistake.NUMPY_FUNCTION: (
+        "tf.numpy_function on the path from {input} has no gradient",
+        "use TensorFlow ops, or tf.py_function with a tf.custom_gradient"),
+    Mistake.PIECEWISE_CONSTANT: (
+        "{op} on the path from {input} is piecewise constant{alias}: its gradient is zero or"
+        " None", RELAX),
+    Mistake.COMPARISON: (
+        "{op} on the path from {input} compares values{alias}: its boolean result is"
+        " piecewise constant and has no gradient", RELAX),
+    Mistake.INTEGER_OUTPUT: (
+        "{op} on the path from {input}{alias} returns {dtype} values (indices or counts),"
+        " which are piecewise constant and carry no gradient", RELAX),
+    Mistake.PYTHON_FUNCTION: (
+        "tf.py_function on the path from {input} returns no gradient (its Python function"
+        " computes the result outside the tape, e.g. with NumPy; TensorFlow then gives a"
+        " scalar 0 or None)",
+        "compute it with TensorFlow ops inside the function, or give it a tf.custom_gradient"),
+    Mistake.NO_GRADIENT: (
+        "{op} on the path from {input} has no registered gradient",
+        "register one with tf.RegisterGradient or wrap it in tf.custom_gradient"),
+    Mistake.NOT_DIFFERENTIABLE: (
+        "{op} on the path from {input} is marked not differentiable", "use a differentiable op"),
+    Mistake.ASSIGN: (
+        "a value computed from {input} is assigned into a tf.Variable and read back: the read"
+        " has no gradient to it", "use the tensor itself instead of a variable round trip"),
+}
+
+
+@words.register
+def _cut(facts: CutOp, mistake: Mistake) -> Said:
+    said, fixed = CUTS[mistake]
+    alias = f" ({OP_NAMES[facts.op]})" if facts.op in OP_NAMES else ""
+    return said.format(input=facts.input, op=facts.op, dtype=facts.dtype, alias=alias), fixed
+
+
+# How the user wrote an op, with {v} for its (first) argument.
+SPELLINGS = {"Sqrt": "tf.sqrt({v})", "Rsqrt": "tf.math.rsqrt({v})", "Log": "tf.math.log({v})",
+             "Log1p": "tf.math.log1p({v})", "Exp": "tf.exp({v})", "Pow": "tf.pow({v}, p)",
+             "RealDiv": "a / {v}", "Div": "a / {v}", "Reciprocal": "1.0 / {v}",
+             "Xlogy": "tf.math.xlogy(a, {v})", "Acos": "tf.acos({v})", "Asin": "tf.asin({v})",
+             "Atanh": "tf.atanh({v})", "Lgamma": "tf.math.lgamma({v})"}
+SAFE_FIXES = {
+    "Sqrt": "keep its argument away from 0 where the gradient is needed (tf.sqrt(v + eps),"
+            " or tf.sqrt(tf.where(v > 0, v, 1.0)) with the result replaced where v is 0)",
+    "Rsqrt": "keep its argument away from 0 (tf.math.rsqrt(v + eps))",
+    "Log": "keep its argument positive (tf.math.log(tf.maximum(p, eps))), or write p·log p as"
+           " tf.math.xlogy(p, p), which is 0 at p = 0",
+    "Exp": "keep its argument small enough (tf.minimum(v, limit)), or compute in log space"
+           " (tf.nn.softplus, tf.math.log_sigmoid, tf.math.reduce_logsumexp)",
+    "RealDiv": "keep the denominator away from 0, or use tf.math.divide_no_nan",
+    "Div": "keep the denominator away from 0, or use tf.math.divide_no_nan",
+    "Reciprocal": "keep its argument away from 0, or use tf.math.divide_no_nan(1.0, v)",
+    "Pow": "keep the base positive where the exponent is fractional or negative",
+}
+
+
+def _call(origin: NonFiniteOp) -> str:
+    shown = ", ".join(f"{a:.4g}" for a in origin.arguments)
+    return f"{origin.op}({shown})" if origin.arguments else origin.op
+
+
+def _origin_words(origin: NonFiniteOp) -> str:
+    at = f" at {origin.location}" if origin.location else ""
+    if origin.op == "Placeholder":
+        return "the input itself is not finite"
+    if origin.backward:
+        kernel = f" ({origin.kernel} in the backward pass)" if origin.kernel != origin.op else ""
+        return (f"the gradient of {origin.name}{at}: its local derivative at"
+                f" {_call(origin)} is {origin.produced}{kernel}")
+    return f"{origin.name}{at}, whose value {_call(origin)} is {origin.produced}"
+
+
+def _branch_words(origin: NonFiniteOp) -> str:
+    if not origin.untaken:
+        return ""
+    where = f" at {origin.branch}" if origin.branch else ""
+    return (f"; {origin.op} feeds a branch of the tf.where{where} that is not taken at those"
+            " elements: tf.where's gradient sends zeros into that branch, and zero times an"
+            " infinite local gradient is NaN")
+
+
+def _fix(origin: NonFiniteOp) -> str:
+    spelled = SPELLINGS.get(origin.op, f"{origin.op}({{v}})")
+    if origin.untaken:
+        return (f"make the branch's input safe with an inner tf.where, so both branches are"
+                f" finite: tf.where(c, {spelled.format(v='tf.where(c, v, safe)')}, other), with"
+                " a safe value where c is False (e.g. 1.0)")
+    return SAFE_FIXES.get(origin.op, f"keep the inputs of {spelled.format(v='v')} inside the"
+                          " range where it and its derivative are finite")
+
+
+@words.register
+def _first_non_finite(facts: FirstNonFinite, mistake: Mistake) -> Said:
+    first = facts.first
+    stage = "of the backward pass " if facts.gradient and first.backward else ""
+    said = (f"the first op {stage}that turns finite values into non-finite ones is"
+            f" {_origin_words(first)}{_branch_words(first)}")
+    others = [("the gradient of " if o.backward else "") + o.op
+              + (f" at {o.location}" if o.location else "") for o in facts.others]
+    if others:
+        said += f" (also: {', '.join(others)})"
+    if facts.dtype:
+        said += (f"; traced in {facts.dtype}, the arguments' own dtype, as f does not"
+                 " trace with promoted float64 inputs")
+    return said, _fix(first)
+
+
+@words.register
+def _no_non_finite_op(facts: NoNonFiniteOp, mistake: Mistake) -> Said:
+    if not facts.traced:
+        return "not traceable", None
+    return "no single op in the traced graph turns finite values into it", None

@@ -1,0 +1,161 @@
+"""What each tf.custom_gradient was seen doing while a check ran (its calls, the grad_fn
+contract slips, the tf.Variables it creates), recorded by tf/instrument.py."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradcheck.evidence import Location
+from gradcheck.evidence.causes import ContractSlip
+from gradcheck.report import Spelled
+from gradcheck.tf.site_lines import is_installed, is_library, source_location
+
+
+class Slip(Spelled):
+    """Which part of the grad_fn contract a violation breaks."""
+
+    COUNT = "count"
+    VARIABLES = "variables"
+    VARIABLE_COUNT = "variable-count"
+    DTYPE = "dtype"
+    KEYWORDS = "keywords"
+
+
+@dataclass
+class Violation:
+    """A broken grad_fn contract seen while TensorFlow computed a gradient: which part
+    (`kind`), and the facts of it (`slip`)."""
+
+    kind: Slip
+    slip: ContractSlip
+    input_index: int | None = None
+    location: Location | None = None  # where it was seen, when not at grad_fn (a call's line)
+
+
+@dataclass
+class Site:
+    """One function decorated with tf.custom_gradient."""
+
+    name: str
+    forward: Callable[..., Any]
+    definition: Location | None
+    grad_fn_location: Location | None = None
+    grad_fn_accepts_variables: bool = False
+    # Concrete arguments of the first eager calls: what the per-site value check replays.
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    reads_variables: list[str] = field(default_factory=list)
+    parameter_names: list[str] = field(default_factory=list)
+    # The function as TensorFlow decorated it: what the per-site check differentiates.
+    decorated: Callable[..., Any] | None = None
+    # Where tf.Variables are created on each call: in the forward, or inside grad_fn.
+    forward_variables: list[Location | None] = field(default_factory=list)
+    grad_fn_variables: list[Location | None] = field(default_factory=list)
+    # Which positional arguments f's sources flow into (seen under a tape), once one was seen.
+    differentiated: set[int] | None = None
+    key: Any = None
+    # The line of the first call that passed keyword arguments.
+    keyword_call: Location | None = None
+
+    def add_violation(self, violation: Violation) -> None:
+        if all((v.kind, v.slip) != (violation.kind, violation.slip) for v in self.violations):
+            self.violations.append(violation)
+
+
+@dataclass
+class Observer:
+    sites: list[Site] = field(default_factory=list)
+    # While gradcheck replays a site on its own, which arguments it differentiates is its own.
+    replaying: bool = False
+    # False: custom gradients run untouched inside the block (--no-instrument).
+    enabled: bool = True
+
+    def site_for(self, f: Callable[..., Any]) -> Site | None:
+        """The site of a decorated function (one per definition), None for TensorFlow's own."""
+        code = getattr(inspect.unwrap(f), "__code__", None)
+        if code is not None and is_library(code.co_filename):
+            return None
+        key = code if code is not None else f
+        site = next((s for s in self.sites if s.key is key), None)
+        if site is None:
+            site = Site(getattr(f, "__name__", "custom_gradient"), f, source_location(f),
+                        parameter_names=_parameter_names(f), key=key)
+            self.sites.append(site)
+        return site
+
+    def start_check(self) -> None:
+        """A new check begins: forget the calls and findings of the previous one."""
+        for site in self.sites:
+            site.calls.clear()
+            site.violations.clear()
+            site.reads_variables.clear()
+            site.forward_variables.clear()
+            site.grad_fn_variables.clear()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """How much each site had recorded at one moment (see rollback)."""
+
+    sizes: dict[int, tuple[int, int]]
+
+
+# The observers in force, innermost last (it gets the calls).
+ACTIVE: list[Observer] = []
+
+
+def checkpoint() -> Checkpoint:
+    sites = ACTIVE[-1].sites if ACTIVE else []
+    return Checkpoint({id(site): (len(site.calls), len(site.violations)) for site in sites})
+
+
+def rollback(mark: Checkpoint) -> None:
+    """Forget what the sites recorded since the checkpoint: calls that gradcheck made in a
+    dtype it then gave up (the per-site checks replay the recorded calls)."""
+    for site in ACTIVE[-1].sites if ACTIVE else []:
+        calls, violations = mark.sizes.get(id(site), (0, 0))
+        del site.calls[calls:]
+        del site.violations[violations:]
+
+
+def violations_since(mark: Checkpoint, kind: Slip) -> list[Violation]:
+    return [violation for site in (ACTIVE[-1].sites if ACTIVE else [])
+            for violation in site.violations[mark.sizes.get(id(site), (0, 0))[1]:]
+            if violation.kind == kind]
+
+
+def _parameter_names(function: Callable[..., Any]) -> list[str]:
+    try:
+        return list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def installed(site: Site) -> bool:
+    """Whether the site is defined in an installed package (a library such as larq or TFP)."""
+    filename = getattr(site.key, "co_filename", None)
+    return filename is not None and is_installed(filename)
+
+
+def defines(site: Site, function: Callable[..., Any]) -> bool:
+    """Whether `function` is the site itself (f is a custom gradient)."""
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    return code is not None and code is site.key
+
+
+@contextlib.contextmanager
+def replaying() -> Iterator[None]:
+    """gradcheck calls a site on its own: which arguments it differentiates is not f's."""
+    observer = ACTIVE[-1] if ACTIVE else None
+    if observer is None:
+        yield
+        return
+    previous, observer.replaying = observer.replaying, True
+    try:
+        yield
+    finally:
+        observer.replaying = previous
