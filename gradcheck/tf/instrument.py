@@ -409,3 +409,8 @@ def observing_custom_gradients(enabled: bool = True) -> Iterator[Observer]:
         _active.remove(observer)
         if not _active:
             module._eager_mode_decorator, module._graph_mode_decorator = _saved
+
+
+def observing() -> bool:
+    """Whether custom gradients called now are observed (their contract slips repaired)."""
+    return bool(_active) and _active[-1].enabled
