@@ -67,7 +67,8 @@ def test_a_second_call_at_a_new_point_reuses_the_traces(capsys: pytest.CaptureFi
     traced_second = capsys.readouterr().out.count("tracing scaled")
     assert verdicts == again == ["pass", "pass"]
     assert first == 2 and second == 0  # tf.function and XLA, traced once each
-    assert traced_second <= traced_first - 2  # f's Python ran for neither compiled call
+    # f's Python ran for neither compiled call, nor for finding its dtypes inside
+    assert traced_first >= 3 and traced_second == 0
 
 
 def test_a_changed_closure_cell_retraces() -> None:
@@ -178,3 +179,16 @@ def test_a_key_tells_slots_apart() -> None:
     assert key(np.arange(3)) == key(np.arange(3)) != key(np.arange(1, 4))
     assert key([1, 2]) != key([1, 3]) and key("a") != key("b")
     assert key(object()) is None
+
+
+def half_inside(x: tf.Tensor) -> tf.Tensor:
+    return tf.cast(tf.sin(tf.cast(x, tf.float16)) * 2.0, tf.float32)
+
+
+def test_what_tracing_found_about_dtypes_is_reused() -> None:
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    first = gradcheck.check(half_inside, x, dtype="float32")
+    second = gradcheck.check(half_inside, x + 0.25, dtype="float32")
+    assert any("computes in float16 inside" in note for note in first.notes)
+    assert first.notes == second.notes
+    assert [c.status for c in first.checks] == [c.status for c in second.checks]
