@@ -18,7 +18,7 @@ from gradcheck.report import Report
 from gradcheck.tf.program import Evaluation, Program, Slot
 from gradcheck.tf.traces import TRACES, Key, TraceCache, program_key
 
-from .conftest import fixture_target
+from .conftest import fixture_module, fixture_target
 
 SCALE = 2.0
 WEIGHT = tf.Variable(1.5, dtype=tf.float64)
@@ -192,3 +192,11 @@ def test_what_tracing_found_about_dtypes_is_reused() -> None:
     assert any("computes in float16 inside" in note for note in first.notes)
     assert first.notes == second.notes
     assert [c.status for c in first.checks] == [c.status for c in second.checks]
+
+
+def test_autograph_is_needed_once_found_needed() -> None:
+    function = fixture_module("compiled_parity").python_control_flow
+    point = np.array([0.5, -1.0, 2.0])
+    first, verdicts = _traces_of(lambda: gradcheck.check(function, point))
+    assert verdicts == ["pass", "pass"] and first == 4  # as it is (raises), then converted
+    assert _traces_of(lambda: gradcheck.check(function, point + 0.25)) == (0, ["pass", "pass"])

@@ -10,7 +10,7 @@ import numpy as np
 
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
-from gradcheck.tf.traces import call_traced
+from gradcheck.tf.traces import first_traced
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,10 @@ def compiled_vjp(program: Program, output_indices: Sequence[int],
     the user's own dtype if asked), traced and compiled once for every call with the same f,
     variables, shapes and dtypes (the point and the upstreams are its arguments); the
     upstreams are given in `output_dtypes` (the outputs' dtypes: cast inside otherwise).
-    Raises what tracing or compiling raises."""
+
+    f is traced as it is first: only Python control flow on tensors needs AutoGraph, and
+    there tracing raises; then converted as tf.function converts it (a Python `if` on a
+    tensor becomes tf.cond). Raises what the converted trace (or compiling) raises."""
     return _vjp(program, output_indices, upstreams, jit, own_dtype, output_dtypes)
 
 
@@ -90,15 +93,17 @@ def _vjp(program: Program, output_indices: Sequence[int], upstreams: Sequence[np
     values = [tf.constant(program.value_of(i), dtype=dtype) for i, dtype in zip(arguments, dtypes)]
     us = [tf.constant(u, dtype=dtype) for u, dtype in zip(
         upstreams, output_dtypes or ["float64"] * len(upstreams))]
-    body = _vjp_body(tuple(output_indices), len(values), jit is not None)
     if jit is None:
         with silenced_stderr_fd():
-            grads = body(program, *values, *us)
+            grads = _vjp_body(tuple(output_indices), len(values), False)(program, *values, *us)
     else:
         program.announce(f"the VJP under tf.function{' with XLA' if jit else ''}")
+        attempts = [(("vjp", tuple(output_indices), jit, tuple(dtypes), converted),
+                     _vjp_body(tuple(output_indices), len(values), converted))
+                    for converted in (False, True)]
         with silenced_stderr_fd():
-            grads = call_traced(program, ("vjp", tuple(output_indices), jit, tuple(dtypes)),
-                                body, values + us, jit_compile=jit, autograph=False)
+            grads = first_traced(program, attempts, values + us, jit_compile=jit,
+                                 autograph=False)
     shapes = [program.slots[i].shape for i in sources]
     count = len(output_indices)
     return CompiledVJP(

@@ -11,7 +11,7 @@ import threading
 import types
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
@@ -61,6 +61,7 @@ class _Same:
             and self._ref() is other._ref()
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_library_file(filename: str) -> bool:
     return is_library(filename) or is_installed(filename) or filename.startswith("<frozen")
 
@@ -280,11 +281,21 @@ class TraceCache:
                 self._entries.move_to_end(key.value)
                 return found[1]
         made = make()
+        self.put(key, made)
+        return made
+
+    def put(self, key: Key, value: Any) -> None:
         with self._lock:
-            self._entries[key.value] = (key, made)
+            self._entries[key.value] = (key, value)
+            self._entries.move_to_end(key.value)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
-        return made
+
+    def peek(self, key: Key) -> Any:
+        """What is kept under the key, or None."""
+        with self._lock:
+            found = self._entries.get(key.value)
+            return None if found is None else found[1]
 
     def drop(self, key: Key) -> None:
         with self._lock:
@@ -362,3 +373,25 @@ def call_traced(program: Program, parts: Hashable, body: Callable[..., Any],
     if entry.created_variables:
         TRACES.drop(key)
     return result
+
+
+def first_traced(program: Program, attempts: Sequence[tuple[Hashable, Callable[..., Any]]],
+                 tensors: list[Any], **options: Any) -> Any:
+    """call_traced with each (parts, body) in turn until one traces and runs, starting with
+    the one that did for this key before; raises the last one's error."""
+    key = program_key(program)
+    which = None if key is None else key.extended("first traced", tuple(p for p, _ in attempts))
+    start = 0 if which is None else FOUND.peek(which) or 0
+    failure: BaseException | None = None
+    for index in range(start, len(attempts)):
+        parts, body = attempts[index]
+        try:
+            result = call_traced(program, parts, body, tensors, **options)
+        except Exception as exc:
+            failure = exc
+            continue
+        if which is not None and index:
+            FOUND.put(which, index)
+        return result
+    assert failure is not None
+    raise failure
