@@ -150,6 +150,20 @@ def test_compiled_parity_verdicts_are_the_same_on_a_second_call(function: str) -
         (c.check, c.status, c.message) for c in first.checks]
 
 
+@pytest.mark.parametrize(("module", "function"), [
+    ("compiled_parity", "python_control_flow"), ("compiled_parity", "py_func"),
+    ("custom_gradient_wrong_values", "softplus"), ("real_tf_gaps", "sign"),
+    ("tf_gaps", "resize_v1")])
+def test_forward_mode_and_compiled_verdicts_are_the_same_when_reused(module: str,
+                                                                     function: str) -> None:
+    loaded = fixture_module(module)
+    f, inputs = getattr(loaded, function), getattr(loaded, f"{function}_inputs")
+    first, second = (gradcheck.check(f, *inputs) for _ in range(2))
+    # What each check found; not its numbers: multi-threaded kernels may sum in another order
+    assert [(c.check, c.status, c.input, type(c.evidence)) for c in second.checks] == [
+        (c.check, c.status, c.input, type(c.evidence)) for c in first.checks]
+
+
 def test_the_cache_is_bounded_and_holds_no_function() -> None:
     cache = TraceCache(size=3)
     for index in range(5):
