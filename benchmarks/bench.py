@@ -1,7 +1,8 @@
 """gradcheck against tf.test.compute_gradient, fast mode at 10⁷ inputs, Keras models with 10⁶
 weights, and the command line end to end; every measurement in a fresh process.
 
-Run from a clone: `python benchmarks/bench.py` (about 15 minutes; `--quick` for a short run).
+Run from a clone: `python benchmarks/bench.py` (about 15 minutes; `--quick` for a short run;
+`--only dense --sizes 100,2000` for two rows of the first table).
 The machine may be shared: compare the ratios printed, which come from one run.
 """
 
@@ -406,6 +407,8 @@ def main() -> None:
     parser.add_argument("--only", action="append",
                         choices=["dense", "seed", "fast", "keras", "end-to-end"],
                         help="run only these parts (repeatable)")
+    parser.add_argument("--sizes", type=lambda text: [int(n) for n in text.split(",")],
+                        help="the n of the dense rows, comma-separated (e.g. 100,2000)")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -423,7 +426,7 @@ def main() -> None:
           f" {platform.python_version()}, TensorFlow {versions[0]}, Keras {versions[1]},"
           f" GPUs: {versions[2]}; load average at the start {os.getloadavg()[0]:.1f}")
     if "dense" in parts:
-        dense_rows(QUICK_SIZES if args.quick else SIZES)
+        dense_rows(args.sizes or (QUICK_SIZES if args.quick else SIZES))
     if "seed" in parts:
         seed_row()
     if "fast" in parts:

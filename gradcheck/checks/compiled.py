@@ -113,10 +113,11 @@ def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
         found.add(Kind.COMPILED, Status.SKIP, evidence=NoEagerVJP())
         return found
     eager_values = [g.value for g in eager] if own is None else own.gradients
+    dtypes = [ctx.outputs[k].dtype for k in ctx.diff_outputs] if own is None else own.dtypes
     for mode, jit in MODES:
         try:
             result = compiled_vjp(ctx.program, ctx.diff_outputs, ctx.upstreams, jit,
-                                  own_dtype=own is not None)
+                                  own_dtype=own is not None, output_dtypes=dtypes)
         except Exception as exc:  # tracing or compiling failed: judged, not a crash
             found.results.append(_not_compiled(ctx, mode, exc, jit))
             if found.results[-1].status == Status.WARN:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,14 +10,17 @@ import numpy as np
 
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
+from gradcheck.tf.traces import first_traced
 
 
 @dataclass(frozen=True)
 class CompiledVJP:
-    """The gradients for each source (None where there is none) and f's outputs."""
+    """The gradients for each source (None where there is none), f's outputs and their
+    dtypes."""
 
     gradients: list[np.ndarray | None]
     outputs: list[np.ndarray]
+    dtypes: list[str]
 
 
 def _argument_dtype(program: Program, index: int, own_dtype: bool) -> str:
@@ -28,49 +31,83 @@ def _argument_dtype(program: Program, index: int, own_dtype: bool) -> str:
 def eager_vjp(program: Program, output_indices: Sequence[int],
               upstreams: Sequence[np.ndarray]) -> CompiledVJP:
     """The eager VJP with the arguments in the user's own dtype (not gradcheck's float64)."""
-    return _vjp(program, output_indices, upstreams, None, True)
+    return _vjp(program, output_indices, upstreams, None, True, None)
 
 
 def compiled_vjp(program: Program, output_indices: Sequence[int],
                  upstreams: Sequence[np.ndarray], jit: bool,
-                 own_dtype: bool = False) -> CompiledVJP:
+                 own_dtype: bool = False, output_dtypes: Sequence[str] | None = None
+                 ) -> CompiledVJP:
     """tape.gradient(ys, sources, output_gradients=us) inside one tf.function (arguments in
-    the user's own dtype if asked); raises what tracing or compiling raises."""
-    return _vjp(program, output_indices, upstreams, jit, own_dtype)
+    the user's own dtype if asked), traced and compiled once for every call with the same f,
+    variables, shapes and dtypes (the point and the upstreams are its arguments); the
+    upstreams are given in `output_dtypes` (the outputs' dtypes: cast inside otherwise).
+
+    f is traced as it is first: only Python control flow on tensors needs AutoGraph, and
+    there tracing raises; then converted as tf.function converts it (a Python `if` on a
+    tensor becomes tf.cond). Raises what the converted trace (or compiling) raises."""
+    return _vjp(program, output_indices, upstreams, jit, own_dtype, output_dtypes)
 
 
-def _vjp(program: Program, output_indices: Sequence[int], upstreams: Sequence[np.ndarray],
-         jit: bool | None, own_dtype: bool) -> CompiledVJP:
-    """The VJP eagerly (jit None) or inside a tf.function."""
+def _vjp_body(output_indices: tuple[int, ...], count: int, converted: bool
+              ) -> Callable[..., list[Any]]:
+    """The VJP of a program at `count` argument values, the upstreams following them; f
+    converted by AutoGraph if asked (inside tf.function)."""
     tf = tensorflow()
-    sources = [i for i, slot in enumerate(program.slots) if slot.differentiable]
-    arguments = [i for i in sources if program.slots[i].argument
-                 and not program.slots[i].is_variable]
 
-    def vjp(*values: Any) -> list[Any]:
-        replacements = dict(zip(arguments, values))
+    def vjp(program: Program, *tensors: Any) -> list[Any]:
+        sources, arguments = _sources(program)
+        replacements = dict(zip(arguments, tensors[:count]))
         with tf.GradientTape() as tape:
-            for value in values:
+            for value in tensors[:count]:
                 tape.watch(value)
-            call = program.call if jit is None else program.call_converted
+            call = program.call_converted if converted else program.call
             leaves = flatten_outputs(call(replacements))
         targets = [leaves[k].tensor for k in output_indices]
         watched = [replacements.get(i, program.slots[i].value) for i in sources]
         grads = tape.gradient(targets, watched, output_gradients=[
-            tf.constant(u, dtype=t.dtype) for u, t in zip(upstreams, targets)])
+            u if u.dtype == t.dtype else tf.cast(u, t.dtype)
+            for u, t in zip(tensors[count:], targets)])
         return [tf.zeros(0, tf.float64) if g is None else tf.cast(
             tf.convert_to_tensor(g), tf.float64) for g in grads] + [
-            tf.cast(t, tf.float64) for t in targets]
+            tf.cast(t, tf.float64) for t in targets] + [
+            tf.zeros(0, t.dtype) for t in targets]
 
-    compiled = vjp if jit is None else tf.function(vjp, jit_compile=jit, autograph=False)
-    values = [tf.constant(program.value_of(i), dtype=_argument_dtype(program, i, own_dtype))
-              for i in arguments]
-    if jit is not None:
+    return vjp
+
+
+def _sources(program: Program) -> tuple[list[int], list[int]]:
+    """The differentiable slots, and those of them that are tensor arguments."""
+    sources = [i for i, slot in enumerate(program.slots) if slot.differentiable]
+    return sources, [i for i in sources if program.slots[i].argument
+                     and not program.slots[i].is_variable]
+
+
+def _vjp(program: Program, output_indices: Sequence[int], upstreams: Sequence[np.ndarray],
+         jit: bool | None, own_dtype: bool, output_dtypes: Sequence[str] | None
+         ) -> CompiledVJP:
+    """The VJP eagerly (jit None) or inside a tf.function."""
+    tf = tensorflow()
+    sources, arguments = _sources(program)
+    dtypes = [_argument_dtype(program, i, own_dtype) for i in arguments]
+    values = [tf.constant(program.value_of(i), dtype=dtype) for i, dtype in zip(arguments, dtypes)]
+    us = [tf.constant(u, dtype=dtype) for u, dtype in zip(
+        upstreams, output_dtypes or ["float64"] * len(upstreams))]
+    if jit is None:
+        with silenced_stderr_fd():
+            grads = _vjp_body(tuple(output_indices), len(values), False)(program, *values, *us)
+    else:
         program.announce(f"the VJP under tf.function{' with XLA' if jit else ''}")
-    with silenced_stderr_fd():
-        grads = compiled(*values)
+        attempts = [(("vjp", tuple(output_indices), jit, tuple(dtypes), converted),
+                     _vjp_body(tuple(output_indices), len(values), converted))
+                    for converted in (False, True)]
+        with silenced_stderr_fd():
+            grads = first_traced(program, attempts, values + us, jit_compile=jit,
+                                 autograph=False)
     shapes = [program.slots[i].shape for i in sources]
+    count = len(output_indices)
     return CompiledVJP(
         [None if g.shape == (0,) and shape != (0,) else np.asarray(g).reshape(shape)
          for g, shape in zip(grads, shapes)],
-        [np.asarray(t) for t in grads[len(sources):]])
+        [np.asarray(t) for t in grads[len(sources):len(sources) + count]],
+        [t.dtype.name for t in grads[len(sources) + count:]])

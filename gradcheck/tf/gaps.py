@@ -20,6 +20,7 @@ from gradcheck.tf.graph import (
 )
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import tensorflow
+from gradcheck.tf.traces import remembered
 
 LOW_PRECISION = ("bfloat16", "float16")
 # Ops that custom gradients and forward mode add around the user's: never a forward-mode gap.
@@ -39,7 +40,12 @@ class MissingSecondOrder:
 
 def lowest_precision_inside(program: Program) -> str | None:
     """float16 or bfloat16 when f computes in it on the way to its outputs (the mixed-precision
-    recipe: half precision inside, float32 outputs), else None (also when f cannot be traced)."""
+    recipe: half precision inside, float32 outputs), else None (also when f cannot be traced);
+    traced once for every call with the same f, shapes and dtypes."""
+    return remembered(program, "lowest precision inside", lambda: _lowest_inside(program))
+
+
+def _lowest_inside(program: Program) -> str | None:
     index = next((i for i, s in enumerate(program.slots) if s.differentiable), None)
     if index is None:
         return None

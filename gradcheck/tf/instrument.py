@@ -241,6 +241,12 @@ def observing_custom_gradients(enabled: bool = True) -> Iterator[Observer]:
             module._eager_mode_decorator, module._graph_mode_decorator = _saved
 
 
+def observing() -> bool:
+    """Whether custom gradients called now are observed (their contract slips repaired)."""
+    return bool(ACTIVE) and ACTIVE[-1].enabled
+
+
 # The site model is tf/observer.py's; tf/binding.py and tf/sites.py use it through here.
-__all__ = ["Site", "Slip", "checkpoint", "observing_custom_gradients", "rollback",
+__all__ = ["Site", "Slip", "checkpoint", "observing", "observing_custom_gradients",
+           "rollback",
            "violations_since"]
