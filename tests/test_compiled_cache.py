@@ -18,7 +18,7 @@ from gradcheck.report import Report
 from gradcheck.tf.program import Evaluation, Program, Slot
 from gradcheck.tf.traces import TRACES, Key, TraceCache, program_key
 
-from .conftest import fixture_module, fixture_target
+from .conftest import fixture_module, fixture_target, notes
 
 SCALE = 2.0
 WEIGHT = tf.Variable(1.5, dtype=tf.float64)
@@ -203,7 +203,7 @@ def test_what_tracing_found_about_dtypes_is_reused() -> None:
     x = np.array([0.5, -1.0, 2.0], np.float32)
     first = gradcheck.check(half_inside, x, dtype="float32")
     second = gradcheck.check(half_inside, x + 0.25, dtype="float32")
-    assert any("computes in float16 inside" in note for note in first.notes)
+    assert any("computes in float16 inside" in note for note in notes(first))
     assert first.notes == second.notes
     assert [c.status for c in first.checks] == [c.status for c in second.checks]
 
