@@ -3,13 +3,15 @@ central differences of the VJP."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import gradcheck
 from gradcheck.options import CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.report import CheckResult, Report
 
-from .conftest import FIXTURES, details, notes
+from .conftest import FIXTURES, details, fixture_module, notes
 
 
 def _check(function: str, order: int = 2) -> Report:
@@ -68,3 +70,14 @@ def test_a_large_correct_input_passes_in_fast_mode() -> None:
     found = _second(report)
     assert [c.status for c in found] == ["pass"] and report.ok
     assert any("second derivatives: fast mode" in note for note in notes(report))
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_second_order_keeps_a_custom_gradients_first_order_mistake(order: int) -> None:
+    """--order 2 adds the second-derivative findings; it does not hide the first-order one
+    (op_w's grad_fn ignores its upstream, line 16)."""
+    module = fixture_module("nested_custom_gradient")
+    report = gradcheck.check(module.f_workaround, np.array([0.7]), order=order)
+    ignored = [c for c in report.checks if c.check == "custom-gradient" and c.failed
+               and c.cause is not None and c.cause.mistake == "ignored-upstream"]
+    assert [str(c.location).rsplit(":", 1)[1] for c in ignored] == ["16"], report.checks

@@ -102,9 +102,11 @@ def _translated(site: Site, result: CheckResult, location: Location | None, prob
 
 def translate(site: Site, report: Report, probe: Probe) -> list[CheckResult]:
     """Re-label the findings of a check run on the site alone: its name, its grad_fn line.
-    A wrong VJP is told only for an input whose Jacobian was not already found wrong."""
+    A wrong VJP is told only for an input whose first derivative was not already found wrong
+    (a wrong second derivative does not make a first-order mistake told twice)."""
     location = site.grad_fn_location or site.definition
-    wrong = {r.input for r in report.checks if r.failed and r.check != Kind.VJP}
+    wrong = {r.input for r in report.checks if r.failed and r.check not in (
+        Kind.VJP, Kind.SECOND_ORDER, Kind.HESSIAN)}
     results = [translated for result in report.checks if result.failed
                and not (result.check == Kind.VJP and result.input in wrong)
                and (translated := _translated(site, result, location, probe))]
