@@ -198,3 +198,15 @@ def test_a_custom_gradient_of_an_installed_library_is_checked_when_f_fails() -> 
     # TFP wraps every custom gradient of its own in one function (internal/custom_gradient.py)
     assert any(c.status == "pass" and "tensorflow_probability" in str(c.location)
                for c in sites)
+
+
+def test_a_grad_fn_written_for_graph_mode_is_judged_in_graph_mode() -> None:
+    """tf.gradients inside grad_fn raises only eagerly: called in f's tf.function, it is
+    judged there, and its real mistake (the upstream is not used) is told at its line."""
+    module = fixture_module("graph_mode_grad_fn")
+    report = gradcheck.check(module.f_graph, np.array([0.5, 1.0, 2.0]))
+    site = [c for c in report.checks if c.check == "custom-gradient" and c.failed]
+    assert site and all("eager execution" not in c.message for c in site), report.checks
+    assert site[0].cause is not None and site[0].cause.mistake in (
+        "summed-upstream", "ignored-upstream")
+    assert str(site[0].location).endswith("graph_mode_grad_fn.py:12")

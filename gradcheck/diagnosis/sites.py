@@ -19,13 +19,14 @@ from gradcheck.diagnosis.custom_gradients import (
 from gradcheck.errors import GradcheckError
 from gradcheck.evidence.causes import UpstreamProbe
 from gradcheck.evidence.diagnosis import NoForwardMode, SiteUnchecked
+from gradcheck.evidence.gradients import GradientRaised
 from gradcheck.load.inputs import Arguments, NamedArgument, name_arguments
 from gradcheck.numerics.mistakes import shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
 from gradcheck.tf.binding import prepare
 from gradcheck.tf.observer import Observer, Site, defines, installed, replaying
-from gradcheck.tf.sites import eager_call, forward_jacobian, lacks_forward_mode, site_vjp
+from gradcheck.tf.sites import eager_call, forward_jacobian, lacks_forward_mode, site_vjp, traced
 
 # VJP: a random upstream, so that a grad_fn ignoring its upstream fails even at a scalar output
 # (whose Jacobian is checked with the upstream 1 only).
@@ -136,8 +137,19 @@ def _checked_alone(site: Site, named: list[NamedArgument], options: CheckOptions
     function, judged = _judged(site, named)
     if not judged:
         return None  # f differentiates none of its arguments (passed by keyword, constants)
-    return run_checks(function, judged, replace(options, kinds=SITE_KINDS, upstream=()),
-                      site.name)
+    site_options = replace(options, kinds=SITE_KINDS, upstream=())
+    report = run_checks(function, judged, site_options, site.name)
+    if any(_graph_only(r) for r in report.checks):
+        # A grad_fn written for graph mode (tf.gradients inside), called in f's tf.function:
+        # judged eagerly it raises only because of how gradcheck calls it.
+        report = run_checks(traced(function), judged, site_options, site.name)
+    return report
+
+
+def _graph_only(result: CheckResult) -> bool:
+    evidence = result.evidence and result.evidence.underlying()
+    return isinstance(evidence, GradientRaised) and (
+        "is not supported when eager execution is enabled" in evidence.error)
 
 
 def site_results(site: Site, top_function: Callable[..., Any], top_report: Report,

@@ -116,3 +116,10 @@ def eager_call(call: Callable[[], Any]) -> None:
     """Run `call` once with tf.functions eager; its errors are not ours to report."""
     with functions_run_eagerly(), contextlib.suppress(Exception):
         call()
+
+
+def traced(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The function inside a tf.function (graph mode), under its own name."""
+    wrapped = tensorflow().function(function)
+    wrapped.__name__ = getattr(function, "__name__", "f")
+    return wrapped
