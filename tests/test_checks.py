@@ -125,6 +125,13 @@ def test_kink_is_a_warning_not_a_failure() -> None:
     assert report.ok
     kink = only(report, "kink")
     assert kink.status == "warn" and kink.worst_index == (0, 0)
+    assert kink.cause is not None and kink.cause.what == "Relu at 0"
+
+
+def test_a_kink_where_two_inputs_tie_is_named_so() -> None:
+    report = gradcheck.check(lambda x: tf.maximum(x, 0.5), np.array([0.5, 1.5]))
+    kink = only(report, "kink")
+    assert kink.cause is not None and kink.cause.what == "Maximum where its two inputs tie"
 
 
 def test_assert_gradients_raises_with_the_table() -> None:

@@ -275,9 +275,9 @@ def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.
     return CheckResult(
         Kind.KINK, Status.WARN, evidence=Kink(
             int(np.sum(kinks)), index, float(block[index]), float(fd.jacobian[index]),
-            KinkSite(site.name, site.detail, site.location) if site else None),
+            KinkSite(site.name, site.tie, site.location) if site else None),
         worst_index=index, location=site.location if site else None,
-        cause=Cause(Mistake.KINK, site.name, site.location, Kinked(site.name, site.detail))
+        cause=Cause(Mistake.KINK, site.name, site.location, Kinked(site.name, site.tie))
         if site else None,
         input=slot.name, output=output.name)
 

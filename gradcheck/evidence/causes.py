@@ -131,10 +131,10 @@ class NoNonFiniteOp(Facts):
 
 @dataclasses.dataclass(frozen=True)
 class Kinked(Facts):
-    """The op `name` that has the kink, and where (`detail`)."""
+    """The op `name` that has the kink: where two inputs tie (`tie`), or at 0."""
 
     name: str
-    detail: str
+    tie: bool
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,10 +49,10 @@ class CutPath(Evidence):
 
 @dataclasses.dataclass(frozen=True)
 class KinkSite:
-    """The op that has the kink, at the user's line."""
+    """The op that has the kink (where two inputs tie, or at 0), at the user's line."""
 
     name: str
-    detail: str
+    tie: bool
     location: Location | None
 
 

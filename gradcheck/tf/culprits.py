@@ -33,7 +33,7 @@ class Site:
     op: str
     scope: str
     location: Location | None
-    detail: str = ""
+    tie: bool = False  # a kink where two inputs tie (Maximum, Minimum, a comparison), not at 0
     backward: bool = False  # the op is part of the gradient of the forward op named
 
     @property
@@ -41,12 +41,12 @@ class Site:
         return f"{self.op} (inside {self.scope})" if self.scope else self.op
 
 
-def _site(traced: TracedValues, op: Any, detail: str = "") -> Site:
+def _site(traced: TracedValues, op: Any, tie: bool = False) -> Site:
     forward = traced.forward_op(op) if op.name in traced.index else None
     named = forward if forward is not None else op
     scope = named.name.rsplit("/", 1)[0] if "/" in named.name else ""
     location = op_location(op) or (op_location(forward) if forward is not None else None)
-    return Site(named.type, "" if scope.startswith("gradient_tape") else scope, location, detail,
+    return Site(named.type, "" if scope.startswith("gradient_tape") else scope, location, tie,
                 op.name in traced.index and traced.is_backward(op))
 
 
@@ -125,5 +125,4 @@ def kink_site(program: Program, output_indices: Sequence[int],
     if best is None:
         return None
     op = best[1]
-    detail = "at 0" if op.type in KINK_AT_ZERO else "where its two inputs tie"
-    return _site(traced, op, detail)
+    return _site(traced, op, tie=op.type not in KINK_AT_ZERO)

@@ -50,6 +50,11 @@ def _given(facts: Words, mistake: Mistake) -> Said:
     return facts.what, facts.fix
 
 
+def kink_place(tie: bool) -> str:
+    """Where an op's kink is: where its two inputs tie (Maximum, a comparison), or at 0."""
+    return "where its two inputs tie" if tie else "at 0"
+
+
 def what(cause: Cause) -> str:
     """What is wrong, in words."""
     return words(cause.facts, cause.mistake)[0]

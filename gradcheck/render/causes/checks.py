@@ -13,7 +13,7 @@ from gradcheck.evidence.causes import (
     SecondOrder,
     UnusedLayer,
 )
-from gradcheck.render.causes import Said, what, words
+from gradcheck.render.causes import Said, kink_place, what, words
 from gradcheck.report import Mistake, format_index
 
 UNTRACEABLE_FIX = ("create variables once, outside f (or in a Keras layer's build); keep tensors"
@@ -37,7 +37,7 @@ SECOND_ORDER = {
 
 @words.register
 def _kinked(facts: Kinked, mistake: Mistake) -> Said:
-    return f"{facts.name} {facts.detail}", None
+    return f"{facts.name} {kink_place(facts.tie)}", None
 
 
 @words.register

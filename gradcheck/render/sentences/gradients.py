@@ -12,7 +12,7 @@ from gradcheck.evidence.gradients import (
     UnbuiltLayer,
     UntrainedWeight,
 )
-from gradcheck.render.causes import fix
+from gradcheck.render.causes import fix, kink_place
 from gradcheck.render.sentences import clause, sentence
 from gradcheck.report import CheckResult, format_index
 
@@ -83,7 +83,7 @@ def _kink_clause(evidence: Kink, result: CheckResult) -> str:
 @sentence.register
 def _kink(evidence: Kink, result: CheckResult) -> str:
     site = evidence.site
-    at = f"; the kink: {site.name} {site.detail} at {site.location}" if site else ""
+    at = f"; the kink: {site.name} {kink_place(site.tie)} at {site.location}" if site else ""
     return f"{_kink_clause(evidence, result)}{at}; move the point away from the kink"
 
 
