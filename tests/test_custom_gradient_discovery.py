@@ -210,3 +210,12 @@ def test_a_grad_fn_written_for_graph_mode_is_judged_in_graph_mode() -> None:
     assert site[0].cause is not None and site[0].cause.mistake in (
         "summed-upstream", "ignored-upstream")
     assert str(site[0].location).endswith("graph_mode_grad_fn.py:12")
+
+
+def test_a_grad_fn_that_raises_in_fs_own_eager_use_is_told_once() -> None:
+    """Called eagerly, tf.gradients inside grad_fn raises for the user too: one finding, at
+    its line, not the site's and f's own alike."""
+    module = fixture_module("graph_mode_grad_fn")
+    report = gradcheck.check(lambda x: module.custom_op(x), np.array([0.5, 1.0, 2.0]))
+    raised = [c for c in report.checks if c.failed and "eager execution" in c.message]
+    assert [str(c.location).rsplit(":", 1)[1] for c in raised] == ["11"], report.checks

@@ -14,6 +14,7 @@ from gradcheck.diagnosis.graph_breaks import graph_break_results
 from gradcheck.diagnosis.non_finite import non_finite_results
 from gradcheck.diagnosis.sites import record_eager_calls, site_results
 from gradcheck.errors import InputError
+from gradcheck.evidence.diagnosis import SiteMistake
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report
@@ -41,6 +42,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
         core = [c for c in core if not (c.failed and c.check in (
             Kind.CUSTOM_GRADIENT, Kind.SECOND_ORDER, Kind.HESSIAN))]
     wrong_sites = [r for r in sites if r.failed]
+    core = [c for c in core if not _retold(c, wrong_sites)]
     if wrong_sites:
         core = blame(core, wrong_sites)
     elif surrogates:
@@ -49,6 +51,15 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     breaks, core = graph_break_results(program, core, explained)
     non_finite, core = non_finite_results(program, core, options)
     return replace(report, checks=tuple(sites + breaks + non_finite + core))
+
+
+def _retold(result: CheckResult, sites: Sequence[CheckResult]) -> bool:
+    """A core finding that a custom gradient's own finding tells again, at the same line, from
+    the same evidence (a grad_fn that raises: f's gradient raises the same)."""
+    return result.failed and result.evidence is not None and any(
+        site.check == result.check and site.location == result.location
+        and isinstance(site.evidence, SiteMistake) and site.evidence.finding is not None
+        and site.evidence.finding.evidence == result.evidence for site in sites)
 
 
 def _known_surrogates(surrogates: frozenset[str], names: Sequence[str], label: str) -> None:

@@ -139,7 +139,7 @@ def _checked_alone(site: Site, named: list[NamedArgument], options: CheckOptions
         return None  # f differentiates none of its arguments (passed by keyword, constants)
     site_options = replace(options, kinds=SITE_KINDS, upstream=())
     report = run_checks(function, judged, site_options, site.name)
-    if any(_graph_only(r) for r in report.checks):
+    if site.graph_only and any(_graph_only(r) for r in report.checks):
         # A grad_fn written for graph mode (tf.gradients inside), called in f's tf.function:
         # judged eagerly it raises only because of how gradcheck calls it.
         report = run_checks(traced(function), judged, site_options, site.name)
@@ -180,6 +180,9 @@ def record_eager_calls(function: Callable[..., Any], named: Sequence[NamedArgume
                        options: CheckOptions, observer: Observer) -> None:
     """Inside a tf.function, custom gradients only ever see symbolic tensors: run f once
     eagerly so that each one records concrete arguments to be checked on its own."""
-    if not observer.sites or all(site.calls for site in observer.sites):
+    unseen = [site for site in observer.sites if not site.calls]
+    if not unseen:
         return
     eager_call(lambda: prepare(function, named, options.dtype))
+    for site in unseen:
+        site.graph_only = True

@@ -60,6 +60,8 @@ class Site:
     key: Any = None
     # The line of the first call that passed keyword arguments.
     keyword_call: Location | None = None
+    # f called it only inside a tf.function: its calls were recorded by an eager replay.
+    graph_only: bool = False
 
     def add_violation(self, violation: Violation) -> None:
         if all((v.kind, v.slip) != (violation.kind, violation.slip) for v in self.violations):
