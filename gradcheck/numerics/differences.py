@@ -66,6 +66,9 @@ class FiniteDifference:
     kink: np.ndarray  # bool, per element: a kink inside [x - 2h, x + 2h]
 
 
+# Values at x ± h may be inf or NaN: the checks judge them; NumPy's warnings would reach the
+# user's stderr.
+@np.errstate(invalid="ignore", over="ignore", divide="ignore")
 def central_quotient(plus: Any, minus: Any, step: Any) -> Any:
     """(f(x + h) - f(x - h)) / 2h, elementwise."""
     return (plus - minus) / (2.0 * step)
@@ -87,6 +90,7 @@ def extrapolate(d1: Any, d2: Any, rounding: Any) -> tuple[Any, Any]:
     return richardson_step(d1, d2), np.abs(d1 - d2) + rounding
 
 
+@np.errstate(invalid="ignore", over="ignore", divide="ignore")
 def second_difference(plus: Any, centre: Any, minus: Any) -> Any:
     """|f(x + h) - 2 f(x) + f(x - h)|: O(h²) where f is smooth, the slope's jump times h at a
     kink between x - h and x + h."""
@@ -100,6 +104,7 @@ def crossed_kink(error: float, inconsistency: float) -> bool:
     return not error > KINK_FACTOR * inconsistency
 
 
+@np.errstate(invalid="ignore", over="ignore", divide="ignore")
 def _richardson(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.ndarray,
                 f0: np.ndarray, step: np.ndarray, eps: float
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
