@@ -31,6 +31,7 @@ from gradcheck.tf.observer import (
 )
 from gradcheck.tf.runtime import tensorflow
 from gradcheck.tf.site_lines import caller_location, return_location
+from gradcheck.tf.variables import VariableNames
 
 MAX_CALLS_KEPT = 4
 
@@ -122,7 +123,8 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., 
         eager = _is_eager(upstreams)
         if not variables:
             return _repair(site, args, grad_fn(*upstreams), eager, keywords)
-        names = [v.name for v in variables]
+        named = VariableNames(site.forward)
+        names = [named(v) for v in variables]
         site.reads_variables = names
         if not site.grad_fn_accepts_variables:
             if eager:
