@@ -250,4 +250,4 @@ def test_run_annotates_failures_in_the_table_format_and_gives_both_times(
             "::error file=ci_project/ops.py,line=18,title=gradcheck custom-gradient::")]
     verdict = next(line for line in lines if line.startswith("FAILED 1 check"))
     wall, checks = re.search(r"in ([0-9.]+)s, ([0-9.]+)s of it in the checks", verdict).groups()
-    assert float(wall) >= float(checks) > 0
+    assert float(wall) >= float(checks) >= 0  # a check reusing cached traces can take < 0.05 s
