@@ -36,8 +36,7 @@ def test_a_custom_gradients_rows_use_the_same_names_as_fs() -> None:
                for c in report.checks), [(c.check, c.input, c.status) for c in report.checks]
 
 
-def test_a_broken_variables_contract_comes_first_and_names_the_variable_as_written() -> None:
+def test_a_broken_variables_contract_names_the_variable_as_written() -> None:
     report = gradcheck.check(names.wrong_count, np.array([1.0, 2.0]))
-    first = next(c for c in report.checks if c.failed)
-    assert first.check == "custom-gradient"
-    assert "returned 2 variable gradient(s) for 1 variable(s) (unnamed)" in first.message
+    counted = [c.message for c in report.checks if c.failed and "variable gradient(s)" in c.message]
+    assert len(counted) == 1 and "for 1 variable(s) (unnamed)" in counted[0], report.checks

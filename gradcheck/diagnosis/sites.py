@@ -173,8 +173,7 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
         found = [] if report is None else translate(site, report, Probe(
             _shape_evidence(site, named), _upstream_evidence(site, named)))
         found += _forward_mode_gaps(site, named, options)
-    # A broken contract first: it is what TensorFlow itself raises on, before any value.
-    return violation_results(site) + found + variable_results(site)
+    return found + violation_results(site) + variable_results(site)
 
 
 def record_eager_calls(function: Callable[..., Any], named: Sequence[NamedArgument],
