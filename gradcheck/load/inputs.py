@@ -316,6 +316,14 @@ def parse_upstreams(specs: Sequence[str]) -> list[Any]:
     return parsed
 
 
+def ones_like(shape: tuple[int, ...], is_complex: bool) -> np.ndarray:
+    """tf.ones_like(y) as gradcheck holds y: 1 + 0j for a complex y (parts on a last axis)."""
+    value = np.ones(shape)
+    if is_complex:
+        value[..., 1] = 0.0
+    return value
+
+
 def resolve_upstreams(
     parsed: Sequence[Any],
     outputs: Sequence[tuple[OutputPath, tuple[int, ...]]],
@@ -355,9 +363,8 @@ def resolve_upstreams(
         if isinstance(spec, dict):
             raise InputError("an upstream .npz must be the only --upstream")
         if isinstance(spec, str):
-            value = np.ones(shape) if spec == "ones" else rng.standard_normal(shape)
-            if spec == "ones" and is_complex:
-                value[..., 1] = 0.0
+            value = (ones_like(shape, is_complex) if spec == "ones"
+                     else rng.standard_normal(shape))
         else:
             value = np.asarray(spec)
             if value.dtype == np.bool_:

@@ -12,6 +12,7 @@ import numpy as np
 from gradcheck.errors import Phase
 from gradcheck.evidence import Location
 from gradcheck.evidence.notes import FreshTapes, JacobianByRows, Note, WhileLoopJacobian
+from gradcheck.load.inputs import ones_like
 from gradcheck.load.locations import exception_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
 from gradcheck.tf.program import (
@@ -84,13 +85,9 @@ class Recording:
         ones, 1 + 0j for a complex output (whose parts gradcheck holds side by side)."""
         if not any(self.outputs[i].complex_dtype for i in output_indices):
             return self.gradient(output_indices, source, None)
-        ones = []
-        for i in output_indices:
-            upstream = np.ones(tuple(self.outputs[i].tensor.shape))
-            if self.outputs[i].complex_dtype:
-                upstream[..., 1] = 0.0
-            ones.append(upstream)
-        return self.gradient(output_indices, source, ones)
+        return self.gradient(output_indices, source, [ones_like(
+            tuple(self.outputs[i].tensor.shape), self.outputs[i].complex_dtype is not None)
+            for i in output_indices])
 
     def gradients(self, output_indices: Sequence[int], sources: Sequence[Slot],
                   upstreams: Sequence[np.ndarray] | None) -> list[GradientOutcome]:
