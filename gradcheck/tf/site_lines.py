@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import linecache
 import os
 import sys
 import textwrap
@@ -21,9 +22,8 @@ def source_location(function: Callable[..., Any]) -> Location | None:
     code = getattr(inspect.unwrap(function), "__code__", None)
     if code is None:
         return None
-    try:
-        lines, start = inspect.getsourcelines(code)
-    except (OSError, TypeError):
+    lines, start = _code_lines(code)
+    if not lines:
         return format_location(code.co_filename, code.co_firstlineno)
     for offset, line in enumerate(lines):
         if line.lstrip().startswith(("def ", "async def ")):
@@ -36,10 +36,10 @@ def return_location(function: Callable[..., Any]) -> Location | None:
     code = getattr(function, "__code__", None)
     if code is None:
         return None
+    lines, start = _code_lines(code)
     try:
-        lines, start = inspect.getsourcelines(code)
         tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
+    except SyntaxError:
         return source_location(function)
     definition = tree.body[0] if tree.body else None
     returns = []
@@ -52,6 +52,20 @@ def return_location(function: Callable[..., Any]) -> Location | None:
     if len(returns) == 1:
         return format_location(code.co_filename, start + returns[0].lineno - 1)
     return source_location(function)
+
+
+def _code_lines(code: Any) -> tuple[list[str], int]:
+    """The source lines of a code object's block and its first line number (decorators
+    included), as inspect.getsourcelines gives them, without its search of every loaded
+    module for the file's module (a third of a second the first time TensorFlow is loaded)."""
+    start = code.co_firstlineno
+    lines = linecache.getlines(code.co_filename)
+    if not 0 < start <= len(lines):
+        return [], start
+    try:
+        return inspect.getblock(lines[start - 1:]), start
+    except (IndentationError, SyntaxError):
+        return lines[start - 1:start], start
 
 
 @functools.cache
