@@ -74,11 +74,22 @@ class Recording:
     # Set when TensorFlow's own way failed and a slower, equivalent one gave the answer.
     workarounds: list[Note] = field(default_factory=list)
     fresh_tapes: bool = False
+    # The checks ask for the VJP with the same upstream arrays (vjp, compiled, a block's
+    # own): one backward pass each, kept with the arrays it was computed for.
+    _vjps: dict[Any, tuple[Sequence[np.ndarray] | None, GradientOutcome]] = field(
+        default_factory=dict, repr=False, compare=False)
 
     def gradient(self, output_indices: Sequence[int], source: Slot,
                  upstreams: Sequence[np.ndarray] | None) -> GradientOutcome:
         """tape.gradient(ys, x, output_gradients=us) for one source."""
-        return self.gradients(output_indices, [source], upstreams)[0]
+        key = (tuple(output_indices), source.name,
+               None if upstreams is None else tuple(id(u) for u in upstreams))
+        if key in self._vjps:
+            return self._vjps[key][1]
+        outcome = self.gradients(output_indices, [source], upstreams)[0]
+        if int(np.prod(source.shape, dtype=np.int64)) <= KEPT_VJP_SIZE:
+            self._vjps[key] = (None if upstreams is None else list(upstreams), outcome)
+        return outcome
 
     def plain_gradient(self, output_indices: Sequence[int], source: Slot) -> GradientOutcome:
         """tape.gradient(ys, x) as the user's f gives it: TensorFlow's implicit upstream is
@@ -276,6 +287,9 @@ class Recording:
         return np.concatenate(parts).reshape(shape + source.shape)
 
 
+# VJPs of sources up to this many elements are kept for the checks that ask again (fast
+# mode's many probes of a large input are not).
+KEPT_VJP_SIZE = 1_000_000
 # Outputs up to this size get their Jacobian row by row (one backward pass each).
 TAPE_ROWS = 16
 
