@@ -143,3 +143,24 @@ def test_a_float32_cast_inside_a_float64_function_sizes_the_check_for_float32() 
     report = gradcheck.check(harness.casts_to_float32_inside, np.array([0.5, -1.0, 2.0]))
     assert any("rounds its float64 input x to float32 inside" in note for note in notes(report))
     assert report.ok, [c.message for c in report.checks if c.failed]
+
+
+@pytest.mark.parametrize(("function", "line"), [("relaxed_bernoulli", 91),
+                                                ("sharp_sigmoid", 98)])
+def test_promotion_does_not_hide_a_nan_gradient_of_the_users_dtype(function: str,
+                                                                     line: int) -> None:
+    """float64 gives a finite gradient where the user's float32 gives NaN: the check runs in
+    float32, says so, and finds the NaN at the user's line."""
+    report = gradcheck.check(getattr(harness, function), tf.constant(0.99, tf.float32))
+    assert not report.ok and report.inputs[0].dtype == "float32"
+    assert any("is NaN or infinite in float32, the arguments' own dtype, and finite in float64"
+               in note for note in notes(report)), report.notes
+    found = [c for c in report.checks if c.check == "non-finite"]
+    assert found and found[0].cause is not None and found[0].cause.culprit.startswith("Exp")
+    assert str(found[0].location).endswith(f"harness_transparency.py:{line}")
+
+
+def test_a_gradient_finite_in_the_users_dtype_is_still_checked_in_float64() -> None:
+    report = gradcheck.check(harness.sharp_sigmoid, tf.constant(0.6, tf.float32))
+    assert report.ok and report.inputs[0].dtype == "float64", report.checks
+    assert not any("NaN or infinite" in note for note in notes(report))

@@ -89,6 +89,17 @@ class DtypeFallback(Note):
 
 
 @dataclasses.dataclass(frozen=True)
+class NonFiniteInOwnDtype(Note):
+    """`function`'s value (or, `gradients`, its gradient) is NaN or infinite in `dtype`, the
+    arguments' own, and finite in `tried`: checked in `dtype`."""
+
+    function: str
+    tried: str
+    dtype: str
+    gradients: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class ComputesInside(Note):
     """`function` computes in half precision `dtype` inside, with `outputs` dtype outputs."""
 

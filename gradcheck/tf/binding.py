@@ -11,7 +11,13 @@ import numpy as np
 
 from gradcheck.errors import InputError
 from gradcheck.evidence.causes import ContractSlip
-from gradcheck.evidence.notes import ComplexInput, DtypeFallback, Note, PassedThrough
+from gradcheck.evidence.notes import (
+    ComplexInput,
+    DtypeFallback,
+    NonFiniteInOwnDtype,
+    Note,
+    PassedThrough,
+)
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.tf import instrument
 from gradcheck.tf.program import (
@@ -117,9 +123,24 @@ def _candidate_dtypes(dtype_mode: str) -> list[str | None]:
     raise InputError(f"--dtype must be auto, float32 or float64, not {dtype_mode!r}")
 
 
-def _gradient_problem(program: Program) -> str | ContractSlip | None:
-    """Why gradients cannot be taken in the program's dtype (a grad_fn raising, or returning
-    another dtype than its input's), or None."""
+@dataclass(frozen=True)
+class Gradients:
+    """What one taped call of f and tape.gradient (TensorFlow's implicit upstream) gave: why
+    they could not be taken (a grad_fn raising, or returning another dtype than its input's),
+    or whether f's values and their gradients are finite."""
+
+    problem: str | ContractSlip | None
+    finite_values: bool = True
+    finite_gradients: bool = True
+
+
+def _finite(tensors: Sequence[Any]) -> bool:
+    tf = tensorflow()
+    return all(t is None or bool(np.all(np.isfinite(np.asarray(tf.convert_to_tensor(t)))))
+               for t in tensors)
+
+
+def _gradients_in(program: Program) -> Gradients:
     tf = tensorflow()
     mark = instrument.checkpoint()
     try:
@@ -127,11 +148,31 @@ def _gradient_problem(program: Program) -> str | ContractSlip | None:
             for slot in program.sources:
                 tape.watch(slot.value)
             leaves = [leaf for leaf in flatten_outputs(program.call()) if leaf.differentiable]
-        tape.gradient([leaf.tensor for leaf in leaves], [slot.value for slot in program.sources])
+        gradients = tape.gradient([leaf.tensor for leaf in leaves],
+                                  [slot.value for slot in program.sources])
     except Exception as exc:
-        return first_line(exc)
+        return Gradients(first_line(exc))
     slips = instrument.violations_since(mark, instrument.Slip.DTYPE)
-    return slips[0].slip if slips else None
+    if slips:
+        return Gradients(slips[0].slip)
+    return Gradients(None, _finite([leaf.tensor for leaf in leaves]), _finite(gradients))
+
+
+def _non_finite_in_own_dtype(function: Callable[..., Any], programs: Sequence[Program],
+                             promoted: Program, gradients: Gradients) -> Prepared | None:
+    """f in its arguments' own dtype when its value or gradient is NaN or infinite there and
+    finite in float64: promotion must not hide what f gives in the user's own dtype."""
+    own = programs[-1]
+    if own is promoted or not (gradients.finite_values and gradients.finite_gradients):
+        return None
+    mark = instrument.checkpoint()
+    in_own = _gradients_in(own)
+    instrument.rollback(mark)
+    if in_own.problem is not None or (in_own.finite_values and in_own.finite_gradients):
+        return None
+    return Prepared(own, own.call(), (NonFiniteInOwnDtype(
+        function_name(function), promoted.compute_dtype, own.compute_dtype,
+        gradients=in_own.finite_values),))
 
 
 def _candidate_programs(function: Callable[..., Any], named: Sequence[NamedArgument],
@@ -170,8 +211,9 @@ def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_
     """Bind the arguments and call f once, in float64 when f and its gradients accept it
     (the evaluation's dtype is chosen here; the rest of it is kept).
 
-    Promotion is gradcheck's choice, so it must never cause a finding: when f or a grad_fn
-    raises or mixes dtypes in float64 only, f is checked in its arguments' own dtype.
+    Promotion is gradcheck's choice, so it must never cause a finding nor hide one: when f or
+    a grad_fn raises or mixes dtypes in float64 only, or f's value or gradient is NaN or
+    infinite in its arguments' own dtype only, f is checked in that dtype.
     """
     programs = _candidate_programs(function, named, dtype_mode, evaluation or Evaluation())
     if not programs[0].sources:
@@ -189,10 +231,12 @@ def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_
             problems.append((program.compute_dtype, first_line(exc), False))
             error = error or exc
             continue
-        problem = _gradient_problem(program) if len(programs) > 1 else None
+        gradients = _gradients_in(program) if len(programs) > 1 else Gradients(None)
+        problem = gradients.problem
         if problem is None:
             if not problems:
-                return Prepared(program, result)
+                return _non_finite_in_own_dtype(function, programs, program, gradients) or \
+                    Prepared(program, result)
             return Prepared(program, result, (DtypeFallback(
                 function_name(function), *problems[0][:2], program.compute_dtype,
                 gradients=problems[0][2]),))

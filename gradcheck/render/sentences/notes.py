@@ -17,6 +17,7 @@ from gradcheck.evidence.notes import (
     JacobianByRows,
     LeftOut,
     ModeAsked,
+    NonFiniteInOwnDtype,
     NonTrainable,
     Note,
     OutputNotChecked,
@@ -85,6 +86,14 @@ def _(note: DtypeFallback) -> str:
         Cause(Mistake.DTYPE, facts=note.error))
     return (f"{refused} ({error}); checked in {note.dtype}, the arguments' own dtype,"
             f" with {note.dtype} tolerances")
+
+
+@note_text.register
+def _(note: NonFiniteInOwnDtype) -> str:
+    which = f"the gradient of {note.function}" if note.gradients else note.function
+    return (f"{which} is NaN or infinite in {note.dtype}, the arguments' own dtype, and finite"
+            f" in {note.tried}: checked in {note.dtype}, as it runs for you, with {note.dtype}"
+            " tolerances")
 
 
 @note_text.register
