@@ -158,6 +158,7 @@ class Mistake(Spelled):
     KINK = "kink"
     UNUSED_LAYER = "unused-layer"
     RANDOM = "random"
+    TAPE_DEPENDENT = "tape-dependent"
     # Compiled and second-order checks.
     XLA_UNSUPPORTED = "xla-unsupported"
     UNTRACEABLE = "untraceable"

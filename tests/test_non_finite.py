@@ -147,6 +147,19 @@ def test_nondeterminism_is_located_at_the_stateful_op(function: str, line: int,
     assert str(result.location).endswith(f"located_findings.py:{line}")
 
 
+@pytest.mark.parametrize("dtype", ["auto", "float32"])
+def test_a_function_that_a_tape_changes_is_told_apart_from_randomness(dtype: str) -> None:
+    """TFP's Gamma sampler with a stateless seed: the same values on every call without a
+    tape, others under one (TF #7474). Not 'fix the randomness': the tape is what changes f."""
+    report = gradcheck.check(fixture_target("located_findings", "gamma_of_its_sample"),
+                             dtype=dtype)
+    result = _kind(report, "nondeterminism")[0]
+    assert result.status == "fail" and not report.ok
+    assert "returns other values under a GradientTape than without one" in result.message
+    assert "stateless" not in result.message
+    assert result.cause is not None and result.cause.mistake == "tape-dependent"
+
+
 @pytest.mark.parametrize(("function", "culprit", "line"), [
     ("relu_at_zero", "Relu", 42), ("maximum_tie", "Maximum", 49)])
 def test_a_kink_is_located_at_the_op_that_has_it(function: str, culprit: str,

@@ -37,6 +37,18 @@ def _output_change(then: OutputLeaf, now: OutputLeaf) -> OutputChanged | None:
                          index=index)
 
 
+def _repeats(before: Sequence[OutputLeaf], recording: Recording,
+             diff_outputs: Sequence[int]) -> bool:
+    """Whether another call of f without a tape repeats the first one's values: then what
+    changed them on the recorded call is the GradientTape."""
+    try:
+        again = flatten_outputs(recording.program.call(), output_base(recording.program))
+    except Exception:  # noqa: BLE001 - f worked twice already; a third failure tells nothing
+        return False
+    return [o.name for o in again] == [o.name for o in before] and all(
+        _output_change(before[k], again[k]) is None for k in diff_outputs)
+
+
 def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequence[int],
                           name: str) -> CheckResult | None:
     """A `nondeterminism` failure when two calls with the same inputs disagree."""
@@ -48,6 +60,12 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
                       None)
     if change is None:
         return None
+    if _repeats(before, recording, diff_outputs):
+        return CheckResult(
+            Kind.NONDETERMINISM, Status.FAIL,
+            evidence=Nondeterministic(name, under_tape=True), output=change.output,
+            max_abs_err=change.largest, worst_index=change.index,
+            cause=Cause(Mistake.TAPE_DEPENDENT, facts=change))
     layers = tuple(random_layers(recording.program.function))
     sites = [] if layers else stateful_sites(recording.program, diff_outputs)
     located = next((site for site in sites if site.location), None)

@@ -22,8 +22,10 @@ class ChangingState:
 class Nondeterministic(Evidence):
     """`function` returned other values on a second call (what changed: the finding's
     cause), and what changes, when known: its random Keras layers, or the state an op
-    changes."""
+    changes; or (`under_tape`) the same values on every call without a GradientTape and
+    others under one."""
 
     function: str = internal("")
     random_layers: tuple[str, ...] = internal(())
     state: ChangingState | None = internal(None)
+    under_tape: bool = internal(False)

@@ -93,7 +93,10 @@ def _output_changed(facts: OutputChanged, mistake: Mistake) -> Said:
         then, now = facts.shapes
         return f"{facts.output} changed from shape {then} to {now}", None
     at = f" at {format_index(facts.index)}" if facts.index else ""
-    return f"{facts.output} differs by up to {facts.largest:.3g}{at}", None
+    fix = ("make f compute the same values whether or not a GradientTape watches its inputs"
+           " (a library's sampler may take another path under a tape: to check the rest of f,"
+           " pass the sample in as an input)") if mistake is Mistake.TAPE_DEPENDENT else None
+    return f"{facts.output} differs by up to {facts.largest:.3g}{at}", fix
 
 
 @words.register

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradcheck.evidence.determinism import Nondeterministic
-from gradcheck.render.causes import told, what
+from gradcheck.render.causes import fix, told, what
 from gradcheck.render.sentences import clause, sentence
 from gradcheck.report import CheckResult
 
@@ -16,6 +16,11 @@ def _changed(evidence: Nondeterministic, result: CheckResult) -> str:
 
 @sentence.register
 def _changed_and_why(evidence: Nondeterministic, result: CheckResult) -> str:
+    if evidence.under_tape:
+        return (f"{evidence.function} returns other values under a GradientTape than without"
+                f" one (each the same on every call): {what(told(result))}; finite differences"
+                " (without a tape) and autodiff (under one) then see different functions, so"
+                f" no gradient verdict is given; fix: {fix(told(result))}")
     said = (f"{_changed(evidence, result)}; random ops (tf.random.*, dropout) or state that"
             " changes between calls make finite differences meaningless, so no gradient"
             " verdict is given: fix the randomness (tf.random.stateless_*) or check a"
