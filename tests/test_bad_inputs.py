@@ -209,6 +209,11 @@ MATRIX = [
         " [Op:MatMul] (at bad/raises.py:8)", FUNCTION),
     bad("function-calls-sys-exit", ("check", "bad/exits.py:f"),
         "f raised SystemExit: 0 (at bad/exits.py:7)", FUNCTION),
+    bad("raises-under-a-gradient-tape-only", ("check", "bad/raises_under_tape.py:f",
+                                              "-i", "[5.0, -1.0]"),
+        "f raised AttributeError: Tensor.graph is undefined when eager execution is enabled,"
+        " under a GradientTape only (it runs without one: a tf.function builds its gradient,"
+        " its custom gradients' included, when a tape watches its call)", FUNCTION),
     bad("raises-at-finite-difference-points", ("check", "bad/raises_off_centre.py:f"),
         "f raised ValueError: unexpected value when x moved by a finite-difference step"
         " (at bad/raises_off_centre.py:8)", FUNCTION),

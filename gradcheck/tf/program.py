@@ -254,7 +254,8 @@ def function_raised(function: Callable[..., Any], exc: BaseException,
     """The one-line error for an exception from the user's function, at the user's line."""
     where = exception_location(exc)
     at = f" (at {where})" if where else ""
-    return FunctionError(f"{function_name(function)} raised {first_line(exc)}{when}{at}",
+    error = first_line(exc).rstrip(".") if when else first_line(exc)
+    return FunctionError(f"{function_name(function)} raised {error}{when}{at}",
                          user_traceback=user_traceback(exc))
 
 

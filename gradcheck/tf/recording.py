@@ -287,6 +287,19 @@ class Recording:
         return np.concatenate(parts).reshape(shape + source.shape)
 
 
+def _when_taped(program: Program, tape: Any) -> str:
+    """When f raised under the tape: only then, if a call without it still works."""
+    try:
+        with tape.stop_recording():
+            program.call()
+    except (Exception, SystemExit):
+        return ""
+    traced = (": a tf.function builds its gradient, its custom gradients' included, when a"
+              " tape watches its call" if hasattr(program.function, "get_concrete_function")
+              else "")
+    return f", under a GradientTape only (it runs without one{traced})"
+
+
 # VJPs of sources up to this many elements are kept for the checks that ask again (fast
 # mode's many probes of a large input are not).
 KEPT_VJP_SIZE = 1_000_000
@@ -328,7 +341,7 @@ def record(program: Program) -> Recording:
         try:
             result = program.call()
         except (Exception, SystemExit) as exc:
-            raise function_raised(program.function, exc) from exc
+            raise function_raised(program.function, exc, _when_taped(program, tape)) from exc
         seconds = time.perf_counter() - start
         outputs = flatten_outputs(result, output_base(program))  # complex parts on the tape
     # Variables f creates on each call are copies of values, not parameters to train.
