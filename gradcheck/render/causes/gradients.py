@@ -17,7 +17,7 @@ VALUES: dict[Mistake, Said] = {
     Mistake.STRAIGHT_THROUGH: (
         "returns a nonzero gradient where the forward is locally constant (finite"
         " differences are zero): a straight-through estimator? If deliberate,"
-        " declare it with --surrogate", None),
+        " declare it with --surrogate NAME (surrogates= in the Python API)", None),
     Mistake.IGNORED_UPSTREAM: (
         "ignores the upstream of {output}: that output's contribution u_kᵀJ_k is missing from"
         " the sum",

@@ -9,7 +9,8 @@ from gradcheck.report import Mistake
 # What people do where an op gives no gradient (a hard count, index or threshold).
 RELAX = ("for a gradient, use a smooth relaxation (a sigmoid- or softmax-weighted count, a soft"
          " rank or soft argmax, probabilities instead of hard hits), or a straight-through"
-         " tf.custom_gradient (identity backward) declared with --surrogate NAME")
+         " tf.custom_gradient (identity backward) declared with --surrogate NAME (surrogates= in"
+         " the Python API)")
 # TensorFlow op types as the user wrote them.
 OP_NAMES = {"TopKV2": "tf.math.top_k / tf.argsort indices", "ArgMax": "tf.argmax",
             "ArgMin": "tf.argmin", "Round": "tf.round", "Floor": "tf.floor",
@@ -36,7 +37,7 @@ CUTS: dict[Mistake, tuple[str, str]] = {
     Mistake.INTEGER_CAST: (
         "a cast to {dtype} on the path from {input}: integers carry no gradient",
         "keep the value in a floating dtype (a deliberate quantisation: a straight-through"
-        " tf.custom_gradient, declared with --surrogate NAME)"),
+        " tf.custom_gradient, declared with --surrogate NAME, surrogates= in the Python API)"),
     Mistake.NUMPY_FUNCTION: (
         "tf.numpy_function on the path from {input} has no gradient",
         "use TensorFlow ops, or tf.py_function with a tf.custom_gradient"),
