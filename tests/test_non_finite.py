@@ -147,6 +147,14 @@ def test_nondeterminism_is_located_at_the_stateful_op(function: str, line: int,
     assert str(result.location).endswith(f"located_findings.py:{line}")
 
 
+def test_layers_built_inside_f_are_named_as_what_changes() -> None:
+    report = gradcheck.check(fixture_target("located_findings", "layers_built_inside"))
+    result = _kind(report, "nondeterminism")[0]
+    assert result.status == "fail" and "creates 4 variable(s) on every call" in result.message
+    assert "create them once, outside f" in result.message and "stateless" not in result.message
+    assert str(result.location).endswith("located_findings.py:69"), result.location
+
+
 @pytest.mark.parametrize("dtype", ["auto", "float32"])
 def test_a_function_that_a_tape_changes_is_told_apart_from_randomness(dtype: str) -> None:
     """TFP's Gamma sampler with a stateless seed: the same values on every call without a

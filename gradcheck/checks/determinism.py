@@ -67,6 +67,13 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
             max_abs_err=change.largest, worst_index=change.index,
             cause=Cause(Mistake.TAPE_DEPENDENT, facts=change))
     layers = tuple(random_layers(recording.program.function))
+    if not layers and recording.created_variables:
+        return CheckResult(
+            Kind.NONDETERMINISM, Status.FAIL,
+            evidence=Nondeterministic(name, created_variables=recording.created_variables),
+            output=change.output, max_abs_err=change.largest, worst_index=change.index,
+            location=recording.created_at,
+            cause=Cause(Mistake.RANDOM, None, recording.created_at, change))
     sites = [] if layers else stateful_sites(recording.program, diff_outputs)
     located = next((site for site in sites if site.location), None)
     state = None if located is None or located.location is None else ChangingState(

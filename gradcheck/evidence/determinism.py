@@ -29,3 +29,4 @@ class Nondeterministic(Evidence):
     random_layers: tuple[str, ...] = internal(())
     state: ChangingState | None = internal(None)
     under_tape: bool = internal(False)
+    created_variables: int = internal(0)  # on every call, the first at the finding's line

@@ -27,6 +27,7 @@ from gradcheck.tf.program import (
     user_traceback,
 )
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
+from gradcheck.tf.site_lines import caller_location
 from gradcheck.tf.variables import (
     select_sources,
     unbuilt_layers,
@@ -74,6 +75,10 @@ class Recording:
     # Set when TensorFlow's own way failed and a slower, equivalent one gave the answer.
     workarounds: list[Note] = field(default_factory=list)
     fresh_tapes: bool = False
+    # Variables f created during the recorded call (Keras layers built inside f), and the
+    # user's line that created the first.
+    created_variables: int = 0
+    created_at: Location | None = None
     # The checks ask for the VJP with the same upstream arrays (vjp, compiled, a block's
     # own): one backward pass each, kept with the arrays it was computed for.
     _vjps: dict[Any, tuple[Sequence[np.ndarray] | None, GradientOutcome]] = field(
@@ -328,9 +333,12 @@ def record(program: Program) -> Recording:
     trainable variables f reads (which become sources too, as --wrt allows)."""
     tf = tensorflow()
     created: list[Any] = []
+    created_at: list[Location | None] = []
 
     def noting(next_creator: Any, **kwargs: Any) -> Any:
         variable = next_creator(**kwargs)
+        if not created:
+            created_at.append(caller_location())
         created.append(variable)
         return variable
 
@@ -357,4 +365,5 @@ def record(program: Program) -> Recording:
                      unread_weights=tuple(s.name for s in slots
                                           if any(s.value is v for v in unread)),
                      unbuilt_layers=tuple(unbuilt_layers(program.function)),
-                     notes=tuple(notes + left_out))
+                     notes=tuple(notes + left_out), created_variables=len(created),
+                     created_at=created_at[0] if created_at else None)

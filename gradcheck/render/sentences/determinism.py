@@ -21,6 +21,13 @@ def _changed_and_why(evidence: Nondeterministic, result: CheckResult) -> str:
                 f" one (each the same on every call): {what(told(result))}; finite differences"
                 " (without a tape) and autodiff (under one) then see different functions, so"
                 f" no gradient verdict is given; fix: {fix(told(result))}")
+    if evidence.created_variables:
+        at = f", the first at {result.location}" if result.location else ""
+        return (f"{_changed(evidence, result)}; {evidence.function} creates"
+                f" {evidence.created_variables} variable(s) on every call{at} (Keras layers"
+                " built inside f get new random weights each time), which makes finite"
+                " differences meaningless, so no gradient verdict is given: create them once,"
+                " outside f")
     said = (f"{_changed(evidence, result)}; random ops (tf.random.*, dropout) or state that"
             " changes between calls make finite differences meaningless, so no gradient"
             " verdict is given: fix the randomness (tf.random.stateless_*) or check a"
