@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -93,13 +94,26 @@ def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[
     """check() in this process, with its options already gathered."""
     arguments = Arguments(args, kwargs, "gradcheck.check")
     if not isinstance(f, str):
-        label = getattr(f, "__qualname__", getattr(f, "__name__", repr(f)))
-        return check_callable(f, lambda: arguments, options, label, instrument=instrument)
+        return check_callable(f, lambda: arguments, options, callable_label(f),
+                              instrument=instrument)
     given = arguments if args or kwargs else None
     return check_target(
         f, path, options,
         lambda target: given or resolve_arguments(target.name, target.module),
         instrument=instrument)
+
+
+def callable_label(f: Callable[..., Any], qualified: bool = True) -> str:
+    """How reports name a function object: its (qualified) name, `partial(name)` for a
+    functools.partial, a Keras layer's or model's name; never a repr with its arguments'
+    values or an address."""
+    if isinstance(f, functools.partial):
+        return f"partial({callable_label(f.func, qualified)})"
+    for attribute in ("__qualname__", "__name__", "name") if qualified else ("__name__", "name"):
+        name = getattr(f, attribute, None)
+        if isinstance(name, str) and name:
+            return name
+    return type(f).__name__
 
 
 def _check_isolated(call: tuple[Any, ...], options: CheckOptions) -> Report:
@@ -115,8 +129,8 @@ def _check_isolated(call: tuple[Any, ...], options: CheckOptions) -> Report:
         raise TypeError("isolate=True sends f and its arguments to a worker process, so they"
                         " must be picklable (f a module-level function or a TARGET string):"
                         f" {exc}") from None
-    name = f.rpartition(":")[2] if isinstance(f, str) else getattr(f, "__name__", repr(f))
-    target = f if isinstance(f, str) else getattr(f, "__qualname__", name)
+    name = f.rpartition(":")[2] if isinstance(f, str) else callable_label(f, qualified=False)
+    target = f if isinstance(f, str) else callable_label(f)
     result = run_jobs([Job(check_here, call, options, name=name, target=target,
                            timeout=options.timeout, timeout_flag="timeout",
                            memory_limit=memory_cap(options.max_memory))])[0]

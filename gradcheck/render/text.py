@@ -1,4 +1,5 @@
-"""The table as plain text (for assertion messages and files)."""
+"""The table as plain text (for assertion messages and files), with the explanation when the
+report has one."""
 
 from __future__ import annotations
 
@@ -15,4 +16,9 @@ def render_text(report: Report, width: int = 160, show_matrices: bool = False) -
     console = Console(file=buffer, width=width, no_color=True, color_system=None,
                       force_terminal=False, force_jupyter=False, highlight=False)
     console.print(render_table(report, show_matrices=show_matrices))
+    if report.explain is not None:
+        from gradcheck.render.explain import render_explanation
+
+        console.print()
+        console.print(render_explanation(report.explain))
     return buffer.getvalue()
