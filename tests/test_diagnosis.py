@@ -227,3 +227,13 @@ def test_a_finding_explained_twice_says_both_in_the_order_found() -> None:
     assert twice.message == once.message + (
         "; likely cause: non-finite values from Sqrt at m.py:3 (see the non-finite check)")
     assert twice.headline == shape.headline == shape.message
+
+
+def test_a_refused_variables_keyword_is_told_first_not_as_a_none_gradient() -> None:
+    """TensorFlow refuses a grad_fn without `variables=` for a custom gradient that reads a
+    variable (TF #31945): that is the finding, not 'grad_fn returns None for input outside'."""
+    report = gradcheck.check(fixture_target("variables_missing_keyword", "calls_it"))
+    failed = [c for c in report.checks if c.failed]
+    assert failed and "has no `variables=None` keyword" in failed[0].message, failed[0].message
+    assert str(failed[0].location).endswith("variables_missing_keyword.py:28")
+    assert not any("grad_fn returns None for input outside" in c.message for c in failed)

@@ -25,7 +25,7 @@ from gradcheck.numerics.mistakes import shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
 from gradcheck.tf.binding import prepare
-from gradcheck.tf.observer import Observer, Site, defines, installed, replaying
+from gradcheck.tf.observer import Observer, Site, Slip, defines, installed, replaying
 from gradcheck.tf.sites import eager_call, forward_jacobian, lacks_forward_mode, site_vjp, traced
 
 # VJP: a random upstream, so that a grad_fn ignoring its upstream fails even at a scalar output
@@ -173,7 +173,17 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
         found = [] if report is None else translate(site, report, Probe(
             _shape_evidence(site, named), _upstream_evidence(site, named)))
         found += _forward_mode_gaps(site, named, options)
-    return found + violation_results(site) + variable_results(site)
+    return _without_refused(site, found) + violation_results(site) + variable_results(site)
+
+
+def _without_refused(site: Site, found: list[CheckResult]) -> list[CheckResult]:
+    """The site's findings, less "grad_fn returns None" for variables its grad_fn cannot
+    return gradients for: TensorFlow refuses a grad_fn without `variables=` (a violation
+    that says so), and the None is only that."""
+    refused = {name for v in site.violations if v.kind == Slip.VARIABLES
+               for name in v.slip.names}
+    return [r for r in found if not (r.input in refused and r.cause is not None
+                                     and r.cause.mistake == Mistake.NONE)]
 
 
 def record_eager_calls(function: Callable[..., Any], named: Sequence[NamedArgument],
