@@ -59,6 +59,19 @@ def test_a_non_finite_gradient_or_value_is_named_at_the_op_that_made_it(
         assert "not taken" in result.message and "inner tf.where" in result.message
 
 
+@pytest.mark.parametrize("function", ["entropy", "square_overflow"])
+def test_a_non_finite_output_leaves_its_comparisons_without_a_verdict(function: str) -> None:
+    """Where f's own value is NaN or inf, autodiff and finite differences are compared on
+    non-finite numbers: one finding, the non-finite one, and no verdicts that repeat it."""
+    report = gradcheck.check(fixture_target("non_finite", function))
+    assert [c.check for c in report.checks if c.failed] == ["non-finite"]
+    compared = _kind(report, "jacobian") + _kind(report, "vjp")
+    assert compared and all(c.status == "skip" for c in compared)
+    assert all("verdict: f's output y is" in c.message for c in compared)
+    origin = _non_finite(report)[0].location
+    assert origin is not None and all(c.location == origin for c in compared)
+
+
 def test_the_symptoms_are_located_at_the_op_too() -> None:
     report = gradcheck.check(fixture_target("non_finite", "transfer"))
     jacobian = _kind(report, "jacobian")[0]

@@ -83,10 +83,12 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
         else:
             found.add(Kind.JVP, Status.SKIP, evidence=NoForwardMode(slot.name), **where)
         return found
-    forward_terms = [u * j for u, j in zip(upstreams, jvps) if j is not None]
-    reverse_terms = np.zeros(slot.shape) if reverse.value is None else reverse.value * tangent
-    forward = float(sum(np.sum(t) for t in forward_terms))
-    backward = float(np.sum(reverse_terms))
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: judged non-finite below
+        forward_terms = [u * j for u, j in zip(upstreams, jvps) if j is not None]
+        reverse_terms = (np.zeros(slot.shape) if reverse.value is None
+                         else reverse.value * tangent)
+        forward = float(sum(np.sum(t) for t in forward_terms))
+        backward = float(np.sum(reverse_terms))
     if not np.isfinite(backward):
         found.add(Kind.JVP, Status.SKIP,
                   evidence=ReverseNotFinite(slot.name, forward, backward), **where)

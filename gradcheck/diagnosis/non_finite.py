@@ -9,7 +9,12 @@ from typing import Any
 from gradcheck.diagnosis.explained import attribute
 from gradcheck.evidence.causes import FirstNonFinite, NonFiniteOp, NoNonFiniteOp
 from gradcheck.evidence.compiled import CompiledNotFinite
-from gradcheck.evidence.non_finite import NonFiniteOrigin, NonFiniteSeen, NonFiniteUntraceable
+from gradcheck.evidence.non_finite import (
+    NonFiniteOrigin,
+    NonFiniteSeen,
+    NonFiniteUntraceable,
+    NoVerdictAtNonFinite,
+)
 from gradcheck.options import CheckOptions
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
 from gradcheck.tf.non_finite import (
@@ -25,6 +30,8 @@ from gradcheck.tf.program import Program
 # The findings a non-finite value explains (their numbers are NaN against something).
 SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.COMPILED, Kind.JVP,
                       Kind.SECOND_ORDER, Kind.HESSIAN, Kind.CONNECTED})
+# Of those, the ones that compare autodiff with finite differences of f's values.
+COMPARED = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.SECOND_ORDER, Kind.HESSIAN})
 MODES = {True: "tf.function(jit_compile=True)", False: "tf.function"}
 
 
@@ -125,6 +132,15 @@ def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> l
             annotated.append(check)
             continue
         assert match.cause is not None
+        seen = match.evidence
+        if isinstance(seen, NonFiniteSeen) and not seen.gradient and check.check in COMPARED:
+            # f's own value is NaN or inf: comparing its gradients with its differences says
+            # nothing more than the non-finite finding.
+            annotated.append(CheckResult(
+                check.check, Status.SKIP, input=check.input, output=check.output,
+                location=match.location, evidence=NoVerdictAtNonFinite(
+                    str(check.check), seen.name, seen.produced)))
+            continue
         annotated.append(attribute(check, Attribution(Relation.NON_FINITE, match.cause),
                                    location=match.location, cause=match.cause))
     return annotated

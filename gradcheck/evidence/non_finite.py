@@ -45,3 +45,13 @@ class NonFiniteSeen(Evidence):
 @dataclasses.dataclass(frozen=True)
 class NonFiniteUntraceable(Evidence):
     """f or its gradient is not finite, and f cannot be traced to find the op."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NoVerdictAtNonFinite(Evidence):
+    """A check that compares values of f (`check`) gives no verdict: f's output `output` is
+    `produced` at the point, so both sides are."""
+
+    check: str
+    output: str
+    produced: str

@@ -68,6 +68,7 @@ def noise_points(x: np.ndarray, seed: int = 0) -> np.ndarray:
     return np.stack(points).reshape((2 * NOISE_DIRECTIONS, *np.shape(x)))
 
 
+@np.errstate(invalid="ignore", over="ignore")  # inf - inf is NaN: left out below
 def noise_level(evaluations: np.ndarray, centre: np.ndarray) -> np.ndarray:
     """Per flat output element, a bound on the rounding error of one evaluation of f: the
     largest |f(x + d) + f(x - d) - 2 f(x)| / 2 over the directions (the curvature over a few

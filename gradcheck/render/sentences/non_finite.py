@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from gradcheck.evidence.non_finite import NonFiniteSeen, NonFiniteUntraceable
+from gradcheck.evidence.non_finite import (
+    NonFiniteSeen,
+    NonFiniteUntraceable,
+    NoVerdictAtNonFinite,
+)
 from gradcheck.render.causes import fix, told, what
 from gradcheck.render.sentences import clause, first_clause, sentence
 from gradcheck.report import CheckResult
@@ -35,3 +39,9 @@ def _non_finite_clause(evidence: NonFiniteSeen, result: CheckResult) -> str:
 def _untraceable(evidence: NonFiniteUntraceable, result: CheckResult) -> str:
     return ("f or its gradient is NaN or infinite at this point, and f cannot be traced into a"
             " graph (tf.function) to find the op that makes it so")
+
+
+@sentence.register
+def _no_verdict(evidence: NoVerdictAtNonFinite, result: CheckResult) -> str:
+    return (f"no {evidence.check} verdict: f's output {evidence.output} is {evidence.produced}"
+            " at this point, so the values compared are too (see the non-finite check)")
