@@ -145,10 +145,11 @@ def test_a_float32_cast_inside_a_float64_function_sizes_the_check_for_float32() 
     assert report.ok, [c.message for c in report.checks if c.failed]
 
 
-@pytest.mark.parametrize(("function", "line"), [("relaxed_bernoulli", 91),
-                                                ("sharp_sigmoid", 98)])
-def test_promotion_does_not_hide_a_nan_gradient_of_the_users_dtype(function: str,
-                                                                     line: int) -> None:
+@pytest.mark.parametrize(("function", "line", "fix"), [
+    ("relaxed_bernoulli", 91, "fix: the tf.where is inside tensorflow_probability (called at"),
+    ("sharp_sigmoid", 98, "fix: make the branch's input safe with an inner tf.where")])
+def test_promotion_does_not_hide_a_nan_gradient_of_the_users_dtype(function: str, line: int,
+                                                                     fix: str) -> None:
     """float64 gives a finite gradient where the user's float32 gives NaN: the check runs in
     float32, says so, and finds the NaN at the user's line."""
     report = gradcheck.check(getattr(harness, function), tf.constant(0.99, tf.float32))
@@ -158,6 +159,7 @@ def test_promotion_does_not_hide_a_nan_gradient_of_the_users_dtype(function: str
     found = [c for c in report.checks if c.check == "non-finite"]
     assert found and found[0].cause is not None and found[0].cause.culprit.startswith("Exp")
     assert str(found[0].location).endswith(f"harness_transparency.py:{line}")
+    assert fix in found[0].message, found[0].message
 
 
 def test_a_gradient_finite_in_the_users_dtype_is_still_checked_in_float64() -> None:

@@ -45,7 +45,8 @@ def _facts(origin: Origin) -> NonFiniteOp:
     return NonFiniteOp(origin.op, _op_name(origin), origin.kernel, origin.location, origin.backward,
                        origin.produced, origin.arguments,
                        untaken=branch is not None and branch.untaken,
-                       branch=branch.location if branch is not None else None)
+                       branch=branch.location if branch is not None else None,
+                       branch_library=branch.library if branch is not None else None)
 
 
 def _mistake(origin: Origin) -> Mistake:

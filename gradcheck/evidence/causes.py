@@ -98,7 +98,8 @@ class CutOp(Facts):
 class NonFiniteOp:
     """One op that made non-finite values: `op` as the user wrote it (`name`: with the
     TensorFlow function it belongs to), its local derivative (`backward`) or its value, at the
-    `arguments`; `branch`: the tf.where whose untaken branch it feeds (`untaken`)."""
+    `arguments`; `branch`: the tf.where whose untaken branch it feeds (`untaken`), in a
+    library's code when `branch_library`."""
 
     op: str
     name: str
@@ -109,6 +110,7 @@ class NonFiniteOp:
     arguments: tuple[float, ...] = ()
     untaken: bool = False
     branch: Location | None = None
+    branch_library: str | None = None  # the package whose code has that tf.where
 
 
 @dataclasses.dataclass(frozen=True)

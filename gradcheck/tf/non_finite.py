@@ -14,7 +14,7 @@ import numpy as np
 from gradcheck.evidence import Location
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
-from gradcheck.tf.values import TracedValues, op_location, trace_values
+from gradcheck.tf.values import TracedValues, library_of, op_location, trace_values
 
 SELECT_OPS = frozenset({"Select", "SelectV2"})
 # Ops that only pass values on: a NaN they output came in through an input.
@@ -29,6 +29,7 @@ class Branch:
 
     location: Location | None
     untaken: bool
+    library: str | None = None  # the package whose code has the tf.where, not the user's
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def _select_branch(traced: TracedValues, select: Any, first: bool,
         return None
     mask = ~np.isfinite(bad)
     untaken = bool(not taken[mask].any()) if mask.shape == taken.shape else True
-    return Branch(op_location(select), untaken)
+    return Branch(op_location(select), untaken, library_of(select))
 
 
 def _origin(traced: TracedValues, op: Any) -> Origin:

@@ -57,6 +57,22 @@ def op_location(op: Any) -> Location | None:
     return innermost_user_frame(f for f in inner if "__autograph_generated" not in f.filename)
 
 
+def library_of(op: Any) -> str | None:
+    """The installed package other than TensorFlow whose code created a graph op (a
+    tf.where inside TFP), or None when the user's own code called TensorFlow for it."""
+    for frame in reversed(list(op.traceback or ())):
+        if "__autograph_generated" in frame.filename:
+            continue
+        if is_user_file(frame.filename):
+            return None
+        parts = Path(frame.filename).parts
+        package = next((parts[i + 1] for i, part in enumerate(parts[:-1])
+                        if part in ("site-packages", "dist-packages")), None)
+        if package is not None and package not in ("tensorflow", "keras", "gradcheck"):
+            return package
+    return None
+
+
 class _RecordingRegistry(dict[str, Any]):
     """TensorFlow's gradient registry, handing out gradient functions that note which
     forward op they differentiate and which graph ops they create."""

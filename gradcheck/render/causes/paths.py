@@ -114,6 +114,9 @@ def _branch_words(origin: NonFiniteOp) -> str:
     if not origin.untaken:
         return ""
     where = f" at {origin.branch}" if origin.branch else ""
+    if origin.branch_library:
+        where = f" inside {origin.branch_library}" + (
+            f" (called at {origin.branch})" if origin.branch else "")
     return (f"; {origin.op} feeds a branch of the tf.where{where} that is not taken at those"
             " elements: tf.where's gradient sends zeros into that branch, and zero times an"
             " infinite local gradient is NaN")
@@ -121,6 +124,11 @@ def _branch_words(origin: NonFiniteOp) -> str:
 
 def _fix(origin: NonFiniteOp) -> str:
     spelled = SPELLINGS.get(origin.op, f"{origin.op}({{v}})")
+    if origin.untaken and origin.branch_library:
+        called = f" (called at {origin.branch})" if origin.branch else ""
+        return (f"the tf.where is inside {origin.branch_library}{called}, not in your code:"
+                f" keep the inputs you pass it where {origin.op} stays finite (or compute in"
+                f" float64), or report it to {origin.branch_library}")
     if origin.untaken:
         return (f"make the branch's input safe with an inner tf.where, so both branches are"
                 f" finite: tf.where(c, {spelled.format(v='tf.where(c, v, safe)')}, other), with"
