@@ -166,3 +166,18 @@ def test_a_gradient_finite_in_the_users_dtype_is_still_checked_in_float64() -> N
     report = gradcheck.check(harness.sharp_sigmoid, tf.constant(0.6, tf.float32))
     assert report.ok and report.inputs[0].dtype == "float64", report.checks
     assert not any("NaN or infinite" in note for note in notes(report))
+
+
+@pytest.mark.parametrize(("function", "point"), [
+    ("quadratic_slightly_wrong", [[1.0], [1.0]]), ("stationary_offset", [1.0, 1.0])])
+def test_a_symmetric_or_stationary_point_is_not_float32_rounding(function: str,
+                                                                 point: list[object]) -> None:
+    """f unmoved by a 1e-10 step because the step is orthogonal to its gradient, or because f
+    is stationary there (a second-order change below float64's resolution), is float64 code:
+    float64 tolerances stay, and a grad_fn 2e-5 off is caught (TF #38428's point)."""
+    report = gradcheck.check(getattr(harness, function), np.array(point))
+    assert not any("to float32 inside" in note for note in notes(report)), report.notes
+    if function == "quadratic_slightly_wrong":
+        assert "fail" in _statuses(report)["custom-gradient"], report.checks
+    else:
+        assert report.ok, report.checks

@@ -86,34 +86,51 @@ def _lowest_precision(dtypes: Sequence[str]) -> str:
 
 def _rounds_to_float32(recording: Recording, diff_outputs: Sequence[int]) -> str | None:
     """The float64 argument that f rounds to float32 inside (a float32 Keras Input layer, a
-    tf.cast): moved far less than float32 can resolve, no output changes at all, while a move
-    float32 resolves does change them (else f does not depend on it here: an argument only a
-    grad_fn reads, a relu that is off)."""
+    tf.cast): moved far less than float32 can resolve, no output changes at all, while moves
+    float32 resolves change them in proportion (else f does not depend on it here, an
+    argument only a grad_fn reads, a relu that is off; or f is stationary along the move, its
+    change then second order)."""
     program = recording.program
+    rng = np.random.default_rng(ROUNDING_PROBE_SEED)
     for index, slot in enumerate(program.slots):
         if not (slot.differentiable and slot.argument) or slot.dtype != "float64":
             continue
         x = program.value_of(index)
-        direction = np.where(np.arange(x.size).reshape(x.shape) % 2 == 0, 1.0, -1.0) * np.maximum(
-            np.abs(x), 1.0)
-        unmoved = _unmoved(recording, diff_outputs, index, x + 1e-10 * direction)
-        if unmoved is None:
+        # Random signs and sizes: a fixed pattern can be orthogonal to the gradient (a
+        # symmetric point such as [1, 1] along [1, -1]).
+        direction = rng.choice([-1.0, 1.0], size=x.shape) * rng.uniform(
+            0.5, 1.5, size=x.shape) * np.maximum(np.abs(x), 1.0)
+        change = _change(recording, diff_outputs, index, x + 1e-10 * direction)
+        if change is None:
             return None  # f raising off its point is found (and reported) by the checks
-        if unmoved and _unmoved(recording, diff_outputs, index, x + 1e-4 * direction) is False:
-            return slot.name
+        if change == 0.0:
+            one, two = (_change(recording, diff_outputs, index, x + step * direction)
+                        for step in (1e-4, 2e-4))
+            if one and two and 1.5 < two / one < 2.7:  # first order: f moves, rounded
+                return slot.name
     return None
 
 
-def _unmoved(recording: Recording, diff_outputs: Sequence[int], index: int,
-             value: np.ndarray) -> bool | None:
-    """Whether f's differentiable outputs are bit for bit the same with argument `index` at
-    `value` (None: f raised there)."""
+# The rounding probe's own random stream (the move is the same on every run).
+ROUNDING_PROBE_SEED = 20_230_611
+
+
+def _change(recording: Recording, diff_outputs: Sequence[int], index: int,
+            value: np.ndarray) -> float | None:
+    """How far f's differentiable outputs move (the largest absolute change; 0.0: bit for
+    bit the same) with argument `index` at `value` (None: f raised there)."""
     try:
         moved = flatten_outputs(recording.program.call_at({index: value}))
     except (Exception, SystemExit):
         return None
-    return all(np.array_equal(np.asarray(moved[k].tensor), np.asarray(recording.outputs[k].tensor))
-               for k in diff_outputs)
+    with np.errstate(invalid="ignore", over="ignore"):
+        changes = [np.abs(np.asarray(moved[k].tensor, dtype=np.float64)
+                          - np.asarray(recording.outputs[k].tensor, dtype=np.float64))
+                   for k in diff_outputs]
+    if all(np.array_equal(np.asarray(moved[k].tensor), np.asarray(recording.outputs[k].tensor))
+           for k in diff_outputs):
+        return 0.0
+    return max(float(np.nanmax(c, initial=0.0)) for c in changes) or float("inf")
 
 
 def _sizing_dtype(recording: Recording, diff_outputs: Sequence[int]) -> tuple[str, Note | None]:
