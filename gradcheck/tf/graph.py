@@ -26,6 +26,7 @@ PYTHON_FUNCTION_OPS = frozenset({"PyFunc", "PyFuncStateless"})
 # tf.py_function: differentiable when its Python function runs TensorFlow ops on the tape, so
 # a cut only when the source gets no gradient at all.
 EAGER_FUNCTION_OPS = frozenset({"EagerPyFunc"})
+FUNCTION_CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 VARIABLE_WRITE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp",
                                 "AssignSubVariableOp"})
 
@@ -109,6 +110,27 @@ def _has_gradient(op: Any) -> bool | None:
     return any(g is not None for g in grads)
 
 
+def _function_depends(op: Any) -> bool:
+    """Whether a function call's outputs depend on its inputs inside the function (a
+    tf.function returning a constant has no gradient only because nothing depends on x)."""
+    try:
+        graph = op.graph._get_function(op.get_attr("f").name).graph
+    except Exception:  # noqa: BLE001 - not a function we can look into: assume it does
+        return True
+    inputs = {t.ref() for t in graph.inputs}
+    seen: set[Any] = set()
+    stack = [t.op for t in graph.outputs]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if any(t.ref() in inputs for t in current.inputs):
+            return True
+        stack += [t.op for t in current.inputs]
+    return False
+
+
 def _discrete_output(op: Any, carried: list[Any], location: Location | None) -> CutSite | None:
     """An op whose outputs on the path are booleans or integers: piecewise constant."""
     if not carried or any(t.dtype.is_floating or t.dtype.is_complex for t in carried):
@@ -142,6 +164,8 @@ def _op_cut(op: Any, carried: list[Any] | None = None, no_gradient: bool = False
     if op.outputs and all(out.dtype.is_bool for out in op.outputs):
         return None  # comparisons and logic: booleans select branches, they carry no values
     if op.type in VALUE_INDEPENDENT_OPS:
+        return None
+    if op.type in FUNCTION_CALL_OPS and not _function_depends(op):
         return None
     registered = _has_gradient(op)
     if registered is None:
