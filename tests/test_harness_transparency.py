@@ -181,3 +181,14 @@ def test_a_symmetric_or_stationary_point_is_not_float32_rounding(function: str,
         assert "fail" in _statuses(report)["custom-gradient"], report.checks
     else:
         assert report.ok, report.checks
+
+
+def test_forward_mode_over_fs_own_accumulator_is_a_warning_not_a_failure() -> None:
+    """f's gradient is right (jacobian and vjp pass); gradcheck's ForwardAccumulator around
+    f's own is forward over forward, TensorFlow's to get right: a warning that says so."""
+    report = gradcheck.check(harness.derivative_by_forward_mode, np.array([0.7]))
+    assert report.ok and _statuses(report)["jacobian"] == {"pass"}, report.checks
+    jvp = [c for c in report.checks if c.check == "jvp"]
+    assert jvp and all(c.status in ("pass", "warn") for c in jvp)
+    assert all("runs a ForwardAccumulator of its own" in c.message
+               for c in jvp if c.status == "warn")

@@ -16,6 +16,7 @@ from gradcheck.evidence.forward import (
     ModesAgree,
     ModesDisagree,
     ModesIndependent,
+    NestedModesDisagree,
     NoForwardMode,
     NoReverseVJP,
     ReverseNotFinite,
@@ -113,6 +114,9 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
                   **where)
     elif gaps := _gaps(ctx, slot):
         _gap_skip(found, slot.name, _gap_cause(gaps), where, compared)
+    elif ctx.recording.nested_forward:
+        found.add(Kind.JVP, Status.WARN, evidence=NestedModesDisagree(*compared, slot.name),
+                  **numbers, **where)
     else:
         found.add(Kind.JVP, Status.FAIL, evidence=ModesDisagree(*compared, slot.name),
                   **numbers, **where)

@@ -74,6 +74,12 @@ class ModesDisagree(ModesCompared):
 
 
 @dataclasses.dataclass(frozen=True)
+class NestedModesDisagree(ModesCompared):
+    """The two modes disagree where f runs a ForwardAccumulator of its own: forward mode over
+    f nests accumulators (forward over forward), which is TensorFlow's to get right."""
+
+
+@dataclasses.dataclass(frozen=True)
 class ForwardGap(Evidence):
     """No verdict: TensorFlow has no forward-mode rule on the path (its gap, not the user's),
     as the finding's cause says."""

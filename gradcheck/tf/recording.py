@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -79,6 +80,8 @@ class Recording:
     # user's line that created the first.
     created_variables: int = 0
     created_at: Location | None = None
+    # f entered a ForwardAccumulator of its own inside forward_jvp's (forward over forward).
+    nested_forward: bool = False
     # The checks ask for the VJP with the same upstream arrays (vjp, compiled, a block's
     # own): one backward pass each, kept with the arrays it was computed for.
     _vjps: dict[Any, tuple[Sequence[np.ndarray] | None, GradientOutcome]] = field(
@@ -152,10 +155,11 @@ class Recording:
         tf = tensorflow()
         self.program.announce(f"the forward-mode JVP (tf.autodiff.ForwardAccumulator) for"
                               f" {source.name}")
-        with tf.autodiff.ForwardAccumulator(
+        with _accumulators_entered() as entered, tf.autodiff.ForwardAccumulator(
                 source.value, tf.constant(tangent, dtype=source.dtype)) as accumulator:
             leaves = flatten_outputs(self.program.call())
             jvps = [accumulator.jvp(leaves[k].tensor) for k in output_indices]
+        self.nested_forward = self.nested_forward or entered[0] > 1
         # A JVP may come back as IndexedSlices (gather, segment ops): densified.
         return [None if j is None else np.asarray(tf.convert_to_tensor(j), dtype=np.float64)
                 for j in jvps]
@@ -290,6 +294,24 @@ class Recording:
             for start in range(0, size, rows_per_chunk)
         ]
         return np.concatenate(parts).reshape(shape + source.shape)
+
+
+@contextlib.contextmanager
+def _accumulators_entered() -> Iterator[list[int]]:
+    """How many ForwardAccumulators are entered meanwhile (f's own, inside gradcheck's)."""
+    accumulator = tensorflow().autodiff.ForwardAccumulator
+    enter = accumulator.__enter__
+    entered = [0]
+
+    def counted(self: Any) -> Any:
+        entered[0] += 1
+        return enter(self)
+
+    accumulator.__enter__ = counted
+    try:
+        yield entered
+    finally:
+        accumulator.__enter__ = enter
 
 
 def _when_taped(program: Program, tape: Any) -> str:

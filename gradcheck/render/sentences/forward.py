@@ -9,6 +9,7 @@ from gradcheck.evidence.forward import (
     ModesAgree,
     ModesDisagree,
     ModesIndependent,
+    NestedModesDisagree,
     NoForwardMode,
     NoReverseVJP,
     ReverseNotFinite,
@@ -69,6 +70,16 @@ def _disagree(evidence: ModesDisagree, result: CheckResult) -> str:
             f" reverse mode (tape.gradient) gives ⟨Jᵀu, v⟩ = {evidence.reverse:.6g} for"
             f" {evidence.input}: the two modes disagree, so a gradient (often a custom_gradient"
             " grad_fn) is inconsistent")
+
+
+@sentence.register
+def _nested_disagree(evidence: NestedModesDisagree, result: CheckResult) -> str:
+    return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {evidence.forward:.6g} but"
+            f" reverse mode (tape.gradient) gives ⟨Jᵀu, v⟩ = {evidence.reverse:.6g} for"
+            f" {evidence.input}; f runs a ForwardAccumulator of its own, so forward mode over f"
+            " nests accumulators (forward over forward), which TensorFlow's eager forward mode"
+            " does not always get right: a warning about forward mode over f, not a verdict on"
+            " its gradient (the jacobian and vjp checks judge that)")
 
 
 @clause.register
