@@ -146,6 +146,7 @@ class Mistake(Spelled):
     NO_GRADIENT = "no-gradient"
     NOT_DIFFERENTIABLE = "not-differentiable"
     ASSIGN = "assign"
+    OVERWRITTEN = "overwritten"
     NO_FORWARD_RULE = "no-forward-rule"
     NO_SECOND_ORDER_GRADIENT = "no-second-order-gradient"
     # Non-finite values (diagnosis/non_finite.py).

@@ -50,6 +50,8 @@ LOCATED = [
     ("variables_wrong_count", "f", "custom-gradient", "fail", 14,
      "returned 2 variable gradient(s) for 1 variable(s)"),
     ("assign_into_variable", "f", "graph-break", "fail", 9, "assigned into a tf.Variable"),
+    ("assign_into_variable", "overwrites_weight", "graph-break", "fail", 22,
+     "f assigns into weight before it reads it"),
     ("python_float", "f", "graph-break", "fail", 7, "float()"),
     ("numpy_function_path", "f", "graph-break", "fail", 8, "tf.numpy_function"),
     # (several phrases: all must appear)

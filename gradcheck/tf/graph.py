@@ -37,8 +37,8 @@ class CutSite:
     involved (`detail`) and the dtype of what it returns (integer casts and outputs)."""
 
     kind: str  # variable, numpy, python-number, stop-gradient, integer-cast, numpy-function,
-    # piecewise-constant, no-gradient, not-differentiable, assign; and where a source gets no
-    # gradient at all: comparison, integer-output, python-function
+    # piecewise-constant, no-gradient, not-differentiable, assign, overwritten; and where a
+    # source gets no gradient at all: comparison, integer-output, python-function
     location: Location | None
     detail: str = ""
     dtype: str | None = None
@@ -242,6 +242,23 @@ def _starts(graph: Any, slot: Any) -> list[Any]:
             if op.type == "ReadVariableOp" and any(op.inputs[0] is h for h in handles)]
 
 
+def _overwritten(graph: Any, slot: Any) -> CutSite | None:
+    """A variable source that f assigns before it first reads it: f never sees its value on
+    entry (tape.gradient differentiates the value read after the assignment)."""
+    if not slot.is_variable:
+        return None
+    handles = [internal for external, internal in graph.captures
+               if external is slot.value.handle]
+    for op in graph.get_operations():
+        if not any(t is h for t in op.inputs[:1] for h in handles):
+            continue
+        if op.type == "AssignVariableOp":
+            return CutSite("overwritten", _frames_location(op.traceback), op.type)
+        if op.type == "ReadVariableOp" or op.type in VARIABLE_WRITE_OPS:
+            return None
+    return None
+
+
 def _carried(op: Any, backward: set[Any], ends: set[int]) -> list[Any]:
     """The op's outputs that lead on to f's outputs."""
     return [t for t in op.outputs
@@ -279,6 +296,9 @@ def graph_cuts(program: Program, slot_index: int, no_gradient: bool = False,
     graph, stopped, note = _trace(program, slot_index)
     if graph is None:
         return ([stopped] if stopped else []), note
+    overwritten = _overwritten(graph, program.slots[slot_index])
+    if overwritten is not None:
+        return [overwritten], None
     starts = _starts(graph, program.slots[slot_index])
     if not starts:
         return [], "the traced graph never reads this variable"

@@ -63,6 +63,11 @@ CUTS: dict[Mistake, tuple[str, str]] = {
     Mistake.ASSIGN: (
         "a value computed from {input} is assigned into a tf.Variable and read back: the read"
         " has no gradient to it", "use the tensor itself instead of a variable round trip"),
+    Mistake.OVERWRITTEN: (
+        "f assigns into {input} before it reads it: its value on entry does not matter to f,"
+        " but tape.gradient differentiates the value read after the assignment",
+        "read the variable before assigning it, or pass the value as a tensor argument (a"
+        " tf.Variable holds state; assigning into it is not a differentiable step)"),
 }
 
 
