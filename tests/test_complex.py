@@ -57,6 +57,19 @@ def test_correct_complex_gradients_pass(name: str, dtype: str) -> None:
     assert report.inputs[0].shape == (3,)
 
 
+@pytest.mark.parametrize(("name", "ok"), [("squared_norm", True),
+                                          ("squared_norm_conjugated", False)])
+def test_a_complex_variable_argument_is_checked_as_its_value(name: str, ok: bool) -> None:
+    """TF #41557's asker passed a complex tf.Variable: it is checked like a complex tensor
+    of the same value, and a grad_fn that conjugates wrongly still fails."""
+    from gradcheck.tf.runtime import tensorflow
+
+    tf = tensorflow()
+    report = _check(name, tf.Variable(tf.constant(POINT[0], tf.complex128)))
+    assert report.ok is ok, [c.message for c in report.checks if c.status != "pass"]
+    assert report.inputs[0].dtype == "complex128" and report.inputs[0].shape == (3,)
+
+
 def test_a_real_input_with_a_complex_output_passes() -> None:
     report = _check("embed", np.array([0.5, 1.0]))
     assert report.ok

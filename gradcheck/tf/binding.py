@@ -93,7 +93,10 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> tuple[Slo
                 Slot(argument.name, argument.position, keyword, tensor, True, target,
                      tuple(tensor.shape), own_dtype=_own_dtype(argument.value))
             )
-        elif _is_complex(value) and not isinstance(value, tf.Variable):
+        elif _is_complex(value):
+            # A complex tf.Variable too: f gets its value as a complex tensor, built from the
+            # (real, imaginary) parts gradcheck watches (a variable copied from them would cut
+            # the path).
             parts = dtype or COMPLEX_PARTS[_own_dtype(argument.value)]
             tensor = tf.cast(as_parts(tf.convert_to_tensor(value)), parts)
             slots.append(
