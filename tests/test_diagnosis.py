@@ -177,7 +177,7 @@ def test_a_cut_on_a_variable_argument_is_located() -> None:
     cut = findings(report, "graph-break")
     assert [c.status for c in cut] == ["fail"]
     assert "tf.stop_gradient blocks the gradient from v" in cut[0].message
-    assert str(cut[0].location).endswith("test_diagnosis.py:173")
+    assert str(cut[0].location).endswith("test_diagnosis.py:176")
 
 
 def test_callable_api_still_finds_graph_breaks() -> None:

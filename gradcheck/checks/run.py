@@ -123,14 +123,19 @@ def _change(recording: Recording, diff_outputs: Sequence[int], index: int,
         moved = flatten_outputs(recording.program.call_at({index: value}))
     except (Exception, SystemExit):
         return None
-    with np.errstate(invalid="ignore", over="ignore"):
-        changes = [np.abs(np.asarray(moved[k].tensor, dtype=np.float64)
-                          - np.asarray(recording.outputs[k].tensor, dtype=np.float64))
-                   for k in diff_outputs]
     if all(np.array_equal(np.asarray(moved[k].tensor), np.asarray(recording.outputs[k].tensor))
            for k in diff_outputs):
         return 0.0
-    return max(float(np.nanmax(c, initial=0.0)) for c in changes) or float("inf")
+    largest = 0.0
+    for k in diff_outputs:
+        now = np.asarray(moved[k].tensor, dtype=np.float64)
+        then = np.asarray(recording.outputs[k].tensor, dtype=np.float64)
+        if now.shape != then.shape:
+            return float("inf")
+        with np.errstate(invalid="ignore", over="ignore"):
+            gap = np.abs(now - then)
+        largest = max(largest, float(np.max(gap, where=np.isfinite(gap), initial=0.0)))
+    return largest or float("inf")  # a change only where values are not finite
 
 
 def _sizing_dtype(recording: Recording, diff_outputs: Sequence[int]) -> tuple[str, Note | None]:
