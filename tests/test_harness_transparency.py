@@ -169,7 +169,8 @@ def test_a_gradient_finite_in_the_users_dtype_is_still_checked_in_float64() -> N
 
 
 @pytest.mark.parametrize(("function", "point"), [
-    ("quadratic_slightly_wrong", [[1.0], [1.0]]), ("stationary_offset", [1.0, 1.0])])
+    ("quadratic_slightly_wrong", [[1.0], [1.0]]), ("stationary_offset", [1.0, 1.0]),
+    ("stationary_offset", [1.0, 3.0])])
 def test_a_symmetric_or_stationary_point_is_not_float32_rounding(function: str,
                                                                  point: list[object]) -> None:
     """f unmoved by a 1e-10 step because the step is orthogonal to its gradient, or because f

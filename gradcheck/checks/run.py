@@ -30,7 +30,7 @@ from gradcheck.evidence.notes import (
     RoundsToFloat32,
 )
 from gradcheck.load.inputs import NamedArgument, resolve_upstreams
-from gradcheck.numerics.tolerances import tolerance_for
+from gradcheck.numerics.tolerances import machine_eps, tolerance_for
 from gradcheck.options import CheckOptions
 from gradcheck.report import Kind, Report, TensorInfo
 from gradcheck.tf.binding import prepare
@@ -86,12 +86,14 @@ def _lowest_precision(dtypes: Sequence[str]) -> str:
 
 def _rounds_to_float32(recording: Recording, diff_outputs: Sequence[int]) -> str | None:
     """The float64 argument that f rounds to float32 inside (a float32 Keras Input layer, a
-    tf.cast): moved far less than float32 can resolve, no output changes at all, while moves
-    float32 resolves change them in proportion (else f does not depend on it here, an
-    argument only a grad_fn reads, a relu that is off; or f is stationary along the move, its
-    change then second order)."""
+    tf.cast): moved far less than float32 can resolve, no output changes at all, though a
+    float64 f would have moved (else f does not depend on it here, an argument only a grad_fn
+    reads, a relu that is off; or f is stationary along the move)."""
     program = recording.program
     rng = np.random.default_rng(ROUNDING_PROBE_SEED)
+    resolution = 4.0 * machine_eps("float64") * max(
+        float(np.max(np.abs(np.asarray(recording.outputs[k].tensor, dtype=np.float64)),
+                     initial=0.0)) for k in diff_outputs)
     for index, slot in enumerate(program.slots):
         if not (slot.differentiable and slot.argument) or slot.dtype != "float64":
             continue
@@ -100,17 +102,33 @@ def _rounds_to_float32(recording: Recording, diff_outputs: Sequence[int]) -> str
         # symmetric point such as [1, 1] along [1, -1]).
         direction = rng.choice([-1.0, 1.0], size=x.shape) * rng.uniform(
             0.5, 1.5, size=x.shape) * np.maximum(np.abs(x), 1.0)
-        change = _change(recording, diff_outputs, index, x + 1e-10 * direction)
+        change = _change(recording, diff_outputs, index, x + TINY_MOVE * direction)
         if change is None:
             return None  # f raising off its point is found (and reported) by the checks
-        if change == 0.0:
-            one, two = (_change(recording, diff_outputs, index, x + step * direction)
-                        for step in (1e-4, 2e-4))
-            if one and two and 1.5 < two / one < 2.7:  # first order: f moves, rounded
-                return slot.name
+        if change == 0.0 and _would_have_moved(recording, diff_outputs, index, x, direction,
+                                               resolution):
+            return slot.name
     return None
 
 
+def _would_have_moved(recording: Recording, diff_outputs: Sequence[int], index: int,
+                      x: np.ndarray, direction: np.ndarray, resolution: float) -> bool:
+    """Whether moves that float32 resolves say a float64 f would have changed under the tiny
+    move: in proportion to the move (first order) by more than float64's resolution, or by
+    steps that follow no power of the move (float32's quantised values); not quadratically
+    (f is stationary along the move, its change below float64's resolution)."""
+    one, two = (_change(recording, diff_outputs, index, x + step * direction)
+                for step in (1e-4, 2e-4))
+    if not one or not two or not np.isfinite(one) or not np.isfinite(two):
+        return False  # f does not depend on the argument here (or not finitely)
+    ratio = two / one
+    if 1.5 < ratio < 2.7:
+        return one * TINY_MOVE / 1e-4 > resolution
+    return not 3.3 < ratio < 4.7
+
+
+# f moved by this relative amount: far below float32's resolution, far above float64's.
+TINY_MOVE = 1e-10
 # The rounding probe's own random stream (the move is the same on every run).
 ROUNDING_PROBE_SEED = 20_230_611
 
