@@ -93,7 +93,8 @@ def _(note: NonFiniteInOwnDtype) -> str:
     which = f"the gradient of {note.function}" if note.gradients else note.function
     return (f"{which} is NaN or infinite in {note.dtype}, the arguments' own dtype, and finite"
             f" in {note.tried}: checked in {note.dtype}, as it runs for you, with {note.dtype}"
-            " tolerances")
+            f" tolerances (--dtype {note.tried}, dtype=\"{note.tried}\" in the Python API,"
+            f" checks it in {note.tried})")
 
 
 @note_text.register
