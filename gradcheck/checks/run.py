@@ -91,9 +91,6 @@ def _rounds_to_float32(recording: Recording, diff_outputs: Sequence[int]) -> str
     reads, a relu that is off; or f is stationary along the move)."""
     program = recording.program
     rng = np.random.default_rng(ROUNDING_PROBE_SEED)
-    resolution = 4.0 * machine_eps("float64") * max(
-        float(np.max(np.abs(np.asarray(recording.outputs[k].tensor, dtype=np.float64)),
-                     initial=0.0)) for k in diff_outputs)
     for index, slot in enumerate(program.slots):
         if not (slot.differentiable and slot.argument) or slot.dtype != "float64":
             continue
@@ -105,14 +102,13 @@ def _rounds_to_float32(recording: Recording, diff_outputs: Sequence[int]) -> str
         change = _change(recording, diff_outputs, index, x + TINY_MOVE * direction)
         if change is None:
             return None  # f raising off its point is found (and reported) by the checks
-        if change == 0.0 and _would_have_moved(recording, diff_outputs, index, x, direction,
-                                               resolution):
+        if change == 0.0 and _would_have_moved(recording, diff_outputs, index, x, direction):
             return slot.name
     return None
 
 
 def _would_have_moved(recording: Recording, diff_outputs: Sequence[int], index: int,
-                      x: np.ndarray, direction: np.ndarray, resolution: float) -> bool:
+                      x: np.ndarray, direction: np.ndarray) -> bool:
     """Whether moves that float32 resolves say a float64 f would have changed under the tiny
     move: in proportion to the move (first order) by more than float64's resolution, or by
     steps that follow no power of the move (float32's quantised values); not quadratically
@@ -123,6 +119,9 @@ def _would_have_moved(recording: Recording, diff_outputs: Sequence[int], index: 
         return False  # f does not depend on the argument here (or not finitely)
     ratio = two / one
     if 1.5 < ratio < 2.7:
+        resolution = 4.0 * machine_eps("float64") * max(
+            float(np.max(np.abs(np.asarray(recording.outputs[k].tensor, dtype=np.float64)),
+                         initial=0.0)) for k in diff_outputs)
         return one * TINY_MOVE / 1e-4 > resolution
     return not 3.3 < ratio < 4.7
 

@@ -232,12 +232,16 @@ def _trace(program: Program, slot_index: int) -> tuple[Any, CutSite | None, str 
     return None, None, f"tracing f with tf.function failed ({reason})"
 
 
+def _variable_handles(graph: Any, slot: Any) -> list[Any]:
+    """The graph's placeholders for a variable source's captured handle."""
+    return [internal for external, internal in graph.captures if external is slot.value.handle]
+
+
 def _starts(graph: Any, slot: Any) -> list[Any]:
     """Where the input enters the graph: its placeholder, or the reads of the variable."""
     if not slot.is_variable:
         return [graph.inputs[0]]
-    handles = [internal for external, internal in graph.captures
-               if external is slot.value.handle]
+    handles = _variable_handles(graph, slot)
     return [op.outputs[0] for op in graph.get_operations()
             if op.type == "ReadVariableOp" and any(op.inputs[0] is h for h in handles)]
 
@@ -247,8 +251,7 @@ def _overwritten(graph: Any, slot: Any) -> CutSite | None:
     entry (tape.gradient differentiates the value read after the assignment)."""
     if not slot.is_variable:
         return None
-    handles = [internal for external, internal in graph.captures
-               if external is slot.value.handle]
+    handles = _variable_handles(graph, slot)
     for op in graph.get_operations():
         if not any(t is h for t in op.inputs[:1] for h in handles):
             continue

@@ -89,6 +89,15 @@ def _installed_directories() -> tuple[str, ...]:
                                for key in ("purelib", "platlib") if key in paths))
 
 
+def installed_package(filename: str) -> str | None:
+    """The installed package (site-packages' top-level name) a file belongs to, if any."""
+    path = os.path.abspath(filename)
+    for directory in _installed_directories():
+        if path.startswith(directory):
+            return path[len(directory):].split(os.sep, 1)[0] or None
+    return None
+
+
 def is_installed(filename: str) -> bool:
     """Whether a file belongs to an installed package (site-packages), not the user's tree."""
     return os.path.abspath(filename).startswith(_installed_directories())

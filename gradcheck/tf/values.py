@@ -16,6 +16,7 @@ from gradcheck.evidence import Location
 from gradcheck.load.locations import innermost_user_frame, is_user_file
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
+from gradcheck.tf.site_lines import installed_package
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
 
@@ -65,9 +66,7 @@ def library_of(op: Any) -> str | None:
             continue
         if is_user_file(frame.filename):
             return None
-        parts = Path(frame.filename).parts
-        package = next((parts[i + 1] for i, part in enumerate(parts[:-1])
-                        if part in ("site-packages", "dist-packages")), None)
+        package = installed_package(frame.filename)
         if package is not None and package not in ("tensorflow", "keras", "gradcheck"):
             return package
     return None
