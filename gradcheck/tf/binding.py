@@ -20,6 +20,7 @@ from gradcheck.evidence.notes import (
 )
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.tf import instrument
+from gradcheck.tf.arrays import as_array
 from gradcheck.tf.program import (
     COMPLEX_PARTS,
     FLOAT_DTYPES,
@@ -139,7 +140,7 @@ class Gradients:
 
 def _finite(tensors: Sequence[Any]) -> bool:
     tf = tensorflow()
-    return all(t is None or bool(np.all(np.isfinite(np.asarray(tf.convert_to_tensor(t)))))
+    return all(t is None or bool(np.all(np.isfinite(as_array(tf.convert_to_tensor(t)))))
                for t in tensors)
 
 
@@ -181,13 +182,26 @@ def _non_finite_in_own_dtype(function: Callable[..., Any], programs: Sequence[Pr
 def _candidate_programs(function: Callable[..., Any], named: Sequence[NamedArgument],
                         dtype_mode: str, evaluation: Evaluation) -> list[Program]:
     programs: list[Program] = []
-    for dtype in _candidate_dtypes(dtype_mode):
+    for dtype in _candidate_dtypes(dtype_mode) + _policy_dtypes(named):
         slots = _build_slots(named, dtype)
         program = Program(function, slots, replace(evaluation,
                                                    dtype=dtype or _common_dtype(slots)))
         if all(p.compute_dtype != program.compute_dtype for p in programs):
             programs.append(program)
     return programs
+
+
+def _policy_dtypes(named: Sequence[NamedArgument]) -> list[str | None]:
+    """The low-precision compute dtypes of Keras layers or models among the arguments (a
+    mixed_bfloat16 model): where f mixes their outputs with NumPy arguments, TensorFlow
+    converts those to the layer's dtype, as gradcheck's tensors in float32 would not be."""
+    found: list[str | None] = []
+    for argument in named:
+        policy = getattr(argument.value, "dtype_policy", None)
+        dtype = getattr(policy, "compute_dtype", None)
+        if callable(argument.value) and dtype in ("float16", "bfloat16") and dtype not in found:
+            found.append(dtype)
+    return found
 
 
 def _without_float_arguments(program: Program) -> None:

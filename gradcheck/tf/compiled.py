@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.tf.arrays import as_array
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.tf.traces import first_traced
@@ -107,7 +108,7 @@ def _vjp(program: Program, output_indices: Sequence[int], upstreams: Sequence[np
     shapes = [program.slots[i].shape for i in sources]
     count = len(output_indices)
     return CompiledVJP(
-        [None if g.shape == (0,) and shape != (0,) else np.asarray(g).reshape(shape)
+        [None if g.shape == (0,) and shape != (0,) else as_array(g).reshape(shape)
          for g, shape in zip(grads, shapes)],
-        [np.asarray(t) for t in grads[len(sources):len(sources) + count]],
+        [as_array(t) for t in grads[len(sources):len(sources) + count]],
         [t.dtype.name for t in grads[len(sources) + count:]])

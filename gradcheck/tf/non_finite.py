@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.evidence import Location
+from gradcheck.tf.arrays import as_array
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.tf.values import TracedValues, library_of, op_location, trace_values
@@ -224,6 +225,6 @@ def eager_non_finite(program: Program, output_indices: Sequence[int]) -> bool:
                               output_gradients=[tf.ones_like(t) for t in targets])
     except Exception:  # the checks report what raises
         return False
-    arrays = [np.asarray(t) for t in targets] + [
-        np.asarray(tf.convert_to_tensor(g)) for g in grads if g is not None]
+    arrays = [as_array(t) for t in targets] + [
+        as_array(tf.convert_to_tensor(g)) for g in grads if g is not None]
     return any(_bad(a) for a in arrays)

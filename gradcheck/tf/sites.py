@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.numerics import differences, tolerances
+from gradcheck.tf.arrays import as_array
 from gradcheck.tf.instrument import Site
 from gradcheck.tf.runtime import tensorflow
 
@@ -45,7 +46,7 @@ def site_vjp(site: Site, args: list[Any], index: int, upstream_seed: int = 1,
         return None
     if grad is None:
         return None
-    return np.asarray(grad), upstream, tuple(y.shape), tuple(x.shape)
+    return as_array(grad), upstream, tuple(y.shape), tuple(x.shape)
 
 
 def lacks_forward_mode(site: Site, args: list[Any], index: int,

@@ -14,6 +14,7 @@ import numpy as np
 
 from gradcheck.evidence import Location
 from gradcheck.load.locations import innermost_user_frame, is_user_file
+from gradcheck.tf.arrays import as_array
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.tf.site_lines import installed_package
@@ -186,7 +187,7 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
 def _collected(state: dict[str, Any], results: Sequence[Any], program: Program,
                sources: Sequence[int], seconds: float) -> TracedValues:
     ops = state["ops"]
-    traced = TracedValues(ops, {t.name: np.asarray(v) for t, v in zip(state["fetched"], results)},
+    traced = TracedValues(ops, {t.name: as_array(v) for t, v in zip(state["fetched"], results)},
                           state["start"], seconds=seconds,
                           index={op.name: i for i, op in enumerate(ops)})
     # Innermost first: a gradient function called inside another's records before it.
