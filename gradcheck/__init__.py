@@ -11,8 +11,9 @@ from gradcheck.report import VERSION as __version__
 if TYPE_CHECKING:
     from gradcheck.api import assert_gradients, check
     from gradcheck.report import CheckResult, Report
+    from gradcheck.watch import Watch
 
-__all__ = ["CheckResult", "Report", "__version__", "assert_gradients", "check"]
+__all__ = ["CheckResult", "Report", "__version__", "Watch", "assert_gradients", "check"]
 
 
 def _report_views() -> Any:
@@ -38,6 +39,10 @@ def __getattr__(name: str) -> Any:
         from gradcheck import api
 
         return getattr(api, name)
+    if name == "Watch":
+        from gradcheck.watch import Watch
+
+        return Watch
     if name in ("CheckResult", "Report"):
         from gradcheck import report
 

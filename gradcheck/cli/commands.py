@@ -15,6 +15,7 @@ from gradcheck.cli.flags import (
     check_options,
     explain_option,
     input_options,
+    option,
     output_options,
     run_timeout_option,
     upstream_option,
@@ -37,6 +38,7 @@ from gradcheck.errors import (
     LoadError,
     UsageError,
 )
+from gradcheck.options import SPECS
 from gradcheck.render.files import write_file
 from gradcheck.report import VERSION
 
@@ -191,6 +193,53 @@ def hessian(target: str, **options: Any) -> None:
     """The Hessian of a scalar f (Hessian-vector products for large inputs) vs finite
     differences of its gradient, block by block."""
     _run_single("hessian", target, options)
+
+
+@cli.command()
+@click.argument("snapshot", metavar="SNAPSHOT")
+@click.option("--path", default=".", show_default=True, metavar="DIR",
+              help="Put DIR first on sys.path to import the modules the snapshot names.")
+@click.option("--mode", type=click.Choice(("fast", "full", "auto")), default="fast",
+              show_default=True, help="full: the whole Jacobian of the loss (slow for a model).")
+@option(SPECS["timeout"])
+@click.option("--write-reports", is_flag=True,
+              help="Also store report.json and report.txt in the snapshot.")
+@output_options
+def replay(snapshot: str, **options: Any) -> None:
+    """The diagnosis of a snapshot that gradcheck.Watch wrote, again, in a fresh process."""
+    output_format = options["output_format"]
+    try:
+        from gradcheck import isolation
+        from gradcheck.load.snapshot import read_snapshot
+        from gradcheck.pipeline import check_snapshot, snapshot_options
+
+        read_snapshot(snapshot)  # missing, partial or altered: exit 2 before a worker starts
+        check_options = snapshot_options(options["mode"], options["timeout"])
+        isolation.prestart(1)
+        job = isolation.Job(check_snapshot, (snapshot, options["path"]), check_options,
+                            name="training loss", target=snapshot, timeout=options["timeout"],
+                            memory_limit=isolation.memory_cap(check_options.max_memory))
+        _warm_up(output_format)
+        result = isolation.run_jobs([job])[0]
+        if result.error is not None:
+            raise result.error
+        report = result.report
+        assert report is not None
+        text = formatted(report, output_format, "replay")
+        if options["output_file"]:
+            write_file(options["output_file"], text.encode())
+        if options["write_reports"]:
+            from pathlib import Path
+
+            from gradcheck.load.snapshot import write_report_files
+
+            write_report_files(Path(snapshot), formatted(report, "json", "replay"),
+                               formatted(report, "table", "replay"))
+    except GradcheckError as error:
+        sys.exit(report_error(error, output_format, options["show_traceback"], snapshot,
+                              options["output_file"]))
+    show(report, text, output_format, "replay", options)
+    sys.exit(int(report.exit_code))
 
 
 @cli.command()

@@ -1,0 +1,317 @@
+"""A training step watched from inside TensorFlow: the update gated on a finite loss and
+gradients (in-graph, so fit's tf.function, XLA and steps_per_execution keep running), the
+failing batch kept, and what a snapshot needs from Keras (save, reload, the training loss)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gradcheck.tf.arrays import as_array
+from gradcheck.tf.runtime import tensorflow
+
+# What the gate records (its `code` variable).
+NONE, NON_FINITE_LOSS, NON_FINITE_GRADIENT, NO_GRADIENT = 0, 1, 2, 3
+TRIGGER_KINDS = {NON_FINITE_LOSS: "non-finite-loss", NON_FINITE_GRADIENT: "non-finite-gradient",
+                 NO_GRADIENT: "no-gradient"}
+
+
+def keras_package(model: Any) -> str:
+    """The package a model belongs to: "tf_keras" or "keras" (Keras 3)."""
+    root = type(model).__module__.partition(".")[0]
+    for cls in type(model).__mro__:
+        module = cls.__module__.partition(".")[0]
+        if module in ("tf_keras", "keras"):
+            return module
+    return "tf_keras" if root == "tf_keras" else "keras"
+
+
+def weight_name(variable: Any) -> str:
+    """A weight's path (dense/kernel), as gradcheck's reports name it."""
+    path = getattr(variable, "path", None)
+    return str(path) if path else str(variable.name).split(":")[0]
+
+
+def is_loss_scale_optimizer(optimizer: Any) -> bool:
+    return type(optimizer).__name__ in ("LossScaleOptimizer", "LossScaleOptimizerV3")
+
+
+def loss_scale(optimizer: Any) -> float | None:
+    """The dynamic loss scale a LossScaleOptimizer holds now (None for another optimizer)."""
+    if not is_loss_scale_optimizer(optimizer):
+        return None
+    for attribute in ("dynamic_scale", "loss_scale"):
+        value = getattr(optimizer, attribute, None)
+        if value is not None and not callable(value):
+            return float(as_array(value))
+    return None
+
+
+class Gate:
+    """The watched run's state, in variables the training graph writes and the callback reads:
+    whether a step was stopped (`halted`), why, at which optimizer step, the first weight whose
+    gradient was not finite, and the batch of that step."""
+
+    def __init__(self, check_finite: bool) -> None:
+        tf = tensorflow()
+        self.check_finite = check_finite
+        with tf.init_scope():
+            self.halted = tf.Variable(False, trainable=False, name="gradcheck_halted")
+            self.code = tf.Variable(NONE, trainable=False, name="gradcheck_code")
+            self.step = tf.Variable(tf.constant(-1, tf.int64), trainable=False,
+                                    name="gradcheck_step")
+            self.first_bad = tf.Variable(-1, trainable=False, name="gradcheck_first_bad")
+            self.missing_reported = tf.Variable(False, trainable=False,
+                                                name="gradcheck_missing_reported")
+        self._stash: list[Any] = []
+        self._structure: Any = None
+
+    def verdict(self, loss: Any, gradients: Sequence[Any]) -> tuple[Any, Any]:
+        """(code, first non-finite gradient's index) of one step, as tensors."""
+        tf = tensorflow()
+        present = [(i, g) for i, g in enumerate(gradients) if g is not None]
+        code = tf.constant(NONE)
+        first_bad = tf.constant(-1)
+        if len(present) < len(gradients):
+            code = tf.where(self.missing_reported, NONE, NO_GRADIENT)
+        if self.check_finite and present:
+            finite = tf.stack([tf.reduce_all(tf.math.is_finite(_dense(g))) for _, g in present])
+            indices = tf.constant([i for i, _ in present])
+            bad = tf.logical_not(finite)
+            first_bad = tf.cond(tf.reduce_any(bad),
+                                lambda: tf.gather(indices, tf.argmax(tf.cast(bad, tf.int32),
+                                                                     output_type=tf.int32)),
+                                lambda: tf.constant(-1))
+            code = tf.where(tf.reduce_any(bad), NON_FINITE_GRADIENT, code)
+        if self.check_finite and loss is not None:
+            loss_finite = tf.reduce_all(tf.math.is_finite(tf.cast(loss, tf.float32)))
+            code = tf.where(loss_finite, code, NON_FINITE_LOSS)
+        return code, first_bad
+
+    def guarded(self, code: Any, first_bad: Any, iterations: Any,
+                apply: Callable[[], Any]) -> None:
+        """Run `apply` (the optimizer's update) unless this step triggers or an earlier one of
+        the same execution did; the first trigger is recorded."""
+        tf = tensorflow()
+
+        def record() -> Any:
+            self.halted.assign(True)
+            self.code.assign(code)
+            self.step.assign(tf.cast(iterations, tf.int64))
+            self.first_bad.assign(first_bad)
+            return tf.constant(True)
+
+        fires = tf.logical_and(code > 0, tf.logical_not(self.halted))
+        fired = tf.cond(fires, record, lambda: tf.constant(False))
+        with tf.control_dependencies([fired]):
+            go = tf.logical_not(self.halted.read_value())
+
+        def update() -> Any:
+            apply()
+            return tf.constant(True)
+
+        tf.cond(go, update, lambda: tf.constant(False))
+
+    def keep_batch(self, fired: Any, data: Any) -> None:
+        """Store the step's batch when this step fired (outside any XLA cluster)."""
+        tf = tensorflow()
+        leaves = tf.nest.flatten(data)
+        if self._structure is None:
+            self._structure = data
+            with tf.init_scope():
+                self._stash = [tf.Variable(tf.zeros([0], leaf.dtype), shape=tf.TensorShape(None),
+                                           trainable=False, name=f"gradcheck_batch_{i}")
+                               for i, leaf in enumerate(leaves)]
+
+        def store() -> Any:
+            for variable, leaf in zip(self._stash, leaves):
+                variable.assign(leaf)
+            return tf.constant(True)
+
+        tf.cond(fired, store, lambda: tf.constant(False))
+
+    def kept_batch(self) -> Any:
+        """The stored batch as NumPy arrays, in the step's own structure."""
+        tf = tensorflow()
+        return tf.nest.pack_sequence_as(self._structure, [as_array(v) for v in self._stash])
+
+    def trigger(self) -> tuple[int, int, int] | None:
+        """(code, optimizer step, first non-finite weight) when a step was stopped."""
+        if not bool(as_array(self.halted)):
+            return None
+        return int(as_array(self.code)), int(as_array(self.step)), int(as_array(self.first_bad))
+
+    def resume(self) -> None:
+        """Let the following steps update again (stop=False); a missing gradient is told once."""
+        if int(as_array(self.code)) == NO_GRADIENT:
+            self.missing_reported.assign(True)
+        self.halted.assign(False)
+        self.code.assign(NONE)
+
+
+def _dense(gradient: Any) -> Any:
+    values = getattr(gradient, "values", None)  # IndexedSlices
+    return gradient if values is None or hasattr(gradient, "numpy") else values
+
+
+@dataclass
+class _Patched:
+    owner: Any
+    name: str
+    had_own: bool
+    previous: Any
+
+
+class WatchedFit:
+    """Keras fit watched: the model's train_step, compute_loss and its optimizer's
+    apply_gradients are wrapped on the instances for the run, and put back after it."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.optimizer = model.optimizer
+        self.gate = Gate(check_finite=not is_loss_scale_optimizer(self.optimizer))
+        self._patches: list[_Patched] = []
+        self._loss: list[Any] = []
+        self.without_gradient: tuple[str, ...] = ()  # seen when fit's step was traced
+        self._jit = _jit_compiled(model)
+
+    def install(self) -> None:
+        tf = tensorflow()
+        model, optimizer, gate = self.model, self.optimizer, self.gate
+        compute_loss, apply_gradients = model.compute_loss, optimizer.apply_gradients
+        train_step = model.train_step
+
+        @functools.wraps(compute_loss)
+        def watched_loss(*args: Any, **kwargs: Any) -> Any:
+            loss = compute_loss(*args, **kwargs)
+            self._loss.append(loss)
+            return loss
+
+        @functools.wraps(apply_gradients)
+        def watched_apply(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
+            pairs = list(grads_and_vars)
+            self.without_gradient = tuple(weight_name(v) for g, v in pairs if g is None)
+            loss = self._loss[-1] if self._loss else None
+            code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
+            gate.guarded(code, first_bad, optimizer.iterations,
+                         lambda: apply_gradients(pairs, *args, **kwargs))
+            return optimizer.iterations
+
+        def inner(data: Any) -> Any:
+            self._loss.clear()
+            return train_step(data)
+
+        step = tf.function(inner, jit_compile=True) if self._jit else inner
+
+        def watched_step(data: Any) -> Any:
+            before = gate.halted.read_value()
+            with tf.control_dependencies([before]):
+                logs = step(data)
+            with tf.control_dependencies(tf.nest.flatten(logs)):
+                fired = tf.logical_and(gate.halted.read_value(), tf.logical_not(before))
+            gate.keep_batch(fired, data)
+            return logs
+
+        self._patch(model, "compute_loss", watched_loss)
+        self._patch(optimizer, "apply_gradients", watched_apply)
+        self._patch(model, "train_step", watched_step)
+        if self._jit:  # XLA compiles the step above; the batch is kept outside it
+            self._patch(model, "jit_compile", False)
+        model.train_function = None
+        model.make_train_function(force=True)  # fit made its own before on_train_begin
+
+    def _patch(self, owner: Any, name: str, value: Any) -> None:
+        had_own = name in vars(owner)
+        self._patches.append(_Patched(owner, name, had_own, vars(owner).get(name)))
+        if name == "jit_compile":
+            previous = owner.jit_compile
+            self._patches[-1].previous = previous
+            owner.jit_compile = value
+            return
+        setattr(owner, name, value)
+
+    def uninstall(self) -> None:
+        for patch in reversed(self._patches):
+            if patch.name == "jit_compile":
+                patch.owner.jit_compile = patch.previous
+            elif patch.had_own:
+                setattr(patch.owner, patch.name, patch.previous)
+            else:
+                with contextlib.suppress(AttributeError):
+                    delattr(patch.owner, patch.name)
+        self._patches.clear()
+        self.model.train_function = None
+
+
+def _jit_compiled(model: Any) -> bool:
+    value = getattr(model, "jit_compile", None)
+    if value is None:
+        value = getattr(model, "_jit_compile", None)
+    return value is True
+
+
+def custom_loop_verdict(loss: Any, gradients: Sequence[Any]) -> tuple[int, int]:
+    """(trigger code, first non-finite gradient's index) of an eager custom-loop step."""
+    if loss is not None and not np.all(np.isfinite(np.asarray(as_array(loss), np.float64))):
+        return NON_FINITE_LOSS, -1
+    for index, gradient in enumerate(gradients):
+        if gradient is not None and not np.all(np.isfinite(
+                np.asarray(as_array(_dense(gradient)), np.float64))):
+            return NON_FINITE_GRADIENT, index
+    if any(g is None for g in gradients):
+        return NO_GRADIENT, next(i for i, g in enumerate(gradients) if g is None)
+    return NONE, -1
+
+
+def in_graph() -> bool:
+    return not tensorflow().executing_eagerly()
+
+
+def save_model(model: Any, path: Path) -> None:
+    model.save(str(path))
+
+
+def weight_arrays(model: Any) -> dict[str, np.ndarray]:
+    """Every weight's value by path (readable without Keras)."""
+    arrays: dict[str, np.ndarray] = {}
+    for variable in model.weights:
+        name = weight_name(variable)
+        while name in arrays:
+            name += "_"
+        arrays[name] = as_array(variable)
+    return arrays
+
+
+def versions(package: str) -> dict[str, str]:
+    import platform
+
+    tf = tensorflow()
+    found = {"python": platform.python_version(), "tensorflow": tf.__version__,
+             "numpy": np.__version__}
+    with contextlib.suppress(Exception):  # a package without a version
+        found[package] = __import__(package).__version__
+    return found
+
+
+def load_model(package: str, path: Path, custom_objects: dict[str, Any]) -> Any:
+    """A snapshot's .keras file in safe mode (no lambda code is deserialised)."""
+    keras = __import__(package)
+    return keras.models.load_model(str(path), custom_objects=custom_objects, safe_mode=True,
+                                   compile=True)
+
+
+def compiled_training_loss(model: Any, x: Any, y: Any = None, sample_weight: Any = None) -> Any:
+    """The loss fit minimises: the model's compiled loss and its regularisation losses, in
+    training mode."""
+    y_pred = model(x, training=True)
+    try:
+        return model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
+                                  training=True)
+    except TypeError:  # tf-keras: compute_loss(x, y, y_pred, sample_weight)
+        return model.compute_loss(x, y, y_pred, sample_weight)

@@ -1,0 +1,380 @@
+"""gradcheck.Watch: a Keras callback (and one call per step of a custom loop) that catches the
+step where training breaks, keeps a snapshot of it and has it diagnosed in a worker process."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gradcheck.load import snapshot as format_
+from gradcheck.load.snapshot import Snapshot, Trigger
+
+# Consecutive steps a LossScaleOptimizer may skip before the run is said to be stuck, and the
+# scale below which loss scaling no longer helps (the unscaled gradient itself overflows).
+MAX_SKIPPED_STEPS = 20
+LOSS_SCALE_FLOOR = 1.0
+DIAGNOSIS_TIMEOUT = 600.0
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _writable_directory(directory: str | os.PathLike[str]) -> Path:
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"gradcheck.Watch: directory {str(path)!r} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"gradcheck.Watch: cannot create directory {str(path)!r}:"
+                         f" {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"gradcheck.Watch: directory {str(path)!r} is not writable")
+    return path
+
+
+def _module_of(obj: Any) -> dict[str, Any] | None:
+    """How replay imports the user's module that defines obj: by name, or by file for a script
+    run as __main__ (imported under its file's name, so its `if __name__ == "__main__"` block
+    does not run)."""
+    module = getattr(obj, "__module__", None) or getattr(type(obj), "__module__", None)
+    if not module or module.partition(".")[0] in ("keras", "tf_keras", "tensorflow",
+                                                  "builtins", "gradcheck"):
+        return None
+    source = sys.modules.get(module)
+    file = getattr(source, "__file__", None)
+    return {"module": module, "file": os.path.abspath(file) if file else None}
+
+
+class Watch:
+    """Watch training for the step whose gradient breaks: a non-finite loss or gradient, a
+    trainable weight with no gradient, a LossScaleOptimizer skipping step after step.
+
+    Give it to fit (`model.fit(x, y, callbacks=[gradcheck.Watch()])`, Keras 3 or tf-keras), or
+    call `watch.step(...)` once per step of a custom loop. On a trigger, before the update is
+    applied, it writes DIRECTORY/step-NNNNNN (the batch, the weights and optimizer state, what
+    rebuilds the loss, and gradcheck's diagnosis of that step), keeping the newest `keep`; with
+    `stop=True` training ends with the weights of the last good step.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str] = "gradcheck-snapshots", stop: bool = True,
+                 keep: int = 5, health: bool = False, tensorboard: str | None = None,
+                 diagnose: bool = True, timeout: float = DIAGNOSIS_TIMEOUT,
+                 log: Callable[[str], Any] = _stderr) -> None:
+        if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+            raise ValueError(f"gradcheck.Watch: keep must be a positive number, got {keep!r}")
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ValueError(f"gradcheck.Watch: timeout must be positive seconds, got {timeout!r}")
+        if health or tensorboard is not None:
+            raise NotImplementedError("gradcheck.Watch: health= and tensorboard= are not"
+                                      " available yet")
+        self.directory = _writable_directory(directory)
+        self.stop, self.keep, self.diagnose, self.timeout = stop, keep, diagnose, timeout
+        self.log = log
+        self.snapshots: list[Path] = []
+        self.stopped = False
+        self.model: Any = None
+        self.params: dict[str, Any] = {}
+        self._fit: Any = None
+        self._epoch: int | None = None
+        self._epoch_start = 0
+        self._skipped = 0
+        self._last_scale: float | None = None
+        self._loss_scale_told = False
+        # tf-keras's CallbackList reads these of every callback.
+        self._supports_tf_logs = True
+        self._chief_worker_only = None
+
+    # Keras callback protocol (duck-typed, so that one class serves Keras 3 and tf-keras).
+    def set_params(self, params: dict[str, Any]) -> None:
+        self.params = params
+
+    def set_model(self, model: Any) -> None:
+        self.model = model
+
+    def _implements_train_batch_hooks(self) -> bool:
+        return True
+
+    def _implements_test_batch_hooks(self) -> bool:
+        return False
+
+    def _implements_predict_batch_hooks(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("on_"):  # the hooks Watch has no use for
+            return _ignore
+        raise AttributeError(name)
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        from gradcheck.tf.training import WatchedFit
+
+        self.stopped = False
+        if self.model.optimizer is None:
+            raise ValueError("gradcheck.Watch: the model has no optimizer; compile it first")
+        _build_optimizer(self.model)
+        self._fit = WatchedFit(self.model)
+        self._fit.install()
+
+    def on_train_end(self, logs: Any = None) -> None:
+        if self._fit is not None:
+            self._fit.uninstall()
+            self._fit = None
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        from gradcheck.tf.arrays import as_array
+
+        self._epoch = epoch
+        self._epoch_start = int(as_array(self.model.optimizer.iterations))
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        from gradcheck.tf.training import TRIGGER_KINDS, loss_scale, weight_name
+
+        fit = self._fit
+        if fit is None:
+            return
+        found = fit.gate.trigger()
+        if found is not None:
+            code, step, first_bad = found
+            weights = self.model.trainable_weights
+            bad = (weight_name(weights[first_bad]),) if 0 <= first_bad < len(weights) else ()
+            if code == 3:
+                bad = fit.without_gradient
+            trigger = Trigger(TRIGGER_KINDS[code], _trigger_message(TRIGGER_KINDS[code], bad),
+                              bad)
+            x, y, sample_weight = _unpack(fit.gate.kept_batch())
+            self._caught(trigger, step, step - self._epoch_start, (x, y, sample_weight),
+                         {"kind": "compiled"}, "xy")
+            if self.stop:
+                self.model.stop_training = True
+            else:
+                fit.gate.resume()
+            return
+        scale = loss_scale(self.model.optimizer)
+        if scale is not None:
+            self._watch_loss_scale(scale, batch)
+
+    def _watch_loss_scale(self, scale: float, batch: int) -> None:
+        from gradcheck.tf.arrays import as_array
+
+        if self._last_scale is not None and scale < self._last_scale:
+            self._skipped += 1
+        elif self._last_scale is not None:
+            self._skipped = 0
+        self._last_scale = scale
+        stuck = self._skipped >= MAX_SKIPPED_STEPS or scale < LOSS_SCALE_FLOOR
+        if not stuck or self._loss_scale_told:
+            return
+        self._loss_scale_told = True
+        message = (f"the LossScaleOptimizer skipped {self._skipped} steps in a row; its loss"
+                   f" scale fell to {scale:g}" if self._skipped >= MAX_SKIPPED_STEPS else
+                   f"the loss scale fell to {scale:g}, below {LOSS_SCALE_FLOOR:g}: the gradient"
+                   " overflows even unscaled")
+        step = int(as_array(self.model.optimizer.iterations)) - 1
+        self.log(f"gradcheck.Watch: step {step}: {message} (no batch kept for this trigger:"
+                 " the skipped steps' gradients were not finite in float16)")
+        if self.stop:
+            self.model.stop_training = True
+
+    # The custom-loop entry point.
+    def step(self, model: Any, optimizer: Any, tape: Any, loss: Any, batch: Sequence[Any],
+             loss_fn: Callable[..., Any] | None = None) -> bool:
+        """One custom-loop step: the gradients of `loss` (taken on `tape`) for the model's
+        trainable weights, checked, then applied with `optimizer` unless they trigger. `batch`
+        is what `loss_fn(model, *batch)` (a module-level function) computes the loss from; it
+        rebuilds the loss for the diagnosis. Returns False when training should stop."""
+        from gradcheck.tf.arrays import as_array
+        from gradcheck.tf.training import TRIGGER_KINDS, custom_loop_verdict, in_graph, weight_name
+
+        if in_graph():
+            raise RuntimeError("gradcheck.Watch.step runs eagerly: call it outside"
+                               " tf.function (put the forward pass and loss in one)")
+        self.model = model
+        weights = model.trainable_variables
+        gradients = tape.gradient(loss, weights)
+        code, index = custom_loop_verdict(loss, gradients)
+        if code == 0 or (code == 3 and self._loss_scale_told):
+            optimizer.apply_gradients((g, v) for g, v in zip(gradients, weights)
+                                      if g is not None)
+            return True
+        names = ((weight_name(weights[index]),) if code != 3 else
+                 tuple(weight_name(v) for v, g in zip(weights, gradients) if g is None))
+        kind = TRIGGER_KINDS[code]
+        step = int(as_array(optimizer.iterations))
+        loss_spec = ({"kind": "function", **(_module_of(loss_fn) or {}),
+                      "qualname": getattr(loss_fn, "__qualname__", "")}
+                     if loss_fn is not None else {"kind": "compiled"})
+        structure = "args" if loss_fn is not None else "xy"
+        self._caught(Trigger(kind, _trigger_message(kind, names), names), step, None,
+                     tuple(batch), loss_spec, structure)
+        if code == 3:
+            self._loss_scale_told = True  # a missing gradient is told once
+            if not self.stop:
+                optimizer.apply_gradients((g, v) for g, v in zip(gradients, weights)
+                                          if g is not None)
+        if self.stop:
+            self.stopped = True
+        return not self.stop
+
+    def _caught(self, trigger: Trigger, step: int, batch_index: int | None,
+                batch: Sequence[Any], loss: dict[str, Any], structure: str) -> None:
+        where = f"step {step}" + (f" (epoch {self._epoch}, batch {batch_index})"
+                                  if self._epoch is not None and batch_index is not None else "")
+        self.log(f"gradcheck.Watch: {where}: {trigger.message}; update not applied")
+        try:
+            path = self._write(trigger, step, batch_index, batch, loss, structure)
+        except Exception as exc:
+            self.log(f"gradcheck.Watch: warning: could not write the snapshot of step {step}:"
+                     f" {type(exc).__name__}: {exc}")
+            return
+        self.snapshots = [p for p in self.snapshots if p.exists() and p != path] + [path]
+        self.log(f"gradcheck.Watch: snapshot {path}: {_finding(path)}"
+                 + ("; training stopped with the weights before this step" if self.stop else ""))
+
+    def _write(self, trigger: Trigger, step: int, batch_index: int | None,
+               batch: Sequence[Any], loss: dict[str, Any], structure: str) -> Path:
+        from gradcheck.tf.training import keras_package, save_model, versions, weight_arrays
+
+        model = self.model
+        package = keras_package(model)
+        final = self.directory / format_.step_directory_name(step)
+        partial = self.directory / f".{final.name}.partial-{os.getpid()}"
+        partial.mkdir()
+        try:
+            keys, arrays = _batch_arrays(batch, structure)
+            format_.save_arrays(partial / format_.BATCH_FILE, arrays)
+            format_.save_arrays(partial / format_.WEIGHTS_FILE, weight_arrays(model))
+            save_model(model, partial / format_.MODEL_FILE)
+            custom, modules = _user_objects(model, loss)
+            snap = format_.write_manifest(partial, Snapshot(
+                step=step, epoch=self._epoch, batch=batch_index, trigger=trigger,
+                keras=package, loss=loss, batch_keys=keys, batch_structure=structure,
+                modules=tuple(modules), custom_objects=custom, versions=versions(package)))
+            if self.diagnose:
+                self._diagnose(partial, snap)
+            format_.publish(partial, final)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        format_.prune(self.directory, self.keep)
+        return final
+
+    def _diagnose(self, directory: Path, snap: Snapshot) -> None:
+        """`gradcheck replay DIR --write-reports` in a fresh process, bounded by `timeout`."""
+        self.log(f"gradcheck.Watch: diagnosing step {snap.step} in a worker process...")
+        started = time.monotonic()
+        command = [sys.executable, "-m", "gradcheck", "replay", str(directory), "-q",
+                   "--write-reports"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout,
+                                  start_new_session=True, cwd=os.getcwd())
+        except subprocess.TimeoutExpired:
+            self.log(f"gradcheck.Watch: warning: the diagnosis of step {snap.step} did not finish"
+                     f" in {self.timeout:g}s; run `gradcheck replay {directory.name}` later")
+            return
+        if not (directory / format_.REPORT_JSON).is_file():
+            error = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            self.log(f"gradcheck.Watch: warning: the diagnosis of step {snap.step} failed"
+                     f" (exit {done.returncode}): {error}")
+            return
+        self.log(f"gradcheck.Watch: diagnosis done in {time.monotonic() - started:.1f}s")
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _build_optimizer(model: Any) -> None:
+    """Create the optimizer's slots before fit traces (they are created inside the gated update
+    otherwise)."""
+    optimizer = model.optimizer
+    build = getattr(optimizer, "build", None)
+    if callable(build) and not getattr(optimizer, "built", True) and model.trainable_weights:
+        with contextlib.suppress(Exception):  # tf-keras builds in apply_gradients anyway
+            build(model.trainable_weights)
+
+
+def _trigger_message(kind: str, weights: Sequence[str]) -> str:
+    named = f" for {', '.join(weights)}" if weights else ""
+    return {"non-finite-loss": "the loss is not finite",
+            "non-finite-gradient": f"the gradient{named} is not finite",
+            "no-gradient": f"no gradient{named} (Keras: 'Gradients do not exist for variables')",
+            }[kind]
+
+
+def _unpack(data: Any) -> tuple[Any, Any, Any]:
+    if isinstance(data, (tuple, list)):
+        items = list(data) + [None, None]
+        return items[0], items[1], items[2]
+    return data, None, None
+
+
+def _batch_arrays(batch: Sequence[Any], structure: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The batch's arrays by key: x, y, sample_weight (fit) or arg0, arg1... (a loss_fn's)."""
+    import numpy as np
+
+    from gradcheck.tf.arrays import as_array
+
+    names = ("x", "y", "sample_weight") if structure == "xy" else tuple(
+        f"arg{i}" for i in range(len(batch)))
+    arrays: dict[str, Any] = {}
+    for name, value in zip(names, batch):
+        if value is None:
+            continue
+        if isinstance(value, dict) or (isinstance(value, (list, tuple))
+                                       and not np.isscalar(value)
+                                       and all(hasattr(v, "shape") for v in value)):
+            raise ValueError(f"the batch's {name} is a nest of arrays; snapshots hold one array"
+                             " per argument for now")
+        arrays[name] = as_array(value)
+    return tuple(arrays), arrays
+
+
+def _user_objects(model: Any, loss: dict[str, Any]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The user's own classes in the model (custom layers, the model class, its loss) by name,
+    and the modules that define them."""
+    objects: list[Any] = [type(model)]
+    for layer in getattr(model, "_flatten_layers", lambda: [])():
+        objects.append(type(layer))
+    compiled_loss = getattr(model, "loss", None)
+    if callable(compiled_loss):
+        objects.append(compiled_loss if inspect.isfunction(compiled_loss)
+                       else type(compiled_loss))
+    custom: dict[str, str] = {}
+    modules: list[dict[str, Any]] = []
+    for obj in objects:
+        module = _module_of(obj)
+        if module is None:
+            continue
+        custom[obj.__name__] = f"{module['module']}:{obj.__qualname__}"
+        if module not in modules:
+            modules.append(module)
+    if loss.get("module") and {"module": loss["module"], "file": loss.get("file")} not in modules:
+        modules.append({"module": loss["module"], "file": loss.get("file")})
+    return custom, modules
+
+
+def _finding(path: Path) -> str:
+    """The diagnosis in a few words: the first failing finding, its location and message."""
+    try:
+        data = json.loads((path / format_.REPORT_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "not diagnosed (run `gradcheck replay` on it)"
+    for status in ("fail", "warn"):
+        for check in data.get("checks", []):
+            if check.get("status") == status:
+                where = f" at {check['location']}" if check.get("location") else ""
+                message = (check.get("message") or "").split("\n")[0]
+                return f"{status.upper()} {check['check']}{where}: {message}"
+    return "the diagnosis found nothing wrong at this step"
