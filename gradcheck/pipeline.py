@@ -162,7 +162,7 @@ def check_snapshot(directory: str, path: str, options: CheckOptions) -> Report:
     from gradcheck.load.snapshot import BATCH_FILE, MODEL_FILE, load_arrays, read_snapshot
     from gradcheck.load.target import resolve_attribute
     from gradcheck.tf.runtime import tensorflow
-    from gradcheck.tf.training import compiled_training_loss, load_model
+    from gradcheck.tf.training import load_model, training_loss
 
     snapshot = read_snapshot(directory)
     tensorflow()
@@ -185,7 +185,7 @@ def check_snapshot(directory: str, path: str, options: CheckOptions) -> Report:
         function = resolve_attribute(modules[loss["module"]], loss["module"], loss["qualname"])
         arguments = Arguments((model, *batch), {}, "snapshot")
     else:
-        function = compiled_training_loss
+        function = training_loss
         arguments = Arguments((model,), dict(zip(snapshot.batch_keys, batch)), "snapshot")
     label = f"{directory} (step {snapshot.step}: {snapshot.trigger.message})"
     return check_callable(function, lambda: arguments, options, label)

@@ -87,6 +87,7 @@ class Watch:
         self._fit: Any = None
         self._epoch: int | None = None
         self._epoch_start = 0
+        self._steps = 0  # training steps run (by fit or step()), skipped ones included
         self._skipped = 0
         self._last_scale: float | None = None
         self._loss_scale_told = False
@@ -123,10 +124,13 @@ class Watch:
             raise ValueError("gradcheck.Watch: the model has no optimizer; compile it first")
         _build_optimizer(self.model)
         self._fit = WatchedFit(self.model)
-        self._fit.install()
+        self._fit.install(self._steps)
 
     def on_train_end(self, logs: Any = None) -> None:
+        from gradcheck.tf.arrays import as_array
+
         if self._fit is not None:
+            self._steps = int(as_array(self._fit.gate.steps))
             self._fit.uninstall()
             self._fit = None
 
@@ -134,7 +138,7 @@ class Watch:
         from gradcheck.tf.arrays import as_array
 
         self._epoch = epoch
-        self._epoch_start = int(as_array(self.model.optimizer.iterations))
+        self._epoch_start = int(as_array(self._fit.gate.steps)) if self._fit else self._steps
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         from gradcheck.tf.training import TRIGGER_KINDS, loss_scale, weight_name
@@ -179,7 +183,7 @@ class Watch:
                    f" scale fell to {scale:g}" if self._skipped >= MAX_SKIPPED_STEPS else
                    f"the loss scale fell to {scale:g}, below {LOSS_SCALE_FLOOR:g}: the gradient"
                    " overflows even unscaled")
-        step = int(as_array(self.model.optimizer.iterations)) - 1
+        step = int(as_array(self._fit.gate.steps)) - 1 if self._fit else self._steps
         self.log(f"gradcheck.Watch: step {step}: {message} (no batch kept for this trigger:"
                  " the skipped steps' gradients were not finite in float16)")
         if self.stop:
@@ -192,7 +196,6 @@ class Watch:
         trainable weights, checked, then applied with `optimizer` unless they trigger. `batch`
         is what `loss_fn(model, *batch)` (a module-level function) computes the loss from; it
         rebuilds the loss for the diagnosis. Returns False when training should stop."""
-        from gradcheck.tf.arrays import as_array
         from gradcheck.tf.training import TRIGGER_KINDS, custom_loop_verdict, in_graph, weight_name
 
         if in_graph():
@@ -203,13 +206,15 @@ class Watch:
         gradients = tape.gradient(loss, weights)
         code, index = custom_loop_verdict(loss, gradients)
         if code == 0 or (code == 3 and self._loss_scale_told):
+            self._steps += 1
             optimizer.apply_gradients((g, v) for g, v in zip(gradients, weights)
                                       if g is not None)
             return True
         names = ((weight_name(weights[index]),) if code != 3 else
                  tuple(weight_name(v) for v, g in zip(weights, gradients) if g is None))
         kind = TRIGGER_KINDS[code]
-        step = int(as_array(optimizer.iterations))
+        step = self._steps
+        self._steps += 1
         loss_spec = ({"kind": "function", **(_module_of(loss_fn) or {}),
                       "qualname": getattr(loss_fn, "__qualname__", "")}
                      if loss_fn is not None else {"kind": "compiled"})

@@ -69,6 +69,9 @@ class Gate:
             self.first_bad = tf.Variable(-1, trainable=False, name="gradcheck_first_bad")
             self.missing_reported = tf.Variable(False, trainable=False,
                                                 name="gradcheck_missing_reported")
+            # Steps run, skipped ones included (the optimizer's iterations do not count those).
+            self.steps = tf.Variable(tf.constant(0, tf.int64), trainable=False,
+                                     name="gradcheck_steps")
         self._stash: list[Any] = []
         self._structure: Any = None
 
@@ -94,8 +97,7 @@ class Gate:
             code = tf.where(loss_finite, code, NON_FINITE_LOSS)
         return code, first_bad
 
-    def guarded(self, code: Any, first_bad: Any, iterations: Any,
-                apply: Callable[[], Any]) -> None:
+    def guarded(self, code: Any, first_bad: Any, apply: Callable[[], Any]) -> None:
         """Run `apply` (the optimizer's update) unless this step triggers or an earlier one of
         the same execution did; the first trigger is recorded."""
         tf = tensorflow()
@@ -103,7 +105,7 @@ class Gate:
         def record() -> Any:
             self.halted.assign(True)
             self.code.assign(code)
-            self.step.assign(tf.cast(iterations, tf.int64))
+            self.step.assign(self.steps)
             self.first_bad.assign(first_bad)
             return tf.constant(True)
 
@@ -181,8 +183,9 @@ class WatchedFit:
         self.without_gradient: tuple[str, ...] = ()  # seen when fit's step was traced
         self._jit = _jit_compiled(model)
 
-    def install(self) -> None:
+    def install(self, first_step: int) -> None:
         tf = tensorflow()
+        self.gate.steps.assign(first_step)
         model, optimizer, gate = self.model, self.optimizer, self.gate
         compute_loss, apply_gradients = model.compute_loss, optimizer.apply_gradients
         train_step = model.train_step
@@ -199,8 +202,7 @@ class WatchedFit:
             self.without_gradient = tuple(weight_name(v) for g, v in pairs if g is None)
             loss = self._loss[-1] if self._loss else None
             code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
-            gate.guarded(code, first_bad, optimizer.iterations,
-                         lambda: apply_gradients(pairs, *args, **kwargs))
+            gate.guarded(code, first_bad, lambda: apply_gradients(pairs, *args, **kwargs))
             return optimizer.iterations
 
         def inner(data: Any) -> Any:
@@ -216,6 +218,8 @@ class WatchedFit:
             with tf.control_dependencies(tf.nest.flatten(logs)):
                 fired = tf.logical_and(gate.halted.read_value(), tf.logical_not(before))
             gate.keep_batch(fired, data)
+            with tf.control_dependencies([fired]):
+                gate.steps.assign_add(1)
             return logs
 
         self._patch(model, "compute_loss", watched_loss)
@@ -306,7 +310,7 @@ def load_model(package: str, path: Path, custom_objects: dict[str, Any]) -> Any:
                                    compile=True)
 
 
-def compiled_training_loss(model: Any, x: Any, y: Any = None, sample_weight: Any = None) -> Any:
+def training_loss(model: Any, x: Any, y: Any = None, sample_weight: Any = None) -> Any:
     """The loss fit minimises: the model's compiled loss and its regularisation losses, in
     training mode."""
     y_pred = model(x, training=True)

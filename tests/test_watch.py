@@ -1,0 +1,165 @@
+"""gradcheck.Watch on real training runs (Keras 3 and tf-keras fit, XLA, steps_per_execution,
+a custom loop) and `gradcheck replay` on what it wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gradcheck
+from gradcheck.load.snapshot import read_snapshot
+
+TRAINING = Path(__file__).resolve().parent.parent / "fixtures" / "training"
+sys.path.insert(0, str(TRAINING))
+
+import euclidean_loss  # noqa: E402
+import gaussian_nll  # noqa: E402
+
+SQRT_LINE, LOG_LINE = 11, 19
+FAILING_ROW = 37  # row 5 of the batch of step 2
+
+
+def _fit(package: str = "keras", watch: object = None, loss: object = None, **options: object
+         ) -> object:
+    model = euclidean_loss.make_model(package, loss=loss or euclidean_loss.euclidean_loss,
+                                      **options)
+    x, y = euclidean_loss.data(None if loss is not None else FAILING_ROW)
+    model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0,
+              callbacks=[watch] if watch is not None else [])
+    return model
+
+
+@pytest.fixture(scope="module")
+def caught(tmp_path_factory: pytest.TempPathFactory) -> tuple[gradcheck.Watch, object]:
+    """One Keras 3 fit run whose step 2 has a NaN gradient, diagnosed."""
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path_factory.mktemp("snapshots"), log=lines.append)
+    model = _fit(watch=watch)
+    watch.lines = lines  # type: ignore[attr-defined]
+    return watch, model
+
+
+def test_fit_is_stopped_before_the_nan_update_with_a_diagnosed_snapshot(caught):
+    watch, model = caught
+    [snapshot] = watch.snapshots
+    assert snapshot.name == "step-000002"
+    saved = np.load(snapshot / "weights.npz")
+    [kernel] = model.get_weights()
+    assert np.isfinite(kernel).all()
+    np.testing.assert_array_equal(kernel, next(iter(saved.values())))
+    batch = np.load(snapshot / "batch.npz", allow_pickle=False)
+    assert batch["x"].shape == (16, 3) and not batch["x"][FAILING_ROW - 32].any()
+    manifest = read_snapshot(snapshot)
+    assert (manifest.step, manifest.epoch, manifest.batch) == (2, 0, 2)
+    assert manifest.trigger.kind == "non-finite-gradient"
+    report = json.loads((snapshot / "report.json").read_text())
+    [finding] = [c for c in report["checks"] if c["check"] == "non-finite"]
+    assert finding["status"] == "fail"
+    assert finding["location"].endswith(f"euclidean_loss.py:{SQRT_LINE}")
+    assert "Sqrt" in finding["message"] and "fix:" in finding["message"]
+    assert "Sqrt" in (snapshot / "report.txt").read_text()
+    assert any("snapshot" in line and f"euclidean_loss.py:{SQRT_LINE}" in line
+               for line in watch.lines)
+
+
+def test_replay_repeats_the_diagnosis_from_the_snapshot_alone(caught):
+    snapshot = caught[0].snapshots[0]
+    done = subprocess.run([sys.executable, "-m", "gradcheck", "replay", str(snapshot),
+                           "--format", "json"], capture_output=True, text=True, cwd="/")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert any(c["check"] == "non-finite" and c["status"] == "fail"
+               and c["location"].endswith(f"euclidean_loss.py:{SQRT_LINE}")
+               for c in report["checks"])
+
+
+def test_replay_refuses_an_altered_partial_or_missing_snapshot(caught, tmp_path):
+    import shutil
+
+    altered = tmp_path / "altered"
+    shutil.copytree(caught[0].snapshots[0], altered)
+    with open(altered / "batch.npz", "ab") as stream:
+        stream.write(b"\0")
+    partial = tmp_path / "partial"
+    shutil.copytree(caught[0].snapshots[0], partial)
+    (partial / "model.keras").unlink()
+    for path, words in ((altered, "was altered: batch.npz"), (partial, "partial: model.keras"),
+                        (tmp_path / "nowhere", "does not exist")):
+        done = subprocess.run([sys.executable, "-m", "gradcheck", "replay", str(path)],
+                              capture_output=True, text=True)
+        assert done.returncode == 2
+        assert done.stderr.strip().count("\n") == 0 and words in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("package", "options"), [
+    ("tf_keras", {}),
+    ("keras", {"jit_compile": True}),
+    ("keras", {"steps_per_execution": 3}),
+    ("tf_keras", {"jit_compile": True, "steps_per_execution": 2}),
+])
+def test_fit_is_caught_at_the_failing_step_in_every_setup(package, options, tmp_path):
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    model = _fit(package, watch, **options)
+    assert [p.name for p in watch.snapshots] == ["step-000002"]
+    batch = np.load(watch.snapshots[0] / "batch.npz")
+    assert not batch["x"][FAILING_ROW - 32].any()
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+    assert read_snapshot(watch.snapshots[0]).keras == package
+
+
+@pytest.mark.parametrize(("package", "options"), [("keras", {}), ("tf_keras", {"jit_compile": True})])
+def test_watching_a_correct_run_changes_no_weight_bit(package, options, tmp_path):
+    plain = _fit(package, loss=euclidean_loss.correct_loss, **options)
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    watched = _fit(package, watch, loss=euclidean_loss.correct_loss, **options)
+    assert watch.snapshots == []
+    for a, b in zip(plain.get_weights(), watched.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_custom_loop_is_caught_at_the_log_of_a_negative_variance(tmp_path):
+    watch = gradcheck.Watch(tmp_path, log=lambda line: None)
+    model = gaussian_nll.train(watch)
+    [snapshot] = watch.snapshots
+    assert snapshot.name == "step-000003" and watch.stopped
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+    report = json.loads((snapshot / "report.json").read_text())
+    [finding] = [c for c in report["checks"] if c["check"] == "non-finite"]
+    assert finding["location"].endswith(f"gaussian_nll.py:{LOG_LINE}")
+    assert "Log" in finding["message"]
+
+
+def test_stop_false_goes_on_and_keep_bounds_the_snapshots(tmp_path):
+    watch = gradcheck.Watch(tmp_path, stop=False, keep=1, diagnose=False, log=lambda line: None)
+    model = euclidean_loss.make_model()
+    x, y = euclidean_loss.data()
+    x[53], y[53] = 0.0, 0.0  # step 3 fails too
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[watch])
+    assert [p.name for p in watch.snapshots] == ["step-000003"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000003"]
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def test_a_directory_that_cannot_hold_snapshots_is_an_error_before_training(tmp_path):
+    file = tmp_path / "file"
+    file.write_text("")
+    with pytest.raises(ValueError, match="is not a directory"):
+        gradcheck.Watch(file)
+    with pytest.raises(ValueError, match="keep must be a positive number"):
+        gradcheck.Watch(tmp_path, keep=0)
+
+
+def test_a_snapshot_that_cannot_be_written_warns_and_leaves_nothing_partial(tmp_path):
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lines.append)
+    watch.model = euclidean_loss.make_model()
+    batch = (np.zeros((2, 3), object), None)  # an array snapshots cannot hold
+    watch._caught(gradcheck.watch.Trigger("non-finite-loss", "the loss is not finite"), 0, 0,
+                  batch, {"kind": "compiled"}, "xy")
+    assert watch.snapshots == [] and list(tmp_path.iterdir()) == []
+    assert any("warning: could not write the snapshot" in line for line in lines)
