@@ -165,6 +165,9 @@ def check_snapshot(directory: str, path: str, options: CheckOptions) -> Report:
     from gradcheck.tf.training import load_model, training_loss
 
     snapshot = read_snapshot(directory)
+    if MODEL_FILE not in snapshot.files:
+        raise LoadError(f"snapshot {directory} has no model to rebuild: it could not be saved"
+                        f" as .keras in training ({snapshot.diagnosis.get('model', 'unknown')})")
     tensorflow()
     modules = {entry["module"]: _user_module(entry, path) for entry in snapshot.modules}
     custom: dict[str, Any] = {}

@@ -247,7 +247,7 @@ class Watch:
 
     def _write(self, trigger: Trigger, step: int, batch_index: int | None,
                batch: Sequence[Any], loss: dict[str, Any], structure: str) -> Path:
-        from gradcheck.tf.training import keras_package, save_model, versions, weight_arrays
+        from gradcheck.tf.training import keras_package, versions, weight_arrays
 
         model = self.model
         package = keras_package(model)
@@ -258,13 +258,22 @@ class Watch:
             keys, arrays = _batch_arrays(batch, structure)
             format_.save_arrays(partial / format_.BATCH_FILE, arrays)
             format_.save_arrays(partial / format_.WEIGHTS_FILE, weight_arrays(model))
-            save_model(model, partial / format_.MODEL_FILE)
+            unsaved = _saved(model, partial / format_.MODEL_FILE)
+            if unsaved:
+                self.log(f"gradcheck.Watch: warning: the model could not be saved as .keras"
+                         f" ({unsaved}); the snapshot keeps its weights and batch, undiagnosed")
             custom, modules = _user_objects(model, loss)
             snap = format_.write_manifest(partial, Snapshot(
                 step=step, epoch=self._epoch, batch=batch_index, trigger=trigger,
                 keras=package, loss=loss, batch_keys=keys, batch_structure=structure,
-                modules=tuple(modules), custom_objects=custom, versions=versions(package)))
-            if self.diagnose:
+                modules=tuple(modules), custom_objects=custom, versions=versions(package),
+                diagnosis={"model": unsaved} if unsaved else {}))
+            bad_data = _non_finite_data(arrays)
+            if bad_data:
+                self.log(f"gradcheck.Watch: {bad_data}")
+                format_.write_report_files(partial, json.dumps(
+                    {"ok": False, "exit_code": 2, "error": bad_data}) + "\n", bad_data + "\n")
+            elif self.diagnose and not unsaved:
                 self._diagnose(partial, snap)
             format_.publish(partial, final)
         except BaseException:
@@ -294,6 +303,19 @@ class Watch:
                      f" (exit {done.returncode}): {error}")
             return
         self.log(f"gradcheck.Watch: diagnosis done in {time.monotonic() - started:.1f}s")
+
+
+def _saved(model: Any, path: Path) -> str | None:
+    """Save the model as .keras; why not, when it cannot be (a subclassed model without
+    get_config)."""
+    from gradcheck.tf.training import save_model
+
+    try:
+        save_model(model, path)
+    except Exception as exc:
+        path.unlink(missing_ok=True)
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
 
 
 def _ignore(*args: Any, **kwargs: Any) -> None:
@@ -370,12 +392,30 @@ def _user_objects(model: Any, loss: dict[str, Any]) -> tuple[dict[str, str], lis
     return custom, modules
 
 
+def _non_finite_data(arrays: dict[str, Any]) -> str | None:
+    """The batch itself holding NaN or inf: then the data, not a gradient, is at fault."""
+    import numpy as np
+
+    for name, array in arrays.items():
+        if np.issubdtype(array.dtype, np.floating) or array.dtype.name == "bfloat16":
+            bad = ~np.isfinite(array.astype(np.float64))
+            if bad.any():
+                where = [int(i) for i in np.argwhere(bad)[0]]
+                return (f"the batch's {name} is not finite in {int(bad.sum())} element(s)"
+                        f" (first {array.astype(np.float64)[tuple(where)]} at {where}): the data,"
+                        " not a gradient, is at fault; clean the input pipeline (drop or impute"
+                        " the row; tf.debugging.check_numerics on the dataset finds them all)")
+    return None
+
+
 def _finding(path: Path) -> str:
     """The diagnosis in a few words: the first failing finding, its location and message."""
     try:
         data = json.loads((path / format_.REPORT_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return "not diagnosed (run `gradcheck replay` on it)"
+    if data.get("error"):
+        return str(data["error"]).split(":")[0]
     for status in ("fail", "warn"):
         for check in data.get("checks", []):
             if check.get("status") == status:

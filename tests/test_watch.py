@@ -163,3 +163,34 @@ def test_a_snapshot_that_cannot_be_written_warns_and_leaves_nothing_partial(tmp_
                   batch, {"kind": "compiled"}, "xy")
     assert watch.snapshots == [] and list(tmp_path.iterdir()) == []
     assert any("warning: could not write the snapshot" in line for line in lines)
+
+
+@pytest.mark.parametrize(("case", "step", "words"), [
+    ("saturating_softmax", 1, ("non-finite", "real_cases.py:10", "Log(0)")),
+    ("rounded_weight", 0, ("graph-break", "real_cases.py:45", "Round")),
+])
+def test_real_fit_reports_are_caught_and_explained_at_the_users_line(case, step, words, tmp_path):
+    import real_cases
+
+    model, x, y = getattr(real_cases, case)()
+    watch = gradcheck.Watch(tmp_path, log=lambda line: None)
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[watch])
+    [snapshot] = watch.snapshots
+    assert snapshot.name == f"step-{step:06d}"
+    report = json.loads((snapshot / "report.json").read_text())
+    kind, line, op = words
+    [finding] = [c for c in report["checks"] if c["check"] == kind]
+    assert finding["location"].endswith(line) and op in finding["message"]
+
+
+def test_a_batch_holding_inf_is_named_as_the_data_at_fault(tmp_path):
+    import real_cases
+
+    lines: list[str] = []
+    model, x, y = real_cases.inf_in_data()
+    watch = gradcheck.Watch(tmp_path, log=lines.append)
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[watch])
+    assert [p.name for p in watch.snapshots] == ["step-000003"]
+    assert any("the batch's x is not finite in 1 element(s) (first inf at [2, 2])" in line
+               for line in lines)
+    assert all(np.isfinite(w).all() for w in model.get_weights())

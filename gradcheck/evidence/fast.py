@@ -6,6 +6,7 @@ import dataclasses
 
 from gradcheck.evidence import Evidence, internal
 from gradcheck.evidence.connected import GradShape
+from gradcheck.evidence.gradients import NoGradient
 from gradcheck.evidence.notes import ModeReason
 
 
@@ -61,7 +62,7 @@ class ProjectedCut(BlockFailed):
 
 
 @dataclasses.dataclass(frozen=True)
-class ProjectedUnconnected(Evidence):
+class ProjectedUnconnected(NoGradient):
     """Autodiff gives None for `input`, and the projections agree nothing depends on it."""
 
     input: str = internal("")
