@@ -159,7 +159,13 @@ def check_snapshot(directory: str, path: str, options: CheckOptions) -> Report:
 
     from gradcheck.errors import LoadError
     from gradcheck.load.inputs import Arguments
-    from gradcheck.load.snapshot import BATCH_FILE, MODEL_FILE, load_arrays, read_snapshot
+    from gradcheck.load.snapshot import (
+        BATCH_FILE,
+        HEALTH_FILE,
+        MODEL_FILE,
+        load_arrays,
+        read_snapshot,
+    )
     from gradcheck.load.target import resolve_attribute
     from gradcheck.tf.runtime import tensorflow
     from gradcheck.tf.training import load_model, training_loss
@@ -191,4 +197,12 @@ def check_snapshot(directory: str, path: str, options: CheckOptions) -> Report:
         function = training_loss
         arguments = Arguments((model,), dict(zip(snapshot.batch_keys, batch)), "snapshot")
     label = f"{directory} (step {snapshot.step}: {snapshot.trigger.message})"
-    return check_callable(function, lambda: arguments, options, label)
+    report = check_callable(function, lambda: arguments, options, label)
+    if HEALTH_FILE not in snapshot.files:
+        return report
+    from gradcheck.checks.health import health_results
+
+    health = load_arrays(Path(directory) / HEALTH_FILE)
+    found = health_results([str(n) for n in health["names"].tolist()], health["norms"],
+                           health["zeros"])
+    return replace(report, checks=report.checks + tuple(found))

@@ -51,6 +51,7 @@ class Kind(Spelled):
     SECOND_ORDER = "second-order"
     HESSIAN = "hessian"
     NON_FINITE = "non-finite"
+    HEALTH = "health"
 
 
 STATUSES = tuple(Status)

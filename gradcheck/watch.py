@@ -3,7 +3,9 @@ step where training breaks, keeps a snapshot of it and has it diagnosed in a wor
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import importlib.util
 import inspect
 import json
 import os
@@ -22,6 +24,8 @@ from gradcheck.load.snapshot import Snapshot, Trigger
 MAX_SKIPPED_STEPS = 20
 LOSS_SCALE_FLOOR = 1.0
 DIAGNOSIS_TIMEOUT = 600.0
+# Steps of per-weight gradient norms a snapshot keeps (health=True).
+HEALTH_STEPS = 200
 
 
 def _stderr(line: str) -> None:
@@ -74,11 +78,19 @@ class Watch:
             raise ValueError(f"gradcheck.Watch: keep must be a positive number, got {keep!r}")
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ValueError(f"gradcheck.Watch: timeout must be positive seconds, got {timeout!r}")
-        if health or tensorboard is not None:
-            raise NotImplementedError("gradcheck.Watch: health= and tensorboard= are not"
-                                      " available yet")
+        if tensorboard is not None and not health:
+            raise ValueError("gradcheck.Watch: tensorboard= writes what health=True records;"
+                             " pass health=True too")
+        if tensorboard is not None and importlib.util.find_spec("tensorboard") is None:
+            raise ValueError("gradcheck.Watch: tensorboard= needs the tensorboard package"
+                             " (pip install tensorboard, or 'gradcheck[tensorboard]')")
         self.directory = _writable_directory(directory)
         self.stop, self.keep, self.diagnose, self.timeout = stop, keep, diagnose, timeout
+        self.health, self.tensorboard = health, tensorboard
+        self._history: collections.deque[tuple[int, Any, Any]] = collections.deque(
+            maxlen=HEALTH_STEPS)
+        self._board: Any = None
+        self._names: tuple[str, ...] = ()
         self.log = log
         self.snapshots: list[Path] = []
         self.stopped = False
@@ -117,14 +129,15 @@ class Watch:
         raise AttributeError(name)
 
     def on_train_begin(self, logs: Any = None) -> None:
-        from gradcheck.tf.training import WatchedFit
+        from gradcheck.tf.training import WatchedFit, weight_name
 
         self.stopped = False
         if self.model.optimizer is None:
             raise ValueError("gradcheck.Watch: the model has no optimizer; compile it first")
         _build_optimizer(self.model)
-        self._fit = WatchedFit(self.model)
+        self._fit = WatchedFit(self.model, health=self.health)
         self._fit.install(self._steps)
+        self._names = tuple(weight_name(v) for v in self.model.trainable_weights)
 
     def on_train_end(self, logs: Any = None) -> None:
         from gradcheck.tf.arrays import as_array
@@ -141,11 +154,15 @@ class Watch:
         self._epoch_start = int(as_array(self._fit.gate.steps)) if self._fit else self._steps
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        from gradcheck.tf.arrays import as_array
         from gradcheck.tf.training import TRIGGER_KINDS, loss_scale, weight_name
 
         fit = self._fit
         if fit is None:
             return
+        if self.health and fit.gate.norms is not None:
+            step = int(as_array(fit.gate.steps)) - 1
+            self._recorded(step, as_array(fit.gate.norms), as_array(fit.gate.zeros))
         found = fit.gate.trigger()
         if found is not None:
             code, step, first_bad = found
@@ -166,6 +183,15 @@ class Watch:
         scale = loss_scale(self.model.optimizer)
         if scale is not None:
             self._watch_loss_scale(scale, batch)
+
+    def _recorded(self, step: int, norms: Any, zeros: Any) -> None:
+        self._history.append((step, norms, zeros))
+        if self.tensorboard is not None:
+            if self._board is None:
+                from gradcheck.tf.training import HealthBoard
+
+                self._board = HealthBoard(self.tensorboard)
+            self._board.write(step, self._names, norms, zeros)
 
     def _watch_loss_scale(self, scale: float, batch: int) -> None:
         from gradcheck.tf.arrays import as_array
@@ -196,7 +222,13 @@ class Watch:
         trainable weights, checked, then applied with `optimizer` unless they trigger. `batch`
         is what `loss_fn(model, *batch)` (a module-level function) computes the loss from; it
         rebuilds the loss for the diagnosis. Returns False when training should stop."""
-        from gradcheck.tf.training import TRIGGER_KINDS, custom_loop_verdict, in_graph, weight_name
+        from gradcheck.tf.training import (
+            TRIGGER_KINDS,
+            custom_loop_verdict,
+            eager_health,
+            in_graph,
+            weight_name,
+        )
 
         if in_graph():
             raise RuntimeError("gradcheck.Watch.step runs eagerly: call it outside"
@@ -205,6 +237,9 @@ class Watch:
         weights = model.trainable_variables
         gradients = tape.gradient(loss, weights)
         code, index = custom_loop_verdict(loss, gradients)
+        if self.health:
+            self._names = tuple(weight_name(v) for v in weights)
+            self._recorded(self._steps, *eager_health(gradients))
         if code == 0 or (code == 3 and self._loss_scale_told):
             self._steps += 1
             optimizer.apply_gradients((g, v) for g, v in zip(gradients, weights)
@@ -258,6 +293,8 @@ class Watch:
             keys, arrays = _batch_arrays(batch, structure)
             format_.save_arrays(partial / format_.BATCH_FILE, arrays)
             format_.save_arrays(partial / format_.WEIGHTS_FILE, weight_arrays(model))
+            if self._history:
+                format_.save_arrays(partial / format_.HEALTH_FILE, self._health_arrays(step))
             unsaved = _saved(model, partial / format_.MODEL_FILE)
             if unsaved:
                 self.log(f"gradcheck.Watch: warning: the model could not be saved as .keras"
@@ -283,6 +320,15 @@ class Watch:
             raise
         format_.prune(self.directory, self.keep)
         return final
+
+    def _health_arrays(self, failing: int) -> dict[str, Any]:
+        import numpy as np
+
+        return {"names": np.asarray(self._names, dtype=str),
+                "steps": np.asarray([s for s, _, _ in self._history], np.int64),
+                "norms": np.stack([n for _, n, _ in self._history]),
+                "zeros": np.stack([z for _, _, z in self._history]),
+                "failing_step": np.asarray(failing, np.int64)}
 
     def _diagnose(self, directory: Path, snap: Snapshot) -> None:
         """`gradcheck replay DIR --write-reports` in a fresh process, bounded by `timeout`."""

@@ -194,3 +194,32 @@ def test_a_batch_holding_inf_is_named_as_the_data_at_fault(tmp_path):
     assert any("the batch's x is not finite in 1 element(s) (first inf at [2, 2])" in line
                for line in lines)
     assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def test_health_names_dead_relu_weights_draws_them_and_writes_tensorboard(tmp_path):
+    watch = gradcheck.Watch(tmp_path / "snapshots", health=True,
+                            tensorboard=str(tmp_path / "logs"), log=lambda line: None)
+    model = euclidean_loss.dead_relu_model()
+    x, y = euclidean_loss.data()
+    model.fit(np.abs(x), y, batch_size=16, epochs=1, shuffle=False, verbose=0,
+              callbacks=[watch])
+    [snapshot] = watch.snapshots
+    health = np.load(snapshot / "health.npz")
+    assert health["norms"].shape == (3, 2) and int(health["failing_step"]) == 2
+    np.testing.assert_array_equal(health["zeros"][:2], 0.5)
+    report = json.loads((snapshot / "report.json").read_text())
+    found = {c["input"]: c for c in report["checks"] if c["check"] == "health"}
+    hidden = str(health["names"][0])  # Keras names layers by creation order in the process
+    assert found[hidden]["status"] == "warn"
+    assert "is dead: 50% of its gradient elements" in found[hidden]["message"]
+    assert (snapshot / "health.png").stat().st_size > 0
+    assert list((tmp_path / "logs").glob("events.out.tfevents.*"))
+
+
+def test_health_judges_growth_and_vanishing_from_the_steps_before_the_failure():
+    from gradcheck.numerics.health import judge_health
+
+    norms = np.array([[1.0, 1e-9, 1.0], [1.0, 1e-9, 2.0], [1.0, 1e-9, 5e3], [np.nan] * 3])
+    zeros = np.zeros_like(norms)
+    states = [state for state, _ in judge_health(norms, zeros)]
+    assert states == ["healthy", "vanishing", "exploding"]

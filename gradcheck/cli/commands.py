@@ -129,6 +129,17 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
     sys.exit(int(report.exit_code))
 
 
+def _plot_health(snapshot: Any) -> None:
+    """health.png beside the reports, when the snapshot recorded health and matplotlib is here."""
+    from gradcheck.load.snapshot import HEALTH_FILE, HEALTH_PLOT, load_arrays
+    from gradcheck.render.health_plot import plot_health
+
+    if (snapshot / HEALTH_FILE).is_file():
+        health = load_arrays(snapshot / HEALTH_FILE)
+        plot_health(snapshot / HEALTH_PLOT, health["names"].tolist(), health["steps"],
+                    health["norms"], int(health["failing_step"]))
+
+
 def _progress_bar(output_format: str, no_color: bool) -> Any:
     """A rich bar on stderr for long work: only for tables, only on a terminal."""
     if output_format != "table" or not sys.stderr.isatty():
@@ -235,6 +246,7 @@ def replay(snapshot: str, **options: Any) -> None:
 
             write_report_files(Path(snapshot), formatted(report, "json", "replay"),
                                formatted(report, "table", "replay"))
+            _plot_health(Path(snapshot))
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], snapshot,
                               options["output_file"]))

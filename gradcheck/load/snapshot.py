@@ -22,6 +22,9 @@ MANIFEST = "snapshot.json"
 MODEL_FILE = "model.keras"
 BATCH_FILE = "batch.npz"
 WEIGHTS_FILE = "weights.npz"
+HEALTH_FILE = "health.npz"  # per-weight gradient norms of the last steps (health=True)
+HEALTH_PLOT = "health.png"
+DATA_FILES = (MODEL_FILE, BATCH_FILE, WEIGHTS_FILE, HEALTH_FILE)
 REPORT_JSON, REPORT_TEXT = "report.json", "report.txt"
 _STEP_NAME = re.compile(r"^step-(\d{6,})$")
 
@@ -101,7 +104,7 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
 
 def write_manifest(directory: Path, snapshot: Snapshot) -> Snapshot:
     """Checksum the files present and write snapshot.json (the last file of a snapshot's data)."""
-    files = {name: _sha256(directory / name) for name in (MODEL_FILE, BATCH_FILE, WEIGHTS_FILE)
+    files = {name: _sha256(directory / name) for name in DATA_FILES
              if (directory / name).is_file()}
     snapshot = Snapshot(**{**snapshot.__dict__, "files": files})
     _write_text(directory / MANIFEST, json.dumps(snapshot.as_json(), indent=2) + "\n")

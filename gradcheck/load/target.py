@@ -154,6 +154,8 @@ def _exec_file(file_part: str) -> ModuleType:
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise _import_failure(module_name, exc, file_part) from exc
+    if previous is not None and module_name in getattr(sys, "stdlib_module_names", ()):
+        sys.modules[module_name] = previous  # a json.py of the user's must not replace json
     return module
 
 

@@ -74,6 +74,24 @@ class Gate:
                                      name="gradcheck_steps")
         self._stash: list[Any] = []
         self._structure: Any = None
+        self.norms: Any = None  # per-weight gradient norms of the last step (health=True)
+        self.zeros: Any = None
+
+    def record_health(self, gradients: Sequence[Any]) -> None:
+        """Each gradient's norm and fraction of exactly-zero elements, into variables."""
+        tf = tensorflow()
+        norms = tf.stack([tf.constant(0.0) if g is None else
+                          tf.norm(tf.cast(_dense(g), tf.float32)) for g in gradients])
+        zeros = tf.stack([tf.constant(1.0) if g is None else tf.reduce_mean(
+            tf.cast(tf.equal(_dense(g), 0), tf.float32)) for g in gradients])
+        if self.norms is None:
+            with tf.init_scope():
+                self.norms = tf.Variable(tf.zeros([len(gradients)]), trainable=False,
+                                         name="gradcheck_norms")
+                self.zeros = tf.Variable(tf.zeros([len(gradients)]), trainable=False,
+                                         name="gradcheck_zeros")
+        self.norms.assign(norms)
+        self.zeros.assign(zeros)
 
     def verdict(self, loss: Any, gradients: Sequence[Any]) -> tuple[Any, Any]:
         """(code, first non-finite gradient's index) of one step, as tensors."""
@@ -174,8 +192,9 @@ class WatchedFit:
     """Keras fit watched: the model's train_step, compute_loss and its optimizer's
     apply_gradients are wrapped on the instances for the run, and put back after it."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, health: bool = False) -> None:
         self.model = model
+        self.health = health
         self.optimizer = model.optimizer
         self.gate = Gate(check_finite=not is_loss_scale_optimizer(self.optimizer))
         self._patches: list[_Patched] = []
@@ -202,6 +221,8 @@ class WatchedFit:
             self.without_gradient = tuple(weight_name(v) for g, v in pairs if g is None)
             loss = self._loss[-1] if self._loss else None
             code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
+            if self.health:
+                gate.record_health([g for g, _ in pairs])
             gate.guarded(code, first_bad, lambda: apply_gradients(pairs, *args, **kwargs))
             return optimizer.iterations
 
@@ -319,3 +340,34 @@ def training_loss(model: Any, x: Any, y: Any = None, sample_weight: Any = None) 
                                   training=True)
     except TypeError:  # tf-keras: compute_loss(x, y, y_pred, sample_weight)
         return model.compute_loss(x, y, y_pred, sample_weight)
+
+
+def eager_health(gradients: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """A custom-loop step's per-weight gradient norms and zero fractions."""
+    norms, zeros = [], []
+    for gradient in gradients:
+        if gradient is None:
+            norms.append(0.0)
+            zeros.append(1.0)
+            continue
+        value = np.asarray(as_array(_dense(gradient)), np.float64)
+        norms.append(float(np.linalg.norm(value)))
+        zeros.append(float(np.mean(value == 0)) if value.size else 1.0)
+    return np.asarray(norms, np.float32), np.asarray(zeros, np.float32)
+
+
+class HealthBoard:
+    """Per-weight gradient norms and zero fractions written to TensorBoard (what Keras's
+    removed `write_grads` gave)."""
+
+    def __init__(self, logdir: str) -> None:
+        self._writer = tensorflow().summary.create_file_writer(logdir)
+
+    def write(self, step: int, names: Sequence[str], norms: np.ndarray,
+              zeros: np.ndarray) -> None:
+        tf = tensorflow()
+        with self._writer.as_default(step=step):
+            for name, norm, zero in zip(names, norms, zeros):
+                tf.summary.scalar(f"gradient_norm/{name}", float(norm))
+                tf.summary.scalar(f"gradient_zero_fraction/{name}", float(zero))
+        self._writer.flush()
