@@ -93,68 +93,72 @@ class Gate:
         self.norms.assign(norms)
         self.zeros.assign(zeros)
 
-    def verdict(self, loss: Any, gradients: Sequence[Any]) -> tuple[Any, Any]:
-        """(code, first non-finite gradient's index) of one step, as tensors."""
+    def verdict(self, loss: Any, gradients: Sequence[Any]) -> tuple[Any, Callable[[], Any]]:
+        """The trigger code of one step, as a tensor, and how to find the first weight whose
+        gradient is not finite (run only on the rare triggered path)."""
         tf = tensorflow()
         present = [(i, g) for i, g in enumerate(gradients) if g is not None]
         code = tf.constant(NONE)
-        first_bad = tf.constant(-1)
         if len(present) < len(gradients):
             code = tf.where(self.missing_reported, NONE, NO_GRADIENT)
-        if self.check_finite and present:
-            finite = tf.stack([tf.reduce_all(tf.math.is_finite(_dense(g))) for _, g in present])
-            indices = tf.constant([i for i, _ in present])
-            bad = tf.logical_not(finite)
-            first_bad = tf.cond(tf.reduce_any(bad),
-                                lambda: tf.gather(indices, tf.argmax(tf.cast(bad, tf.int32),
-                                                                     output_type=tf.int32)),
-                                lambda: tf.constant(-1))
-            code = tf.where(tf.reduce_any(bad), NON_FINITE_GRADIENT, code)
-        if self.check_finite and loss is not None:
-            loss_finite = tf.reduce_all(tf.math.is_finite(tf.cast(loss, tf.float32)))
-            code = tf.where(loss_finite, code, NON_FINITE_LOSS)
+        if not (self.check_finite and present):
+            return code, lambda: tf.constant(-1)
+        bad = tf.logical_not(tf.stack([tf.reduce_all(tf.math.is_finite(_dense(g)))
+                                       for _, g in present]))
+        code = tf.where(tf.reduce_any(bad), NON_FINITE_GRADIENT, code)
+        if loss is not None:
+            code = tf.where(tf.reduce_all(tf.math.is_finite(tf.cast(loss, tf.float32))), code,
+                            NON_FINITE_LOSS)
+
+        def first_bad() -> Any:
+            index = tf.argmax(tf.cast(bad, tf.int32), output_type=tf.int32)
+            return tf.where(tf.reduce_any(bad),
+                            tf.gather(tf.constant([i for i, _ in present]), index), -1)
+
         return code, first_bad
 
-    def guarded(self, code: Any, first_bad: Any, apply: Callable[[], Any]) -> None:
+    def guarded(self, code: Any, first_bad: Callable[[], Any], apply: Callable[[], Any]) -> Any:
         """Run `apply` (the optimizer's update) unless this step triggers or an earlier one of
-        the same execution did; the first trigger is recorded."""
+        the same execution did; the first trigger is recorded. One tf.cond per step (as
+        LossScaleOptimizer's); returns whether this step fired."""
         tf = tensorflow()
+        fires = tf.logical_and(code > 0, tf.logical_not(self.halted))
 
         def record() -> Any:
-            self.halted.assign(True)
-            self.code.assign(code)
-            self.step.assign(self.steps)
-            self.first_bad.assign(first_bad)
+            self.code.assign(tf.where(fires, code, self.code))
+            self.step.assign(tf.where(fires, self.steps, self.step))
+            self.first_bad.assign(tf.where(fires, first_bad(), self.first_bad))
+            self.halted.assign(tf.logical_or(self.halted, fires))
             return tf.constant(True)
-
-        fires = tf.logical_and(code > 0, tf.logical_not(self.halted))
-        fired = tf.cond(fires, record, lambda: tf.constant(False))
-        with tf.control_dependencies([fired]):
-            go = tf.logical_not(self.halted.read_value())
 
         def update() -> Any:
             apply()
-            return tf.constant(True)
+            return tf.constant(False)
 
-        tf.cond(go, update, lambda: tf.constant(False))
+        tf.cond(tf.logical_or(code > 0, self.halted), record, update)
+        return fires
 
-    def keep_batch(self, fired: Any, data: Any) -> None:
-        """Store the step's batch when this step fired (outside any XLA cluster)."""
+    def _stash_for(self, data: Any) -> None:
         tf = tensorflow()
-        leaves = tf.nest.flatten(data)
         if self._structure is None:
             self._structure = data
             with tf.init_scope():
                 self._stash = [tf.Variable(tf.zeros([0], leaf.dtype), shape=tf.TensorShape(None),
                                            trainable=False, name=f"gradcheck_batch_{i}")
-                               for i, leaf in enumerate(leaves)]
+                               for i, leaf in enumerate(tf.nest.flatten(data))]
 
-        def store() -> Any:
-            for variable, leaf in zip(self._stash, leaves):
-                variable.assign(leaf)
-            return tf.constant(True)
+    def _store(self, data: Any) -> Any:
+        tf = tensorflow()
+        for variable, leaf in zip(self._stash, tf.nest.flatten(data)):
+            variable.assign(leaf)
+        return tf.constant(True)
 
-        tf.cond(fired, store, lambda: tf.constant(False))
+    def keep_batch(self, fired: Any, data: Any) -> None:
+        """Store the step's batch when this step fired (outside an XLA cluster, whose
+        variables' shapes cannot change)."""
+        tf = tensorflow()
+        self._stash_for(data)
+        tf.cond(fired, lambda: self._store(data), lambda: tf.constant(False))
 
     def kept_batch(self) -> Any:
         """The stored batch as NumPy arrays, in the step's own structure."""
@@ -199,6 +203,7 @@ class WatchedFit:
         self.gate = Gate(check_finite=not is_loss_scale_optimizer(self.optimizer))
         self._patches: list[_Patched] = []
         self._loss: list[Any] = []
+        self._fired: list[Any] = []
         self.without_gradient: tuple[str, ...] = ()  # seen when fit's step was traced
         self._jit = _jit_compiled(model)
 
@@ -223,22 +228,21 @@ class WatchedFit:
             code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
             if self.health:
                 gate.record_health([g for g, _ in pairs])
-            gate.guarded(code, first_bad, lambda: apply_gradients(pairs, *args, **kwargs))
+            self._fired.append(gate.guarded(
+                code, first_bad, lambda: apply_gradients(pairs, *args, **kwargs)))
             return optimizer.iterations
 
         def inner(data: Any) -> Any:
             self._loss.clear()
-            return train_step(data)
+            self._fired.clear()
+            logs = train_step(data)
+            return logs, self._fired[-1] if self._fired else tf.constant(False)
 
         step = tf.function(inner, jit_compile=True) if self._jit else inner
 
         def watched_step(data: Any) -> Any:
-            before = gate.halted.read_value()
-            with tf.control_dependencies([before]):
-                logs = step(data)
-            with tf.control_dependencies(tf.nest.flatten(logs)):
-                fired = tf.logical_and(gate.halted.read_value(), tf.logical_not(before))
-            gate.keep_batch(fired, data)
+            logs, fired = step(data)
+            gate.keep_batch(fired, data)  # outside XLA, whose variables cannot change shape
             with tf.control_dependencies([fired]):
                 gate.steps.assign_add(1)
             return logs
@@ -246,7 +250,7 @@ class WatchedFit:
         self._patch(model, "compute_loss", watched_loss)
         self._patch(optimizer, "apply_gradients", watched_apply)
         self._patch(model, "train_step", watched_step)
-        if self._jit:  # XLA compiles the step above; the batch is kept outside it
+        if self._jit:
             self._patch(model, "jit_compile", False)
         model.train_function = None
         model.make_train_function(force=True)  # fit made its own before on_train_begin
