@@ -223,3 +223,15 @@ def test_health_judges_growth_and_vanishing_from_the_steps_before_the_failure():
     zeros = np.zeros_like(norms)
     states = [state for state, _ in judge_health(norms, zeros)]
     assert states == ["healthy", "vanishing", "exploding"]
+
+
+def test_fit_under_mirrored_strategy_is_caught_with_the_whole_batch(tmp_path):
+    import os
+
+    done = subprocess.run([sys.executable, str(TRAINING / "mirrored_fit.py"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(TRAINING)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"snapshots": ["step-000002"], "batch_rows": 16, "zero_row_kept": True,
+                    "finite": True, "bitwise": True, "correct_snapshots": 0}

@@ -225,6 +225,10 @@ class WatchedFit:
             pairs = list(grads_and_vars)
             self.without_gradient = tuple(weight_name(v) for g, v in pairs if g is None)
             loss = self._loss[-1] if self._loss else None
+            if _in_replica_of_a_strategy():
+                self._fired.append(self._gated_across_replicas(pairs, loss, apply_gradients,
+                                                               args, kwargs))
+                return optimizer.iterations
             code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
             if self.health:
                 gate.record_health([g for g, _ in pairs])
@@ -242,9 +246,14 @@ class WatchedFit:
 
         def watched_step(data: Any) -> Any:
             logs, fired = step(data)
+            replicas = _in_replica_of_a_strategy()
+            if replicas:  # the whole batch, not this replica's share
+                context = tf.distribute.get_replica_context()
+                data = tf.nest.map_structure(lambda t: context.all_gather(t, axis=0), data)
             gate.keep_batch(fired, data)  # outside XLA, whose variables cannot change shape
-            with tf.control_dependencies([fired]):
-                gate.steps.assign_add(1)
+            if not replicas:  # counted once, across replicas, in _gated_across_replicas
+                with tf.control_dependencies([fired]):
+                    gate.steps.assign_add(1)
             return logs
 
         self._patch(model, "compute_loss", watched_loss)
@@ -254,6 +263,34 @@ class WatchedFit:
             self._patch(model, "jit_compile", False)
         model.train_function = None
         model.make_train_function(force=True)  # fit made its own before on_train_begin
+
+    def _gated_across_replicas(self, pairs: list[Any], loss: Any, apply_gradients: Any,
+                               args: Any, kwargs: Any) -> Any:
+        """The gate under a tf.distribute strategy: the optimizer's update synchronises the
+        replicas, so the cond around it must run in the cross-replica context (as
+        LossScaleOptimizer's does), on the worst verdict of any replica."""
+        tf = tensorflow()
+        gate = self.gate
+        gradients = [g for g, _ in pairs]
+
+        def code_of(gradients: Any, loss: Any) -> Any:
+            return gate.verdict(loss, gradients)[0]
+
+        def cross_replica(distribution: Any, gradients: Any, loss: Any) -> Any:
+            codes = distribution.extended.call_for_each_replica(code_of, args=(gradients, loss))
+            code = tf.reduce_max(tf.stack(distribution.experimental_local_results(codes)))
+
+            def apply(gradients: Any) -> None:
+                apply_gradients(list(zip(gradients, [v for _, v in pairs])), *args, **kwargs)
+
+            fired = gate.guarded(code, lambda: tf.constant(-1), lambda: (
+                distribution.extended.call_for_each_replica(apply, args=(gradients,))))
+            with tf.control_dependencies([fired]):
+                gate.steps.assign_add(1)
+            return fired
+
+        return tf.distribute.get_replica_context().merge_call(
+            cross_replica, args=(gradients, tf.constant(0.0) if loss is None else loss))
 
     def _patch(self, owner: Any, name: str, value: Any) -> None:
         had_own = name in vars(owner)
@@ -276,6 +313,13 @@ class WatchedFit:
                     delattr(patch.owner, patch.name)
         self._patches.clear()
         self.model.train_function = None
+
+
+def _in_replica_of_a_strategy() -> bool:
+    """Inside a replica of a strategy whose updates merge the replicas (MirroredStrategy)."""
+    tf = tensorflow()
+    return (tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context()
+            and not tf.__internal__.distribute.strategy_supports_no_merge_call())
 
 
 def _jit_compiled(model: Any) -> bool:
