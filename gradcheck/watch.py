@@ -194,8 +194,6 @@ class Watch:
             self._board.write(step, self._names, norms, zeros)
 
     def _watch_loss_scale(self, scale: float, batch: int) -> None:
-        from gradcheck.tf.arrays import as_array
-
         if self._last_scale is not None and scale < self._last_scale:
             self._skipped += 1
         elif self._last_scale is not None:
@@ -209,9 +207,16 @@ class Watch:
                    f" scale fell to {scale:g}" if self._skipped >= MAX_SKIPPED_STEPS else
                    f"the loss scale fell to {scale:g}, below {LOSS_SCALE_FLOOR:g}: the gradient"
                    " overflows even unscaled")
-        step = int(as_array(self._fit.gate.steps)) - 1 if self._fit else self._steps
-        self.log(f"gradcheck.Watch: step {step}: {message} (no batch kept for this trigger:"
-                 " the skipped steps' gradients were not finite in float16)")
+        fit = self._fit
+        recorded = fit.gate.last_recorded() if fit is not None else None
+        if fit is None or recorded is None:
+            self.log(f"gradcheck.Watch: {message}")
+        else:
+            x, y, sample_weight = _unpack(fit.gate.kept_batch())
+            step = recorded[1]
+            self._caught(Trigger("loss-scale", message + f"; the last skipped step was {step}"),
+                         step, step - self._epoch_start, (x, y, sample_weight),
+                         {"kind": "compiled"}, "xy")
         if self.stop:
             self.model.stop_training = True
 

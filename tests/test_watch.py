@@ -235,3 +235,29 @@ def test_fit_under_mirrored_strategy_is_caught_with_the_whole_batch(tmp_path):
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"snapshots": ["step-000002"], "batch_rows": 16, "zero_row_kept": True,
                     "finite": True, "bitwise": True, "correct_snapshots": 0}
+
+
+def test_a_collapsing_loss_scale_is_caught_with_the_last_skipped_batch(tmp_path):
+    """Regression targets beyond float16's range under mixed_float16 (SO 'loss scale keeps
+    falling'): every step overflows, the LossScaleOptimizer skips it and halves its scale."""
+    import keras
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, "relu"),
+                                  keras.layers.Dense(1)])
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    model.compile(optimizer="adam", loss="mse")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(512, 4)).astype("float32")
+    y = (rng.normal(size=(512, 1)) * 1e5).astype("float32")
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lines.append)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False, callbacks=[watch])
+    [snapshot] = watch.snapshots
+    manifest = read_snapshot(snapshot)
+    assert manifest.trigger.kind == "loss-scale" and "below 1" in manifest.trigger.message
+    assert snapshot.name == f"step-{manifest.step:06d}" and manifest.step >= 15
+    assert np.load(snapshot / "batch.npz")["y"].shape == (16, 1)

@@ -58,9 +58,11 @@ class Gate:
     whether a step was stopped (`halted`), why, at which optimizer step, the first weight whose
     gradient was not finite, and the batch of that step."""
 
-    def __init__(self, check_finite: bool) -> None:
+    def __init__(self, halts: bool = True) -> None:
         tf = tensorflow()
-        self.check_finite = check_finite
+        # False under a LossScaleOptimizer, which skips non-finite steps itself: a non-finite
+        # step is then recorded (with its batch) but never stopped.
+        self.halts = halts
         with tf.init_scope():
             self.halted = tf.Variable(False, trainable=False, name="gradcheck_halted")
             self.code = tf.Variable(NONE, trainable=False, name="gradcheck_code")
@@ -101,7 +103,7 @@ class Gate:
         code = tf.constant(NONE)
         if len(present) < len(gradients):
             code = tf.where(self.missing_reported, NONE, NO_GRADIENT)
-        if not (self.check_finite and present):
+        if not present:
             return code, lambda: tf.constant(-1)
         bad = tf.logical_not(tf.stack([tf.reduce_all(tf.math.is_finite(_dense(g)))
                                        for _, g in present]))
@@ -123,6 +125,8 @@ class Gate:
         LossScaleOptimizer's); returns whether this step fired."""
         tf = tensorflow()
         fires = tf.logical_and(code > 0, tf.logical_not(self.halted))
+        if not self.halts:
+            return self._recorded_beside(code, first_bad, apply, fires)
 
         def record() -> Any:
             self.code.assign(tf.where(fires, code, self.code))
@@ -137,6 +141,27 @@ class Gate:
 
         tf.cond(tf.logical_or(code > 0, self.halted), record, update)
         return fires
+
+    def _recorded_beside(self, code: Any, first_bad: Callable[[], Any], apply: Callable[[], Any],
+                         fires: Any) -> Any:
+        """Under a LossScaleOptimizer: its update always runs (it skips a non-finite step
+        itself); the last non-finite step is recorded, and its batch kept, for the callback."""
+        tf = tensorflow()
+        apply()
+
+        def record() -> Any:
+            self.code.assign(code)
+            self.step.assign(self.steps)
+            self.first_bad.assign(first_bad())
+            return tf.constant(True)
+
+        tf.cond(fires, record, lambda: tf.constant(False))
+        return fires
+
+    def last_recorded(self) -> tuple[int, int] | None:
+        """(code, step) of the last step recorded without stopping (a LossScaleOptimizer's)."""
+        code = int(as_array(self.code))
+        return (code, int(as_array(self.step))) if code else None
 
     def _stash_for(self, data: Any) -> None:
         tf = tensorflow()
@@ -200,7 +225,7 @@ class WatchedFit:
         self.model = model
         self.health = health
         self.optimizer = model.optimizer
-        self.gate = Gate(check_finite=not is_loss_scale_optimizer(self.optimizer))
+        self.gate = Gate(halts=not is_loss_scale_optimizer(self.optimizer))
         self._patches: list[_Patched] = []
         self._loss: list[Any] = []
         self._fired: list[Any] = []
