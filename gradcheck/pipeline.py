@@ -34,12 +34,13 @@ def preimport() -> None:
 
 
 def preload(threads: int | None = None) -> None:
-    """Import and start TensorFlow (with at most `threads` threads per pool) and what a check
-    needs, so that a check's time is its own."""
-    from gradcheck.tf.runtime import tensorflow
+    """Import TensorFlow (with at most `threads` threads per pool) and what a check needs, so
+    that a check's time is its own; TensorFlow starts (its first op) only once the user's module
+    is imported, which may configure its devices (every tf.distribute example does)."""
+    from gradcheck.tf.runtime import configure
 
     preimport()
-    tensorflow(threads)
+    configure(threads)
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,8 @@ def check_request(
     """Load, bind inputs, check. Raises GradcheckError subclasses for exit codes 2 and 3."""
     from gradcheck.load.inputs import parse_upstreams, resolve_arguments
     from gradcheck.load.target import load_attribute
-    from gradcheck.tf.runtime import tensorflow
 
     upstream = parse_upstreams(request.upstream_specs)
-    tensorflow()
 
     def arguments_for(target: Target) -> Arguments:
         return resolve_arguments(

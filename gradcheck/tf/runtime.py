@@ -110,15 +110,23 @@ def imported() -> Any:
 _started = False
 
 
+def configure(threads: int | None) -> None:
+    """Cap TensorFlow's thread pools before it starts (running no op, so that the user's module
+    may still set up its logical devices or memory growth when imported)."""
+    tf = imported()
+    if threads is not None and not _started:
+        with contextlib.suppress(RuntimeError):  # started by someone else already
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
 def tensorflow(threads: int | None = None) -> Any:
     """TensorFlow, imported and started quietly (its devices log their own lines on the first
     op); `threads`, on the first call only, caps its thread pools."""
     global _started
     tf = imported()
     if not _started:
-        if threads is not None:
-            tf.config.threading.set_intra_op_parallelism_threads(threads)
-            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        configure(threads)
         with silenced_stderr_fd():
             tf.constant(0.0) + 0.0
         _started = True
