@@ -187,3 +187,15 @@ def test_a_py_function_through_numpy_is_named_at_its_line() -> None:
 def test_a_real_float64_gradient_passes_in_an_explicit_float64() -> None:
     report = _check("real_dtypes", "hsv", dtype="float64")
     assert report.ok and report.inputs[0].dtype == "float64", str(report)
+
+
+@pytest.mark.parametrize(("name", "line"), [("ranks", 7), ("rank_loss", 11)])
+def test_an_integer_result_of_argsort_names_the_op_without_a_gradient(name: str,
+                                                                      line: int) -> None:
+    module = fixture_module("integer_rank_loss")
+    report = gradcheck.check(getattr(module, name), *module.ranks_inputs)
+    [cut] = report.checks
+    assert (cut.check, cut.status, cut.input) == ("graph-break", "fail", "x")
+    assert str(cut.location).endswith(f"integer_rank_loss.py:{line}")
+    assert "tf.argsort" in cut.message and "soft rank" in cut.message
+    assert report.exit_code == 1 and report.outputs[0].dtype == "int32"

@@ -32,7 +32,7 @@ from gradcheck.evidence.notes import (
 from gradcheck.load.inputs import NamedArgument, resolve_upstreams
 from gradcheck.numerics.tolerances import machine_eps, tolerance_for
 from gradcheck.options import CheckOptions
-from gradcheck.report import Kind, Report, TensorInfo
+from gradcheck.report import CheckResult, Kind, Report, TensorInfo
 from gradcheck.tf.binding import prepare
 from gradcheck.tf.gaps import lowest_precision_inside
 from gradcheck.tf.program import (
@@ -73,8 +73,25 @@ def _validate_outputs(recording: Recording, name: str) -> list[int]:
                          f" {tuple(empty[0].shape)}; every output needs at least one element")
     if not usable:
         reasons = "; ".join(f"{o.name} {o.reason}" for o in outputs)
-        raise InputError(f"{name} returns no floating-point tensor to differentiate: {reasons}")
+        raise IntegerOutputs(
+            f"{name} returns no floating-point tensor to differentiate: {reasons}", recording)
     return usable
+
+
+class IntegerOutputs(InputError):
+    """f returns only integer or boolean tensors (the ranks of tf.argsort, an argmax): no
+    gradient to check, but diagnosis can still say which op on the way gives none."""
+
+    def __init__(self, message: str, recording: Recording) -> None:
+        super().__init__(message)
+        self.recording = recording
+
+    def __reduce__(self) -> Any:  # sent to the parent process as the plain input error
+        return (InputError, (self.message,))
+
+    def report(self, target_label: str, checks: Sequence[CheckResult]) -> Report:
+        inputs, outputs = _tensor_infos(self.recording)
+        return Report(target=target_label, inputs=inputs, outputs=outputs, checks=tuple(checks))
 
 
 def _lowest_precision(dtypes: Sequence[str]) -> str:

@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gradcheck.checks.run import check_program
+from gradcheck.checks.run import IntegerOutputs, check_program
 from gradcheck.diagnosis.attribution import as_surrogate, blame, excuse
 from gradcheck.diagnosis.custom_gradients import merge_shape_findings
-from gradcheck.diagnosis.graph_breaks import graph_break_results
+from gradcheck.diagnosis.graph_breaks import graph_break_results, integer_output_cuts
 from gradcheck.diagnosis.non_finite import non_finite_results
 from gradcheck.diagnosis.sites import record_eager_calls, site_results
 from gradcheck.errors import InputError
@@ -24,7 +24,13 @@ from gradcheck.tf.observer import Observer, defines
 def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
              options: CheckOptions, label: str, observer: Observer | None = None) -> Report:
     """The full report: site and graph-break findings first, then the core checks."""
-    report, program = check_program(function, named, options, label)
+    try:
+        report, program = check_program(function, named, options, label)
+    except IntegerOutputs as integer:
+        cuts = integer_output_cuts(integer.recording.program)
+        if not cuts:
+            raise
+        return integer.report(label, cuts)
     if observer is not None:
         record_eager_calls(function, named, options, observer)
         _known_surrogates(options.surrogates, [site.name for site in observer.sites], label)

@@ -123,3 +123,14 @@ def graph_break_results(program: Program, checks: Sequence[CheckResult],
         if first is not None:
             annotated = _annotate(annotated, slot.name, CUT_SYMPTOMS, first)
     return found, annotated
+
+
+def integer_output_cuts(program: Program) -> list[CheckResult]:
+    """Where each differentiable source's path to f's integer outputs loses its gradient (the
+    op of tf.argsort, tf.argmax, a cast): f returns nothing a gradient could reach."""
+    found: list[CheckResult] = []
+    for index, slot in enumerate(program.slots):
+        if slot.differentiable:
+            found += [c for c in _cut_findings(program, index, True, no_gradient=True)
+                      if c.cause is not None]
+    return found

@@ -208,7 +208,10 @@ def _graph_of(call: Callable[..., Any], program: Program, slot_index: int) -> An
     slot = program.slots[slot_index]
 
     def leaves(result: Any) -> list[Any]:
-        return [leaf.tensor for leaf in flatten_outputs(result) if leaf.differentiable]
+        flat = flatten_outputs(result)
+        # f returning only integers (tf.argsort's ranks): the path to those is what is cut.
+        return [leaf.tensor for leaf in flat if leaf.differentiable] or [
+            leaf.tensor for leaf in flat if isinstance(leaf.tensor, tf.Tensor)]
 
     if slot.is_variable:
         return tf.function(lambda: leaves(call()), autograph=False).get_concrete_function().graph
