@@ -112,7 +112,8 @@ def test_fit_is_caught_at_the_failing_step_in_every_setup(package, options, tmp_
     assert read_snapshot(watch.snapshots[0]).keras == package
 
 
-@pytest.mark.parametrize(("package", "options"), [("keras", {}), ("tf_keras", {"jit_compile": True})])
+@pytest.mark.parametrize(("package", "options"),
+                         [("keras", {}), ("tf_keras", {"jit_compile": True})])
 def test_watching_a_correct_run_changes_no_weight_bit(package, options, tmp_path):
     plain = _fit(package, loss=euclidean_loss.correct_loss, **options)
     watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
