@@ -199,3 +199,13 @@ def test_an_integer_result_of_argsort_names_the_op_without_a_gradient(name: str,
     assert str(cut.location).endswith(f"integer_rank_loss.py:{line}")
     assert "tf.argsort" in cut.message and "soft rank" in cut.message
     assert report.exit_code == 1 and report.outputs[0].dtype == "int32"
+
+
+def test_tensorflows_own_gradient_raising_names_the_op_and_its_line() -> None:
+    module = fixture_module("tensorflow_gradient_raises")
+    report = gradcheck.check(module.gather_scalar, *module.gather_scalar_inputs)
+    [raised] = [c for c in report.checks if c.failed]
+    assert str(raised.location).endswith("tensorflow_gradient_raises.py:8")
+    assert raised.message.startswith("TensorFlow's own gradient of GatherNd at")
+    assert "registered gradient for GatherNd is at fault" in raised.message
+    assert "tf.gather_nd(x, [[i]])[0]" in raised.message

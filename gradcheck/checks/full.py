@@ -35,6 +35,7 @@ from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
 from gradcheck.report import Block, Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.batch import BatchEvaluator
 from gradcheck.tf.culprits import kink_site
+from gradcheck.tf.gradient_faults import tensorflow_gradient_fault
 from gradcheck.tf.program import OutputLeaf, Slot
 
 
@@ -172,9 +173,12 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
     if outcome.error is not None:
         analysis.shape_ok = False
         cause = _dtype_mix_cause(outcome.error_line, outcome.location)
+        fault = None if cause else tensorflow_gradient_fault(ctx.program, outcome.error)
         found.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
-                  evidence=GradientRaised(outcome.error_line, cause is not None),
-                  location=outcome.location, cause=cause, **where)
+                  evidence=GradientRaised(outcome.error_line, cause is not None,
+                                          fault.op if fault else None),
+                  location=fault.location if fault and fault.location else outcome.location,
+                  cause=cause, **where)
         return found
     if outcome.value is None:
         analysis.autodiff[k] = None

@@ -15,6 +15,8 @@ class GradientRaised(Evidence):
 
     error: str
     dtype_mix: bool = internal(False)
+    # The op whose gradient, TensorFlow's own (no custom gradient of f's on the way), raised.
+    tensorflow_op: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

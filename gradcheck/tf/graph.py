@@ -235,6 +235,12 @@ def _trace(program: Program, slot_index: int) -> tuple[Any, CutSite | None, str 
     return None, None, f"tracing f with tf.function failed ({reason})"
 
 
+def traced_graph(program: Program) -> Any:
+    """f traced with tf.function with respect to its first differentiable source, or None."""
+    index = next((i for i, s in enumerate(program.slots) if s.differentiable), None)
+    return None if index is None else _trace(program, index)[0]
+
+
 def _variable_handles(graph: Any, slot: Any) -> list[Any]:
     """The graph's placeholders for a variable source's captured handle."""
     return [internal for external, internal in graph.captures if external is slot.value.handle]

@@ -32,8 +32,27 @@ def raised_without_fix(evidence: GradientRaised, result: CheckResult) -> str:
             " or a float32 tf.Variable is float32 while the inputs are float64")
 
 
+# How to step around TensorFlow's own gradient of an op where it raises.
+_TENSORFLOW_GRADIENT_WORKAROUNDS = {
+    "GatherNd": "index so that the result keeps a dimension (tf.gather_nd(x, [[i]])[0]) or use"
+                " x[i] or tf.gather",
+    "EagerPyFunc": "return only floating-point values from the tf.py_function (cast integers"
+                   " outside it), or give it a tf.custom_gradient",
+}
+
+
 @sentence.register
 def _raised(evidence: GradientRaised, result: CheckResult) -> str:
+    if evidence.tensorflow_op is not None:
+        op = evidence.tensorflow_op
+        where = f" at {result.location}" if result.location else ""
+        workaround = _TENSORFLOW_GRADIENT_WORKAROUNDS.get(
+            op, f"compute it without {op}, or wrap it in a tf.custom_gradient with the gradient"
+                " you know")
+        return (f"TensorFlow's own gradient of {op}{where} raised {evidence.error} while"
+                f" computing the gradient of {result.output} with respect to {result.input}; f"
+                f" has no custom gradient there, so TensorFlow's registered gradient for {op} is"
+                f" at fault: {workaround}")
     said = raised_without_fix(evidence, result)
     if not evidence.dtype_mix or result.cause is None:
         return said
