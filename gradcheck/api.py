@@ -53,6 +53,7 @@ def check(
     surrogates: tuple[str, ...] = default("surrogates"),
     wrt: str = default("wrt"),
     order: int = default("order"),
+    loss_scale: float | str | None = default("loss_scale"),
     training: bool = default("training"),
     compiled: bool = default("compiled"),
     keep_blocks: bool = False,
@@ -65,8 +66,8 @@ def check(
     every tf.custom_gradient f calls is observed and also checked on its own, at its line.
     Without arguments, a TARGET's `<function>_inputs` provides them. `explain=True` adds
     what tape.gradient returns with and without output_gradients (Report.explain). `wrt`,
-    `order`, `training` and `compiled` mean what --wrt, --order, --training and
-    --compiled/--no-compiled mean; `keep_blocks=True` keeps the Jacobian blocks for
+    `order`, `training`, `compiled` and `loss_scale` mean what --wrt, --order, --training,
+    --compiled/--no-compiled and --loss-scale mean; `keep_blocks=True` keeps the Jacobian blocks for
     report.plot().
 
     `isolate=True` runs the check in a worker process, which survives TensorFlow crashing
@@ -79,6 +80,7 @@ def check(
         probes=probes, seed=seed, dtype=dtype, max_memory=max_memory,
         kinds=ALL_KINDS if kinds is None else frozenset(kinds), explain=explain,
         surrogates=frozenset(surrogates), wrt=wrt, order=order, training=training,
+        loss_scale=loss_scale,
         compiled=compiled, timeout=timeout, keep_blocks=keep_blocks,
     )
     call = (f, tuple(args), dict(kwargs or {}), path, instrument)

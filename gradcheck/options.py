@@ -103,6 +103,22 @@ def _memory(value: Any) -> str | None:
     return f"is {format_size(value)}, more than 1PiB" if value > MAX_MEMORY else None
 
 
+def _loss_scale(value: Any) -> str | None:
+    if value is None or value == "auto" or (_is_number(value) and 0 < value < math.inf):
+        return None
+    return f"must be a positive number or auto, got {value!r}"
+
+
+def _parse_loss_scale(text: str) -> Any:
+    cleaned = text.strip().lower()
+    if cleaned == "auto":
+        return "auto"
+    try:
+        return float(cleaned)
+    except ValueError:
+        return text
+
+
 def _name(value: Any) -> str | None:
     return None if isinstance(value, str) and value.strip() else f"must be a name, got {value!r}"
 
@@ -205,6 +221,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
           " one of them by name (e.g. dense/kernel).", rule=_name,
           metavar="inputs|variables|all|NAME", show_default=True),
     _spec("training", bool, False, "Call Keras layers and models with training=True."),
+    _spec("loss_scale", str, None, "Check the low-precision gradient of S·f as a"
+          " LossScaleOptimizer computes it (auto: the scale the model's LossScaleOptimizer"
+          " holds).", rule=_loss_scale, metavar="S|auto", parse=_parse_loss_scale),
     _spec("order", int, 1, "2 adds the second-order check (the derivative of the VJP).",
           choices=(1, 2), show_default=True),
     _spec("compiled", bool, True, "Also compare the VJP under tf.function and XLA (check only).",
@@ -253,6 +272,8 @@ class CheckOptions:
     compiled: bool = default("compiled")
     # 2 adds the second-order check (derivatives of the VJP).
     order: int = default("order")
+    # The loss scale of the precision check: a number, "auto" or None (1).
+    loss_scale: float | str | None = default("loss_scale")
     # Seconds the worker process running the check may take (the parent enforces it).
     timeout: float | None = default("timeout")
     # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).

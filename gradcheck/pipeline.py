@@ -120,13 +120,15 @@ def check_callable(function: Callable[..., Any], arguments: Callable[[], Argumen
     return replace(report, notes=tuple(notes) + report.notes) if notes else report
 
 
-def snapshot_options(mode: str = "fast", timeout: float | None = None) -> CheckOptions:
+def snapshot_options(mode: str = "fast", timeout: float | None = None,
+                     loss_scale: bool = False) -> CheckOptions:
     """What a training step's diagnosis checks: the trainable weights, in fast mode (a model
-    has thousands of them), without the XLA comparison (not the question at a failing step)."""
+    has thousands of them), without the XLA comparison (not the question at a failing step);
+    `loss_scale`: the gradient as the model's LossScaleOptimizer scales it."""
     from gradcheck.options import ALL_KINDS, CheckOptions
 
     return CheckOptions(kinds=ALL_KINDS, wrt="variables", mode=mode, training=True,
-                        compiled=False, timeout=timeout)
+                        compiled=False, timeout=timeout, loss_scale="auto" if loss_scale else None)
 
 
 def _user_module(entry: Mapping[str, Any], search_path: str) -> Any:

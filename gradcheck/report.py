@@ -52,6 +52,7 @@ class Kind(Spelled):
     HESSIAN = "hessian"
     NON_FINITE = "non-finite"
     HEALTH = "health"
+    PRECISION = "precision"
 
 
 STATUSES = tuple(Status)

@@ -224,8 +224,9 @@ def replay(snapshot: str, **options: Any) -> None:
         from gradcheck.load.snapshot import read_snapshot
         from gradcheck.pipeline import check_snapshot, snapshot_options
 
-        read_snapshot(snapshot)  # missing, partial or altered: exit 2 before a worker starts
-        check_options = snapshot_options(options["mode"], options["timeout"])
+        manifest = read_snapshot(snapshot)  # missing, partial or altered: exit 2 at once
+        check_options = snapshot_options(options["mode"], options["timeout"],
+                                         loss_scale=manifest.trigger.kind == "loss-scale")
         isolation.prestart(1)
         job = isolation.Job(check_snapshot, (snapshot, options["path"]), check_options,
                             name="training loss", target=snapshot, timeout=options["timeout"],

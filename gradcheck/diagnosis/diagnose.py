@@ -15,6 +15,7 @@ from gradcheck.diagnosis.non_finite import non_finite_results
 from gradcheck.diagnosis.sites import record_eager_calls, site_results
 from gradcheck.errors import InputError
 from gradcheck.evidence.diagnosis import SiteMistake
+from gradcheck.evidence.precision import PrecisionLoss
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report
@@ -56,7 +57,19 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     explained = {c.input for c in core if c.input} if wrong_sites or surrogates else set()
     breaks, core = graph_break_results(program, core, explained)
     non_finite, core = non_finite_results(program, core, options)
+    core = _overflows_located(core, non_finite)
     return replace(report, checks=tuple(sites + breaks + non_finite + core))
+
+
+def _overflows_located(checks: Sequence[CheckResult], non_finite: Sequence[CheckResult]
+                       ) -> list[CheckResult]:
+    """A low-precision gradient that overflows is at the line of the first op that turns
+    finite values into non-finite ones (the non-finite check's)."""
+    where = next((c.location for c in non_finite if c.location is not None), None)
+    return [replace(c, location=where) if c.check == Kind.PRECISION and c.failed
+            and where is not None and isinstance(c.evidence, PrecisionLoss)
+            and c.evidence.overflow > 0 and c.location is None
+            else c for c in checks]
 
 
 def _retold(result: CheckResult, sites: Sequence[CheckResult]) -> bool:

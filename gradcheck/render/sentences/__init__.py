@@ -95,4 +95,5 @@ import gradcheck.render.sentences.forward  # noqa: E402,F401
 import gradcheck.render.sentences.gradients  # noqa: E402,F401
 import gradcheck.render.sentences.health  # noqa: E402,F401
 import gradcheck.render.sentences.non_finite  # noqa: E402,F401
+import gradcheck.render.sentences.precision  # noqa: E402,F401
 import gradcheck.render.sentences.second_order  # noqa: E402,F401

@@ -1,0 +1,45 @@
+"""The precision check: where f computes in float16 or bfloat16, its gradient against the same
+computation in float32, per source."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradcheck.checks.context import CheckContext
+from gradcheck.evidence.precision import NoFloat32Copy, PrecisionLoss, UnfaithfulCopy
+from gradcheck.numerics.precision import faithful_copy, judge_precision
+from gradcheck.report import CheckResult, Kind, Status
+from gradcheck.tf.precision import low_precision, optimizer_loss_scale, precision_gradients
+
+
+def check_precision(ctx: CheckContext) -> list[CheckResult]:
+    """One finding per source that gets a gradient, when f computes in low precision."""
+    program = ctx.program
+    dtype = low_precision(program, [ctx.outputs[k].tensor for k in ctx.diff_outputs])
+    if dtype is None:
+        return []
+    scale = ctx.options.loss_scale
+    if scale == "auto":
+        scale = optimizer_loss_scale(program)
+    scale = float(scale) if isinstance(scale, (int, float)) else 1.0
+    compared = precision_gradients(program, ctx.diff_outputs, dtype, scale)
+    if compared is None:
+        return [CheckResult(Kind.PRECISION, Status.SKIP, evidence=NoFloat32Copy(dtype))]
+    if not faithful_copy(dtype, *compared.values):
+        return [CheckResult(Kind.PRECISION, Status.SKIP, evidence=UnfaithfulCopy(
+            dtype, *compared.values))]
+    found = []
+    largest = max((float(np.linalg.norm(r[np.isfinite(r)])) for r in compared.reference
+                   if r is not None), default=0.0)
+    for name, low, reference in zip(compared.names, compared.low, compared.reference):
+        if low is None or reference is None:
+            continue
+        verdict = judge_precision(dtype, low, reference, scale, largest)
+        found.append(CheckResult(
+            Kind.PRECISION, Status.PASS if verdict.ok else Status.FAIL, input=name,
+            max_rel_err=verdict.error, excess=verdict.error / verdict.allowed,
+            evidence=PrecisionLoss(dtype, verdict.underflow, verdict.subnormal,
+                                   verdict.overflow, verdict.error, verdict.allowed,
+                                   verdict.loss_scale, verdict.scaled_underflow,
+                                   verdict.bfloat16_serves, scale)))
+    return found

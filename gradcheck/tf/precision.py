@@ -1,0 +1,119 @@
+"""f's gradient in its own low precision (float16, bfloat16) and the same computation in
+float32: Keras layers among its arguments switched to the float32 policy, low-precision
+arguments cast to float32, the same weights."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gradcheck.tf.arrays import as_array
+from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.tf.runtime import tensorflow
+
+LOW_PRECISION = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class PrecisionGradients:
+    """Per source (program.sources order): its gradient in f's precision and in float32, both
+    of the (scaled) sum of f's differentiable outputs; `dtype` is f's low precision."""
+
+    dtype: str
+    names: tuple[str, ...]
+    low: tuple[np.ndarray | None, ...]
+    reference: tuple[np.ndarray | None, ...]
+    loss_scale: float
+    values: tuple[float, float] = (0.0, 0.0)  # f's (summed) value in each precision
+
+
+def _layers(program: Program) -> list[Any]:
+    """Every Keras layer f is or is given (a model TARGET, a model passed to a loss)."""
+    candidates = [getattr(program.function, "layer", program.function)]
+    candidates += [slot.value for slot in program.slots if not slot.differentiable]
+    found: list[Any] = []
+    for candidate in candidates:
+        flatten = getattr(candidate, "_flatten_layers", None)
+        if callable(flatten):
+            found += [layer for layer in flatten(include_self=True) if layer not in found]
+    return found
+
+
+def _compute_dtype(layer: Any) -> str | None:
+    policy = getattr(layer, "dtype_policy", None) or getattr(layer, "_dtype_policy", None)
+    return getattr(policy, "compute_dtype", None)
+
+
+def low_precision(program: Program, outputs: Sequence[Any]) -> str | None:
+    """The low precision f computes in: its arguments', its outputs', or its Keras layers'."""
+    dtypes = [slot.dtype for slot in program.slots if slot.differentiable]
+    dtypes += [str(getattr(getattr(o, "dtype", None), "name", "")) for o in outputs]
+    dtypes += [d for d in map(_compute_dtype, _layers(program)) if d]
+    return next((d for d in LOW_PRECISION if d in dtypes), None)
+
+
+@contextlib.contextmanager
+def _float32_layers(layers: Sequence[Any]) -> Iterator[None]:
+    saved = [(layer, layer.dtype_policy) for layer in layers if hasattr(layer, "dtype_policy")
+             and _compute_dtype(layer) in LOW_PRECISION]
+    try:
+        for layer, _ in saved:
+            layer.dtype_policy = "float32"
+        yield
+    finally:
+        for layer, policy in saved:
+            layer.dtype_policy = policy
+
+
+def _gradients(program: Program, diff_outputs: Sequence[int], scale: float,
+               replacements: dict[int, Any]
+               ) -> tuple[list[np.ndarray | None], list[str], float]:
+    tf = tensorflow()
+    sources = [i for i, s in enumerate(program.slots) if s.differentiable]
+    watched = {i: replacements.get(i, program.slots[i].value) for i in sources}
+    with tf.GradientTape() as tape:
+        for value in watched.values():
+            tape.watch(value)
+        leaves = flatten_outputs(program.call({i: v for i, v in watched.items()
+                                               if program.slots[i].argument}))
+        chosen = [leaves[k].tensor for k in diff_outputs]
+        total = tf.add_n([tf.reduce_sum(tf.cast(t, tf.float32)) for t in chosen])
+        scaled = total * scale if scale != 1.0 else total
+    gradients = tape.gradient(scaled, list(watched.values()))
+    arrays = [None if g is None else np.asarray(as_array(tf.convert_to_tensor(g)), np.float64)
+              / scale for g in gradients]
+    return arrays, [str(t.dtype.name) for t in chosen], float(as_array(total))
+
+
+def precision_gradients(program: Program, diff_outputs: Sequence[int], dtype: str,
+                        loss_scale: float = 1.0) -> PrecisionGradients | None:
+    """Both gradients, or None when f still computes in low precision with its layers in
+    float32 and its arguments cast (it casts to float16 itself: no float32 copy to compare)."""
+    tf = tensorflow()
+    low, _, value = _gradients(program, diff_outputs, loss_scale, {})
+    casts = {i: tf.cast(s.value, tf.float32) for i, s in enumerate(program.slots)
+             if s.differentiable and s.argument and s.dtype in LOW_PRECISION}
+    with _float32_layers(_layers(program)):
+        reference, dtypes, reference_value = _gradients(program, diff_outputs, 1.0, casts)
+    if any(d in LOW_PRECISION for d in dtypes):
+        return None
+    names = tuple(s.name for s in program.slots if s.differentiable)
+    return PrecisionGradients(dtype, names, tuple(low), tuple(reference), loss_scale,
+                              (value, reference_value))
+
+
+def optimizer_loss_scale(program: Program) -> float | None:
+    """The dynamic loss scale of a LossScaleOptimizer held by a Keras model among f's
+    arguments (--loss-scale auto)."""
+    for slot in program.slots:
+        optimizer = getattr(slot.value, "optimizer", None)
+        scale = getattr(optimizer, "dynamic_scale", None)
+        if scale is None:
+            scale = getattr(optimizer, "loss_scale", None)
+        if scale is not None and not callable(scale):
+            return float(as_array(scale))
+    return None
