@@ -189,9 +189,6 @@ MATRIX = [
     bad("returns-string-tensor", ("check", "bad/returns_string.py:f"),
         "f returns no floating-point tensor to differentiate: y is a tensor of dtype string;"
         " only floating-point outputs have gradients"),
-    bad("returns-integer-tensor", ("check", "bad/returns_int.py:f"),
-        "f returns no floating-point tensor to differentiate: y is a tensor of dtype int32;"
-        " only floating-point outputs have gradients"),
     bad("returns-python-string", ("check", "bad/returns_str.py:f"),
         "f returns no floating-point tensor to differentiate: y is a str, not a tensor"),
     bad("returns-empty-tuple", ("check", "bad/returns_empty.py:f"),
@@ -236,7 +233,8 @@ MATRIX = [
         "tool.gradcheck.check[1].target: missing"),
     bad("config-unknown-key", ("run", "--config", "{data}/unknown_key.toml"),
         "tool.gradcheck.check[0].atoll: unknown key; known keys are atol, command, compiled,"
-        " dtype, eps, input, inputs, mode, name, order, path, probes, rtol, seed, shape,"
+        " dtype, eps, input, inputs, loss_scale, mode, name, order, path, probes, rtol, seed,"
+        " shape,"
         " surrogate, target, timeout, training, upstream, wrt"),
     bad("config-nested-5000-deep", ("run", "--config", "{data}/deep.toml"),
         "cannot parse {data}/deep.toml as TOML: it is nested too deeply"),

@@ -383,10 +383,18 @@ def test_isolate_from_a_script_says_when_it_needs_a_main_guard(call: str, expect
     assert "bootstrapping" not in done.stderr
 
 
-def test_a_module_that_sets_up_logical_devices_at_import_is_checked(run_cli: Run) -> None:
+def test_a_module_that_sets_up_logical_devices_at_import_is_checked(tmp_path: Path) -> None:
     """Every tf.distribute example configures its devices when imported, which TensorFlow
-    refuses once it has started: the worker starts it only after the user's module."""
-    result = run_cli(["check", str(FIXTURES / "devices_at_import.py") + ":f",
-                      "-i", "[1.0, 2.0]", "-q", "--no-compiled"])
-    assert result.exit_code == 0, result.stderr
-    assert "passed" in result.stdout
+    refuses once it has started: the worker starts it only after the user's module (a fresh
+    `gradcheck check`, as a user runs it)."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "check", str(FIXTURES / "devices_at_import.py") + ":f",
+         "-i", "[1.0, 2.0]", "-q", "--no-compiled"], capture_output=True, text=True,
+        timeout=300, check=False, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
+    assert done.returncode == 0, done.stderr
+    assert "passed" in done.stdout

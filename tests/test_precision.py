@@ -59,3 +59,19 @@ def test_rounding_noise_of_a_gradient_zero_by_construction_is_no_failure() -> No
     low = np.array([2.7e-4, 0.0])
     assert judge_precision("float16", low, reference, peak=1.8).ok
     assert not judge_precision("float16", np.zeros(2), np.array([1e-6, 2e-6]), peak=2e-6).ok
+
+
+def test_a_hand_written_layer_norm_whose_float16_variance_overflows_fails(mixed) -> None:  # type: ignore[no-untyped-def]
+    report = gradcheck.check(mixed.normed_loss, *mixed.normed_inputs, wrt="variables",
+                             compiled=False)
+    [found] = [c for c in _precision(report) if c.input is None]
+    assert found.status == "fail" and "overflows or underflows in float16" in found.message
+
+
+def test_a_deep_stack_whose_float16_gradients_are_subnormal_is_a_warning(mixed) -> None:  # type: ignore[no-untyped-def]
+    report = gradcheck.check(mixed.deep_loss, *mixed.deep_inputs, wrt="variables",
+                             compiled=False, kinds=frozenset({"precision"}))
+    found = _precision(report)
+    assert found and not any(c.failed for c in found)
+    warned = [c for c in found if c.status == "warn"]
+    assert warned and "would underflow to 0" in warned[0].message

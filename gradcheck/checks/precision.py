@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcheck.checks.context import CheckContext
-from gradcheck.evidence.precision import NoFloat32Copy, PrecisionLoss, UnfaithfulCopy
+from gradcheck.evidence.precision import NoFloat32Copy, PrecisionLoss, ValueLost
 from gradcheck.numerics.precision import faithful_copy, judge_precision
 from gradcheck.report import CheckResult, Kind, Status
 from gradcheck.tf.precision import low_precision, optimizer_loss_scale, precision_gradients
@@ -22,11 +22,11 @@ def check_precision(ctx: CheckContext) -> list[CheckResult]:
     if scale == "auto":
         scale = optimizer_loss_scale(program)
     scale = float(scale) if isinstance(scale, (int, float)) else 1.0
-    compared = precision_gradients(program, ctx.diff_outputs, dtype, scale)
+    compared = precision_gradients(program, ctx.diff_outputs, ctx.upstreams, dtype, scale)
     if compared is None:
         return [CheckResult(Kind.PRECISION, Status.SKIP, evidence=NoFloat32Copy(dtype))]
     if not faithful_copy(dtype, *compared.values):
-        return [CheckResult(Kind.PRECISION, Status.SKIP, evidence=UnfaithfulCopy(
+        return [CheckResult(Kind.PRECISION, Status.FAIL, evidence=ValueLost(
             dtype, *compared.values))]
     found = []
     largest = max((float(np.linalg.norm(r[np.isfinite(r)])) for r in compared.reference
@@ -36,7 +36,8 @@ def check_precision(ctx: CheckContext) -> list[CheckResult]:
             continue
         verdict = judge_precision(dtype, low, reference, scale, largest)
         found.append(CheckResult(
-            Kind.PRECISION, Status.PASS if verdict.ok else Status.FAIL, input=name,
+            Kind.PRECISION, Status.FAIL if not verdict.ok else Status.WARN if verdict.marginal
+            else Status.PASS, input=name,
             max_rel_err=verdict.error, excess=verdict.error / verdict.allowed,
             evidence=PrecisionLoss(dtype, verdict.underflow, verdict.subnormal,
                                    verdict.overflow, verdict.error, verdict.allowed,

@@ -74,9 +74,16 @@ def _validate_outputs(recording: Recording, name: str) -> list[int]:
                          f" {tuple(empty[0].shape)}; every output needs at least one element")
     if not usable:
         reasons = "; ".join(f"{o.name} {o.reason}" for o in outputs)
-        raise IntegerOutputs(
-            f"{name} returns no floating-point tensor to differentiate: {reasons}", recording)
+        message = f"{name} returns no floating-point tensor to differentiate: {reasons}"
+        if any(_integer_tensor(o.tensor) for o in outputs):
+            raise IntegerOutputs(message, recording)
+        raise InputError(message)
     return usable
+
+
+def _integer_tensor(tensor: Any) -> bool:
+    dtype = getattr(tensor, "dtype", None)
+    return bool(getattr(dtype, "is_integer", False) or getattr(dtype, "is_bool", False))
 
 
 class IntegerOutputs(InputError):

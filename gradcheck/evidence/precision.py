@@ -37,9 +37,10 @@ class NoFloat32Copy(Evidence):
 
 
 @dataclasses.dataclass(frozen=True)
-class UnfaithfulCopy(Evidence):
-    """With its layers in float32, f computes another value (`reference`) than in `dtype`
-    (`value`) by more than the low precision explains: no reference to judge by."""
+class ValueLost(Evidence):
+    """f's value in `dtype` (`value`) is further from the float32 copy's (`reference`) than the
+    low precision explains: an intermediate value overflows or underflows in `dtype` (a sum of
+    squares, an exp), so the gradients are not compared."""
 
     dtype: str
     value: float

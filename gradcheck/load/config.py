@@ -157,10 +157,20 @@ def _target(value: Any, where: str) -> str:
     return text
 
 
+def _number_or_auto(value: Any, where: str) -> float | str:
+    if value == "auto":
+        return "auto"
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise _fail(where, f"expected a number or \"auto\", got {value!r} ({_kind(value)})")
+    return float(value)
+
+
 Parser = Callable[[Any, str], Any]
 _TYPES: dict[type, Parser] = {bool: _boolean, int: _integer, float: _number, str: _string}
-# Options whose values are read in their own way: shapes as arrays, inputs as a TARGET.
-_OWN_PARSERS: dict[str, Parser] = {"shape": _shapes, "inputs": _target}
+# Options whose values are read in their own way: shapes as arrays, inputs as a TARGET, a
+# loss scale as a number or "auto".
+_OWN_PARSERS: dict[str, Parser] = {"shape": _shapes, "inputs": _target,
+                                   "loss_scale": _number_or_auto}
 
 
 def _parser(spec: OptionSpec) -> Parser:

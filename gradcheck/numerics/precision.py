@@ -26,6 +26,7 @@ LOST_FLOOR = 1e-4
 @dataclass(frozen=True)
 class PrecisionVerdict:
     ok: bool
+    marginal: bool  # passes, but most of it is subnormal: a smaller gradient would underflow
     lost_norm: float  # the share of float32's gradient norm in elements lost to underflow
     underflow: float  # nonzero in float32, 0 in low precision (share of float32's nonzero)
     subnormal: float  # below the smallest normal, not 0 (same share)
@@ -59,11 +60,12 @@ def judge_precision(dtype: str, low: np.ndarray, reference: np.ndarray,
     reference = scale_free * scale
     nonzero = (reference != 0) & np.isfinite(reference)
     count = max(int(nonzero.sum()), 1)
-    lost = nonzero & (np.abs(low) < smallest)
-    underflow = float(np.sum(nonzero & (low == 0))) / count
-    subnormal = float(np.sum(lost & (low != 0))) / count
-    # What the lost elements carry of the float32 gradient: tiny elements that underflow
-    # change nothing a weight learns.
+    # Subnormals keep an absolute precision (6e-8 in float16), which the error measures; what
+    # is lost is what underflows to 0, judged by what it carries of the float32 gradient: tiny
+    # elements that underflow change nothing a weight learns.
+    lost = nonzero & (low == 0)
+    underflow = float(np.sum(lost)) / count
+    subnormal = float(np.sum(nonzero & (low != 0) & (np.abs(low) < smallest))) / count
     lost_norm = float(np.linalg.norm(reference[lost])) / max(
         float(np.linalg.norm(reference[nonzero])), LOST_FLOOR * peak * scale, 1e-300)
     overflow = float(np.sum(np.isfinite(reference) & ~np.isfinite(low))) / max(low.size, 1)
@@ -75,10 +77,11 @@ def judge_precision(dtype: str, low: np.ndarray, reference: np.ndarray,
     scale_needed, scaled_underflow = _loss_scale(np.abs(scale_free[nonzero]), largest,
                                                  smallest)
     # bfloat16 has float32's range: it keeps what float16 loses to range (not to digits).
-    out_of_range = overflow > 0 or lost_norm > UNDERFLOW_SHARE
+    out_of_range = overflow > 0 or lost_norm > UNDERFLOW_SHARE or subnormal > 0.5
     bfloat16 = dtype == "float16" and out_of_range and float(np.min(
         np.abs(scale_free[nonzero]), initial=np.inf)) >= RANGES["bfloat16"][1]
-    return PrecisionVerdict(ok, lost_norm, underflow, subnormal, overflow, error, allowed,
+    marginal = ok and subnormal > 0.5
+    return PrecisionVerdict(ok, marginal, lost_norm, underflow, subnormal, overflow, error, allowed,
                             scale_needed, scaled_underflow, bool(bfloat16))
 
 

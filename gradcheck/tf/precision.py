@@ -21,7 +21,7 @@ LOW_PRECISION = ("float16", "bfloat16")
 @dataclass(frozen=True)
 class PrecisionGradients:
     """Per source (program.sources order): its gradient in f's precision and in float32, both
-    of the (scaled) sum of f's differentiable outputs; `dtype` is f's low precision."""
+    of the (scaled) uᵀy of f's differentiable outputs; `dtype` is f's low precision."""
 
     dtype: str
     names: tuple[str, ...]
@@ -69,8 +69,8 @@ def _float32_layers(layers: Sequence[Any]) -> Iterator[None]:
             layer.dtype_policy = policy
 
 
-def _gradients(program: Program, diff_outputs: Sequence[int], scale: float,
-               replacements: dict[int, Any]
+def _gradients(program: Program, diff_outputs: Sequence[int], upstreams: Sequence[Any],
+               scale: float, replacements: dict[int, Any]
                ) -> tuple[list[np.ndarray | None], list[str], float]:
     tf = tensorflow()
     sources = [i for i, s in enumerate(program.slots) if s.differentiable]
@@ -81,7 +81,10 @@ def _gradients(program: Program, diff_outputs: Sequence[int], scale: float,
         leaves = flatten_outputs(program.call({i: v for i, v in watched.items()
                                                if program.slots[i].argument}))
         chosen = [leaves[k].tensor for k in diff_outputs]
-        total = tf.add_n([tf.reduce_sum(tf.cast(t, tf.float32)) for t in chosen])
+        # uᵀJ with the other checks' upstreams: 1ᵀJ is zero by construction for some f (the
+        # probabilities of a softmax sum to 1).
+        total = tf.add_n([tf.reduce_sum(tf.cast(t, tf.float32) * tf.constant(u, tf.float32))
+                          for t, u in zip(chosen, upstreams)])
         scaled = total * scale if scale != 1.0 else total
     gradients = tape.gradient(scaled, list(watched.values()))
     arrays = [None if g is None else np.asarray(as_array(tf.convert_to_tensor(g)), np.float64)
@@ -89,16 +92,21 @@ def _gradients(program: Program, diff_outputs: Sequence[int], scale: float,
     return arrays, [str(t.dtype.name) for t in chosen], float(as_array(total))
 
 
-def precision_gradients(program: Program, diff_outputs: Sequence[int], dtype: str,
-                        loss_scale: float = 1.0) -> PrecisionGradients | None:
+def precision_gradients(program: Program, diff_outputs: Sequence[int],
+                        upstreams: Sequence[Any], dtype: str, loss_scale: float = 1.0
+                        ) -> PrecisionGradients | None:
     """Both gradients, or None when f still computes in low precision with its layers in
     float32 and its arguments cast (it casts to float16 itself: no float32 copy to compare)."""
     tf = tensorflow()
-    low, _, value = _gradients(program, diff_outputs, loss_scale, {})
+    low, _, value = _gradients(program, diff_outputs, upstreams, loss_scale, {})
     casts = {i: tf.cast(s.value, tf.float32) for i, s in enumerate(program.slots)
              if s.differentiable and s.argument and s.dtype in LOW_PRECISION}
-    with _float32_layers(_layers(program)):
-        reference, dtypes, reference_value = _gradients(program, diff_outputs, 1.0, casts)
+    try:
+        with _float32_layers(_layers(program)):
+            reference, dtypes, reference_value = _gradients(program, diff_outputs, upstreams,
+                                                            1.0, casts)
+    except Exception:  # f fixes low-precision constants of its own: float32 arguments clash
+        return None
     if any(d in LOW_PRECISION for d in dtypes):
         return None
     names = tuple(s.name for s in program.slots if s.differentiable)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gradcheck.evidence.precision import NoFloat32Copy, PrecisionLoss, UnfaithfulCopy
+from gradcheck.evidence.precision import NoFloat32Copy, PrecisionLoss, ValueLost
 from gradcheck.render.sentences import sentence
 from gradcheck.report import CheckResult
 
@@ -35,6 +35,10 @@ def _precision(evidence: PrecisionLoss, result: CheckResult) -> str:
     if result.status == "pass":
         return (f"the {dtype} gradient for {source}{scaled} matches float32's within what"
                 f" {dtype} explains: {figures}")
+    if result.status == "warn":
+        return (f"the {dtype} gradient for {source}{scaled} matches float32's, but"
+                f" {_share(evidence.subnormal)} of it is subnormal in {dtype}: a gradient a few"
+                f" times smaller would underflow to 0 ({figures})" + scale + bf16)
     if evidence.overflow:
         first = f" (the first op that overflows: {result.location})" if result.location else ""
         what = (f"the {dtype} gradient for {source}{scaled} overflows where float32's is"
@@ -42,7 +46,7 @@ def _precision(evidence: PrecisionLoss, result: CheckResult) -> str:
                 " (a hand-written softmax or exp, the output head, the loss) belong in float32:"
                 " dtype='float32' on them, or keras.layers.Activation('softmax',"
                 " dtype='float32')")
-    elif evidence.underflow + evidence.subnormal > 0:
+    elif evidence.underflow > 0:
         what = (f"the {dtype} gradient for {source}{scaled} underflows: {figures}; these"
                 " weights stop learning")
     else:
@@ -54,13 +58,15 @@ def _precision(evidence: PrecisionLoss, result: CheckResult) -> str:
 @sentence.register
 def _no_copy(evidence: NoFloat32Copy, result: CheckResult) -> str:
     return (f"f computes in {evidence.dtype} even with its Keras layers in float32 and its"
-            f" arguments cast (it casts to {evidence.dtype} itself): no float32 copy of the"
-            " computation to compare its gradient with")
+            f" arguments cast (it casts to {evidence.dtype} or makes {evidence.dtype} constants"
+            " itself): no float32 copy of the computation to compare its gradient with")
 
 
 @sentence.register
-def _unfaithful(evidence: UnfaithfulCopy, result: CheckResult) -> str:
-    return (f"with its Keras layers in float32, f computes {evidence.reference:.6g} where it"
-            f" computes {evidence.value:.6g} in {evidence.dtype}, more apart than"
-            f" {evidence.dtype} explains: the float32 copy is another computation, so its"
-            " gradient is no reference (a layer that fixes its dtype when built)")
+def _value_lost(evidence: ValueLost, result: CheckResult) -> str:
+    dtype = evidence.dtype
+    return (f"f computes {evidence.value:.6g} in {dtype} where the same computation in float32"
+            f" gives {evidence.reference:.6g}, further apart than {dtype}'s precision explains:"
+            f" an intermediate value overflows or underflows in {dtype} (a sum of squares, an"
+            " exp, a variance); compute that layer in float32 (dtype='float32' on it under a"
+            " mixed policy), or rescale its input (so its gradients are not compared)")
