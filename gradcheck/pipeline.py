@@ -166,6 +166,7 @@ def check_snapshot(directory: str, path: str, options: CheckOptions) -> Report:
         MODEL_FILE,
         load_arrays,
         read_snapshot,
+        unflatten_batch,
     )
     from gradcheck.load.target import resolve_attribute
     from gradcheck.tf.runtime import tensorflow
@@ -189,7 +190,7 @@ def check_snapshot(directory: str, path: str, options: CheckOptions) -> Report:
                         f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
                         ) from None
     arrays = load_arrays(Path(directory) / BATCH_FILE)
-    batch = [arrays[key] for key in snapshot.batch_keys]
+    batch = unflatten_batch(snapshot.batch_keys, arrays)
     loss = snapshot.loss
     if loss.get("kind") == "function":
         function = resolve_attribute(modules[loss["module"]], loss["module"], loss["qualname"])

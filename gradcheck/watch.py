@@ -399,24 +399,25 @@ def _unpack(data: Any) -> tuple[Any, Any, Any]:
 
 
 def _batch_arrays(batch: Sequence[Any], structure: str) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """The batch's arrays by key: x, y, sample_weight (fit) or arg0, arg1... (a loss_fn's)."""
+    """The batch's names (x, y, sample_weight for fit; arg0, arg1... for a loss_fn's) and its
+    arrays by key (a dict of named inputs as x/name)."""
     import numpy as np
 
     from gradcheck.tf.arrays import as_array
 
     names = ("x", "y", "sample_weight") if structure == "xy" else tuple(
         f"arg{i}" for i in range(len(batch)))
-    arrays: dict[str, Any] = {}
+    named: dict[str, Any] = {}
     for name, value in zip(names, batch):
         if value is None:
             continue
-        if isinstance(value, dict) or (isinstance(value, (list, tuple))
-                                       and not np.isscalar(value)
-                                       and all(hasattr(v, "shape") for v in value)):
-            raise ValueError(f"the batch's {name} is a nest of arrays; snapshots hold one array"
-                             " per argument for now")
-        arrays[name] = as_array(value)
-    return tuple(arrays), arrays
+        if isinstance(value, dict):
+            named[name] = {key: as_array(item) for key, item in value.items()}
+        elif isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
+            named[name] = [as_array(item) for item in value]
+        else:
+            named[name] = as_array(value)
+    return tuple(named), format_.flatten_batch(named)
 
 
 def _user_objects(model: Any, loss: dict[str, Any]) -> tuple[dict[str, str], list[dict[str, Any]]]:

@@ -262,3 +262,26 @@ def test_a_collapsing_loss_scale_is_caught_with_the_last_skipped_batch(tmp_path)
     assert manifest.trigger.kind == "loss-scale" and "below 1" in manifest.trigger.message
     assert snapshot.name == f"step-{manifest.step:06d}" and manifest.step >= 15
     assert np.load(snapshot / "batch.npz")["y"].shape == (16, 1)
+
+
+def test_a_model_with_named_inputs_keeps_its_dict_batch(tmp_path):
+    import keras
+
+    keras.utils.set_random_seed(0)
+    a, b = keras.Input((2,), name="a"), keras.Input((1,), name="b")
+    out = keras.layers.Dense(2, use_bias=False)(keras.layers.Concatenate()([a, b]))
+    model = keras.Model({"a": a, "b": b}, out)
+    model.compile(optimizer="sgd", loss=euclidean_loss.euclidean_loss)
+    rng = np.random.default_rng(0)
+    xa, xb = rng.normal(size=(32, 2)).astype("float32"), rng.normal(size=(32, 1)).astype("float32")
+    y = rng.normal(size=(32, 2)).astype("float32")
+    xa[20], xb[20], y[20] = 0.0, 0.0, 0.0
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    model.fit({"a": xa, "b": xb}, y, batch_size=16, epochs=1, shuffle=False, verbose=0,
+              callbacks=[watch])
+    [snapshot] = watch.snapshots
+    batch = np.load(snapshot / "batch.npz")
+    assert sorted(batch.files) == ["x/a", "x/b", "y"] and not batch["x/a"][4].any()
+    done = subprocess.run([sys.executable, "-m", "gradcheck", "replay", str(snapshot), "-q"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "FAILED" in done.stdout, done.stderr

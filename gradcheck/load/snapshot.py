@@ -97,6 +97,40 @@ def save_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
         np.savez(stream, **plain)
 
 
+def flatten_batch(named: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """A batch's arrays by key: `x` for an array, `x/name` for a dict's entries (a model with
+    named inputs), `x/0`, `x/1` for a list's."""
+    flat: dict[str, np.ndarray] = {}
+    for name, value in named.items():
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if "/" in str(key):
+                    raise ValueError(f"the batch's {name} has a key with a '/': {key!r}")
+                flat[f"{name}/{key}"] = np.asarray(item)
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                flat[f"{name}/{index}"] = np.asarray(item)
+        else:
+            flat[name] = np.asarray(value)
+    return flat
+
+
+def unflatten_batch(names: tuple[str, ...], arrays: Mapping[str, np.ndarray]) -> list[Any]:
+    """flatten_batch undone, in the order of `names`."""
+    batch: list[Any] = []
+    for name in names:
+        if name in arrays:
+            batch.append(arrays[name])
+            continue
+        parts = {key.partition("/")[2]: value for key, value in arrays.items()
+                 if key.partition("/")[0] == name}
+        if parts and all(part.isdigit() for part in parts):
+            batch.append([parts[str(i)] for i in range(len(parts))])
+        else:
+            batch.append(parts)
+    return batch
+
+
 def load_arrays(path: Path) -> dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as data:
         return {key: data[key] for key in data.files}
