@@ -90,6 +90,7 @@ class Watch:
         self._history: collections.deque[tuple[int, Any, Any]] = collections.deque(
             maxlen=HEALTH_STEPS)
         self._board: Any = None
+        self._loop_gate: Any = None  # a custom loop's step traced in a tf.function
         self._names: tuple[str, ...] = ()
         self.log = log
         self.snapshots: list[Path] = []
@@ -226,7 +227,8 @@ class Watch:
         """One custom-loop step: the gradients of `loss` (taken on `tape`) for the model's
         trainable weights, checked, then applied with `optimizer` unless they trigger. `batch`
         is what `loss_fn(model, *batch)` (a module-level function) computes the loss from; it
-        rebuilds the loss for the diagnosis. Returns False when training should stop."""
+        rebuilds the loss for the diagnosis. Returns False when training should stop (inside a
+        tf.function, a boolean tensor: read `watch.stopped` after the call)."""
         from gradcheck.tf.training import (
             TRIGGER_KINDS,
             custom_loop_verdict,
@@ -235,10 +237,13 @@ class Watch:
             weight_name,
         )
 
-        if in_graph():
-            raise RuntimeError("gradcheck.Watch.step runs eagerly: call it outside"
-                               " tf.function (put the forward pass and loss in one)")
         self.model = model
+        loss_spec = ({"kind": "function", **(_module_of(loss_fn) or {}),
+                      "qualname": getattr(loss_fn, "__qualname__", "")}
+                     if loss_fn is not None else {"kind": "compiled"})
+        structure = "args" if loss_fn is not None else "xy"
+        if in_graph():
+            return self._step_in_graph(model, optimizer, tape, loss, batch, loss_spec, structure)
         weights = model.trainable_variables
         gradients = tape.gradient(loss, weights)
         code, index = custom_loop_verdict(loss, gradients)
@@ -255,10 +260,6 @@ class Watch:
         kind = TRIGGER_KINDS[code]
         step = self._steps
         self._steps += 1
-        loss_spec = ({"kind": "function", **(_module_of(loss_fn) or {}),
-                      "qualname": getattr(loss_fn, "__qualname__", "")}
-                     if loss_fn is not None else {"kind": "compiled"})
-        structure = "args" if loss_fn is not None else "xy"
         self._caught(Trigger(kind, _trigger_message(kind, names), names), step, None,
                      tuple(batch), loss_spec, structure)
         if code == 3:
@@ -269,6 +270,34 @@ class Watch:
         if self.stop:
             self.stopped = True
         return not self.stop
+
+    def _step_in_graph(self, model: Any, optimizer: Any, tape: Any, loss: Any,
+                       batch: Sequence[Any], loss_spec: dict[str, Any], structure: str) -> Any:
+        """watch.step traced in a tf.function: gated in-graph; the snapshot is written from a
+        tf.py_function on the step that fires (not under XLA). Returns a boolean tensor; the
+        loop reads watch.stopped."""
+        from gradcheck.tf.training import TRIGGER_KINDS, Gate, gated_graph_step, weight_name
+
+        if self._loop_gate is None:
+            self._loop_gate = Gate()
+        gate = self._loop_gate
+        weights = model.trainable_variables
+
+        def report(values: Any) -> None:
+            found = gate.trigger()
+            if found is None:
+                return
+            code, step, first_bad = found
+            names = (weight_name(weights[first_bad]),) if 0 <= first_bad < len(weights) else ()
+            kind = TRIGGER_KINDS[code]
+            self._caught(Trigger(kind, _trigger_message(kind, names), names), step, None,
+                         tuple(values), loss_spec, structure)
+            if self.stop:
+                self.stopped = True
+            else:
+                gate.resume()
+
+        return gated_graph_step(gate, model, optimizer, tape, loss, tuple(batch), report)
 
     def _caught(self, trigger: Trigger, step: int, batch_index: int | None,
                 batch: Sequence[Any], loss: dict[str, Any], structure: str) -> None:

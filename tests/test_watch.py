@@ -285,3 +285,12 @@ def test_a_model_with_named_inputs_keeps_its_dict_batch(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gradcheck", "replay", str(snapshot), "-q"],
                           capture_output=True, text=True)
     assert done.returncode == 1 and "FAILED" in done.stdout, done.stderr
+
+
+def test_a_custom_loop_traced_in_tf_function_is_caught_and_stopped(tmp_path):
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    model = gaussian_nll.train_traced(watch)
+    assert [p.name for p in watch.snapshots] == ["step-000003"] and watch.stopped
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+    batch = np.load(watch.snapshots[0] / "batch.npz")
+    assert batch["arg0"].shape == (8, 2) and (batch["arg0"][5] == -3.0).all()

@@ -444,3 +444,29 @@ class HealthBoard:
                 tf.summary.scalar(f"gradient_norm/{name}", float(norm))
                 tf.summary.scalar(f"gradient_zero_fraction/{name}", float(zero))
         self._writer.flush()
+
+
+def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: Any,
+                     batch: Any, report: Callable[[Any], None]) -> Any:
+    """A custom loop's step traced in a tf.function: the update gated as in fit, and on the
+    step that fires, `report(batch)` called back eagerly (tf.py_function, in the rare branch
+    only) to write the snapshot. Returns whether training should go on, as a tensor."""
+    tf = tensorflow()
+    weights = model.trainable_variables
+    gradients = tape.gradient(loss, weights)
+    code, first_bad = gate.verdict(loss, gradients)
+    pairs = [(g, v) for g, v in zip(gradients, weights) if g is not None]
+    fires = gate.guarded(code, first_bad, lambda: optimizer.apply_gradients(pairs))
+    leaves = tf.nest.flatten(batch)
+
+    def call_back() -> Any:
+        def eager(*values: Any) -> None:
+            report(tf.nest.pack_sequence_as(batch, list(values)))
+
+        tf.py_function(eager, leaves, Tout=[])
+        return tf.constant(True)
+
+    reported = tf.cond(fires, call_back, lambda: tf.constant(False))
+    with tf.control_dependencies([reported]):
+        gate.steps.assign_add(1)
+        return tf.logical_not(gate.halted.read_value())
