@@ -109,6 +109,17 @@ def _loss_scale(value: Any) -> str | None:
     return f"must be a positive number or auto, got {value!r}"
 
 
+def _strategy(value: Any) -> str | None:
+    if value is None:
+        return None
+    kind, _, count = str(value).partition(":")
+    if kind == "multiworker":
+        return "multiworker:N is not available yet; use mirrored:N"
+    if kind != "mirrored" or not count.isdigit() or int(count) < 1:
+        return f"must be mirrored:N with N at least 1, got {value!r}"
+    return None
+
+
 def _parse_loss_scale(text: str) -> Any:
     cleaned = text.strip().lower()
     if cleaned == "auto":
@@ -224,6 +235,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _spec("loss_scale", str, None, "Check the low-precision gradient of S·f as a"
           " LossScaleOptimizer computes it (auto: the scale the model's LossScaleOptimizer"
           " holds).", rule=_loss_scale, metavar="S|auto", parse=_parse_loss_scale),
+    _spec("strategy", str, None, "Also run f under tf.distribute.MirroredStrategy with its batch"
+          " split over N replicas (logical CPUs without GPUs) and compare the summed gradient"
+          " with the single-device one.", rule=_strategy, metavar="mirrored:N"),
     _spec("order", int, 1, "2 adds the second-order check (the derivative of the VJP).",
           choices=(1, 2), show_default=True),
     _spec("compiled", bool, True, "Also compare the VJP under tf.function and XLA (check only).",
@@ -274,6 +288,8 @@ class CheckOptions:
     order: int = default("order")
     # The loss scale of the precision check: a number, "auto" or None (1).
     loss_scale: float | str | None = default("loss_scale")
+    # mirrored:N adds the strategy check.
+    strategy: str | None = default("strategy")
     # Seconds the worker process running the check may take (the parent enforces it).
     timeout: float | None = default("timeout")
     # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).

@@ -66,6 +66,11 @@ def check_request(
     from gradcheck.load.target import load_attribute
 
     upstream = parse_upstreams(request.upstream_specs)
+    if options.strategy is not None:  # the replicas' devices, before TensorFlow starts
+        from gradcheck.checks.strategy import parse_strategy
+        from gradcheck.tf.strategy import provide_replicas
+
+        provide_replicas(parse_strategy(options.strategy))
 
     def arguments_for(target: Target) -> Arguments:
         return resolve_arguments(

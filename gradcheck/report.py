@@ -53,6 +53,7 @@ class Kind(Spelled):
     NON_FINITE = "non-finite"
     HEALTH = "health"
     PRECISION = "precision"
+    STRATEGY = "strategy"
 
 
 STATUSES = tuple(Status)

@@ -19,6 +19,7 @@ from gradcheck.checks.jvp import check_jvp
 from gradcheck.checks.mode import Mode, choose_mode
 from gradcheck.checks.precision import check_precision
 from gradcheck.checks.second_order import check_second_order
+from gradcheck.checks.strategy import check_strategy
 from gradcheck.checks.upstream import check_upstreams
 from gradcheck.checks.vjp import check_vjp
 from gradcheck.checks.weights import unbuilt_layer_results
@@ -278,6 +279,8 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
             found.extend(check_hessian(ctx))
         if ctx.wants(Kind.PRECISION):
             found.results += check_precision(ctx)
+        if ctx.wants(Kind.STRATEGY):
+            found.results += check_strategy(ctx)
     found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
     found.notes += [note for note in recording.workarounds if note not in found.notes]
     inputs, outputs = _tensor_infos(recording)

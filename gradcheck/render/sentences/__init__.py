@@ -97,3 +97,4 @@ import gradcheck.render.sentences.health  # noqa: E402,F401
 import gradcheck.render.sentences.non_finite  # noqa: E402,F401
 import gradcheck.render.sentences.precision  # noqa: E402,F401
 import gradcheck.render.sentences.second_order  # noqa: E402,F401
+import gradcheck.render.sentences.strategy  # noqa: E402,F401
