@@ -174,8 +174,8 @@ def check_snapshot(directory: str, path: str, options: CheckOptions) -> Report:
         unflatten_batch,
     )
     from gradcheck.load.target import resolve_attribute
+    from gradcheck.tf.keras_snapshot import load_model, training_loss
     from gradcheck.tf.runtime import tensorflow
-    from gradcheck.tf.training import load_model, training_loss
 
     snapshot = read_snapshot(directory)
     if MODEL_FILE not in snapshot.files:

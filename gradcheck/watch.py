@@ -6,18 +6,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib.util
-import inspect
-import json
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gradcheck.load import snapshot as format_
-from gradcheck.load.snapshot import Snapshot, Trigger
+from gradcheck.load.snapshot import Trigger
+from gradcheck.snapshot_writer import Capture, SnapshotWriter, finding, module_of
 
 # Consecutive steps a LossScaleOptimizer may skip before the run is said to be stuck, and the
 # scale below which loss scaling no longer helps (the unscaled gradient itself overflows).
@@ -44,19 +40,6 @@ def _writable_directory(directory: str | os.PathLike[str]) -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise ValueError(f"gradcheck.Watch: directory {str(path)!r} is not writable")
     return path
-
-
-def _module_of(obj: Any) -> dict[str, Any] | None:
-    """How replay imports the user's module that defines obj: by name, or by file for a script
-    run as __main__ (imported under its file's name, so its `if __name__ == "__main__"` block
-    does not run)."""
-    module = getattr(obj, "__module__", None) or getattr(type(obj), "__module__", None)
-    if not module or module.partition(".")[0] in ("keras", "tf_keras", "tensorflow",
-                                                  "builtins", "gradcheck"):
-        return None
-    source = sys.modules.get(module)
-    file = getattr(source, "__file__", None)
-    return {"module": module, "file": os.path.abspath(file) if file else None}
 
 
 class Watch:
@@ -86,6 +69,7 @@ class Watch:
                              " (pip install tensorboard, or 'gradcheck[tensorboard]')")
         self.directory = _writable_directory(directory)
         self.stop, self.keep, self.diagnose, self.timeout = stop, keep, diagnose, timeout
+        self._writer = SnapshotWriter(self.directory, keep, diagnose, timeout, log)
         self.health, self.tensorboard = health, tensorboard
         self._history: collections.deque[tuple[int, Any, Any]] = collections.deque(
             maxlen=HEALTH_STEPS)
@@ -130,7 +114,8 @@ class Watch:
         raise AttributeError(name)
 
     def on_train_begin(self, logs: Any = None) -> None:
-        from gradcheck.tf.training import WatchedFit, weight_name
+        from gradcheck.tf.keras_snapshot import weight_name
+        from gradcheck.tf.training import WatchedFit
 
         self.stopped = False
         if self.model.optimizer is None:
@@ -156,7 +141,8 @@ class Watch:
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         from gradcheck.tf.arrays import as_array
-        from gradcheck.tf.training import TRIGGER_KINDS, loss_scale, weight_name
+        from gradcheck.tf.keras_snapshot import weight_name
+        from gradcheck.tf.training import TRIGGER_KINDS, loss_scale
 
         fit = self._fit
         if fit is None:
@@ -189,7 +175,7 @@ class Watch:
         self._history.append((step, norms, zeros))
         if self.tensorboard is not None:
             if self._board is None:
-                from gradcheck.tf.training import HealthBoard
+                from gradcheck.tf.keras_snapshot import HealthBoard
 
                 self._board = HealthBoard(self.tensorboard)
             self._board.write(step, self._names, norms, zeros)
@@ -229,16 +215,11 @@ class Watch:
         is what `loss_fn(model, *batch)` (a module-level function) computes the loss from; it
         rebuilds the loss for the diagnosis. Returns False when training should stop (inside a
         tf.function, a boolean tensor: read `watch.stopped` after the call)."""
-        from gradcheck.tf.training import (
-            TRIGGER_KINDS,
-            custom_loop_verdict,
-            eager_health,
-            in_graph,
-            weight_name,
-        )
+        from gradcheck.tf.keras_snapshot import eager_health, weight_name
+        from gradcheck.tf.training import TRIGGER_KINDS, custom_loop_verdict, in_graph
 
         self.model = model
-        loss_spec = ({"kind": "function", **(_module_of(loss_fn) or {}),
+        loss_spec = ({"kind": "function", **(module_of(loss_fn) or {}),
                       "qualname": getattr(loss_fn, "__qualname__", "")}
                      if loss_fn is not None else {"kind": "compiled"})
         structure = "args" if loss_fn is not None else "xy"
@@ -276,7 +257,8 @@ class Watch:
         """watch.step traced in a tf.function: gated in-graph; the snapshot is written from a
         tf.py_function on the step that fires (not under XLA). Returns a boolean tensor; the
         loop reads watch.stopped."""
-        from gradcheck.tf.training import TRIGGER_KINDS, Gate, gated_graph_step, weight_name
+        from gradcheck.tf.keras_snapshot import weight_name
+        from gradcheck.tf.training import TRIGGER_KINDS, Gate, gated_graph_step
 
         if self._loop_gate is None:
             self._loop_gate = Gate()
@@ -304,56 +286,17 @@ class Watch:
         where = f"step {step}" + (f" (epoch {self._epoch}, batch {batch_index})"
                                   if self._epoch is not None and batch_index is not None else "")
         self.log(f"gradcheck.Watch: {where}: {trigger.message}; update not applied")
+        capture = Capture(trigger, step, self._epoch, batch_index, batch, loss, structure,
+                          self._health_arrays(step) if self._history else None)
         try:
-            path = self._write(trigger, step, batch_index, batch, loss, structure)
+            path = self._writer.write(self.model, capture)
         except Exception as exc:
             self.log(f"gradcheck.Watch: warning: could not write the snapshot of step {step}:"
                      f" {type(exc).__name__}: {exc}")
             return
         self.snapshots = [p for p in self.snapshots if p.exists() and p != path] + [path]
-        self.log(f"gradcheck.Watch: snapshot {path}: {_finding(path)}"
+        self.log(f"gradcheck.Watch: snapshot {path}: {finding(path)}"
                  + ("; training stopped with the weights before this step" if self.stop else ""))
-
-    def _write(self, trigger: Trigger, step: int, batch_index: int | None,
-               batch: Sequence[Any], loss: dict[str, Any], structure: str) -> Path:
-        from gradcheck.tf.training import keras_package, versions, weight_arrays
-
-        model = self.model
-        package = keras_package(model)
-        final = self.directory / format_.step_directory_name(step)
-        partial = self.directory / f".{final.name}.partial-{os.getpid()}"
-        partial.mkdir()
-        try:
-            keys, arrays = _batch_arrays(batch, structure)
-            format_.save_arrays(partial / format_.BATCH_FILE, arrays)
-            format_.save_arrays(partial / format_.WEIGHTS_FILE, weight_arrays(model))
-            if self._history:
-                format_.save_arrays(partial / format_.HEALTH_FILE, self._health_arrays(step))
-            unsaved = _saved(model, partial / format_.MODEL_FILE)
-            if unsaved:
-                self.log(f"gradcheck.Watch: warning: the model could not be saved as .keras"
-                         f" ({unsaved}); the snapshot keeps its weights and batch, undiagnosed")
-            custom, modules = _user_objects(model, loss)
-            snap = format_.write_manifest(partial, Snapshot(
-                step=step, epoch=self._epoch, batch=batch_index, trigger=trigger,
-                keras=package, loss=loss, batch_keys=keys, batch_structure=structure,
-                modules=tuple(modules), custom_objects=custom, versions=versions(package),
-                diagnosis={"model": unsaved} if unsaved else {}))
-            bad_data = _non_finite_data(arrays)
-            if bad_data:
-                self.log(f"gradcheck.Watch: {bad_data}")
-                format_.write_report_files(partial, json.dumps(
-                    {"ok": False, "exit_code": 2, "error": bad_data}) + "\n", bad_data + "\n")
-            elif self.diagnose and not unsaved:
-                self._diagnose(partial, snap)
-            format_.publish(partial, final)
-        except BaseException:
-            import shutil
-
-            shutil.rmtree(partial, ignore_errors=True)
-            raise
-        format_.prune(self.directory, self.keep)
-        return final
 
     def _health_arrays(self, failing: int) -> dict[str, Any]:
         import numpy as np
@@ -363,40 +306,6 @@ class Watch:
                 "norms": np.stack([n for _, n, _ in self._history]),
                 "zeros": np.stack([z for _, _, z in self._history]),
                 "failing_step": np.asarray(failing, np.int64)}
-
-    def _diagnose(self, directory: Path, snap: Snapshot) -> None:
-        """`gradcheck replay DIR --write-reports` in a fresh process, bounded by `timeout`."""
-        self.log(f"gradcheck.Watch: diagnosing step {snap.step} in a worker process...")
-        started = time.monotonic()
-        command = [sys.executable, "-m", "gradcheck", "replay", str(directory), "-q",
-                   "--write-reports"]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout,
-                                  start_new_session=True, cwd=os.getcwd())
-        except subprocess.TimeoutExpired:
-            self.log(f"gradcheck.Watch: warning: the diagnosis of step {snap.step} did not finish"
-                     f" in {self.timeout:g}s; run `gradcheck replay {directory.name}` later")
-            return
-        if not (directory / format_.REPORT_JSON).is_file():
-            error = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            self.log(f"gradcheck.Watch: warning: the diagnosis of step {snap.step} failed"
-                     f" (exit {done.returncode}): {error}")
-            return
-        self.log(f"gradcheck.Watch: diagnosis done in {time.monotonic() - started:.1f}s")
-
-
-def _saved(model: Any, path: Path) -> str | None:
-    """Save the model as .keras; why not, when it cannot be (a subclassed model without
-    get_config)."""
-    from gradcheck.tf.training import save_model
-
-    try:
-        save_model(model, path)
-    except Exception as exc:
-        path.unlink(missing_ok=True)
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    return None
-
 
 def _ignore(*args: Any, **kwargs: Any) -> None:
     return None
@@ -427,80 +336,3 @@ def _unpack(data: Any) -> tuple[Any, Any, Any]:
     return data, None, None
 
 
-def _batch_arrays(batch: Sequence[Any], structure: str) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """The batch's names (x, y, sample_weight for fit; arg0, arg1... for a loss_fn's) and its
-    arrays by key (a dict of named inputs as x/name)."""
-    import numpy as np
-
-    from gradcheck.tf.arrays import as_array
-
-    names = ("x", "y", "sample_weight") if structure == "xy" else tuple(
-        f"arg{i}" for i in range(len(batch)))
-    named: dict[str, Any] = {}
-    for name, value in zip(names, batch):
-        if value is None:
-            continue
-        if isinstance(value, dict):
-            named[name] = {key: as_array(item) for key, item in value.items()}
-        elif isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
-            named[name] = [as_array(item) for item in value]
-        else:
-            named[name] = as_array(value)
-    return tuple(named), format_.flatten_batch(named)
-
-
-def _user_objects(model: Any, loss: dict[str, Any]) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The user's own classes in the model (custom layers, the model class, its loss) by name,
-    and the modules that define them."""
-    objects: list[Any] = [type(model)]
-    for layer in getattr(model, "_flatten_layers", lambda: [])():
-        objects.append(type(layer))
-    compiled_loss = getattr(model, "loss", None)
-    if callable(compiled_loss):
-        objects.append(compiled_loss if inspect.isfunction(compiled_loss)
-                       else type(compiled_loss))
-    custom: dict[str, str] = {}
-    modules: list[dict[str, Any]] = []
-    for obj in objects:
-        module = _module_of(obj)
-        if module is None:
-            continue
-        custom[obj.__name__] = f"{module['module']}:{obj.__qualname__}"
-        if module not in modules:
-            modules.append(module)
-    if loss.get("module") and {"module": loss["module"], "file": loss.get("file")} not in modules:
-        modules.append({"module": loss["module"], "file": loss.get("file")})
-    return custom, modules
-
-
-def _non_finite_data(arrays: dict[str, Any]) -> str | None:
-    """The batch itself holding NaN or inf: then the data, not a gradient, is at fault."""
-    import numpy as np
-
-    for name, array in arrays.items():
-        if np.issubdtype(array.dtype, np.floating) or array.dtype.name == "bfloat16":
-            bad = ~np.isfinite(array.astype(np.float64))
-            if bad.any():
-                where = [int(i) for i in np.argwhere(bad)[0]]
-                return (f"the batch's {name} is not finite in {int(bad.sum())} element(s)"
-                        f" (first {array.astype(np.float64)[tuple(where)]} at {where}): the data,"
-                        " not a gradient, is at fault; clean the input pipeline (drop or impute"
-                        " the row; tf.debugging.check_numerics on the dataset finds them all)")
-    return None
-
-
-def _finding(path: Path) -> str:
-    """The diagnosis in a few words: the first failing finding, its location and message."""
-    try:
-        data = json.loads((path / format_.REPORT_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "not diagnosed (run `gradcheck replay` on it)"
-    if data.get("error"):
-        return str(data["error"]).split(":")[0]
-    for status in ("fail", "warn"):
-        for check in data.get("checks", []):
-            if check.get("status") == status:
-                where = f" at {check['location']}" if check.get("location") else ""
-                message = (check.get("message") or "").split("\n")[0]
-                return f"{status.upper()} {check['check']}{where}: {message}"
-    return "the diagnosis found nothing wrong at this step"

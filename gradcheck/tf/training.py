@@ -8,34 +8,18 @@ import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gradcheck.tf.arrays import as_array
+from gradcheck.tf.arrays import as_array, dense_values
+from gradcheck.tf.keras_snapshot import weight_name
 from gradcheck.tf.runtime import tensorflow
 
 # What the gate records (its `code` variable).
 NONE, NON_FINITE_LOSS, NON_FINITE_GRADIENT, NO_GRADIENT = 0, 1, 2, 3
 TRIGGER_KINDS = {NON_FINITE_LOSS: "non-finite-loss", NON_FINITE_GRADIENT: "non-finite-gradient",
                  NO_GRADIENT: "no-gradient"}
-
-
-def keras_package(model: Any) -> str:
-    """The package a model belongs to: "tf_keras" or "keras" (Keras 3)."""
-    root = type(model).__module__.partition(".")[0]
-    for cls in type(model).__mro__:
-        module = cls.__module__.partition(".")[0]
-        if module in ("tf_keras", "keras"):
-            return module
-    return "tf_keras" if root == "tf_keras" else "keras"
-
-
-def weight_name(variable: Any) -> str:
-    """A weight's path (dense/kernel), as gradcheck's reports name it."""
-    path = getattr(variable, "path", None)
-    return str(path) if path else str(variable.name).split(":")[0]
 
 
 def is_loss_scale_optimizer(optimizer: Any) -> bool:
@@ -83,9 +67,9 @@ class Gate:
         """Each gradient's norm and fraction of exactly-zero elements, into variables."""
         tf = tensorflow()
         norms = tf.stack([tf.constant(0.0) if g is None else
-                          tf.norm(tf.cast(_dense(g), tf.float32)) for g in gradients])
+                          tf.norm(tf.cast(dense_values(g), tf.float32)) for g in gradients])
         zeros = tf.stack([tf.constant(1.0) if g is None else tf.reduce_mean(
-            tf.cast(tf.equal(_dense(g), 0), tf.float32)) for g in gradients])
+            tf.cast(tf.equal(dense_values(g), 0), tf.float32)) for g in gradients])
         if self.norms is None:
             with tf.init_scope():
                 self.norms = tf.Variable(tf.zeros([len(gradients)]), trainable=False,
@@ -105,7 +89,7 @@ class Gate:
             code = tf.where(self.missing_reported, NONE, NO_GRADIENT)
         if not present:
             return code, lambda: tf.constant(-1)
-        bad = tf.logical_not(tf.stack([tf.reduce_all(tf.math.is_finite(_dense(g)))
+        bad = tf.logical_not(tf.stack([tf.reduce_all(tf.math.is_finite(dense_values(g)))
                                        for _, g in present]))
         code = tf.where(tf.reduce_any(bad), NON_FINITE_GRADIENT, code)
         if loss is not None:
@@ -202,11 +186,6 @@ class Gate:
             self.missing_reported.assign(True)
         self.halted.assign(False)
         self.code.assign(NONE)
-
-
-def _dense(gradient: Any) -> Any:
-    values = getattr(gradient, "values", None)  # IndexedSlices
-    return gradient if values is None or hasattr(gradient, "numpy") else values
 
 
 @dataclass
@@ -360,7 +339,7 @@ def custom_loop_verdict(loss: Any, gradients: Sequence[Any]) -> tuple[int, int]:
         return NON_FINITE_LOSS, -1
     for index, gradient in enumerate(gradients):
         if gradient is not None and not np.all(np.isfinite(
-                np.asarray(as_array(_dense(gradient)), np.float64))):
+                np.asarray(as_array(dense_values(gradient)), np.float64))):
             return NON_FINITE_GRADIENT, index
     if any(g is None for g in gradients):
         return NO_GRADIENT, next(i for i, g in enumerate(gradients) if g is None)
@@ -369,81 +348,6 @@ def custom_loop_verdict(loss: Any, gradients: Sequence[Any]) -> tuple[int, int]:
 
 def in_graph() -> bool:
     return not tensorflow().executing_eagerly()
-
-
-def save_model(model: Any, path: Path) -> None:
-    model.save(str(path))
-
-
-def weight_arrays(model: Any) -> dict[str, np.ndarray]:
-    """Every weight's value by path (readable without Keras)."""
-    arrays: dict[str, np.ndarray] = {}
-    for variable in model.weights:
-        name = weight_name(variable)
-        while name in arrays:
-            name += "_"
-        arrays[name] = as_array(variable)
-    return arrays
-
-
-def versions(package: str) -> dict[str, str]:
-    import platform
-
-    tf = tensorflow()
-    found = {"python": platform.python_version(), "tensorflow": tf.__version__,
-             "numpy": np.__version__}
-    with contextlib.suppress(Exception):  # a package without a version
-        found[package] = __import__(package).__version__
-    return found
-
-
-def load_model(package: str, path: Path, custom_objects: dict[str, Any]) -> Any:
-    """A snapshot's .keras file in safe mode (no lambda code is deserialised)."""
-    keras = __import__(package)
-    return keras.models.load_model(str(path), custom_objects=custom_objects, safe_mode=True,
-                                   compile=True)
-
-
-def training_loss(model: Any, x: Any, y: Any = None, sample_weight: Any = None) -> Any:
-    """The loss fit minimises: the model's compiled loss and its regularisation losses, in
-    training mode."""
-    y_pred = model(x, training=True)
-    try:
-        return model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
-                                  training=True)
-    except TypeError:  # tf-keras: compute_loss(x, y, y_pred, sample_weight)
-        return model.compute_loss(x, y, y_pred, sample_weight)
-
-
-def eager_health(gradients: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """A custom-loop step's per-weight gradient norms and zero fractions."""
-    norms, zeros = [], []
-    for gradient in gradients:
-        if gradient is None:
-            norms.append(0.0)
-            zeros.append(1.0)
-            continue
-        value = np.asarray(as_array(_dense(gradient)), np.float64)
-        norms.append(float(np.linalg.norm(value)))
-        zeros.append(float(np.mean(value == 0)) if value.size else 1.0)
-    return np.asarray(norms, np.float32), np.asarray(zeros, np.float32)
-
-
-class HealthBoard:
-    """Per-weight gradient norms and zero fractions written to TensorBoard (what Keras's
-    removed `write_grads` gave)."""
-
-    def __init__(self, logdir: str) -> None:
-        self._writer = tensorflow().summary.create_file_writer(logdir)
-
-    def write(self, step: int, names: Sequence[str], norms: np.ndarray,
-              zeros: np.ndarray) -> None:
-        tf = tensorflow()
-        with self._writer.as_default(step=step):
-            for name, norm, zero in zip(names, norms, zeros):
-                tf.summary.scalar(f"gradient_norm/{name}", float(norm))
-                tf.summary.scalar(f"gradient_zero_fraction/{name}", float(zero))
-        self._writer.flush()
 
 
 def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: Any,
