@@ -88,6 +88,7 @@ class Watch:
         self._skipped = 0
         self._last_scale: float | None = None
         self._loss_scale_told = False
+        self._missing_told = False  # a custom loop's missing gradient, told once
         # tf-keras's CallbackList reads these of every callback.
         self._supports_tf_logs = True
         self._chief_worker_only = None
@@ -114,8 +115,8 @@ class Watch:
         raise AttributeError(name)
 
     def on_train_begin(self, logs: Any = None) -> None:
-        from gradcheck.tf.keras_snapshot import weight_name
         from gradcheck.tf.training import WatchedFit
+        from gradcheck.tf.variables import weight_path
 
         self.stopped = False
         if self.model.optimizer is None:
@@ -123,7 +124,7 @@ class Watch:
         _build_optimizer(self.model)
         self._fit = WatchedFit(self.model, health=self.health)
         self._fit.install(self._steps)
-        self._names = tuple(weight_name(v) for v in self.model.trainable_weights)
+        self._names = tuple(weight_path(v) for v in self.model.trainable_weights)
 
     def on_train_end(self, logs: Any = None) -> None:
         from gradcheck.tf.arrays import as_array
@@ -141,8 +142,8 @@ class Watch:
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         from gradcheck.tf.arrays import as_array
-        from gradcheck.tf.keras_snapshot import weight_name
         from gradcheck.tf.training import TRIGGER_KINDS, loss_scale
+        from gradcheck.tf.variables import weight_path
 
         fit = self._fit
         if fit is None:
@@ -154,7 +155,7 @@ class Watch:
         if found is not None:
             code, step, first_bad = found
             weights = self.model.trainable_weights
-            bad = (weight_name(weights[first_bad]),) if 0 <= first_bad < len(weights) else ()
+            bad = (weight_path(weights[first_bad]),) if 0 <= first_bad < len(weights) else ()
             if code == 3:
                 bad = fit.without_gradient
             trigger = Trigger(TRIGGER_KINDS[code], _trigger_message(TRIGGER_KINDS[code], bad),
@@ -215,8 +216,9 @@ class Watch:
         is what `loss_fn(model, *batch)` (a module-level function) computes the loss from; it
         rebuilds the loss for the diagnosis. Returns False when training should stop (inside a
         tf.function, a boolean tensor: read `watch.stopped` after the call)."""
-        from gradcheck.tf.keras_snapshot import eager_health, weight_name
+        from gradcheck.tf.keras_snapshot import eager_health
         from gradcheck.tf.training import TRIGGER_KINDS, custom_loop_verdict, in_graph
+        from gradcheck.tf.variables import weight_path
 
         self.model = model
         loss_spec = ({"kind": "function", **(module_of(loss_fn) or {}),
@@ -229,22 +231,22 @@ class Watch:
         gradients = tape.gradient(loss, weights)
         code, index = custom_loop_verdict(loss, gradients)
         if self.health:
-            self._names = tuple(weight_name(v) for v in weights)
+            self._names = tuple(weight_path(v) for v in weights)
             self._recorded(self._steps, *eager_health(gradients))
-        if code == 0 or (code == 3 and self._loss_scale_told):
+        if code == 0 or (code == 3 and self._missing_told):
             self._steps += 1
             optimizer.apply_gradients((g, v) for g, v in zip(gradients, weights)
                                       if g is not None)
             return True
-        names = ((weight_name(weights[index]),) if code != 3 else
-                 tuple(weight_name(v) for v, g in zip(weights, gradients) if g is None))
+        names = ((weight_path(weights[index]),) if code != 3 else
+                 tuple(weight_path(v) for v, g in zip(weights, gradients) if g is None))
         kind = TRIGGER_KINDS[code]
         step = self._steps
         self._steps += 1
         self._caught(Trigger(kind, _trigger_message(kind, names), names), step, None,
                      tuple(batch), loss_spec, structure)
         if code == 3:
-            self._loss_scale_told = True  # a missing gradient is told once
+            self._missing_told = True  # a missing gradient is told once
             if not self.stop:
                 optimizer.apply_gradients((g, v) for g, v in zip(gradients, weights)
                                           if g is not None)
@@ -257,8 +259,8 @@ class Watch:
         """watch.step traced in a tf.function: gated in-graph; the snapshot is written from a
         tf.py_function on the step that fires (not under XLA). Returns a boolean tensor; the
         loop reads watch.stopped."""
-        from gradcheck.tf.keras_snapshot import weight_name
         from gradcheck.tf.training import TRIGGER_KINDS, Gate, gated_graph_step
+        from gradcheck.tf.variables import weight_path
 
         if self._loop_gate is None:
             self._loop_gate = Gate()
@@ -270,7 +272,7 @@ class Watch:
             if found is None:
                 return
             code, step, first_bad = found
-            names = (weight_name(weights[first_bad]),) if 0 <= first_bad < len(weights) else ()
+            names = (weight_path(weights[first_bad]),) if 0 <= first_bad < len(weights) else ()
             kind = TRIGGER_KINDS[code]
             self._caught(Trigger(kind, _trigger_message(kind, names), names), step, None,
                          tuple(values), loss_spec, structure)

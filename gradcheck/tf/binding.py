@@ -21,6 +21,7 @@ from gradcheck.evidence.notes import (
 from gradcheck.load.inputs import NamedArgument
 from gradcheck.tf import instrument
 from gradcheck.tf.arrays import as_array
+from gradcheck.tf.keras import compute_dtype
 from gradcheck.tf.program import (
     COMPLEX_PARTS,
     FLOAT_DTYPES,
@@ -197,8 +198,7 @@ def _policy_dtypes(named: Sequence[NamedArgument]) -> list[str | None]:
     converts those to the layer's dtype, as gradcheck's tensors in float32 would not be."""
     found: list[str | None] = []
     for argument in named:
-        policy = getattr(argument.value, "dtype_policy", None)
-        dtype = getattr(policy, "compute_dtype", None)
+        dtype = compute_dtype(argument.value)
         if callable(argument.value) and dtype in ("float16", "bfloat16") and dtype not in found:
             found.append(dtype)
     return found

@@ -24,6 +24,12 @@ def is_layer(obj: Any) -> bool:
         return True
 
 
+def compute_dtype(layer: Any) -> str | None:
+    """The dtype a Keras layer computes in (float16 under mixed_float16), or None."""
+    policy = getattr(layer, "dtype_policy", None) or getattr(layer, "_dtype_policy", None)
+    return getattr(policy, "compute_dtype", None)
+
+
 def _is_factory(obj: Any) -> bool:
     if not inspect.isfunction(obj):
         return False

@@ -13,22 +13,15 @@ import numpy as np
 
 from gradcheck.tf.arrays import as_array, dense_values
 from gradcheck.tf.runtime import tensorflow
+from gradcheck.tf.variables import weight_path
 
 
 def keras_package(model: Any) -> str:
-    """The package a model belongs to: "tf_keras" or "keras" (Keras 3)."""
-    root = type(model).__module__.partition(".")[0]
+    """The package a model's class comes from: "tf_keras", else "keras" (Keras 3)."""
     for cls in type(model).__mro__:
-        module = cls.__module__.partition(".")[0]
-        if module in ("tf_keras", "keras"):
-            return module
-    return "tf_keras" if root == "tf_keras" else "keras"
-
-
-def weight_name(variable: Any) -> str:
-    """A weight's path (dense/kernel), as gradcheck's reports name it."""
-    path = getattr(variable, "path", None)
-    return str(path) if path else str(variable.name).split(":")[0]
+        if cls.__module__.partition(".")[0] in ("tf_keras", "keras"):
+            return cls.__module__.partition(".")[0]
+    return "keras"
 
 
 def save_model(model: Any, path: Path) -> None:
@@ -39,7 +32,7 @@ def weight_arrays(model: Any) -> dict[str, np.ndarray]:
     """Every weight's value by path (readable without Keras)."""
     arrays: dict[str, np.ndarray] = {}
     for variable in model.weights:
-        name = weight_name(variable)
+        name = weight_path(variable)
         while name in arrays:
             name += "_"
         arrays[name] = as_array(variable)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.tf.arrays import as_array
+from gradcheck.tf.keras import compute_dtype
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import tensorflow
 
@@ -43,23 +44,18 @@ def _layers(program: Program) -> list[Any]:
     return found
 
 
-def _compute_dtype(layer: Any) -> str | None:
-    policy = getattr(layer, "dtype_policy", None) or getattr(layer, "_dtype_policy", None)
-    return getattr(policy, "compute_dtype", None)
-
-
 def low_precision(program: Program, outputs: Sequence[Any]) -> str | None:
     """The low precision f computes in: its arguments', its outputs', or its Keras layers'."""
     dtypes = [slot.dtype for slot in program.slots if slot.differentiable]
     dtypes += [str(getattr(getattr(o, "dtype", None), "name", "")) for o in outputs]
-    dtypes += [d for d in map(_compute_dtype, _layers(program)) if d]
+    dtypes += [d for d in map(compute_dtype, _layers(program)) if d]
     return next((d for d in LOW_PRECISION if d in dtypes), None)
 
 
 @contextlib.contextmanager
 def _float32_layers(layers: Sequence[Any]) -> Iterator[None]:
     saved = [(layer, layer.dtype_policy) for layer in layers if hasattr(layer, "dtype_policy")
-             and _compute_dtype(layer) in LOW_PRECISION]
+             and compute_dtype(layer) in LOW_PRECISION]
     try:
         for layer, _ in saved:
             layer.dtype_policy = "float32"

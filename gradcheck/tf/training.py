@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from gradcheck.tf.arrays import as_array, dense_values
-from gradcheck.tf.keras_snapshot import weight_name
 from gradcheck.tf.runtime import tensorflow
+from gradcheck.tf.variables import weight_path
 
 # What the gate records (its `code` variable).
 NONE, NON_FINITE_LOSS, NON_FINITE_GRADIENT, NO_GRADIENT = 0, 1, 2, 3
@@ -227,7 +227,7 @@ class WatchedFit:
         @functools.wraps(apply_gradients)
         def watched_apply(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
             pairs = list(grads_and_vars)
-            self.without_gradient = tuple(weight_name(v) for g, v in pairs if g is None)
+            self.without_gradient = tuple(weight_path(v) for g, v in pairs if g is None)
             loss = self._loss[-1] if self._loss else None
             if _in_replica_of_a_strategy():
                 self._fired.append(self._gated_across_replicas(pairs, loss, apply_gradients,

@@ -28,8 +28,13 @@ def _tf_variable(weight: Any) -> Any:
     return inner if isinstance(inner, tf.Variable) else weight
 
 
+def weight_path(weight: Any) -> str:
+    """A weight's path (dense/kernel: Keras 3's path, else its name without ':0')."""
+    return str(getattr(weight, "path", None) or weight.name).split(":")[0]
+
+
 def _keras_path(weight: Any, function: Any) -> str:
-    path = str(getattr(weight, "path", None) or weight.name).split(":")[0]
+    path = weight_path(weight)
     prefix = f"{getattr(function, 'name', '')}/"
     return path[len(prefix):] if path.startswith(prefix) else path
 
