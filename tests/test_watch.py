@@ -294,3 +294,61 @@ def test_a_custom_loop_traced_in_tf_function_is_caught_and_stopped(tmp_path):
     assert all(np.isfinite(w).all() for w in model.get_weights())
     batch = np.load(watch.snapshots[0] / "batch.npz")
     assert batch["arg0"].shape == (8, 2) and (batch["arg0"][5] == -3.0).all()
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_a_tf_keras_custom_loop_is_caught_eager_and_traced(traced, tmp_path):
+    import tensorflow as tf
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(0)
+    model = tf_keras.Sequential([tf_keras.Input((2,)), tf_keras.layers.Dense(
+        2, kernel_initializer=tf_keras.initializers.Constant([[0.1, 0.5], [0.2, 0.5]]),
+        bias_initializer=tf_keras.initializers.Constant([0.0, 1.0]))])
+    optimizer = tf_keras.optimizers.SGD(1e-3)
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = gaussian_nll.nll(model, x, y)
+        return watch.step(model, optimizer, tape, loss, (x, y), loss_fn=gaussian_nll.nll)
+
+    run = tf.function(step) if traced else step
+    for x, y in gaussian_nll.batches():
+        run(x, y)
+        if watch.stopped:
+            break
+    assert [p.name for p in watch.snapshots] == ["step-000003"]
+    assert read_snapshot(watch.snapshots[0]).keras == "tf_keras"
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_watching_a_correct_custom_loop_changes_no_weight_bit(traced, tmp_path):
+    import keras
+    import tensorflow as tf
+
+    def train(watch):  # type: ignore[no-untyped-def]
+        model = gaussian_nll.make_model()
+        optimizer = keras.optimizers.Adam(1e-2)
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = gaussian_nll.nll(model, x, y)
+            if watch is None:
+                grads = tape.gradient(loss, model.trainable_variables)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                return True
+            return watch.step(model, optimizer, tape, loss, (x, y), loss_fn=gaussian_nll.nll)
+
+        run = tf.function(step) if traced else step
+        for index, (x, y) in enumerate(gaussian_nll.batches()):
+            if index < 3:  # the batches before the one that makes the variance negative
+                run(x, y)
+        return model
+
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    plain, watched = train(None), train(watch)
+    assert watch.snapshots == []
+    for a, b in zip(plain.get_weights(), watched.get_weights()):
+        np.testing.assert_array_equal(a, b)
