@@ -288,9 +288,10 @@ def test_a_model_with_named_inputs_keeps_its_dict_batch(tmp_path):
 
 
 def test_a_custom_loop_traced_in_tf_function_is_caught_and_stopped(tmp_path):
-    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lines.append)
     model = gaussian_nll.train_traced(watch)
-    assert [p.name for p in watch.snapshots] == ["step-000003"] and watch.stopped
+    assert [p.name for p in watch.snapshots] == ["step-000003"] and watch.stopped, lines
     assert all(np.isfinite(w).all() for w in model.get_weights())
     batch = np.load(watch.snapshots[0] / "batch.npz")
     assert batch["arg0"].shape == (8, 2) and (batch["arg0"][5] == -3.0).all()
@@ -306,7 +307,8 @@ def test_a_tf_keras_custom_loop_is_caught_eager_and_traced(traced, tmp_path):
         2, kernel_initializer=tf_keras.initializers.Constant([[0.1, 0.5], [0.2, 0.5]]),
         bias_initializer=tf_keras.initializers.Constant([0.0, 1.0]))])
     optimizer = tf_keras.optimizers.SGD(1e-3)
-    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lines.append)
 
     def step(x, y):
         with tf.GradientTape() as tape:
@@ -318,7 +320,7 @@ def test_a_tf_keras_custom_loop_is_caught_eager_and_traced(traced, tmp_path):
         run(x, y)
         if watch.stopped:
             break
-    assert [p.name for p in watch.snapshots] == ["step-000003"]
+    assert [p.name for p in watch.snapshots] == ["step-000003"], lines
     assert read_snapshot(watch.snapshots[0]).keras == "tf_keras"
     assert all(np.isfinite(w).all() for w in model.get_weights())
 

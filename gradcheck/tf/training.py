@@ -123,8 +123,8 @@ class Gate:
             apply()
             return tf.constant(False)
 
-        tf.cond(tf.logical_or(code > 0, self.halted), record, update)
-        return fires
+        done = tf.cond(tf.logical_or(code > 0, self.halted), record, update)
+        return _after(done, fires)
 
     def _recorded_beside(self, code: Any, first_bad: Callable[[], Any], apply: Callable[[], Any],
                          fires: Any) -> Any:
@@ -139,8 +139,8 @@ class Gate:
             self.first_bad.assign(first_bad())
             return tf.constant(True)
 
-        tf.cond(fires, record, lambda: tf.constant(False))
-        return fires
+        done = tf.cond(fires, record, lambda: tf.constant(False))
+        return _after(done, fires)
 
     def last_recorded(self) -> tuple[int, int] | None:
         """(code, step) of the last step recorded without stopping (a LossScaleOptimizer's)."""
@@ -317,6 +317,14 @@ class WatchedFit:
                     delattr(patch.owner, patch.name)
         self._patches.clear()
         self.model.train_function = None
+
+
+def _after(done: Any, fires: Any) -> Any:
+    """`fires`, available only once the gate's cond has run: what reads the recorded trigger
+    outside the graph (the callback's tf.py_function) must not race its assignments."""
+    tf = tensorflow()
+    with tf.control_dependencies([done]):
+        return tf.identity(fires)
 
 
 def _in_replica_of_a_strategy() -> bool:
