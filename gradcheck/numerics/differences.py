@@ -127,6 +127,17 @@ def kinks(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.n
     return np.asarray(significant & (jump2 < KINK_RATIO * jump1))
 
 
+def crossed_kink_between(derivatives: np.ndarray, difference: float, allowed: float) -> bool:
+    """Whether a difference quotient that disagrees with autodiff at x is what a correct
+    derivative gives across a kink inside the step: a quotient is the mean of the derivative over
+    its interval, so it lies within the range autodiff spans at the points it stepped to (x
+    included). A derivative that does not change there leaves the disagreement standing."""
+    finite = derivatives[np.isfinite(derivatives)]
+    if finite.size < derivatives.size or not np.isfinite(difference):
+        return False
+    return bool(finite.min() - allowed <= difference <= finite.max() + allowed)
+
+
 def to_block(a: np.ndarray, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> np.ndarray:
     """(n_in, n_out) -> out_shape + in_shape."""
     return a.T.reshape(out_shape + in_shape)

@@ -164,6 +164,15 @@ def compare(
     )
 
 
+def allowed_errors(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,
+                   error_estimate: np.ndarray | float = 0.0) -> np.ndarray:
+    """The error `compare` allows each element."""
+    expected = np.asarray(expected, dtype=np.float64)
+    scale = block_scale(expected, np.asarray(actual, dtype=np.float64)) \
+        if tolerance.scale_rtol else 0.0
+    return _allowed(expected, tolerance, error_estimate, scale)
+
+
 def contract(upstream: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
     """uᵀJ for a block of shape out + in and an upstream of shape out."""
     u = np.asarray(upstream, dtype=np.float64).reshape(-1)

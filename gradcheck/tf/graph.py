@@ -12,11 +12,11 @@ from typing import Any
 
 from gradcheck.evidence import Location
 from gradcheck.load.locations import innermost_user_frame
-from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.tf.program import Program, path_ends
 from gradcheck.tf.runtime import tensorflow
+from gradcheck.tf.stop_gradients import STOP_OPS, harmless_stops
 
 VALUE_INDEPENDENT_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"})
-STOP_OPS = frozenset({"StopGradient", "PreventGradient"})
 # Zero gradient almost everywhere: a cause only when f is meant to vary continuously through
 # them (e.g. fine quantisation), so they are listed only when no definite cut is found.
 # Comparisons are left out: their booleans usually select between branches that do carry
@@ -206,16 +206,10 @@ def _graph_of(call: Callable[..., Any], program: Program, slot_index: int) -> An
     as its placeholder (a variable captured)."""
     tf = tensorflow()
     slot = program.slots[slot_index]
-
-    def leaves(result: Any) -> list[Any]:
-        flat = flatten_outputs(result)
-        # f returning only integers (tf.argsort's ranks): the path to those is what is cut.
-        return [leaf.tensor for leaf in flat if leaf.differentiable] or [
-            leaf.tensor for leaf in flat if isinstance(leaf.tensor, tf.Tensor)]
-
     if slot.is_variable:
-        return tf.function(lambda: leaves(call()), autograph=False).get_concrete_function().graph
-    traced = tf.function(lambda point: leaves(call({slot_index: point})), autograph=False)
+        return tf.function(lambda: path_ends(call()),
+                           autograph=False).get_concrete_function().graph
+    traced = tf.function(lambda point: path_ends(call({slot_index: point})), autograph=False)
     return traced.get_concrete_function(tf.TensorSpec(slot.shape, slot.dtype)).graph
 
 
@@ -320,13 +314,22 @@ def graph_cuts(program: Program, slot_index: int, no_gradient: bool = False,
     forward = _reachable_forward(starts)
     cuts: list[CutSite] = []
     read_handles = {id(op.inputs[0]) for op in backward if op.type == "ReadVariableOp"}
+    stops: list[str] = []  # per cut, the op's name where it is a stop_gradient
     for op in graph.get_operations():
         if op not in forward:
             continue
+        cut: CutSite | None = None
         if op.type in VARIABLE_WRITE_OPS and id(op.inputs[0]) in read_handles:
-            cuts.append(CutSite("assign", _frames_location(op.traceback), op.type))
-        elif op in backward and (cut := _op_cut(op, none=none)) is not None:
-            cuts.append(cut)
+            cut = CutSite("assign", _frames_location(op.traceback), op.type)
+        elif op in backward:
+            cut = _op_cut(op, none=none)
+        if cut is None:
+            continue
+        cuts.append(cut)
+        stops.append(op.name if op.type in STOP_OPS else "")
+    if any(stops):
+        harmless = harmless_stops(program, slot_index)
+        cuts = [cut for cut, name in zip(cuts, stops) if name not in harmless]
     definite = [cut for cut in cuts if cut.kind != "piecewise-constant"]
     return definite or cuts, None
 

@@ -334,3 +334,12 @@ def _leaf(result: Any, path: OutputPath) -> OutputLeaf:
 def output_base(program: Program) -> str:
     """Outputs are y, y[0], y['mean']... unless an argument is already called y."""
     return "out" if any(slot.name == "y" for slot in program.slots) else "y"
+
+
+def path_ends(result: Any) -> list[Any]:
+    """The outputs of f whose paths from the input matter: its differentiable ones, else (f
+    returning only tf.argsort's integer ranks) the path to those is what is cut."""
+    tf = tensorflow()
+    flat = flatten_outputs(result)
+    return [leaf.tensor for leaf in flat if leaf.differentiable] or [
+        leaf.tensor for leaf in flat if isinstance(leaf.tensor, tf.Tensor)]

@@ -1,0 +1,28 @@
+"""Kinks that finite-difference steps cross where precision is low, and harmless stop_gradients:
+no false alarm, and a stop_gradient blamed only where it blocks a dependence."""
+
+from __future__ import annotations
+
+import gradcheck
+from tests.conftest import fixture_module
+
+FIXTURE = "batchnorm_kinks"
+
+
+def test_batchnorm_relu_float32_model_in_training_passes_with_a_kink_warning() -> None:
+    module = fixture_module(FIXTURE)
+    report = gradcheck.check(module.training_loss, module.features, wrt="variables")
+    failed = [(c.check, c.input, c.message) for c in report.checks if c.failed]
+    assert report.ok, failed
+    kinks = [c for c in report.checks if c.check == "kink"]
+    assert any(c.input.endswith("dense/kernel") for c in kinks)
+    assert not any(c.check == "graph-break" for c in report.checks)
+
+
+def test_only_the_stop_gradient_that_blocks_a_dependence_is_blamed() -> None:
+    module = fixture_module(FIXTURE)
+    report = gradcheck.check(module.standardised_cut, *module.standardised_cut_inputs())
+    breaks = [c for c in report.checks if c.check == "graph-break"]
+    assert [str(c.location).rsplit(":", 1)[1] for c in breaks] == ["30"]
+    jacobian = next(c for c in report.checks if c.check == "jacobian")
+    assert jacobian.failed and str(jacobian.location).endswith("batchnorm_kinks.py:30")
