@@ -20,15 +20,9 @@ from gradcheck.cli.flags import (
     run_timeout_option,
     upstream_option,
 )
+from gradcheck.cli.formats import FORMATS, JSON, TABLE, OutputFormat, report_error
 from gradcheck.cli.group import GradcheckGroup
-from gradcheck.cli.output import (
-    annotate_run_for_github,
-    formatted,
-    make_console,
-    report_error,
-    show,
-    write_artifacts,
-)
+from gradcheck.cli.output import annotate_run_for_github, make_console, write_artifacts
 from gradcheck.cli.paths import guard_run, guard_single
 from gradcheck.errors import (
     ExitCode,
@@ -75,7 +69,7 @@ def _validated(command: str, target: str, options: dict[str, Any]) -> Any:
     check_options = options_from(
         command, options, explain=_explain_wanted(command, options),
         keep_blocks=bool(options["plot_dir"] or options["save_file"])
-        or (options["output_format"] == "table" and not options["quiet"]))
+        or FORMATS[options["output_format"]].keeps_blocks(options["quiet"]))
     guard_single(target, options)
     for shape in options["shapes"]:
         check_shape_fits(shape, isolation.memory_cap(check_options.max_memory))
@@ -83,7 +77,7 @@ def _validated(command: str, target: str, options: dict[str, Any]) -> Any:
 
 
 def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
-    output_format = options["output_format"]
+    output_format = FORMATS[options["output_format"]]
     # -o gets the error document too, once it is known to be a path the run may write.
     error_file: str | None = None
     try:
@@ -108,7 +102,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
                             name=target.rpartition(":")[2], target=target,
                             timeout=check_options.timeout,
                             memory_limit=isolation.memory_cap(check_options.max_memory))
-        _warm_up(output_format)
+        output_format.warm_up()
         with _progress_bar(output_format, options["no_color"]) as progress:
             events = isolation.Events(
                 progress=None if progress is None else lambda _, *done: progress(*done),
@@ -118,14 +112,14 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             raise result.error
         report = result.report
         assert report is not None
-        text = formatted(report, output_format, command)
+        text = output_format.report(report, command)
         if options["output_file"]:
             write_file(options["output_file"], text.encode())
         write_artifacts(report, options)
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], target,
                               error_file))
-    show(report, text, output_format, command, options)
+    output_format.show(report, text, command, options)
     sys.exit(int(report.exit_code))
 
 
@@ -140,22 +134,13 @@ def _plot_health(snapshot: Any) -> None:
                     health["norms"], int(health["failing_step"]))
 
 
-def _progress_bar(output_format: str, no_color: bool) -> Any:
+def _progress_bar(output_format: OutputFormat, no_color: bool) -> Any:
     """A rich bar on stderr for long work: only for tables, only on a terminal."""
-    if output_format != "table" or not sys.stderr.isatty():
+    if not output_format.shows_progress() or not sys.stderr.isatty():
         return contextlib.nullcontext()
     from gradcheck.render.progress import DelayedProgress
 
     return DelayedProgress(make_console(no_color, stderr=True))
-
-
-def _warm_up(output_format: str) -> None:
-    """Import what reading and rendering the report needs while the worker starts."""
-    import numpy  # noqa: F401 - the report's details hold arrays
-
-    import gradcheck.render.json_format  # noqa: F401
-    if output_format == "table":
-        import gradcheck.render.table  # noqa: F401
 
 
 def _explain_wanted(command: str, options: dict[str, Any]) -> bool:
@@ -163,7 +148,8 @@ def _explain_wanted(command: str, options: dict[str, Any]) -> bool:
     chosen = options.get("explain")
     if chosen is not None:
         return bool(chosen)
-    return command == "vjp" and not options["quiet"] and options["output_format"] != "junit"
+    return (command == "vjp" and not options["quiet"]
+            and FORMATS[options["output_format"]].explains)
 
 
 @cli.command()
@@ -218,7 +204,7 @@ def hessian(target: str, **options: Any) -> None:
 @output_options
 def replay(snapshot: str, **options: Any) -> None:
     """The diagnosis of a snapshot that gradcheck.Watch wrote, again, in a fresh process."""
-    output_format = options["output_format"]
+    output_format = FORMATS[options["output_format"]]
     try:
         from gradcheck import isolation
         from gradcheck.load.snapshot import read_snapshot
@@ -231,13 +217,13 @@ def replay(snapshot: str, **options: Any) -> None:
         job = isolation.Job(check_snapshot, (snapshot, options["path"]), check_options,
                             name="training loss", target=snapshot, timeout=options["timeout"],
                             memory_limit=isolation.memory_cap(check_options.max_memory))
-        _warm_up(output_format)
+        output_format.warm_up()
         result = isolation.run_jobs([job])[0]
         if result.error is not None:
             raise result.error
         report = result.report
         assert report is not None
-        text = formatted(report, output_format, "replay")
+        text = output_format.report(report, "replay")
         if options["output_file"]:
             write_file(options["output_file"], text.encode())
         if options["write_reports"]:
@@ -245,13 +231,13 @@ def replay(snapshot: str, **options: Any) -> None:
 
             from gradcheck.load.snapshot import write_report_files
 
-            write_report_files(Path(snapshot), formatted(report, "json", "replay"),
-                               formatted(report, "table", "replay"))
+            write_report_files(Path(snapshot), JSON.report(report, "replay"),
+                               TABLE.report(report, "replay"))
             _plot_health(Path(snapshot))
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], snapshot,
                               options["output_file"]))
-    show(report, text, output_format, "replay", options)
+    output_format.show(report, text, "replay", options)
     sys.exit(int(report.exit_code))
 
 
@@ -273,7 +259,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     from gradcheck.load.timeout import validate_timeout
     from gradcheck.runner import available_memory, cap_workers, parse_jobs, run_all, usable_cores
 
-    output_format = options["output_format"]
+    output_format = FORMATS[options["output_format"]]
     started = time.monotonic()
     error_file: str | None = None  # -o gets the error document once the path is checked
     try:
@@ -295,7 +281,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         from gradcheck import isolation
 
         isolation.prestart(workers)
-        _warm_up(output_format)
+        output_format.warm_up()
         if plot_dir:
             from gradcheck.render.artifacts import require_plotting
 
@@ -308,7 +294,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         except Interrupted as stop:  # Ctrl-C or SIGTERM: what finished is still reported
             result = stop.finished  # a RunResult, from run_all
         result = dataclasses.replace(result, wall_seconds=time.monotonic() - started)
-        text = _formatted_run(result, output_format)
+        text = output_format.run(result)
         if options["output_file"]:
             write_file(options["output_file"], text.encode())
         if plot_dir:
@@ -319,15 +305,8 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], None,
                               error_file))
-    if output_format != "table":
-        if not options["output_file"]:  # with -o the JSON or JUnit goes to the file only
-            click.echo(text, nl=not text.endswith("\n"))
-    else:
-        from gradcheck.render.summary import render_run
-
-        make_console(options["no_color"]).print(
-            render_run(result, quiet=options["quiet"], tracebacks=options["show_traceback"]))
-    annotate_run_for_github(result, err=output_format != "table")  # stdout: JSON or JUnit
+    output_format.show_run(result, text, options)
+    annotate_run_for_github(result, err=output_format.annotations_on_stderr)
     if result.exit_code == ExitCode.INTERRUPTED:
         unfinished = [o for o in result.outcomes if o.exit_code == ExitCode.INTERRUPTED]
         reason = (unfinished[0].error or "").removeprefix("not finished: ")
@@ -347,21 +326,6 @@ def _run_progress(total: int, options: dict[str, Any]) -> Iterator[Any]:
 
     with RunProgress(console, total) as progress:
         yield progress
-
-
-def _formatted_run(result: Any, output_format: str) -> str:
-    if output_format == "json":
-        from gradcheck.render.json_format import render_run_json
-        from gradcheck.runner import outcome_dict
-
-        return render_run_json([outcome_dict(o) for o in result.outcomes], int(result.exit_code))
-    if output_format == "junit":
-        from gradcheck.render.junit import render_junit
-
-        return render_junit(result.outcomes)
-    from gradcheck.render.summary import render_run_text
-
-    return render_run_text(result)
 
 
 @cli.command()
@@ -403,7 +367,7 @@ def demo(no_color: bool, verbose: bool, quiet: bool) -> None:
     results = isolation.run_jobs(jobs)
     stopped = common_error([result.error for result in results])
     if stopped is not None:
-        sys.exit(report_error(stopped, "table", False, None))
+        sys.exit(report_error(stopped, TABLE, False, None))
     for case, result in zip(DEMO_CASES, results):
         report = result.report
         if report is None:
