@@ -13,7 +13,7 @@ from gradcheck.evidence.causes import (
     SecondOrder,
     UnusedLayer,
 )
-from gradcheck.render.causes import Said, kink_place, what, words
+from gradcheck.render.causes.dispatch import Said, kink_place, what, words
 from gradcheck.report import Mistake, format_index
 
 UNTRACEABLE_FIX = ("create variables once, outside f (or in a Keras layer's build); keep tensors"

@@ -4,7 +4,7 @@ transposed J, J * u..., for the user who wrote the grad_fn."""
 from __future__ import annotations
 
 from gradcheck.evidence.causes import ReturnedShape, ReturnedValues, UpstreamProbe
-from gradcheck.render.causes import Said, words
+from gradcheck.render.causes.dispatch import Said, words
 from gradcheck.report import Mistake
 
 CONJUGATE_FIX = (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradcheck.evidence.causes import CutOp, FirstNonFinite, NonFiniteOp, NoNonFiniteOp
-from gradcheck.render.causes import Said, words
+from gradcheck.render.causes.dispatch import Said, words
 from gradcheck.report import Mistake
 
 # What people do where an op gives no gradient (a hard count, index or threshold).

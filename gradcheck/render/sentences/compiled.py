@@ -16,7 +16,7 @@ from gradcheck.evidence.compiled import (
     XlaUnsupported,
 )
 from gradcheck.render.causes import fix, told
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult, format_index
 
 

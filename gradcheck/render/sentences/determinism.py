@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gradcheck.evidence.determinism import Nondeterministic
 from gradcheck.render.causes import fix, told, what
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
 
 

@@ -11,7 +11,7 @@ from gradcheck.evidence.diagnosis import (
     SiteUnchecked,
 )
 from gradcheck.render.causes import fix, told, what
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
 
 USUAL_CAUSES = (

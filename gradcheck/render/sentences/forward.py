@@ -15,7 +15,7 @@ from gradcheck.evidence.forward import (
     ReverseNotFinite,
 )
 from gradcheck.render.causes import fix, told, what
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
 
 

@@ -8,7 +8,7 @@ from gradcheck.evidence.non_finite import (
     NoVerdictAtNonFinite,
 )
 from gradcheck.render.causes import fix, told, what
-from gradcheck.render.sentences import clause, first_clause, sentence
+from gradcheck.render.sentences.dispatch import clause, first_clause, sentence
 from gradcheck.report import CheckResult
 
 

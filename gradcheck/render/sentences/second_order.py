@@ -13,7 +13,7 @@ from gradcheck.evidence.second_order import (
     Symmetric,
 )
 from gradcheck.render.causes import fix, told, what
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
 
 _NOT_SYMMETRIC = ("the second derivative from nested tapes is not symmetric (a second derivative"
