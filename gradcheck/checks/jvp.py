@@ -8,7 +8,7 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.evidence.causes import NoForwardRule
-from gradcheck.evidence.forward import (
+from gradcheck.evidence.jvp import (
     ComparedForwardGap,
     ForwardGap,
     ForwardNotFinite,
