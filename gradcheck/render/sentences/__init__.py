@@ -14,9 +14,9 @@ import gradcheck.render.sentences.connected  # noqa: E402,F401
 import gradcheck.render.sentences.determinism  # noqa: E402,F401
 import gradcheck.render.sentences.diagnosis  # noqa: E402,F401
 import gradcheck.render.sentences.fast  # noqa: E402,F401
-import gradcheck.render.sentences.forward  # noqa: E402,F401
 import gradcheck.render.sentences.gradients  # noqa: E402,F401
 import gradcheck.render.sentences.health  # noqa: E402,F401
+import gradcheck.render.sentences.jvp  # noqa: E402,F401
 import gradcheck.render.sentences.non_finite  # noqa: E402,F401
 import gradcheck.render.sentences.precision  # noqa: E402,F401
 import gradcheck.render.sentences.second_order  # noqa: E402,F401
