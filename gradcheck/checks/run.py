@@ -31,7 +31,8 @@ from gradcheck.evidence.notes import (
     ReturnsLower,
     RoundsToFloat32,
 )
-from gradcheck.load.inputs import NamedArgument, resolve_upstreams
+from gradcheck.load.inputs import resolve_upstreams
+from gradcheck.load.named import NamedArgument
 from gradcheck.numerics.tolerances import machine_eps, tolerance_for
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, TensorInfo

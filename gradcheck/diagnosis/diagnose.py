@@ -16,7 +16,7 @@ from gradcheck.diagnosis.sites import record_eager_calls, site_results
 from gradcheck.errors import InputError
 from gradcheck.evidence.diagnosis import SiteMistake
 from gradcheck.evidence.precision import PrecisionLoss
-from gradcheck.load.inputs import NamedArgument
+from gradcheck.load.named import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report
 from gradcheck.tf.observer import Observer, defines
