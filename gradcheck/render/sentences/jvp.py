@@ -41,13 +41,13 @@ def _no_forward_mode(evidence: NoForwardMode, result: CheckResult) -> str:
 @sentence.register
 def _reverse_not_finite(evidence: ReverseNotFinite, result: CheckResult) -> str:
     return (f"reverse mode gives {evidence.reverse:.6g} for {evidence.input} (forward mode"
-            f" {evidence.jvp:.6g}): not finite, so not comparable (see the non-finite"
+            f" {evidence.forward:.6g}): not finite, so not comparable (see the non-finite"
             " check)")
 
 
 @sentence.register
 def _forward_not_finite(evidence: ForwardNotFinite, result: CheckResult) -> str:
-    return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {evidence.jvp:.6g} for"
+    return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {evidence.forward:.6g} for"
             f" {evidence.input} where reverse mode is finite ({evidence.reverse:.6g}): a"
             " forward-mode rule of an op on the path is not finite at this point (code using"
             " ForwardAccumulator or tf.autodiff.jvp would see it)")
@@ -60,13 +60,13 @@ def _independent(evidence: ModesIndependent, result: CheckResult) -> str:
 
 @sentence.register
 def _agree(evidence: ModesAgree, result: CheckResult) -> str:
-    return (f"forward mode ⟨u, Jv⟩ = {evidence.jvp:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
+    return (f"forward mode ⟨u, Jv⟩ = {evidence.forward:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
             f" {evidence.reverse:.6g} for a random v and u")
 
 
 @sentence.register
 def _disagree(evidence: ModesDisagree, result: CheckResult) -> str:
-    return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {evidence.jvp:.6g} but"
+    return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {evidence.forward:.6g} but"
             f" reverse mode (tape.gradient) gives ⟨Jᵀu, v⟩ = {evidence.reverse:.6g} for"
             f" {evidence.input}: the two modes disagree, so a gradient (often a custom_gradient"
             " grad_fn) is inconsistent")
@@ -74,7 +74,7 @@ def _disagree(evidence: ModesDisagree, result: CheckResult) -> str:
 
 @sentence.register
 def _nested_disagree(evidence: NestedModesDisagree, result: CheckResult) -> str:
-    return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {evidence.jvp:.6g} but"
+    return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {evidence.forward:.6g} but"
             f" reverse mode (tape.gradient) gives ⟨Jᵀu, v⟩ = {evidence.reverse:.6g} for"
             f" {evidence.input}; f runs a ForwardAccumulator of its own, so forward mode over f"
             " nests accumulators (forward over forward), which TensorFlow's eager forward mode"
