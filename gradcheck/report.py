@@ -176,24 +176,22 @@ class Mistake(Spelled):
 
 
 def _views() -> Any:
-    """How a report shows itself (words, tables, pictures): gradcheck.render, a layer above
-    this one, imported only when something is shown (so never while a check runs)."""
+    """gradcheck.render, a layer above: imported only when something is shown."""
     from gradcheck.render import display
 
     return display
 
 
 class _Message:
-    """CheckResult.message: the text a hand-built result gives, or, with evidence, its
-    sentence, made when first read (a stale text passed along by dataclasses.replace is never
-    kept)."""
+    """CheckResult.message: a hand-built result's text, or its evidence's sentence made when
+    first read (a stale text passed along by dataclasses.replace is never kept)."""
 
     def __get__(self, result: CheckResult | None, owner: type | None = None) -> str:
         if result is None:
             return ""  # the field's default
         if result.evidence is None:
             return str(result.__dict__.get("_given_message", ""))
-        if "_message" not in result.__dict__:
+        if "_message" not in result.__dict__:  # made once, when first read
             result.__dict__["_message"] = str(_views().message(result))
         return str(result.__dict__["_message"])
 
@@ -303,10 +301,8 @@ class TensorInfo:
 
 @dataclasses.dataclass(frozen=True)
 class Report:
-    """What one check of one target found: the target's inputs and outputs, every finding
-    (`checks`), typed notes on how it was checked, the explanation of a failing VJP and, when
-    asked for, the Jacobian blocks. str() is the table; JSON and JUnit are made from it by
-    gradcheck.render."""
+    """What one check of a target found: its inputs and outputs, every finding (`checks`),
+    notes on how it was checked, the explanation of tape.gradient and the kept blocks."""
 
     target: str
     inputs: tuple[TensorInfo, ...]

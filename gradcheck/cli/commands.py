@@ -266,12 +266,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         validate_timeout(timeout)
         workers = parse_jobs(jobs)
         config = load_config(config_file)
-        selected = config.select(pattern)
-        if not selected:
-            names = [check.name for check in config.checks]
-            shown = ", ".join(names[:SHOWN_NAMES]) + (
-                f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
-            raise UsageError(f"-k {pattern!r} matches none of the configured checks ({shown})")
+        selected = _selected(config, pattern)
         limit = timeout if timeout is not None else config.timeout
         guard_run(config, selected, options["output_file"], plot_dir)
         error_file = options["output_file"]
@@ -315,6 +310,17 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     sys.exit(int(result.exit_code))
 
 
+def _selected(config: Any, pattern: str | None) -> Any:
+    """The configured checks -k chooses; none is a usage error that names some."""
+    selected = config.select(pattern)
+    if not selected:
+        names = [check.name for check in config.checks]
+        shown = ", ".join(names[:SHOWN_NAMES]) + (
+            f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
+        raise UsageError(f"-k {pattern!r} matches none of the configured checks ({shown})")
+    return selected
+
+
 @contextlib.contextmanager
 def _run_progress(total: int, options: dict[str, Any]) -> Iterator[Any]:
     """A transient bar (checks done, checks running) on a terminal's stderr; None elsewhere."""
@@ -334,58 +340,17 @@ def _run_progress(total: int, options: dict[str, Any]) -> Iterator[Any]:
 @click.option("-q", "--quiet", is_flag=True, help="Only the verdict line.")
 def demo(no_color: bool, verbose: bool, quiet: bool) -> None:
     """Run the bundled examples and show that each gets the verdict it should."""
-    from rich.table import Table
-    from rich.text import Text
-
     from gradcheck import isolation
-    from gradcheck.demo import (
-        DEMO_CASES,
-        common_error,
-        finding,
-        fixtures_dir,
-        matches,
-        upstream_specs,
-    )
-    from gradcheck.options import DEFAULT_MAX_MEMORY, options_from
-    from gradcheck.pipeline import TargetRequest, check_request
-    from gradcheck.render.table import render_table, status_text
+    from gradcheck.cli.demo_table import demo_jobs, demo_table
+    from gradcheck.demo import common_error
 
     isolation.prestart(1)
     console = make_console(no_color)
-    directory = fixtures_dir()
-    table = Table(title="gradcheck demo: bundled examples", title_justify="left")
-    for column in ("verdict", "example", "what it shows", "finding", "as expected"):
-        table.add_column(column)
-    all_matched = True
-    jobs = [isolation.Job(
-        check_request,
-        (TargetRequest(target=f"{directory / case.file}:{case.function}", path=str(directory),
-                       upstream_specs=upstream_specs(case, directory)),),
-        options_from(case.command, {}, explain=verbose and case.command == "vjp"),
-        name=case.function, target=f"{case.file}:{case.function}",
-        memory_limit=isolation.memory_cap(DEFAULT_MAX_MEMORY)) for case in DEMO_CASES]
-    results = isolation.run_jobs(jobs)
+    results = isolation.run_jobs(demo_jobs(verbose))
     stopped = common_error([result.error for result in results])
     if stopped is not None:
         sys.exit(report_error(stopped, TABLE, False, None))
-    for case, result in zip(DEMO_CASES, results):
-        report = result.report
-        if report is None:
-            all_matched = False
-            message = result.error.message if result.error is not None else "no report"
-            table.add_row(status_text("error"), case.file, case.story, Text(message), "no")
-            continue
-        failing = {r.check for r in report.checks if r.status in ("fail", "error", "warn")}
-        matched = matches(case, report.ok, failing)
-        all_matched &= matched
-        table.add_row(status_text("pass" if report.ok else "fail"), f"{case.file}:{case.function}",
-                      case.story, Text(finding(report, directory)), "yes" if matched else "NO")
-        if verbose:
-            console.print(render_table(report, show_matrices=True))
-            if report.explain is not None:
-                from gradcheck.render.explain import render_explanation
-
-                console.print(render_explanation(report.explain))
+    table, all_matched = demo_table(results, console, verbose)
     if not quiet:
         console.print(table)
     console.print(
