@@ -37,7 +37,7 @@ from gradcheck.render.files import write_file
 from gradcheck.report import VERSION
 
 # `-k` that matches nothing lists this many of the configured checks' names.
-SHOWN_NAMES = 10
+LISTED_NAMES = 10
 
 
 @click.group(cls=GradcheckGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -315,9 +315,9 @@ def _selected(config: Any, pattern: str | None) -> Any:
     selected = config.select(pattern)
     if not selected:
         names = [check.name for check in config.checks]
-        shown = ", ".join(names[:SHOWN_NAMES]) + (
-            f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
-        raise UsageError(f"-k {pattern!r} matches none of the configured checks ({shown})")
+        listed = ", ".join(names[:LISTED_NAMES]) + (
+            f" and {len(names) - LISTED_NAMES} more" if len(names) > LISTED_NAMES else "")
+        raise UsageError(f"-k {pattern!r} matches none of the configured checks ({listed})")
     return selected
 
 

@@ -14,11 +14,11 @@ import gradcheck.render.causes.gradients  # noqa: E402,F401
 import gradcheck.render.causes.paths  # noqa: E402,F401
 from gradcheck.render.causes.dispatch import (  # noqa: F401 - the package's interface
     PLAIN,
-    Said,
+    WhatAndFix,
     cause_dict,
     fix,
     kink_place,
-    told,
+    stated_cause,
     what,
     words,
 )

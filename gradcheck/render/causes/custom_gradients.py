@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gradcheck.evidence.causes import ContractSlip, OnItsOwn, ShapeOnItsOwn
 from gradcheck.evidence.gradients import GradientRaised
-from gradcheck.render.causes.dispatch import Said, fix, what, words
+from gradcheck.render.causes.dispatch import WhatAndFix, fix, what, words
 from gradcheck.report import CheckResult, Kind, Mistake
 
 FIX_HINT = (
@@ -16,7 +16,7 @@ _POSITIONAL = "TensorFlow treats only positional arguments as a custom_gradient'
 
 
 @words.register
-def _on_its_own(facts: OnItsOwn, mistake: Mistake) -> Said:
+def _on_its_own(facts: OnItsOwn, mistake: Mistake) -> WhatAndFix:
     finding: CheckResult = facts.finding
     cause, x = finding.cause, finding.input
     if finding.check == Kind.JACOBIAN and cause is not None:
@@ -56,7 +56,7 @@ def raised_without_fix(evidence: GradientRaised, result: CheckResult) -> str:
 
 
 @words.register
-def _shape_on_its_own(facts: ShapeOnItsOwn, mistake: Mistake) -> Said:
+def _shape_on_its_own(facts: ShapeOnItsOwn, mistake: Mistake) -> WhatAndFix:
     return (f"grad_fn returns shape {facts.gradient_shape} for input {facts.input} of shape"
             f" {facts.input_shape}: it {what(facts.probe)}", fix(facts.probe) or FIX_HINT)
 
@@ -102,5 +102,5 @@ def _slip(facts: ContractSlip, mistake: Mistake) -> str:
 
 
 @words.register
-def _contract_slip(facts: ContractSlip, mistake: Mistake) -> Said:
+def _contract_slip(facts: ContractSlip, mistake: Mistake) -> WhatAndFix:
     return _slip(facts, mistake), None

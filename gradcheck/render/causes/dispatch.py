@@ -8,10 +8,10 @@ from typing import Any
 from gradcheck.evidence.causes import Facts, Words
 from gradcheck.report import Cause, CheckResult, Mistake
 
-Said = tuple[str, "str | None"]
+WhatAndFix = tuple[str, "str | None"]
 
 # Mistakes whose words need no facts.
-PLAIN: dict[Mistake, Said] = {
+PLAIN: dict[Mistake, WhatAndFix] = {
     Mistake.DTYPE_MIX: (
         "the gradient mixes float32 and float64",
         "create the gradient's constants and variables in the input's dtype"
@@ -33,7 +33,7 @@ PLAIN: dict[Mistake, Said] = {
 
 
 @functools.singledispatch
-def words(facts: Facts | None, mistake: Mistake) -> Said:
+def words(facts: Facts | None, mistake: Mistake) -> WhatAndFix:
     """What is wrong and the fix (None: no fix follows from it), from the facts."""
     if facts is None and mistake in PLAIN:
         return PLAIN[mistake]
@@ -41,7 +41,7 @@ def words(facts: Facts | None, mistake: Mistake) -> Said:
 
 
 @words.register
-def _given(facts: Words, mistake: Mistake) -> Said:
+def _hand_worded(facts: Words, mistake: Mistake) -> WhatAndFix:
     return facts.what, facts.fix
 
 
@@ -60,7 +60,7 @@ def fix(cause: Cause) -> str | None:
     return words(cause.facts, cause.mistake)[1]
 
 
-def told(result: CheckResult) -> Cause:
+def stated_cause(result: CheckResult) -> Cause:
     """The cause of a finding whose evidence its cause tells (that evidence always has one)."""
     assert result.cause is not None, f"{type(result.evidence).__name__} is told by its cause"
     return result.cause
