@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gradcheck import report as _report
-from gradcheck.evidence import notes as _notes
 from gradcheck.report import VERSION as __version__
 
 if TYPE_CHECKING:
@@ -14,23 +12,6 @@ if TYPE_CHECKING:
     from gradcheck.watch import Watch
 
 __all__ = ["CheckResult", "Report", "__version__", "Watch", "assert_gradients", "check"]
-
-
-def _report_views() -> Any:
-    from gradcheck.render import display
-
-    return display
-
-
-def _note_text(note: Any) -> str:
-    from gradcheck.render.sentences.notes import note_text
-
-    return note_text(note)
-
-
-# The root wires the layers: reports (the bottom) show themselves through gradcheck.render.
-_report.install_views(_report_views)
-_notes.install_text(_note_text)
 
 
 def __getattr__(name: str) -> Any:

@@ -19,8 +19,8 @@ from typing import Any
 from gradcheck import failures, worker
 from gradcheck.errors import GradcheckError, InternalError, Interrupted, Phase, UsageError
 from gradcheck.evidence.notes import Retried
-from gradcheck.options import CheckOptions, memory_cap
-from gradcheck.protocol import Began, Broken, Outcome, Progress, Ready, Reply, Where
+from gradcheck.options import memory_cap
+from gradcheck.protocol import Began, Broken, Job, Outcome, Progress, Ready, Reply, Where
 from gradcheck.report import Report
 from gradcheck.workers import (
     FORK_SERVER_GONE,
@@ -39,26 +39,6 @@ from gradcheck.workers import (
 STARTUP_LIMIT = 120.0
 # How often a busy worker's memory is looked at.
 POLL_SECONDS = 0.25
-
-
-@dataclass(frozen=True)
-class Job:
-    """One check: `function(*args, options)` returns its Report, in a worker.
-
-    `function` must be importable by name (a module-level function); `name` is the user's
-    function and `target` the TARGET as written, both for messages.
-    """
-
-    function: Callable[..., Report]
-    args: tuple[Any, ...]
-    options: CheckOptions
-    name: str
-    target: str
-    timeout: float | None = None
-    timeout_flag: str = "--timeout"
-    memory_limit: int | None = None
-    # Jobs of one session (a `gradcheck run`) that share a worker share its loaded modules.
-    session: str | None = None
 
 
 @dataclass(frozen=True)

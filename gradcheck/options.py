@@ -263,6 +263,10 @@ def option_problem(name: str, value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class CheckOptions:
+    """How to check, validated once here whether it came from a flag, the configuration or
+    an API keyword (OPTIONS above names each), and the run's plumbing that travels with it to
+    the worker: keep_blocks, vectorise and the progress and phase callbacks."""
+
     upstream: tuple[Any, ...] = ()
     atol: float | None = default("atol")
     rtol: float | None = default("rtol")

@@ -3,20 +3,42 @@ requests down, replies up, each a frozen dataclass, told apart by type."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gradcheck.errors import GradcheckError, Phase
 
 if TYPE_CHECKING:
+    from gradcheck.options import CheckOptions
     from gradcheck.report import Report
 
 
 @dataclass(frozen=True)
-class RunCheck:
-    """Run `job` (a gradcheck.isolation.Job) in the parent's directory and environment."""
+class Job:
+    """One check: `function(*args, options)` returns its Report, in a worker.
 
-    job: Any
+    `function` must be importable by name (a module-level function); `name` is the user's
+    function and `target` the TARGET as written, both for messages.
+    """
+
+    function: Callable[..., Report]
+    args: tuple[Any, ...]
+    options: CheckOptions
+    name: str
+    target: str
+    timeout: float | None = None
+    timeout_flag: str = "--timeout"
+    memory_limit: int | None = None
+    # Jobs of one session (a `gradcheck run`) that share a worker share its loaded modules.
+    session: str | None = None
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """Run `job` in the parent's directory and environment."""
+
+    job: Job
     cwd: str
     environ: dict[str, str]
 

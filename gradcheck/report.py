@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
 from typing import Any
 
 from gradcheck.errors import ExitCode
@@ -176,6 +175,30 @@ class Mistake(Spelled):
     SECOND_ORDER_RAISED = "second-order-raised"
 
 
+def _views() -> Any:
+    """gradcheck.render, a layer above: imported only when something is shown."""
+    from gradcheck.render import display
+
+    return display
+
+
+class _Message:
+    """CheckResult.message: a hand-built result's text, or its evidence's sentence made when
+    first read (a stale text passed along by dataclasses.replace is never kept)."""
+
+    def __get__(self, result: CheckResult | None, owner: type | None = None) -> str:
+        if result is None:
+            return ""  # the field's default
+        if result.evidence is None:
+            return str(result.__dict__.get("_given_message", ""))
+        if "_message" not in result.__dict__:  # made once, when first read
+            result.__dict__["_message"] = str(_views().message(result))
+        return str(result.__dict__["_message"])
+
+    def __set__(self, result: CheckResult, text: str) -> None:
+        result.__dict__["_given_message"] = text
+
+
 @dataclasses.dataclass(frozen=True)
 class Cause:
     """Why a check failed, as data (its words are rendered from it by gradcheck.render.causes,
@@ -207,12 +230,12 @@ class Cause:
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
     """One finding. The core gives `evidence` (and the diagnosis `attributed_to`), and
-    `message` is then rendered from them by gradcheck.render.sentences; a hand-built result
-    (renderer tests, plugins) may give `message` itself."""
+    `message` is rendered from them by gradcheck.render.sentences when first read (at output);
+    a hand-built result (renderer tests, plugins) may give `message` itself."""
 
     check: Kind
     status: Status
-    message: str = ""
+    message: str = _Message()  # type: ignore[assignment]
     input: str | None = None
     output: str | None = None
     location: Location | None = None
@@ -232,12 +255,8 @@ class CheckResult:
         # Spelled as in JSON or as the enums; unknown spellings raise ValueError.
         object.__setattr__(self, "check", Kind(self.check))
         object.__setattr__(self, "status", Status(self.status))
-        # With evidence the message is always rendered: a stale one passed along by
-        # dataclasses.replace is never kept.
-        if self.evidence is not None:
-            object.__setattr__(self, "message", str(_views().message(self)))
-            if not self.details:
-                object.__setattr__(self, "details", public_fields(self.evidence))
+        if self.evidence is not None and not self.details:
+            object.__setattr__(self, "details", public_fields(self.evidence))
 
     @property
     def headline(self) -> str:
@@ -280,27 +299,11 @@ class TensorInfo:
         return (*self.shape, 2) if self.dtype.startswith("complex") else tuple(self.shape)
 
 
-# How a report shows itself (text, HTML, pictures) is gradcheck.render's business, a layer
-# above this one: the package root hands this module a loader for it (gradcheck/__init__.py),
-# so that reports delegate without this module importing upwards.
-_views_loader: Callable[[], Any] | None = None
-
-
-def install_views(loader: Callable[[], Any]) -> None:
-    """Name the zero-argument callable that returns the module of report views (render_text,
-    render_html, plot, show)."""
-    global _views_loader
-    _views_loader = loader
-
-
-def _views() -> Any:
-    if _views_loader is None:
-        raise RuntimeError("gradcheck's report views are not installed (import gradcheck)")
-    return _views_loader()
-
-
 @dataclasses.dataclass(frozen=True)
 class Report:
+    """What one check of a target found: its inputs and outputs, every finding (`checks`),
+    notes on how it was checked, the explanation of tape.gradient and the kept blocks."""
+
     target: str
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]

@@ -17,14 +17,11 @@ import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gradcheck import failures, worker
 from gradcheck.errors import GradcheckError, InternalError, Phase, UsageError
-from gradcheck.protocol import RunCheck
-
-if TYPE_CHECKING:
-    from gradcheck.isolation import Job
+from gradcheck.protocol import Job, RunCheck
 
 # Idle workers kept for later checks of this process (tests, the Python API).
 MAX_SPARES = 4

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from gradcheck.checks.mode import Mode, choose_mode
-from gradcheck.load.inputs import Arguments, OutputPath, name_arguments
+from gradcheck.load.inputs import Arguments, name_arguments
+from gradcheck.load.named import OutputPath
 from gradcheck.options import CheckOptions
 from gradcheck.tf.binding import Prepared, prepare
 from gradcheck.tf.program import Evaluation, Origin, SlotKind, flatten_outputs

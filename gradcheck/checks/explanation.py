@@ -1,5 +1,6 @@
 """Gather what tape.gradient returns per input, with and without output_gradients, for the
-explanation of the output_gradients contract (checks/explain.py words it)."""
+explanation of the output_gradients contract: checks/explain.py turns it into the
+Explanation's data, and gradcheck.render.sentences.explain words that."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.evidence.causes import NoForwardRule
-from gradcheck.evidence.forward import (
+from gradcheck.evidence.jvp import (
     ComparedForwardGap,
     ForwardGap,
     ForwardNotFinite,
@@ -101,12 +101,21 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
     scale = max(float(sum(np.sum(np.abs(t)) for t in forward_terms)),
                 float(np.sum(np.abs(reverse_terms))))
     allowed = _allowed(ctx, scale, tangent, upstreams)
+    independent = all(j is None for j in jvps) and reverse.value is None
+    return _judged(ctx, slot, found, where, (forward, backward, allowed), scale, independent)
+
+
+def _judged(ctx: CheckContext, slot: Slot, found: Findings, where: dict[str, Any],
+            compared: tuple[float, float, float], scale: float, independent: bool
+            ) -> Findings:
+    """The verdict on ⟨u, Jv⟩ (forward) against ⟨Jᵀu, v⟩ (reverse), both finite, and the
+    difference allowed; `independent`: neither mode sees a path from the input."""
+    forward, backward, allowed = compared
     error = abs(forward - backward)
-    compared = (forward, backward, allowed)
     numbers: dict[str, Any] = {
         "max_abs_err": error, "max_rel_err": error / scale if scale else 0.0,
         "excess": error / allowed}
-    if all(j is None for j in jvps) and reverse.value is None:
+    if independent:
         found.add(Kind.JVP, Status.PASS, evidence=ModesIndependent(*compared, slot.name),
                   **where)
     elif error <= allowed:

@@ -31,8 +31,18 @@ from gradcheck.evidence.notes import (
     ReturnsLower,
     RoundsToFloat32,
 )
-from gradcheck.load.inputs import NamedArgument, resolve_upstreams
-from gradcheck.numerics.tolerances import machine_eps, tolerance_for
+from gradcheck.load.inputs import resolve_upstreams
+from gradcheck.load.named import NamedArgument
+from gradcheck.numerics.rounding import (
+    PROBE_STEPS,
+    ROUNDING_PROBE_SEED,
+    TINY_MOVE,
+    is_first_order,
+    is_second_order,
+    probe_direction,
+    tiny_move_resolved,
+)
+from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, TensorInfo
 from gradcheck.tf.binding import prepare
@@ -121,10 +131,7 @@ def _rounds_to_float32(recording: Recording, diff_outputs: Sequence[int]) -> str
         if not (slot.differentiable and slot.argument) or slot.dtype != "float64":
             continue
         x = program.value_of(index)
-        # Random signs and sizes: a fixed pattern can be orthogonal to the gradient (a
-        # symmetric point such as [1, 1] along [1, -1]).
-        direction = rng.choice([-1.0, 1.0], size=x.shape) * rng.uniform(
-            0.5, 1.5, size=x.shape) * np.maximum(np.abs(x), 1.0)
+        direction = probe_direction(rng, x)
         change = _change(recording, diff_outputs, index, x + TINY_MOVE * direction)
         if change is None:
             return None  # f raising off its point is found (and reported) by the checks
@@ -136,26 +143,17 @@ def _rounds_to_float32(recording: Recording, diff_outputs: Sequence[int]) -> str
 def _would_have_moved(recording: Recording, diff_outputs: Sequence[int], index: int,
                       x: np.ndarray, direction: np.ndarray) -> bool:
     """Whether moves that float32 resolves say a float64 f would have changed under the tiny
-    move: in proportion to the move (first order) by more than float64's resolution, or by
-    steps that follow no power of the move (float32's quantised values); not quadratically
-    (f is stationary along the move, its change below float64's resolution)."""
+    move (gradcheck.numerics.rounding)."""
     one, two = (_change(recording, diff_outputs, index, x + step * direction)
-                for step in (1e-4, 2e-4))
+                for step in PROBE_STEPS)
     if not one or not two or not np.isfinite(one) or not np.isfinite(two):
         return False  # f does not depend on the argument here (or not finitely)
     ratio = two / one
-    if 1.5 < ratio < 2.7:
-        resolution = 4.0 * machine_eps("float64") * max(
+    if is_first_order(ratio):
+        return tiny_move_resolved(one, max(
             float(np.max(np.abs(np.asarray(recording.outputs[k].tensor, dtype=np.float64)),
-                         initial=0.0)) for k in diff_outputs)
-        return one * TINY_MOVE / 1e-4 > resolution
-    return not 3.3 < ratio < 4.7
-
-
-# f moved by this relative amount: far below float32's resolution, far above float64's.
-TINY_MOVE = 1e-10
-# The rounding probe's own random stream (the move is the same on every run).
-ROUNDING_PROBE_SEED = 20_230_611
+                         initial=0.0)) for k in diff_outputs))
+    return not is_second_order(ratio)
 
 
 def _change(recording: Recording, diff_outputs: Sequence[int], index: int,

@@ -221,7 +221,7 @@ def _told(found: Findings, kind: Kind,
     """g's first-order findings told as second derivatives of f (a None one at TensorFlow's
     missing gradient when that is why)."""
     judged = {(r.input, r.output) for r in found.results if r.check != Kind.CONNECTED}
-    told = Findings(notes=[SecondDerivatives(note) for note in found.notes],
+    second = Findings(notes=[SecondDerivatives(note) for note in found.notes],
                     blocks=found.blocks)
     for result in found.results:
         if result.check == Kind.CONNECTED and result.status == Status.PASS \
@@ -230,10 +230,10 @@ def _told(found: Findings, kind: Kind,
         # The symmetry finding is already of the kind; g's own findings are first-order kinds.
         if result.check in (Kind.CONNECTED, Kind.CUSTOM_GRADIENT) and result.failed \
                 and result.input in (gaps or {}):
-            told.results.append(_tensorflow_gap(result, kind, (gaps or {})[result.input]))
+            second.results.append(_tensorflow_gap(result, kind, (gaps or {})[result.input]))
             continue
-        told.results.append(result if result.check == kind else _as_second_order(result, kind))
-    return told
+        second.results.append(result if result.check == kind else _as_second_order(result, kind))
+    return second
 
 
 def _tensorflow_gap(result: CheckResult, kind: Kind,

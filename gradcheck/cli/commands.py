@@ -20,15 +20,9 @@ from gradcheck.cli.flags import (
     run_timeout_option,
     upstream_option,
 )
+from gradcheck.cli.formats import FORMATS, JSON, TABLE, OutputFormat, report_error
 from gradcheck.cli.group import GradcheckGroup
-from gradcheck.cli.output import (
-    annotate_run_for_github,
-    formatted,
-    make_console,
-    report_error,
-    show,
-    write_artifacts,
-)
+from gradcheck.cli.output import annotate_run_for_github, make_console, write_artifacts
 from gradcheck.cli.paths import guard_run, guard_single
 from gradcheck.errors import (
     ExitCode,
@@ -43,7 +37,7 @@ from gradcheck.render.files import write_file
 from gradcheck.report import VERSION
 
 # `-k` that matches nothing lists this many of the configured checks' names.
-SHOWN_NAMES = 10
+LISTED_NAMES = 10
 
 
 @click.group(cls=GradcheckGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -75,7 +69,7 @@ def _validated(command: str, target: str, options: dict[str, Any]) -> Any:
     check_options = options_from(
         command, options, explain=_explain_wanted(command, options),
         keep_blocks=bool(options["plot_dir"] or options["save_file"])
-        or (options["output_format"] == "table" and not options["quiet"]))
+        or FORMATS[options["output_format"]].keeps_blocks(options["quiet"]))
     guard_single(target, options)
     for shape in options["shapes"]:
         check_shape_fits(shape, isolation.memory_cap(check_options.max_memory))
@@ -83,7 +77,7 @@ def _validated(command: str, target: str, options: dict[str, Any]) -> Any:
 
 
 def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
-    output_format = options["output_format"]
+    output_format = FORMATS[options["output_format"]]
     # -o gets the error document too, once it is known to be a path the run may write.
     error_file: str | None = None
     try:
@@ -108,7 +102,7 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
                             name=target.rpartition(":")[2], target=target,
                             timeout=check_options.timeout,
                             memory_limit=isolation.memory_cap(check_options.max_memory))
-        _warm_up(output_format)
+        output_format.warm_up()
         with _progress_bar(output_format, options["no_color"]) as progress:
             events = isolation.Events(
                 progress=None if progress is None else lambda _, *done: progress(*done),
@@ -118,14 +112,14 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
             raise result.error
         report = result.report
         assert report is not None
-        text = formatted(report, output_format, command)
+        text = output_format.report(report, command)
         if options["output_file"]:
             write_file(options["output_file"], text.encode())
         write_artifacts(report, options)
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], target,
                               error_file))
-    show(report, text, output_format, command, options)
+    output_format.show(report, text, command, options)
     sys.exit(int(report.exit_code))
 
 
@@ -140,22 +134,13 @@ def _plot_health(snapshot: Any) -> None:
                     health["norms"], int(health["failing_step"]))
 
 
-def _progress_bar(output_format: str, no_color: bool) -> Any:
+def _progress_bar(output_format: OutputFormat, no_color: bool) -> Any:
     """A rich bar on stderr for long work: only for tables, only on a terminal."""
-    if output_format != "table" or not sys.stderr.isatty():
+    if not output_format.shows_progress() or not sys.stderr.isatty():
         return contextlib.nullcontext()
     from gradcheck.render.progress import DelayedProgress
 
     return DelayedProgress(make_console(no_color, stderr=True))
-
-
-def _warm_up(output_format: str) -> None:
-    """Import what reading and rendering the report needs while the worker starts."""
-    import numpy  # noqa: F401 - the report's details hold arrays
-
-    import gradcheck.render.json_format  # noqa: F401
-    if output_format == "table":
-        import gradcheck.render.table  # noqa: F401
 
 
 def _explain_wanted(command: str, options: dict[str, Any]) -> bool:
@@ -163,7 +148,8 @@ def _explain_wanted(command: str, options: dict[str, Any]) -> bool:
     chosen = options.get("explain")
     if chosen is not None:
         return bool(chosen)
-    return command == "vjp" and not options["quiet"] and options["output_format"] != "junit"
+    return (command == "vjp" and not options["quiet"]
+            and FORMATS[options["output_format"]].explains)
 
 
 @cli.command()
@@ -218,7 +204,7 @@ def hessian(target: str, **options: Any) -> None:
 @output_options
 def replay(snapshot: str, **options: Any) -> None:
     """The diagnosis of a snapshot that gradcheck.Watch wrote, again, in a fresh process."""
-    output_format = options["output_format"]
+    output_format = FORMATS[options["output_format"]]
     try:
         from gradcheck import isolation
         from gradcheck.load.snapshot import read_snapshot
@@ -231,13 +217,13 @@ def replay(snapshot: str, **options: Any) -> None:
         job = isolation.Job(check_snapshot, (snapshot, options["path"]), check_options,
                             name="training loss", target=snapshot, timeout=options["timeout"],
                             memory_limit=isolation.memory_cap(check_options.max_memory))
-        _warm_up(output_format)
+        output_format.warm_up()
         result = isolation.run_jobs([job])[0]
         if result.error is not None:
             raise result.error
         report = result.report
         assert report is not None
-        text = formatted(report, output_format, "replay")
+        text = output_format.report(report, "replay")
         if options["output_file"]:
             write_file(options["output_file"], text.encode())
         if options["write_reports"]:
@@ -245,13 +231,13 @@ def replay(snapshot: str, **options: Any) -> None:
 
             from gradcheck.load.snapshot import write_report_files
 
-            write_report_files(Path(snapshot), formatted(report, "json", "replay"),
-                               formatted(report, "table", "replay"))
+            write_report_files(Path(snapshot), JSON.report(report, "replay"),
+                               TABLE.report(report, "replay"))
             _plot_health(Path(snapshot))
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], snapshot,
                               options["output_file"]))
-    show(report, text, output_format, "replay", options)
+    output_format.show(report, text, "replay", options)
     sys.exit(int(report.exit_code))
 
 
@@ -273,19 +259,14 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     from gradcheck.load.timeout import validate_timeout
     from gradcheck.runner import available_memory, cap_workers, parse_jobs, run_all, usable_cores
 
-    output_format = options["output_format"]
+    output_format = FORMATS[options["output_format"]]
     started = time.monotonic()
     error_file: str | None = None  # -o gets the error document once the path is checked
     try:
         validate_timeout(timeout)
         workers = parse_jobs(jobs)
         config = load_config(config_file)
-        selected = config.select(pattern)
-        if not selected:
-            names = [check.name for check in config.checks]
-            shown = ", ".join(names[:SHOWN_NAMES]) + (
-                f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
-            raise UsageError(f"-k {pattern!r} matches none of the configured checks ({shown})")
+        selected = _selected(config, pattern)
         limit = timeout if timeout is not None else config.timeout
         guard_run(config, selected, options["output_file"], plot_dir)
         error_file = options["output_file"]
@@ -295,7 +276,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         from gradcheck import isolation
 
         isolation.prestart(workers)
-        _warm_up(output_format)
+        output_format.warm_up()
         if plot_dir:
             from gradcheck.render.artifacts import require_plotting
 
@@ -308,7 +289,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         except Interrupted as stop:  # Ctrl-C or SIGTERM: what finished is still reported
             result = stop.finished  # a RunResult, from run_all
         result = dataclasses.replace(result, wall_seconds=time.monotonic() - started)
-        text = _formatted_run(result, output_format)
+        text = output_format.run(result)
         if options["output_file"]:
             write_file(options["output_file"], text.encode())
         if plot_dir:
@@ -319,21 +300,25 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     except GradcheckError as error:
         sys.exit(report_error(error, output_format, options["show_traceback"], None,
                               error_file))
-    if output_format != "table":
-        if not options["output_file"]:  # with -o the JSON or JUnit goes to the file only
-            click.echo(text, nl=not text.endswith("\n"))
-    else:
-        from gradcheck.render.summary import render_run
-
-        make_console(options["no_color"]).print(
-            render_run(result, quiet=options["quiet"], tracebacks=options["show_traceback"]))
-    annotate_run_for_github(result, err=output_format != "table")  # stdout: JSON or JUnit
+    output_format.show_run(result, text, options)
+    annotate_run_for_github(result, err=output_format.annotations_on_stderr)
     if result.exit_code == ExitCode.INTERRUPTED:
         unfinished = [o for o in result.outcomes if o.exit_code == ExitCode.INTERRUPTED]
         reason = (unfinished[0].error or "").removeprefix("not finished: ")
         click.echo(f"Error: {reason}: {len(result.outcomes) - len(unfinished)} of"
                    f" {len(result.outcomes)} checks finished", err=True)
     sys.exit(int(result.exit_code))
+
+
+def _selected(config: Any, pattern: str | None) -> Any:
+    """The configured checks -k chooses; none is a usage error that names some."""
+    selected = config.select(pattern)
+    if not selected:
+        names = [check.name for check in config.checks]
+        listed = ", ".join(names[:LISTED_NAMES]) + (
+            f" and {len(names) - LISTED_NAMES} more" if len(names) > LISTED_NAMES else "")
+        raise UsageError(f"-k {pattern!r} matches none of the configured checks ({listed})")
+    return selected
 
 
 @contextlib.contextmanager
@@ -349,79 +334,23 @@ def _run_progress(total: int, options: dict[str, Any]) -> Iterator[Any]:
         yield progress
 
 
-def _formatted_run(result: Any, output_format: str) -> str:
-    if output_format == "json":
-        from gradcheck.render.json_format import render_run_json
-        from gradcheck.runner import outcome_dict
-
-        return render_run_json([outcome_dict(o) for o in result.outcomes], int(result.exit_code))
-    if output_format == "junit":
-        from gradcheck.render.junit import render_junit
-
-        return render_junit(result.outcomes)
-    from gradcheck.render.summary import render_run_text
-
-    return render_run_text(result)
-
-
 @cli.command()
 @click.option("--no-color", is_flag=True, help="No colours (NO_COLOR works too).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every example's full table.")
 @click.option("-q", "--quiet", is_flag=True, help="Only the verdict line.")
 def demo(no_color: bool, verbose: bool, quiet: bool) -> None:
     """Run the bundled examples and show that each gets the verdict it should."""
-    from rich.table import Table
-    from rich.text import Text
-
     from gradcheck import isolation
-    from gradcheck.demo import (
-        DEMO_CASES,
-        common_error,
-        finding,
-        fixtures_dir,
-        matches,
-        upstream_specs,
-    )
-    from gradcheck.options import DEFAULT_MAX_MEMORY, options_from
-    from gradcheck.pipeline import TargetRequest, check_request
-    from gradcheck.render.table import render_table, status_text
+    from gradcheck.cli.demo_table import demo_jobs, demo_table
+    from gradcheck.demo import common_error
 
     isolation.prestart(1)
     console = make_console(no_color)
-    directory = fixtures_dir()
-    table = Table(title="gradcheck demo: bundled examples", title_justify="left")
-    for column in ("verdict", "example", "what it shows", "finding", "as expected"):
-        table.add_column(column)
-    all_matched = True
-    jobs = [isolation.Job(
-        check_request,
-        (TargetRequest(target=f"{directory / case.file}:{case.function}", path=str(directory),
-                       upstream_specs=upstream_specs(case, directory)),),
-        options_from(case.command, {}, explain=verbose and case.command == "vjp"),
-        name=case.function, target=f"{case.file}:{case.function}",
-        memory_limit=isolation.memory_cap(DEFAULT_MAX_MEMORY)) for case in DEMO_CASES]
-    results = isolation.run_jobs(jobs)
+    results = isolation.run_jobs(demo_jobs(verbose))
     stopped = common_error([result.error for result in results])
     if stopped is not None:
-        sys.exit(report_error(stopped, "table", False, None))
-    for case, result in zip(DEMO_CASES, results):
-        report = result.report
-        if report is None:
-            all_matched = False
-            message = result.error.message if result.error is not None else "no report"
-            table.add_row(status_text("error"), case.file, case.story, Text(message), "no")
-            continue
-        failing = {r.check for r in report.checks if r.status in ("fail", "error", "warn")}
-        matched = matches(case, report.ok, failing)
-        all_matched &= matched
-        table.add_row(status_text("pass" if report.ok else "fail"), f"{case.file}:{case.function}",
-                      case.story, Text(finding(report, directory)), "yes" if matched else "NO")
-        if verbose:
-            console.print(render_table(report, show_matrices=True))
-            if report.explain is not None:
-                from gradcheck.render.explain import render_explanation
-
-                console.print(render_explanation(report.explain))
+        sys.exit(report_error(stopped, TABLE, False, None))
+    table, all_matched = demo_table(results, console, verbose)
     if not quiet:
         console.print(table)
     console.print(

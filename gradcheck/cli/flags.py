@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
+from gradcheck.cli.formats import FORMATS
 from gradcheck.options import OPTIONS, SPECS, OptionSpec
 
-FORMATS = ("table", "json", "junit")
 _TYPES: dict[type, click.ParamType] = {float: click.FLOAT, int: click.INT, str: click.STRING}
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -83,7 +83,7 @@ def check_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 OUTPUT_OPTIONS: tuple[Decorator, ...] = (
-    click.option("--format", "output_format", type=click.Choice(FORMATS), default="table",
+    click.option("--format", "output_format", type=click.Choice(tuple(FORMATS)), default="table",
                  show_default=True),
     click.option("-o", "--output", "output_file", type=click.Path(dir_okay=False),
                  help="Also write the report (in --format) to FILE."),

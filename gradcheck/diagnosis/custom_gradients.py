@@ -58,7 +58,7 @@ def variable_results(site: Site) -> list[CheckResult]:
     return found
 
 
-def _retold(result: CheckResult, probe: Probe) -> tuple[Kind, Mistake, Facts] | None:
+def _as_grad_fn_mistake(result: CheckResult, probe: Probe) -> tuple[Kind, Mistake, Facts] | None:
     """The kind, the mistake and the facts of one failing finding of the site's own check,
     told as the grad_fn's (None: not one to tell)."""
     cause = result.cause
@@ -86,10 +86,10 @@ def _retold(result: CheckResult, probe: Probe) -> tuple[Kind, Mistake, Facts] | 
 def _translated(site: Site, result: CheckResult, location: Location | None, probe: Probe
                 ) -> CheckResult | None:
     """One failing finding of the site's own check, told as the grad_fn's mistake."""
-    retold = _retold(result, probe)
-    if retold is None:
+    as_grad_fn = _as_grad_fn_mistake(result, probe)
+    if as_grad_fn is None:
         return None
-    check, mistake, facts = retold
+    check, mistake, facts = as_grad_fn
     # A grad_fn that raised is located at its raise; the rest at grad_fn's return.
     raised = result.check in (Kind.CUSTOM_GRADIENT, Kind.FAST) or (
         result.check == Kind.JACOBIAN and result.cause is None)

@@ -16,7 +16,7 @@ from gradcheck.diagnosis.sites import record_eager_calls, site_results
 from gradcheck.errors import InputError
 from gradcheck.evidence.diagnosis import SiteMistake
 from gradcheck.evidence.precision import PrecisionLoss
-from gradcheck.load.inputs import NamedArgument
+from gradcheck.load.named import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report
 from gradcheck.tf.observer import Observer, defines
@@ -49,7 +49,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
         core = [c for c in core if not (c.failed and c.check in (
             Kind.CUSTOM_GRADIENT, Kind.SECOND_ORDER, Kind.HESSIAN))]
     wrong_sites = [r for r in sites if r.failed]
-    core = [c for c in core if not _retold(c, wrong_sites)]
+    core = [c for c in core if not _repeats_a_site_finding(c, wrong_sites)]
     if wrong_sites:
         core = blame(core, wrong_sites)
     elif surrogates:
@@ -72,7 +72,7 @@ def _overflows_located(checks: Sequence[CheckResult], non_finite: Sequence[Check
             else c for c in checks]
 
 
-def _retold(result: CheckResult, sites: Sequence[CheckResult]) -> bool:
+def _repeats_a_site_finding(result: CheckResult, sites: Sequence[CheckResult]) -> bool:
     """A core finding that a custom gradient's own finding tells again, at the same line, from
     the same evidence (a grad_fn that raises: f's gradient raises the same)."""
     return result.failed and result.evidence is not None and any(

@@ -20,7 +20,8 @@ from gradcheck.errors import GradcheckError
 from gradcheck.evidence.causes import UpstreamProbe
 from gradcheck.evidence.diagnosis import NoForwardMode, SiteUnchecked
 from gradcheck.evidence.gradients import GradientRaised
-from gradcheck.load.inputs import Arguments, NamedArgument, name_arguments
+from gradcheck.load.inputs import Arguments, name_arguments
+from gradcheck.load.named import NamedArgument
 from gradcheck.numerics.mistakes import shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status

@@ -11,19 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from gradcheck.evidence.location import Location
 from gradcheck.evidence.notes import Note
 
-
-@dataclasses.dataclass(frozen=True)
-class Location:
-    """A place in the user's source: the path (relative to the current directory when under
-    it) and the line, when known. Shown and published in JSON as "path:line"."""
-
-    path: str
-    line: int | None = None
-
-    def __str__(self) -> str:
-        return self.path if self.line is None else f"{self.path}:{self.line}"
+__all__ = ["Evidence", "Location", "internal", "public_fields"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from gradcheck.evidence import Location
+from gradcheck.evidence.location import Location
 
 
 @dataclasses.dataclass(frozen=True)

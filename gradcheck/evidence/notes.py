@@ -5,7 +5,6 @@ gradcheck.render.sentences.notes."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,17 +16,10 @@ class Note:
     """The base of every note; str() gives its sentence (as the table and JSON show it)."""
 
     def __str__(self) -> str:
-        return _text(self) if _text is not None else repr(self)
+        # Sentences are gradcheck.render's business, a layer above: imported when one is shown.
+        from gradcheck.render.sentences.notes import note_text
 
-
-# Sentences are gradcheck.render's business, a layer above: the package root installs it.
-_text: Callable[[Note], str] | None = None
-
-
-def install_text(text: Callable[[Note], str]) -> None:
-    """Name the function that words a note (gradcheck.render.sentences.notes.note_text)."""
-    global _text
-    _text = text
+        return note_text(self)
 
 
 # Full or fast mode, and why (checks/mode.py).

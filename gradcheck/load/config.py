@@ -318,16 +318,16 @@ def load_config(config_file: str | None = None, start: Path | None = None) -> Ru
         why = not_a_regular_file(source)
         if why is not None:
             raise ConfigError(f"config file {config_file!r} {why}")
-    shown = config_file or relative_path(source)
+    source_name = config_file or relative_path(source)
     try:
         with source.open("rb") as handle:
             data = tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"cannot parse {shown} as TOML: {exc}") from exc
+        raise ConfigError(f"cannot parse {source_name} as TOML: {exc}") from exc
     except RecursionError as exc:
-        raise ConfigError(f"cannot parse {shown} as TOML: it is nested too deeply") from exc
+        raise ConfigError(f"cannot parse {source_name} as TOML: it is nested too deeply") from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"cannot parse {shown} as TOML: it is not UTF-8 text") from exc
+        raise ConfigError(f"cannot parse {source_name} as TOML: it is not UTF-8 text") from exc
     except OSError as exc:
-        raise ConfigError(f"cannot read {shown}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"cannot read {source_name}: {exc.strerror or exc}") from exc
     return parse_config(data, source)

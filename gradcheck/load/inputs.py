@@ -16,6 +16,7 @@ import numpy as np
 
 from gradcheck.errors import InputError, LoadError
 from gradcheck.load.arrays import numeric, read_array_file
+from gradcheck.load.named import NamedArgument, OutputPath
 from gradcheck.options import format_size, memory_cap_rule
 
 KEYWORD_SPEC = re.compile(r"^([A-Za-z_]\w*)=(.*)$", re.DOTALL)
@@ -31,34 +32,6 @@ class Arguments:
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     source: str = ""
-
-
-@dataclass(frozen=True)
-class NamedArgument:
-    name: str
-    value: Any
-    position: int | None  # index into args, or None for a keyword argument
-    keyword: str | None = None
-
-
-@dataclass(frozen=True)
-class OutputPath:
-    """Where one leaf sits in f's result: the result's name and the keys and indices down to
-    the leaf; shown as y, y[1], y['mean']."""
-
-    root: str
-    keys: tuple[Any, ...] = ()
-
-    def __str__(self) -> str:
-        return self.root + "".join(f"[{key!r}]" for key in self.keys)
-
-    def child(self, key: Any) -> OutputPath:
-        return OutputPath(self.root, (*self.keys, key))
-
-    @property
-    def last(self) -> str:
-        """The innermost key, as an upstream .npz may name the leaf ('mean' for y['mean'])."""
-        return str(self.keys[-1]) if self.keys else self.root
 
 
 def _from_literal(text: str, what: str) -> Any:

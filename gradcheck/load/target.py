@@ -88,8 +88,8 @@ def _import_failure(module_name: str, exc: BaseException,
                          " is not Python source (a binary file, or saved as UTF-16?)",
                          user_traceback=tb)
     if isinstance(exc, SyntaxError):
-        shown = relative_path(source or "?")
-        line = f"{shown}:{exc.lineno}" if exc.lineno else shown
+        source_name = relative_path(source or "?")
+        line = f"{source_name}:{exc.lineno}" if exc.lineno else source_name
         return LoadError(f"syntax error in {line}: {exc.msg}", user_traceback=tb)
     frame = _innermost_user_frame(exc)
     suffix = f" (at {frame})" if frame else ""

@@ -18,7 +18,7 @@ from gradcheck.evidence.notes import (
     Note,
     PassedThrough,
 )
-from gradcheck.load.inputs import NamedArgument
+from gradcheck.load.named import NamedArgument
 from gradcheck.tf import instrument
 from gradcheck.tf.arrays import as_array
 from gradcheck.tf.keras import compute_dtype

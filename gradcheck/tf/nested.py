@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.load.inputs import OutputPath
+from gradcheck.load.named import OutputPath
 from gradcheck.tf.program import Program, flatten_outputs, function_name
 from gradcheck.tf.recording import Recording, record
 from gradcheck.tf.runtime import tensorflow

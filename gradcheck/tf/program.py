@@ -15,8 +15,8 @@ import numpy as np
 
 from gradcheck.errors import FunctionError, InputError, Phase
 from gradcheck.evidence.notes import Note
-from gradcheck.load.inputs import OutputPath
 from gradcheck.load.locations import exception_location
+from gradcheck.load.named import OutputPath
 from gradcheck.report import Spelled
 from gradcheck.tf.runtime import tensorflow, variable_scope_kept
 

@@ -13,7 +13,7 @@ from gradcheck.evidence.causes import (
     SecondOrder,
     UnusedLayer,
 )
-from gradcheck.render.causes import Said, kink_place, what, words
+from gradcheck.render.causes.dispatch import WhatAndFix, kink_place, what, words
 from gradcheck.report import Mistake, format_index
 
 UNTRACEABLE_FIX = ("create variables once, outside f (or in a Keras layer's build); keep tensors"
@@ -36,12 +36,12 @@ SECOND_ORDER = {
 
 
 @words.register
-def _kinked(facts: Kinked, mistake: Mistake) -> Said:
+def _kinked(facts: Kinked, mistake: Mistake) -> WhatAndFix:
     return f"{facts.name} {kink_place(facts.tie)}", None
 
 
 @words.register
-def _compiled(facts: Compiled, mistake: Mistake) -> Said:
+def _compiled(facts: Compiled, mistake: Mistake) -> WhatAndFix:
     mode = facts.mode
     if mistake == Mistake.COMPILED_VALUES:
         return f"f's values differ under {mode}", None
@@ -53,13 +53,13 @@ def _compiled(facts: Compiled, mistake: Mistake) -> Said:
 
 
 @words.register
-def _not_compiled(facts: NotCompiled, mistake: Mistake) -> Said:
+def _not_compiled(facts: NotCompiled, mistake: Mistake) -> WhatAndFix:
     said = facts.error if facts.ops is None else f"XLA has no kernel for {facts.ops}"
     return str(said), UNTRACEABLE_FIX if mistake == Mistake.UNTRACEABLE else None
 
 
 @words.register
-def _no_forward_rule(facts: NoForwardRule, mistake: Mistake) -> Said:
+def _no_forward_rule(facts: NoForwardRule, mistake: Mistake) -> WhatAndFix:
     why = (NO_FORWARD_RULE if facts.missing is None else
            f"TensorFlow has no gradient for {facts.missing}, which its forward mode needs")
     return (f"TensorFlow has no forward-mode rule for {', '.join(facts.ops)} ({why})",
@@ -67,7 +67,7 @@ def _no_forward_rule(facts: NoForwardRule, mistake: Mistake) -> Said:
 
 
 @words.register
-def _second_order(facts: SecondOrder, mistake: Mistake) -> Said:
+def _second_order(facts: SecondOrder, mistake: Mistake) -> WhatAndFix:
     if facts.first is not None:
         return f"has a second derivative that {what(facts.first)}", SECOND_ORDER_FIX
     return (SECOND_ORDER.get(mistake, "has a second derivative that has wrong values"),
@@ -75,7 +75,7 @@ def _second_order(facts: SecondOrder, mistake: Mistake) -> Said:
 
 
 @words.register
-def _no_second_order_gradient(facts: NoSecondOrderGradient, mistake: Mistake) -> Said:
+def _no_second_order_gradient(facts: NoSecondOrderGradient, mistake: Mistake) -> WhatAndFix:
     op = facts.op
     return (f"TensorFlow has no gradient for {facts.gradient_op}, the gradient of {op}: the"
             f" second derivative through {op} is missing (TensorFlow's missing gradient, not"
@@ -86,7 +86,7 @@ def _no_second_order_gradient(facts: NoSecondOrderGradient, mistake: Mistake) ->
 
 
 @words.register
-def _output_changed(facts: OutputChanged, mistake: Mistake) -> Said:
+def _output_changed(facts: OutputChanged, mistake: Mistake) -> WhatAndFix:
     if facts.output is None:
         return "its outputs changed structure", None
     if facts.shapes is not None:
@@ -100,5 +100,5 @@ def _output_changed(facts: OutputChanged, mistake: Mistake) -> Said:
 
 
 @words.register
-def _unused_layer(facts: UnusedLayer, mistake: Mistake) -> Said:
+def _unused_layer(facts: UnusedLayer, mistake: Mistake) -> WhatAndFix:
     return f"{facts.layer} is never called", None

@@ -4,7 +4,8 @@ its own check told as its grad_fn's."""
 from __future__ import annotations
 
 from gradcheck.evidence.causes import ContractSlip, OnItsOwn, ShapeOnItsOwn
-from gradcheck.render.causes import Said, fix, what, words
+from gradcheck.evidence.gradients import GradientRaised
+from gradcheck.render.causes.dispatch import WhatAndFix, fix, what, words
 from gradcheck.report import CheckResult, Kind, Mistake
 
 FIX_HINT = (
@@ -15,7 +16,7 @@ _POSITIONAL = "TensorFlow treats only positional arguments as a custom_gradient'
 
 
 @words.register
-def _on_its_own(facts: OnItsOwn, mistake: Mistake) -> Said:
+def _on_its_own(facts: OnItsOwn, mistake: Mistake) -> WhatAndFix:
     finding: CheckResult = facts.finding
     cause, x = finding.cause, finding.input
     if finding.check == Kind.JACOBIAN and cause is not None:
@@ -34,16 +35,28 @@ def _on_its_own(facts: OnItsOwn, mistake: Mistake) -> Said:
 
 def _unfixed(finding: CheckResult) -> str:
     """The finding's message without the cause's fix that ends it (told apart as the fix)."""
-    from gradcheck.evidence.gradients import GradientRaised
-    from gradcheck.render.sentences.gradients import raised_without_fix
-
     if isinstance(finding.evidence, GradientRaised) and finding.attributed_to is None:
         return raised_without_fix(finding.evidence, finding)
     return finding.message
 
 
+def raised_clause(evidence: GradientRaised, result: CheckResult) -> str:
+    """The clause of a raised gradient (gradcheck.render.sentences.gradients says it too)."""
+    return (f"computing the gradient of {result.output} with respect to {result.input} raised"
+            f" {evidence.error}")
+
+
+def raised_without_fix(evidence: GradientRaised, result: CheckResult) -> str:
+    """The sentence of a raised gradient up to its cause's fix."""
+    said = raised_clause(evidence, result)
+    if not evidence.dtype_mix or result.cause is None:
+        return said
+    return (f"{said}; the gradient mixes float32 and float64: a tf.constant of Python floats"
+            " or a float32 tf.Variable is float32 while the inputs are float64")
+
+
 @words.register
-def _shape_on_its_own(facts: ShapeOnItsOwn, mistake: Mistake) -> Said:
+def _shape_on_its_own(facts: ShapeOnItsOwn, mistake: Mistake) -> WhatAndFix:
     return (f"grad_fn returns shape {facts.gradient_shape} for input {facts.input} of shape"
             f" {facts.input_shape}: it {what(facts.probe)}", fix(facts.probe) or FIX_HINT)
 
@@ -89,5 +102,5 @@ def _slip(facts: ContractSlip, mistake: Mistake) -> str:
 
 
 @words.register
-def _contract_slip(facts: ContractSlip, mistake: Mistake) -> Said:
+def _contract_slip(facts: ContractSlip, mistake: Mistake) -> WhatAndFix:
     return _slip(facts, mistake), None

@@ -4,7 +4,7 @@ transposed J, J * u..., for the user who wrote the grad_fn."""
 from __future__ import annotations
 
 from gradcheck.evidence.causes import ReturnedShape, ReturnedValues, UpstreamProbe
-from gradcheck.render.causes import Said, words
+from gradcheck.render.causes.dispatch import WhatAndFix, words
 from gradcheck.report import Mistake
 
 CONJUGATE_FIX = (
@@ -13,7 +13,7 @@ CONJUGATE_FIX = (
     " upstream * tf.math.conj(df/dz) (see docs/vjp.md)"
 )
 # Templates formatted with the facts' fields.
-VALUES: dict[Mistake, Said] = {
+VALUES: dict[Mistake, WhatAndFix] = {
     Mistake.STRAIGHT_THROUGH: (
         "returns a nonzero gradient where the forward is locally constant (finite"
         " differences are zero): a straight-through estimator? If deliberate,"
@@ -44,7 +44,7 @@ VALUES: dict[Mistake, Said] = {
     Mistake.WRONG_VALUES: ("returns wrong values", None),
 }
 JACOBIAN_SHAPED = "returned a Jacobian-shaped tensor (the full J or J * upstream)"
-SHAPES: dict[Mistake, Said] = {
+SHAPES: dict[Mistake, WhatAndFix] = {
     Mistake.TRANSPOSED_SHAPED: ("returned a transposed-Jacobian-shaped tensor", None),
     Mistake.SCALAR: ("returned a scalar (a summed result)", None),
     Mistake.OUTPUT_SHAPED: (
@@ -65,14 +65,14 @@ SHAPES: dict[Mistake, Said] = {
 
 
 @words.register
-def _values(facts: ReturnedValues, mistake: Mistake) -> Said:
+def _values(facts: ReturnedValues, mistake: Mistake) -> WhatAndFix:
     said, fixed = VALUES[mistake]
     return (said.format(factor=facts.factor, output=facts.output),
             None if fixed is None else fixed.format(output=facts.output))
 
 
 @words.register
-def _shape(facts: ReturnedShape, mistake: Mistake) -> Said:
+def _shape(facts: ReturnedShape, mistake: Mistake) -> WhatAndFix:
     if mistake == Mistake.WRONG_SHAPE:
         return ("returned the wrong shape" if facts.shape is None
                 else f"returned shape {facts.shape}"), None
@@ -80,7 +80,7 @@ def _shape(facts: ReturnedShape, mistake: Mistake) -> Said:
 
 
 @words.register
-def _upstream_probe(facts: UpstreamProbe, mistake: Mistake) -> Said:
+def _upstream_probe(facts: UpstreamProbe, mistake: Mistake) -> WhatAndFix:
     if facts.ignored:
         return ("ignores its upstream: it returns the same gradient whatever upstream u it is"
                 " given", "multiply by the upstream (return upstream * dy/dx, or uᵀJ)")

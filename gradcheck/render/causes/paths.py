@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradcheck.evidence.causes import CutOp, FirstNonFinite, NonFiniteOp, NoNonFiniteOp
-from gradcheck.render.causes import Said, words
+from gradcheck.render.causes.dispatch import WhatAndFix, words
 from gradcheck.report import Mistake
 
 # What people do where an op gives no gradient (a hard count, index or threshold).
@@ -72,7 +72,7 @@ CUTS: dict[Mistake, tuple[str, str]] = {
 
 
 @words.register
-def _cut(facts: CutOp, mistake: Mistake) -> Said:
+def _cut(facts: CutOp, mistake: Mistake) -> WhatAndFix:
     said, fixed = CUTS[mistake]
     alias = f" ({OP_NAMES[facts.op]})" if facts.op in OP_NAMES else ""
     return said.format(input=facts.input, op=facts.op, dtype=facts.dtype, alias=alias), fixed
@@ -143,7 +143,7 @@ def _fix(origin: NonFiniteOp) -> str:
 
 
 @words.register
-def _first_non_finite(facts: FirstNonFinite, mistake: Mistake) -> Said:
+def _first_non_finite(facts: FirstNonFinite, mistake: Mistake) -> WhatAndFix:
     first = facts.first
     stage = "of the backward pass " if facts.gradient and first.backward else ""
     said = (f"the first op {stage}that turns finite values into non-finite ones is"
@@ -159,7 +159,7 @@ def _first_non_finite(facts: FirstNonFinite, mistake: Mistake) -> Said:
 
 
 @words.register
-def _no_non_finite_op(facts: NoNonFiniteOp, mistake: Mistake) -> Said:
+def _no_non_finite_op(facts: NoNonFiniteOp, mistake: Mistake) -> WhatAndFix:
     if not facts.traced:
         return "not traceable", None
     return "no single op in the traced graph turns finite values into it", None

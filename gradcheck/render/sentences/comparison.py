@@ -16,7 +16,7 @@ from gradcheck.evidence.comparison import (
     VjpSkipped,
     VjpSymmetric,
 )
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult, format_index
 
 VJP = "tape.gradient(..., output_gradients=u)"

@@ -15,8 +15,8 @@ from gradcheck.evidence.compiled import (
     ValuesDiffer,
     XlaUnsupported,
 )
-from gradcheck.render.causes import fix, told
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.causes import fix, stated_cause
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult, format_index
 
 
@@ -48,7 +48,7 @@ def _untraceable_clause(evidence: Untraceable, result: CheckResult) -> str:
 
 @sentence.register
 def _untraceable(evidence: Untraceable, result: CheckResult) -> str:
-    return f"{_untraceable_clause(evidence, result)}; {fix(told(result))}"
+    return f"{_untraceable_clause(evidence, result)}; {fix(stated_cause(result))}"
 
 
 @sentence.register

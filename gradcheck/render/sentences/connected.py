@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradcheck.evidence.connected import Connected, GradShape
-from gradcheck.render.sentences import sentence
+from gradcheck.render.sentences.dispatch import sentence
 from gradcheck.report import CheckResult
 
 

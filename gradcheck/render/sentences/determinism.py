@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 from gradcheck.evidence.determinism import Nondeterministic
-from gradcheck.render.causes import fix, told, what
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.causes import fix, stated_cause, what
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
 
 
 @clause.register
 def _changed(evidence: Nondeterministic, result: CheckResult) -> str:
     return (f"{evidence.function} returned different values on two calls with the same inputs:"
-            f" {what(told(result))}")
+            f" {what(stated_cause(result))}")
 
 
 @sentence.register
 def _changed_and_why(evidence: Nondeterministic, result: CheckResult) -> str:
     if evidence.under_tape:
+        cause = stated_cause(result)
         return (f"{evidence.function} returns other values under a GradientTape than without"
-                f" one (each the same on every call): {what(told(result))}; finite differences"
+                f" one (each the same on every call): {what(cause)}; finite differences"
                 " (without a tape) and autodiff (under one) then see different functions, so"
-                f" no gradient verdict is given; fix: {fix(told(result))}")
+                f" no gradient verdict is given; fix: {fix(cause)}")
     if evidence.created_variables:
         at = f", the first at {result.location}" if result.location else ""
         return (f"{_changed(evidence, result)}; {evidence.function} creates"

@@ -10,8 +10,8 @@ from gradcheck.evidence.diagnosis import (
     SiteMistake,
     SiteUnchecked,
 )
-from gradcheck.render.causes import fix, told, what
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.causes import fix, stated_cause, what
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
 
 USUAL_CAUSES = (
@@ -23,13 +23,13 @@ USUAL_CAUSES = (
 
 @clause.register
 def _site_mistake_clause(evidence: SiteMistake, result: CheckResult) -> str:
-    cause = told(result)
+    cause = stated_cause(result)
     return f"{cause.culprit}: {what(cause)}"
 
 
 @sentence.register
 def _site_mistake(evidence: SiteMistake, result: CheckResult) -> str:
-    fixed = fix(told(result))
+    fixed = fix(stated_cause(result))
     return _site_mistake_clause(evidence, result) + (f"; {fixed}" if fixed else "")
 
 
@@ -54,12 +54,12 @@ def _no_forward_mode(evidence: NoForwardMode, result: CheckResult) -> str:
 
 @clause.register
 def _cut_found_clause(evidence: CutFound, result: CheckResult) -> str:
-    return what(told(result))
+    return what(stated_cause(result))
 
 
 @sentence.register
 def _cut_found(evidence: CutFound, result: CheckResult) -> str:
-    cause = told(result)
+    cause = stated_cause(result)
     return f"{what(cause)}; {fix(cause)}"
 
 

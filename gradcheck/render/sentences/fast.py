@@ -16,7 +16,7 @@ from gradcheck.evidence.fast import (
     Projections,
     ProjectionsAgree,
 )
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult, format_index, format_size
 
 

@@ -13,23 +13,14 @@ from gradcheck.evidence.gradients import (
     UntrainedWeight,
 )
 from gradcheck.render.causes import fix, kink_place
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.causes.custom_gradients import raised_clause, raised_without_fix
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult, format_index
 
 
 @clause.register
 def _raised_clause(evidence: GradientRaised, result: CheckResult) -> str:
-    return (f"computing the gradient of {result.output} with respect to {result.input} raised"
-            f" {evidence.error}")
-
-
-def raised_without_fix(evidence: GradientRaised, result: CheckResult) -> str:
-    """The sentence of a raised gradient up to its cause's fix."""
-    said = _raised_clause(evidence, result)
-    if not evidence.dtype_mix or result.cause is None:
-        return said
-    return (f"{said}; the gradient mixes float32 and float64: a tf.constant of Python floats"
-            " or a float32 tf.Variable is float32 while the inputs are float64")
+    return raised_clause(evidence, result)
 
 
 # How to step around TensorFlow's own gradient of an op where it raises.

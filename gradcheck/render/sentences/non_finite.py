@@ -7,8 +7,8 @@ from gradcheck.evidence.non_finite import (
     NonFiniteUntraceable,
     NoVerdictAtNonFinite,
 )
-from gradcheck.render.causes import fix, told, what
-from gradcheck.render.sentences import clause, first_clause, sentence
+from gradcheck.render.causes import fix, stated_cause, what
+from gradcheck.render.sentences.dispatch import clause, first_clause, sentence
 from gradcheck.report import CheckResult
 
 
@@ -24,7 +24,7 @@ def _seen(evidence: NonFiniteSeen, result: CheckResult) -> str:
 
 @sentence.register
 def _non_finite(evidence: NonFiniteSeen, result: CheckResult) -> str:
-    cause = told(result)
+    cause = stated_cause(result)
     if not evidence.origins:
         return f"{_seen(evidence, result)}; {what(cause)}"
     return f"{_seen(evidence, result)}: {what(cause)}; fix: {fix(cause)}"

@@ -49,12 +49,12 @@ def note_text(note: Note | str) -> str:
 
 
 @note_text.register
-def _(note: ModeAsked) -> str:
+def _mode_asked(note: ModeAsked) -> str:
     return "--mode fast was asked for" if note.mode == "fast" else f"--mode {note.mode}"
 
 
 @note_text.register
-def _(note: OverMemory) -> str:
+def _over_memory(note: OverMemory) -> str:
     return (f"--mode auto chose it: full mode on {note.input} ({note.inputs} inputs x"
             f" {note.outputs} outputs) would hold about {format_size(note.needed)} of"
             f" Jacobian-sized arrays, over the memory budget (--max-memory"
@@ -62,24 +62,24 @@ def _(note: OverMemory) -> str:
 
 
 @note_text.register
-def _(note: TooSlow) -> str:
+def _too_slow(note: TooSlow) -> str:
     return (f"--mode auto chose it: full mode would evaluate f {note.evaluations} times, about"
             f" {note.evaluations * note.call_seconds:.0f} s at {note.call_seconds * 1e3:.2g} ms"
             " per call (--mode full to insist)")
 
 
 @note_text.register
-def _(note: WithinBudgets) -> str:
+def _within_budgets(note: WithinBudgets) -> str:
     return "within the memory and time budgets"
 
 
 @note_text.register
-def _(note: FastModeUsed) -> str:
+def _fast_mode_used(note: FastModeUsed) -> str:
     return f"fast mode (random projections) was used: {note_text(note.reason)}"
 
 
 @note_text.register
-def _(note: DtypeFallback) -> str:
+def _dtype_fallback(note: DtypeFallback) -> str:
     refused = (f"the gradients of {note.function} cannot be taken in {note.tried}"
                if note.gradients else f"{note.function} does not accept {note.tried} inputs")
     error = note.error if isinstance(note.error, str) else what(
@@ -89,7 +89,7 @@ def _(note: DtypeFallback) -> str:
 
 
 @note_text.register
-def _(note: NonFiniteInOwnDtype) -> str:
+def _non_finite_in_own_dtype(note: NonFiniteInOwnDtype) -> str:
     which = f"the gradient of {note.function}" if note.gradients else note.function
     return (f"{which} is NaN or infinite in {note.dtype}, the arguments' own dtype, and finite"
             f" in {note.tried}: checked in {note.dtype}, as it runs for you, with {note.dtype}"
@@ -98,57 +98,57 @@ def _(note: NonFiniteInOwnDtype) -> str:
 
 
 @note_text.register
-def _(note: ComputesInside) -> str:
+def _computes_inside(note: ComputesInside) -> str:
     return (f"{note.function} computes in {note.dtype} inside (its outputs are {note.outputs}):"
             f" {SIZING} {note.dtype}'s")
 
 
 @note_text.register
-def _(note: ReturnsLower) -> str:
+def _returns_lower(note: ReturnsLower) -> str:
     return (f"{note.function} returns {note.dtype} outputs for {note.inputs} inputs: {SIZING}"
             f" {note.dtype}'s")
 
 
 @note_text.register
-def _(note: RoundsToFloat32) -> str:
+def _rounds_to_float32(note: RoundsToFloat32) -> str:
     return (f"{note.function} rounds its float64 input {note.input} to float32 inside (a"
             f" float32 Keras Input layer or a tf.cast?): {SIZING} float32's")
 
 
 @note_text.register
-def _(note: OutputNotChecked) -> str:
+def _output_not_checked(note: OutputNotChecked) -> str:
     return f"output {note.output} {note.reason}: not checked"
 
 
 @note_text.register
-def _(note: ComplexInput) -> str:
+def _complex_input(note: ComplexInput) -> str:
     return (f"{note.input} is complex: checked as its (real, imaginary) parts, index [..., 0]"
             " and [..., 1]; TensorFlow's gradient for it is ∂L/∂Re + i ∂L/∂Im (docs/vjp.md)")
 
 
 @note_text.register
-def _(note: PassedThrough) -> str:
+def _passed_through(note: PassedThrough) -> str:
     return f"{note.input} is {note.kind}: passed through, not differentiated"
 
 
 @note_text.register
-def _(note: NonTrainable) -> str:
+def _non_trainable(note: NonTrainable) -> str:
     return f"{note.variable} is a non-trainable variable f reads: listed, not checked"
 
 
 @note_text.register
-def _(note: LeftOut) -> str:
+def _left_out(note: LeftOut) -> str:
     return f"--wrt {note.wrt}: {', '.join(note.names)} not differentiated"
 
 
 @note_text.register
-def _(note: HessianArgumentsOnly) -> str:
+def _hessian_arguments_only(note: HessianArgumentsOnly) -> str:
     return (f"the Hessian is with respect to the arguments only: {', '.join(note.variables)}"
             " (tf.Variables) are not moved for it")
 
 
 @note_text.register
-def _(note: FactoryPolicy) -> str:
+def _factory_policy(note: FactoryPolicy) -> str:
     if note.float64:
         return (f"{note.factory}() built its model under a float64 dtype policy, so finite"
                 " differences are precise")
@@ -157,25 +157,25 @@ def _(note: FactoryPolicy) -> str:
 
 
 @note_text.register
-def _(note: CalledTraining) -> str:
+def _called_training(note: CalledTraining) -> str:
     return f"{note.layer} is called with training=True (--training)"
 
 
 @note_text.register
-def _(note: PointByPoint) -> str:
+def _point_by_point(note: PointByPoint) -> str:
     why = (f"vectorised evaluation failed ({note.failed})" if note.failed is not None else
            f"{note.input} is a tf.Variable" if note.variable else "vectorisation is off")
     return f"finite differences for {note.input} evaluated f point by point ({why})"
 
 
 @note_text.register
-def _(note: FreshTapes) -> str:
+def _fresh_tapes(note: FreshTapes) -> str:
     return (f"the recorded tape could not give the gradient again ({note.error}); gradients"
             " were taken on a fresh tape per call")
 
 
 @note_text.register
-def _(note: WhileLoopJacobian) -> str:
+def _while_loop_jacobian(note: WhileLoopJacobian) -> str:
     if note.error is None:
         return "tape.jacobian ran without vectorisation (experimental_use_pfor=False)"
     return (f"the vectorised tape.jacobian failed ({note.error}); the while-loop"
@@ -183,23 +183,23 @@ def _(note: WhileLoopJacobian) -> str:
 
 
 @note_text.register
-def _(note: JacobianByRows) -> str:
+def _jacobian_by_rows(note: JacobianByRows) -> str:
     return (f"tape.jacobian failed ({note.error}); the Jacobian was built from {note.size} VJPs"
             " with one-hot upstreams, each on a fresh tape")
 
 
 @note_text.register
-def _(note: CompiledInOwnDtype) -> str:
+def _compiled_in_own_dtype(note: CompiledInOwnDtype) -> str:
     first = note.promoted
     return (f"the compiled check ran in {note.dtype}, the arguments' own dtype: in float64,"
             f" gradcheck's promotion, {first.status}: {first.headline}")
 
 
 @note_text.register
-def _(note: SecondDerivatives) -> str:
+def _second_derivatives(note: SecondDerivatives) -> str:
     return f"second derivatives: {note_text(note.note)}"
 
 
 @note_text.register
-def _(note: Retried) -> str:
+def _retried(note: Retried) -> str:
     return f"{note.crash}; {RETRY_NOTE}"

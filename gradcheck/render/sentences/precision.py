@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from gradcheck.evidence.precision import NoFloat32Copy, PrecisionLoss, ValueLost
-from gradcheck.render.sentences import sentence
+from gradcheck.render.sentences.dispatch import sentence
 from gradcheck.report import CheckResult
 
 

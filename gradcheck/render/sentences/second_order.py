@@ -12,8 +12,8 @@ from gradcheck.evidence.second_order import (
     SecondOrderOf,
     Symmetric,
 )
-from gradcheck.render.causes import fix, told, what
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.causes import fix, stated_cause, what
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
 
 _NOT_SYMMETRIC = ("the second derivative from nested tapes is not symmetric (a second derivative"
@@ -52,7 +52,7 @@ def _asymmetric_clause(evidence: Asymmetric, result: CheckResult) -> str:
 
 @sentence.register
 def _asymmetric(evidence: Asymmetric, result: CheckResult) -> str:
-    return f"{_asymmetric_clause(evidence, result)}; {fix(told(result))}"
+    return f"{_asymmetric_clause(evidence, result)}; {fix(stated_cause(result))}"
 
 
 @sentence.register
@@ -71,7 +71,7 @@ def _projected_asymmetric_clause(evidence: ProjectedAsymmetric, result: CheckRes
 
 @sentence.register
 def _projected_asymmetric(evidence: ProjectedAsymmetric, result: CheckResult) -> str:
-    return f"{_projected_asymmetric_clause(evidence, result)}; {fix(told(result))}"
+    return f"{_projected_asymmetric_clause(evidence, result)}; {fix(stated_cause(result))}"
 
 
 def _differentiated(first: CheckResult) -> str:
@@ -90,7 +90,7 @@ def _second_order_of(evidence: SecondOrderOf, result: CheckResult) -> str:
     said = _differentiated(evidence.first) + evidence.first.message
     if not evidence.told:
         return said
-    cause = told(result)
+    cause = stated_cause(result)
     return f"{said}; the gradient {what(cause)}; {fix(cause)}"
 
 
@@ -100,9 +100,9 @@ def _missing_in_tensorflow_clause(evidence: MissingInTensorFlow, result: CheckRe
     symptom = ("raises LookupError" if evidence.raised else
                f"is None, but finite differences show it depends on {first.input}")
     return (f"{first.output} (the gradient of f) differentiated by nested tapes with respect to"
-            f" {first.input} {symptom}: {what(told(result))}")
+            f" {first.input} {symptom}: {what(stated_cause(result))}")
 
 
 @sentence.register
 def _missing_in_tensorflow(evidence: MissingInTensorFlow, result: CheckResult) -> str:
-    return f"{_missing_in_tensorflow_clause(evidence, result)}; {fix(told(result))}"
+    return f"{_missing_in_tensorflow_clause(evidence, result)}; {fix(stated_cause(result))}"

@@ -1,7 +1,7 @@
-"""Issue 20, families 4, 5 and 6, on real code (fixtures/real_issue20_cases.py, sources in its
-comments): the user's dtype is kept and gradcheck's own promotion never produces a finding (4), a
-custom gradient called with keyword tensors is found at the call (5), and nondeterminism, an op
-XLA cannot compile and a kink are each shown at the user's line (6). Correct code passes."""
+"""Real code (fixtures/real_issue20_cases.py, sources in its comments): the user's dtype is
+kept and gradcheck's own promotion never produces a finding, a custom gradient called with
+keyword tensors is found at the call, and nondeterminism, an op XLA cannot compile and a kink
+are each shown at the user's line. Correct code passes."""
 
 from __future__ import annotations
 

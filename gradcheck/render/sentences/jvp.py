@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gradcheck.evidence.forward import (
+from gradcheck.evidence.jvp import (
     ForwardGap,
     ForwardNotFinite,
     ForwardRaised,
@@ -14,8 +14,8 @@ from gradcheck.evidence.forward import (
     NoReverseVJP,
     ReverseNotFinite,
 )
-from gradcheck.render.causes import fix, told, what
-from gradcheck.render.sentences import clause, sentence
+from gradcheck.render.causes import fix, stated_cause, what
+from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
 
 
@@ -84,9 +84,9 @@ def _nested_disagree(evidence: NestedModesDisagree, result: CheckResult) -> str:
 
 @clause.register
 def _gap_clause(evidence: ForwardGap, result: CheckResult) -> str:
-    return f"no forward-mode verdict for {evidence.input}: {what(told(result))}"
+    return f"no forward-mode verdict for {evidence.input}: {what(stated_cause(result))}"
 
 
 @sentence.register
 def _gap(evidence: ForwardGap, result: CheckResult) -> str:
-    return f"{_gap_clause(evidence, result)}; {fix(told(result))}"
+    return f"{_gap_clause(evidence, result)}; {fix(stated_cause(result))}"

@@ -1,0 +1,17 @@
+"""A place in the user's source, as findings and causes carry it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """A place in the user's source: the path (relative to the current directory when under
+    it) and the line, when known. Shown and published in JSON as "path:line"."""
+
+    path: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return self.path if self.line is None else f"{self.path}:{self.line}"

@@ -1,0 +1,79 @@
+"""The dispatchers of sentences (on the evidence's type) and the attribution clauses."""
+
+from __future__ import annotations
+
+import functools
+
+from gradcheck.evidence import Evidence
+from gradcheck.render.causes import what
+from gradcheck.report import Attribution, CheckResult, Relation
+
+
+@functools.singledispatch
+def sentence(evidence: Evidence, result: CheckResult) -> str:
+    """What `evidence` shows, in full (no attribution)."""
+    raise TypeError(f"no sentence is registered for {type(evidence).__name__}")
+
+
+@functools.singledispatch
+def clause(evidence: Evidence, result: CheckResult) -> str:
+    """What `evidence` shows, as the one clause a table row shows."""
+    return sentence(evidence, result)
+
+
+_OPENING, _CLOSING = "([{", ")]}"
+
+
+def first_clause(message: str) -> str:
+    """Up to the first "; " outside brackets: a hand-built message has no evidence to say
+    where its headline ends."""
+    depth = 0
+    for index, character in enumerate(message):
+        if character in _OPENING:
+            depth += 1
+        elif character in _CLOSING:
+            depth = max(0, depth - 1)
+        elif depth == 0 and message.startswith("; ", index):
+            return message[:index]
+    return message
+
+
+def headline(result: CheckResult) -> str:
+    """The finding in one clause: its evidence's clause (a hand-built result: its first)."""
+    if result.evidence is None:
+        return first_clause(result.message)
+    return clause(result.evidence, result)
+
+
+def attribution(attributed: Attribution) -> str:
+    """What explains a finding, as the clauses that follow its sentence (what explained it
+    earlier first)."""
+    said = _attribution(attributed)
+    return said if attributed.earlier is None else f"{attribution(attributed.earlier)}; {said}"
+
+
+def _attribution(attributed: Attribution) -> str:
+    cause, relation = attributed.cause, attributed.relation
+    culprit = cause.culprit if cause is not None and cause.culprit else "a custom gradient"
+    if relation == Relation.DECLARED_SURROGATE:
+        return (f"declared a deliberate surrogate gradient (--surrogate {attributed.surrogate}),"
+                " so not a failure")
+    if relation == Relation.EXPECTED_SURROGATE:
+        return f"expected: {culprit} is a declared surrogate"
+    at = f" at {cause.location}" if cause is not None and cause.location else ""
+    if relation == Relation.CUT_PATH and cause is not None:
+        return f"likely cause: {what(cause)}{at}"
+    if relation == Relation.NON_FINITE and cause is not None:
+        return f"likely cause: non-finite values from {culprit}{at} (see the non-finite check)"
+    where = f" (grad_fn at {cause.location})" if cause is not None and cause.location else ""
+    return f"likely cause: {culprit}{where}"
+
+
+def message(result: CheckResult) -> str:
+    """The whole message: the sentence, then what it is attributed to."""
+    if result.evidence is None:
+        return result.message
+    said = sentence(result.evidence, result)
+    if result.attributed_to is None:
+        return said
+    return f"{said}; {attribution(result.attributed_to)}"
