@@ -55,6 +55,7 @@ def check(
     order: int = default("order"),
     loss_scale: float | str | None = default("loss_scale"),
     strategy: str | None = default("strategy"),
+    against: str | None = default("against"),
     training: bool = default("training"),
     compiled: bool = default("compiled"),
     keep_blocks: bool = False,
@@ -67,9 +68,10 @@ def check(
     every tf.custom_gradient f calls is observed and also checked on its own, at its line.
     Without arguments, a TARGET's `<function>_inputs` provides them. `explain=True` adds
     what tape.gradient returns with and without output_gradients (Report.explain). `wrt`,
-    `order`, `training`, `compiled`, `loss_scale` and `strategy` mean what --wrt, --order,
-    --training, --compiled/--no-compiled, --loss-scale and --strategy mean; `keep_blocks=True`
-    keeps the Jacobian blocks for report.plot().
+    `order`, `training`, `compiled`, `loss_scale`, `strategy` and `against` mean what --wrt,
+    --order, --training, --compiled/--no-compiled, --loss-scale, --strategy and --against mean;
+    f may also be a saved model (a SavedModel directory, DIR:ATTR, or a .keras file);
+    `keep_blocks=True` keeps the Jacobian blocks for report.plot().
 
     `isolate=True` runs the check in a worker process, which survives TensorFlow crashing
     (the check runs again without vectorisation) and can be stopped after `timeout` seconds;
@@ -81,7 +83,7 @@ def check(
         probes=probes, seed=seed, dtype=dtype, max_memory=max_memory,
         kinds=ALL_KINDS if kinds is None else frozenset(kinds), explain=explain,
         surrogates=frozenset(surrogates), wrt=wrt, order=order, training=training,
-        loss_scale=loss_scale, strategy=strategy,
+        loss_scale=loss_scale, strategy=strategy, against=against,
         compiled=compiled, timeout=timeout, keep_blocks=keep_blocks,
     )
     call = (f, tuple(args), dict(kwargs or {}), path, instrument)

@@ -120,6 +120,10 @@ def _strategy(value: Any) -> str | None:
     return None
 
 
+def _optional_target(value: Any) -> str | None:
+    return None if value is None else _name(value)
+
+
 def _parse_loss_scale(text: str) -> Any:
     cleaned = text.strip().lower()
     if cleaned == "auto":
@@ -238,6 +242,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _spec("strategy", str, None, "Also run f under tf.distribute.MirroredStrategy with its batch"
           " split over N replicas (logical CPUs without GPUs) and compare the summed gradient"
           " with the single-device one.", rule=_strategy, metavar="mirrored:N"),
+    _spec("against", str, None, "Also compare f's values and VJP with TARGET's at the same"
+          " arguments (a loaded model against its original).", rule=_optional_target,
+          metavar="TARGET"),
     _spec("order", int, 1, "2 adds the second-order check (the derivative of the VJP).",
           choices=(1, 2), show_default=True),
     _spec("compiled", bool, True, "Also compare the VJP under tf.function and XLA (check only).",
@@ -290,6 +297,8 @@ class CheckOptions:
     loss_scale: float | str | None = default("loss_scale")
     # mirrored:N adds the strategy check.
     strategy: str | None = default("strategy")
+    # A TARGET whose values and VJP f's are compared with (the against check).
+    against: str | None = default("against")
     # Seconds the worker process running the check may take (the parent enforces it).
     timeout: float | None = default("timeout")
     # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).

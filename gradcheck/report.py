@@ -54,6 +54,7 @@ class Kind(Spelled):
     HEALTH = "health"
     PRECISION = "precision"
     STRATEGY = "strategy"
+    AGAINST = "against"
 
 
 STATUSES = tuple(Status)
