@@ -56,6 +56,7 @@ def check(
     loss_scale: float | str | None = default("loss_scale"),
     strategy: str | None = default("strategy"),
     against: str | None = default("against"),
+    accumulate: int | None = default("accumulate"),
     training: bool = default("training"),
     compiled: bool = default("compiled"),
     keep_blocks: bool = False,
@@ -68,8 +69,9 @@ def check(
     every tf.custom_gradient f calls is observed and also checked on its own, at its line.
     Without arguments, a TARGET's `<function>_inputs` provides them. `explain=True` adds
     what tape.gradient returns with and without output_gradients (Report.explain). `wrt`,
-    `order`, `training`, `compiled`, `loss_scale`, `strategy` and `against` mean what --wrt,
-    --order, --training, --compiled/--no-compiled, --loss-scale, --strategy and --against mean;
+    `order`, `training`, `compiled`, `loss_scale`, `strategy`, `accumulate` and `against` mean
+    what --wrt, --order, --training, --compiled/--no-compiled, --loss-scale, --strategy,
+    --accumulate and --against mean;
     f may also be a saved model (a SavedModel directory, DIR:ATTR, or a .keras file);
     `keep_blocks=True` keeps the Jacobian blocks for report.plot().
 
@@ -84,6 +86,7 @@ def check(
         kinds=ALL_KINDS if kinds is None else frozenset(kinds), explain=explain,
         surrogates=frozenset(surrogates), wrt=wrt, order=order, training=training,
         loss_scale=loss_scale, strategy=strategy, against=against,
+        accumulate=accumulate,
         compiled=compiled, timeout=timeout, keep_blocks=keep_blocks,
     )
     call = (f, tuple(args), dict(kwargs or {}), path, instrument)

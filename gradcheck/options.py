@@ -120,6 +120,10 @@ def _strategy(value: Any) -> str | None:
     return None
 
 
+def _micro_batches(value: Any) -> str | None:
+    return None if value is None else _integer(1)(value)
+
+
 def _optional_target(value: Any) -> str | None:
     return None if value is None else _name(value)
 
@@ -242,6 +246,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _spec("strategy", str, None, "Also run f under tf.distribute.MirroredStrategy with its batch"
           " split over N replicas (logical CPUs without GPUs) and compare the summed gradient"
           " with the single-device one.", rule=_strategy, metavar="mirrored:N"),
+    _spec("accumulate", int, None, "Also accumulate the gradients of K micro-batches of f's"
+          " batch (their sum over K, as Keras' gradient_accumulation_steps applies) and compare"
+          " with the whole batch's.", rule=_micro_batches, metavar="K"),
     _spec("against", str, None, "Also compare f's values and VJP with TARGET's at the same"
           " arguments (a loaded model against its original).", rule=_optional_target,
           metavar="TARGET"),
@@ -297,6 +304,8 @@ class CheckOptions:
     loss_scale: float | str | None = default("loss_scale")
     # mirrored:N adds the strategy check.
     strategy: str | None = default("strategy")
+    # K adds the accumulation check (K micro-batches against the whole batch).
+    accumulate: int | None = default("accumulate")
     # A TARGET whose values and VJP f's are compared with (the against check).
     against: str | None = default("against")
     # Seconds the worker process running the check may take (the parent enforces it).

@@ -138,7 +138,7 @@ def check_target(
     from gradcheck.checks.against import against_result
 
     result = against_result(found, _vjp(original.function, arguments, options),
-                            options.against, unsaved)
+                            original.spec, unsaved)
     return replace(report, checks=report.checks + (result,))
 
 

@@ -55,6 +55,7 @@ class Kind(Spelled):
     PRECISION = "precision"
     STRATEGY = "strategy"
     AGAINST = "against"
+    ACCUMULATION = "accumulation"
 
 
 STATUSES = tuple(Status)

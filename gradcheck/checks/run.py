@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.checks.accumulation import check_accumulation
 from gradcheck.checks.compiled import check_compiled
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.determinism import changed_between_calls
@@ -281,6 +282,8 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
             found.results += check_precision(ctx)
         if ctx.wants(Kind.STRATEGY):
             found.results += check_strategy(ctx)
+        if ctx.wants(Kind.ACCUMULATION):
+            found.results += check_accumulation(ctx)
     found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
     found.notes += [note for note in recording.workarounds if note not in found.notes]
     inputs, outputs = _tensor_infos(recording)

@@ -8,6 +8,7 @@ from gradcheck.errors import InputError
 from gradcheck.evidence.strategy import ReplicaGradient
 from gradcheck.numerics.strategy import judge_replicas
 from gradcheck.report import CheckResult, Kind, Status
+from gradcheck.tf.program import Program
 from gradcheck.tf.strategy import batch_slots, provide_replicas, replicated_gradients
 
 
@@ -16,33 +17,42 @@ def parse_strategy(spec: str) -> int:
     return int(spec.partition(":")[2])
 
 
+def split_batch(program: Program, parts: int, flag: str, what: str, remainder: str) -> None:
+    """An InputError unless f's batch arguments share a first dimension that PARTS divide."""
+    sizes = {program.slots[i].shape[0] for i in batch_slots(program)}
+    if len(sizes) != 1:
+        raise InputError(f"{flag}: f's batch arguments must share their first"
+                         f" dimension (found sizes {sorted(sizes) or 'none'})")
+    size = sizes.pop()
+    if size < parts:
+        raise InputError(f"{flag}: a batch of {size} cannot feed {parts} {what}")
+    if size % parts:
+        raise InputError(f"{flag}: a batch of {size} does not split evenly over {parts} {what};"
+                         f" {remainder}: check with a batch of a multiple of {parts}")
+
+
+def has_batch_norm(program: Program) -> bool:
+    """Whether a Keras model among f's arguments has a BatchNormalization layer."""
+    return any(type(layer).__name__ == "BatchNormalization"
+               for slot in program.slots if callable(slot.value)
+               for layer in getattr(slot.value, "_flatten_layers", lambda: [])())
+
+
 def check_strategy(ctx: CheckContext) -> list[CheckResult]:
     spec = ctx.options.strategy
     if spec is None:
         return []
     replicas = parse_strategy(spec)
     program = ctx.program
-    sizes = {program.slots[i].shape[0] for i in batch_slots(program)}
-    if len(sizes) != 1:
-        raise InputError(f"--strategy {spec}: f's batch arguments must share their first"
-                         f" dimension (found sizes {sorted(sizes) or 'none'})")
-    size = sizes.pop()
-    if size < replicas:
-        raise InputError(f"--strategy {spec}: a batch of {size} cannot feed {replicas} replicas")
-    if size % replicas:
-        raise InputError(f"--strategy {spec}: a batch of {size} does not split evenly over"
-                         f" {replicas} replicas; tf.distribute gives the last replicas smaller"
-                         " shares of a final partial batch: check with a batch of a multiple"
-                         f" of {replicas}")
+    split_batch(program, replicas, f"--strategy {spec}", "replicas",
+                "tf.distribute gives the last replicas smaller shares of a final partial batch")
     if not any(s.differentiable and not s.argument for s in program.slots):
         return []
     devices = provide_replicas(replicas)
     found = replicated_gradients(program, ctx.diff_outputs, devices)
     state, error, ratio = judge_replicas(found.whole, found.summed, replicas,
                                          ctx.evaluation.dtype, found.regularisation)
-    batch_norm = any(type(layer).__name__ == "BatchNormalization"
-                     for slot in program.slots if callable(slot.value)
-                     for layer in getattr(slot.value, "_flatten_layers", lambda: [])())
+    batch_norm = has_batch_norm(program)
     return [CheckResult(Kind.STRATEGY, Status.PASS if state == "same" else Status.FAIL,
                         max_rel_err=error, evidence=ReplicaGradient(
                             state, replicas, error, ratio, batch_norm))]

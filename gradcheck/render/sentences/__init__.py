@@ -85,6 +85,7 @@ def message(result: CheckResult) -> str:
 
 
 # Each family registers its sentences when imported (one line each, sorted).
+import gradcheck.render.sentences.accumulation  # noqa: E402,F401
 import gradcheck.render.sentences.against  # noqa: E402,F401
 import gradcheck.render.sentences.comparison  # noqa: E402,F401
 import gradcheck.render.sentences.compiled  # noqa: E402,F401
