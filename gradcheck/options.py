@@ -113,10 +113,8 @@ def _strategy(value: Any) -> str | None:
     if value is None:
         return None
     kind, _, count = str(value).partition(":")
-    if kind == "multiworker":
-        return "multiworker:N is not available yet; use mirrored:N"
-    if kind != "mirrored" or not count.isdigit() or int(count) < 1:
-        return f"must be mirrored:N with N at least 1, got {value!r}"
+    if kind not in ("mirrored", "multiworker") or not count.isdigit() or int(count) < 1:
+        return f"must be mirrored:N or multiworker:N with N at least 1, got {value!r}"
     return None
 
 
@@ -244,8 +242,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
           " LossScaleOptimizer computes it (auto: the scale the model's LossScaleOptimizer"
           " holds).", rule=_loss_scale, metavar="S|auto", parse=_parse_loss_scale),
     _spec("strategy", str, None, "Also run f under tf.distribute.MirroredStrategy with its batch"
-          " split over N replicas (logical CPUs without GPUs) and compare the summed gradient"
-          " with the single-device one.", rule=_strategy, metavar="mirrored:N"),
+          " split over N replicas (logical CPUs without GPUs), or MultiWorkerMirroredStrategy"
+          " over N local worker processes, and compare the summed gradient with the"
+          " single-device one.", rule=_strategy, metavar="mirrored:N|multiworker:N"),
     _spec("accumulate", int, None, "Also accumulate the gradients of K micro-batches of f's"
           " batch (their sum over K, as Keras' gradient_accumulation_steps applies) and compare"
           " with the whole batch's.", rule=_micro_batches, metavar="K"),

@@ -66,7 +66,7 @@ def check_request(
     from gradcheck.load.target import load_attribute
 
     upstream = parse_upstreams(request.upstream_specs)
-    if options.strategy is not None:  # the replicas' devices, before TensorFlow starts
+    if options.strategy and options.strategy.startswith("mirrored"):  # before TensorFlow starts
         from gradcheck.checks.strategy import parse_strategy
         from gradcheck.tf.strategy import provide_replicas
 

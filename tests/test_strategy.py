@@ -39,7 +39,7 @@ def test_a_distributed_loss_is_judged_against_the_whole_batch(target: str, statu
 
 
 @pytest.mark.parametrize(("spec", "words"), [
-    ("mirrored:0", "must be mirrored:N with N at least 1"),
+    ("mirrored:0", "must be mirrored:N or multiworker:N with N at least 1"),
     ("mirrored:3", "a batch of 8 does not split evenly over 3 replicas"),
     ("mirrored:9", "a batch of 8 cannot feed 9 replicas"),
 ])

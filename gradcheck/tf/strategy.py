@@ -73,7 +73,7 @@ def as_numpy(gradients: Sequence[Any]) -> tuple[np.ndarray | None, ...]:
     return tuple(None if g is None else np.asarray(as_array(g), np.float64) for g in gradients)
 
 
-def _model_losses(program: Program, weights: Sequence[Any]) -> tuple[np.ndarray | None, ...] | None:
+def model_losses(program: Program, weights: Sequence[Any]) -> tuple[np.ndarray | None, ...] | None:
     """The gradient of the regularisation losses of a Keras model among f's arguments."""
     tf = tensorflow()
     for slot in program.slots:
@@ -109,4 +109,4 @@ def replicated_gradients(program: Program, diff_outputs: Sequence[int],
          for part in strategy.experimental_local_results(g)], axis=0)
         for g, w in zip(per_replica, whole))
     return ReplicatedGradients(tuple(s.name for s in slots), whole, summed,
-                               _model_losses(program, weights))
+                               model_losses(program, weights))
