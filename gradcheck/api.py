@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from gradcheck.load.inputs import Arguments, resolve_arguments
 from gradcheck.options import ALL_KINDS, CheckOptions, default
-from gradcheck.pipeline import check_callable, check_target
+from gradcheck.pipeline import check_callable, check_target, compared_with, load_any
 from gradcheck.report import Report
 
 
@@ -102,8 +103,13 @@ def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[
     """check() in this process, with its options already gathered."""
     arguments = Arguments(args, kwargs, "gradcheck.check")
     if not isinstance(f, str):
-        return check_callable(f, lambda: arguments, options, callable_label(f),
-                              instrument=instrument)
+        report = check_callable(f, lambda: arguments, options, callable_label(f),
+                                instrument=instrument)
+        if options.against is None:
+            return report
+        original = load_any(options.against, path)[0]
+        return replace(report, checks=report.checks + (
+            compared_with(original, f, arguments, options),))
     given = arguments if args or kwargs else None
     return check_target(
         f, path, options,

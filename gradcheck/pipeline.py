@@ -135,11 +135,19 @@ def check_target(
                                 instrument=instrument)
     if original is None or found is None:
         return report
+    return replace(report, checks=report.checks + (
+        compared_with(original, target.function, arguments, options, unsaved, found),))
+
+
+def compared_with(original: Target, function: Callable[..., Any], arguments: Arguments,
+                  options: CheckOptions, unsaved: tuple[str, ...] = (), found: Any = None
+                  ) -> Any:
+    """The against check's result: FUNCTION's values and VJP against ORIGINAL's."""
     from gradcheck.checks.against import against_result
 
-    result = against_result(found, _vjp(original.function, arguments, options),
-                            original.spec, unsaved)
-    return replace(report, checks=report.checks + (result,))
+    found = found if found is not None else _vjp(function, arguments, options)
+    return against_result(found, _vjp(original.function, arguments, options), original.spec,
+                          unsaved)
 
 
 def _vjp(function: Callable[..., Any], arguments: Arguments, options: CheckOptions) -> Any:

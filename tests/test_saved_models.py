@@ -96,3 +96,13 @@ def test_the_against_verdict_tells_values_from_gradients() -> None:
         "gradient")
     assert judge_against(([2 * values[0]], values), (gradient, gradient), "float32")[0] == (
         "values")
+
+
+def test_a_function_object_is_compared_with_a_saved_target() -> None:
+    from .conftest import fixture_module
+
+    module = fixture_module("saved_models")
+    report = gradcheck.check(module.scaled, POINT, against=str(SAVED / "scaled.keras"),
+                             compiled=False)
+    [found] = [c for c in report.checks if c.check == "against"]
+    assert found.status == "fail" and "values differ" in found.message
