@@ -50,8 +50,9 @@ def saved_target(spec: str) -> SavedTarget | None:
             raise _not_saved_model(spec, text)
         return SavedTarget(text)
     directory, colon, attribute = text.rpartition(":")
-    if not colon or not directory or not attribute or not os.path.isdir(directory):
-        return None
+    if not colon or not directory or not attribute or directory.endswith(".py") \
+            or not os.path.isdir(directory):
+        return None  # a function's `module:attr` or `file.py:attr` (the loader says what fails)
     if _is_saved_model(directory):
         return SavedTarget(directory, attribute)
     if os.path.isfile(os.path.join(directory, "__init__.py")):
