@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from gradcheck.load.inputs import Arguments, resolve_arguments
 from gradcheck.options import ALL_KINDS, CheckOptions, default
-from gradcheck.pipeline import check_callable, check_target
+from gradcheck.pipeline import check_callable, check_target, compared_with, load_any
 from gradcheck.report import Report
 
 
@@ -55,6 +56,8 @@ def check(
     order: int = default("order"),
     loss_scale: float | str | None = default("loss_scale"),
     strategy: str | None = default("strategy"),
+    against: str | None = default("against"),
+    accumulate: int | None = default("accumulate"),
     training: bool = default("training"),
     compiled: bool = default("compiled"),
     keep_blocks: bool = False,
@@ -67,9 +70,11 @@ def check(
     every tf.custom_gradient f calls is observed and also checked on its own, at its line.
     Without arguments, a TARGET's `<function>_inputs` provides them. `explain=True` adds
     what tape.gradient returns with and without output_gradients (Report.explain). `wrt`,
-    `order`, `training`, `compiled`, `loss_scale` and `strategy` mean what --wrt, --order,
-    --training, --compiled/--no-compiled, --loss-scale and --strategy mean; `keep_blocks=True`
-    keeps the Jacobian blocks for report.plot().
+    `order`, `training`, `compiled`, `loss_scale`, `strategy`, `accumulate` and `against` mean
+    what --wrt, --order, --training, --compiled/--no-compiled, --loss-scale, --strategy,
+    --accumulate and --against mean;
+    f may also be a saved model (a SavedModel directory, DIR:ATTR, or a .keras file);
+    `keep_blocks=True` keeps the Jacobian blocks for report.plot().
 
     `isolate=True` runs the check in a worker process, which survives TensorFlow crashing
     (the check runs again without vectorisation) and can be stopped after `timeout` seconds;
@@ -81,7 +86,8 @@ def check(
         probes=probes, seed=seed, dtype=dtype, max_memory=max_memory,
         kinds=ALL_KINDS if kinds is None else frozenset(kinds), explain=explain,
         surrogates=frozenset(surrogates), wrt=wrt, order=order, training=training,
-        loss_scale=loss_scale, strategy=strategy,
+        loss_scale=loss_scale, strategy=strategy, against=against,
+        accumulate=accumulate,
         compiled=compiled, timeout=timeout, keep_blocks=keep_blocks,
     )
     call = (f, tuple(args), dict(kwargs or {}), path, instrument)
@@ -97,8 +103,13 @@ def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[
     """check() in this process, with its options already gathered."""
     arguments = Arguments(args, kwargs, "gradcheck.check")
     if not isinstance(f, str):
-        return check_callable(f, lambda: arguments, options, callable_label(f),
-                              instrument=instrument)
+        report = check_callable(f, lambda: arguments, options, callable_label(f),
+                                instrument=instrument)
+        if options.against is None:
+            return report
+        original = load_any(options.against, path)[0]
+        return replace(report, checks=report.checks + (
+            compared_with(original, f, arguments, options),))
     given = arguments if args or kwargs else None
     return check_target(
         f, path, options,

@@ -113,11 +113,17 @@ def _strategy(value: Any) -> str | None:
     if value is None:
         return None
     kind, _, count = str(value).partition(":")
-    if kind == "multiworker":
-        return "multiworker:N is not available yet; use mirrored:N"
-    if kind != "mirrored" or not count.isdigit() or int(count) < 1:
-        return f"must be mirrored:N with N at least 1, got {value!r}"
+    if kind not in ("mirrored", "multiworker") or not count.isdigit() or int(count) < 1:
+        return f"must be mirrored:N or multiworker:N with N at least 1, got {value!r}"
     return None
+
+
+def _micro_batches(value: Any) -> str | None:
+    return None if value is None else _integer(1)(value)
+
+
+def _optional_target(value: Any) -> str | None:
+    return None if value is None else _name(value)
 
 
 def _parse_loss_scale(text: str) -> Any:
@@ -236,8 +242,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
           " LossScaleOptimizer computes it (auto: the scale the model's LossScaleOptimizer"
           " holds).", rule=_loss_scale, metavar="S|auto", parse=_parse_loss_scale),
     _spec("strategy", str, None, "Also run f under tf.distribute.MirroredStrategy with its batch"
-          " split over N replicas (logical CPUs without GPUs) and compare the summed gradient"
-          " with the single-device one.", rule=_strategy, metavar="mirrored:N"),
+          " split over N replicas (logical CPUs without GPUs), or MultiWorkerMirroredStrategy"
+          " over N local worker processes, and compare the summed gradient with the"
+          " single-device one.", rule=_strategy, metavar="mirrored:N|multiworker:N"),
+    _spec("accumulate", int, None, "Also accumulate the gradients of K micro-batches of f's"
+          " batch (their sum over K, as Keras' gradient_accumulation_steps applies) and compare"
+          " with the whole batch's.", rule=_micro_batches, metavar="K"),
+    _spec("against", str, None, "Also compare f's values and VJP with TARGET's at the same"
+          " arguments (a loaded model against its original).", rule=_optional_target,
+          metavar="TARGET"),
     _spec("order", int, 1, "2 adds the second-order check (the derivative of the VJP).",
           choices=(1, 2), show_default=True),
     _spec("compiled", bool, True, "Also compare the VJP under tf.function and XLA (check only).",
@@ -294,6 +307,10 @@ class CheckOptions:
     loss_scale: float | str | None = default("loss_scale")
     # mirrored:N adds the strategy check.
     strategy: str | None = default("strategy")
+    # K adds the accumulation check (K micro-batches against the whole batch).
+    accumulate: int | None = default("accumulate")
+    # A TARGET whose values and VJP f's are compared with (the against check).
+    against: str | None = default("against")
     # Seconds the worker process running the check may take (the parent enforces it).
     timeout: float | None = default("timeout")
     # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).

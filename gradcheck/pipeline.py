@@ -66,7 +66,7 @@ def check_request(
     from gradcheck.load.target import load_attribute
 
     upstream = parse_upstreams(request.upstream_specs)
-    if options.strategy is not None:  # the replicas' devices, before TensorFlow starts
+    if options.strategy and options.strategy.startswith("mirrored"):  # before TensorFlow starts
         from gradcheck.checks.strategy import parse_strategy
         from gradcheck.tf.strategy import provide_replicas
 
@@ -78,11 +78,31 @@ def check_request(
             input_specs=request.input_specs, shapes=request.shapes, seed=options.seed,
             inputs_attr=request.inputs_attr,
             load_attribute=lambda spec: load_attribute(spec, request.path),
+            declared_shapes=target.declared_shapes,
         )
 
     return check_target(request.target, request.path, replace(options, upstream=tuple(upstream)),
                         arguments_for, instrument=request.instrument,
                         import_context=import_context)
+
+
+def load_any(spec: str, path: str,
+             import_context: Callable[[], AbstractContextManager[Any]] | None = None,
+             ) -> tuple[Target, tuple[str, ...]]:
+    """TARGET's callable: a function by `module:attr`, or a saved model (a SavedModel
+    directory, DIR:ATTR, a .keras file) with the functions TensorFlow imported without their
+    custom gradients."""
+    from gradcheck.load.saved import saved_target
+    from gradcheck.load.target import Target, load_target
+
+    saved = saved_target(spec)
+    if saved is None:
+        return load_target(spec, path, import_context or contextlib.nullcontext), ()
+    from gradcheck.tf.saved import load_saved
+
+    loaded = load_saved(saved)
+    return Target(spec, loaded.function, None, saved.name,
+                  tuple(shape for _, shape in loaded.input_shapes)), loaded.unsaved_gradients
 
 
 def check_target(
@@ -94,12 +114,48 @@ def check_target(
     instrument: bool = True,
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Report:
-    """Import TARGET, bind its arguments, diagnose (as check_callable does)."""
-    from gradcheck.load.target import load_target
+    """Import TARGET (or load the saved model it names), bind its arguments, diagnose (as
+    check_callable does); a saved model whose custom gradients were lost and whose gradient
+    therefore fails gets that finding instead; --against adds the against check (a .keras
+    file's custom classes are those the --against TARGET's module registers)."""
+    from gradcheck.report import Report
 
-    target = load_target(spec, path, import_context or contextlib.nullcontext)
-    return check_callable(target.function, lambda: arguments_for(target), options, spec,
-                          instrument=instrument)
+    # The original first: its module registers the custom classes a .keras file names.
+    original = None if options.against is None else load_any(options.against, path,
+                                                             import_context)[0]
+    target, unsaved = load_any(spec, path, import_context)
+    arguments = arguments_for(target)
+    found = _vjp(target.function, arguments, options) if unsaved or options.against else None
+    if found is not None and unsaved and found.missing_op is not None:
+        from gradcheck.checks.against import unsaved_gradients_result
+
+        report = Report(spec, (), (), (unsaved_gradients_result(unsaved, found.missing_op),))
+    else:
+        report = check_callable(target.function, lambda: arguments, options, spec,
+                                instrument=instrument)
+    if original is None or found is None:
+        return report
+    return replace(report, checks=report.checks + (
+        compared_with(original, target.function, arguments, options, unsaved, found),))
+
+
+def compared_with(original: Target, function: Callable[..., Any], arguments: Arguments,
+                  options: CheckOptions, unsaved: tuple[str, ...] = (), found: Any = None
+                  ) -> Any:
+    """The against check's result: FUNCTION's values and VJP against ORIGINAL's."""
+    from gradcheck.checks.against import against_result
+
+    found = found if found is not None else _vjp(function, arguments, options)
+    return against_result(found, _vjp(original.function, arguments, options), original.spec,
+                          unsaved)
+
+
+def _vjp(function: Callable[..., Any], arguments: Arguments, options: CheckOptions) -> Any:
+    from gradcheck.load.inputs import name_arguments
+    from gradcheck.tf.against import vjp_at
+
+    names = [a.name for a in name_arguments(function, arguments) if a.position is not None]
+    return vjp_at(function, arguments.args, arguments.kwargs, names, options.seed)
 
 
 def check_callable(function: Callable[..., Any], arguments: Callable[[], Arguments],

@@ -53,6 +53,8 @@ class Kind(Spelled):
     HEALTH = "health"
     PRECISION = "precision"
     STRATEGY = "strategy"
+    AGAINST = "against"
+    ACCUMULATION = "accumulation"
 
 
 STATUSES = tuple(Status)

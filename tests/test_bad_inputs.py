@@ -232,10 +232,10 @@ MATRIX = [
     bad("config-missing-target", ("run", "--config", "{data}/no_target.toml"),
         "tool.gradcheck.check[1].target: missing"),
     bad("config-unknown-key", ("run", "--config", "{data}/unknown_key.toml"),
-        "tool.gradcheck.check[0].atoll: unknown key; known keys are atol, command, compiled,"
-        " dtype, eps, input, inputs, loss_scale, mode, name, order, path, probes, rtol, seed,"
-        " shape,"
-        " strategy, surrogate, target, timeout, training, upstream, wrt"),
+        "tool.gradcheck.check[0].atoll: unknown key; known keys are accumulate, against, atol,"
+        " command, compiled, dtype, eps, input, inputs, loss_scale, mode, name, order, path,"
+        " probes, rtol, seed, shape, strategy, surrogate, target, timeout, training, upstream,"
+        " wrt"),
     bad("config-nested-5000-deep", ("run", "--config", "{data}/deep.toml"),
         "cannot parse {data}/deep.toml as TOML: it is nested too deeply"),
     bad("run-k-over-10000-checks", ("run", "--config", "{data}/many.toml", "-k", "zzz"),

@@ -81,9 +81,10 @@ def test_k_selects_by_substring_or_glob(pattern: str | None, selected: list[str]
     (config({"target": "m:f"}, {"target": "m:g"}, {"shape": [[2]]}),
      "tool.gradcheck.check[2].target: missing"),
     (config({"target": "m:f", "colour": "red"}),
-     "tool.gradcheck.check[0].colour: unknown key; known keys are atol, command, compiled,"
-     " dtype, eps, input, inputs, loss_scale, mode, name, order, path, probes, rtol, seed,"
-     " shape, strategy, surrogate, target, timeout, training, upstream, wrt"),
+     "tool.gradcheck.check[0].colour: unknown key; known keys are"
+     " accumulate, against, atol, command, compiled, dtype, eps, input, inputs, loss_scale,"
+     " mode, name, order, path, probes, rtol, seed, shape, strategy, surrogate, target,"
+     " timeout, training, upstream, wrt"),
     ({"tool": {"gradcheck": {"chek": []}}},
      "tool.gradcheck.chek: unknown key; known keys are check, path, timeout"),
     (config({"target": "garbled"}),

@@ -33,7 +33,8 @@ SAMPLES: dict[str, Any] = {
     "upstream": ["ones"], "atol": 0.5, "rtol": 0.25, "eps": 1e-4, "mode": "fast", "probes": 3,
     "dtype": "float32", "surrogates": ["ste"], "max_memory": 2 << 30, "timeout": 9.0,
     "wrt": "inputs", "training": True, "order": 2, "compiled": False, "instrument": False,
-    "explain": True, "loss_scale": 1024.0, "strategy": "mirrored:2",
+    "explain": True, "loss_scale": 1024.0, "strategy": "mirrored:2", "accumulate": 2,
+    "against": "m:original",
 }
 SOURCE = Path("/project/pyproject.toml")
 FLAG_TEXTS = {"shape": ["2"], "max_memory": ["2GiB"], "loss_scale": ["1024"]}

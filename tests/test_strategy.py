@@ -39,7 +39,7 @@ def test_a_distributed_loss_is_judged_against_the_whole_batch(target: str, statu
 
 
 @pytest.mark.parametrize(("spec", "words"), [
-    ("mirrored:0", "must be mirrored:N with N at least 1"),
+    ("mirrored:0", "must be mirrored:N or multiworker:N with N at least 1"),
     ("mirrored:3", "a batch of 8 does not split evenly over 3 replicas"),
     ("mirrored:9", "a batch of 8 cannot feed 9 replicas"),
 ])
@@ -57,3 +57,28 @@ def test_the_replica_sum_is_named_by_what_it_repeats() -> None:
     summed = [whole[0] + regularisation[0], whole[1]]
     assert judge_replicas(whole, summed, 2, "float32", regularisation)[0] == "regularisation"
     assert judge_replicas(whole, whole, 2, "float32")[0] == "same"
+
+
+def _multiworker_processes() -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                text = cmdline.read().decode(errors="replace")
+        except OSError:
+            continue
+        if "gradcheck.tf.multiworker" in text:
+            found.append(entry)
+    return found
+
+
+def test_two_local_workers_sum_the_gradient_and_leave_no_process() -> None:
+    """A real MultiWorkerMirroredStrategy run: two worker processes on localhost ports."""
+    for target, status, words in [
+        ("regularised_loss", "fail", "tf.nn.scale_regularization_loss"),
+        ("average_loss", "pass", "MultiWorkerMirroredStrategy step over 2 worker processes"),
+    ]:
+        done = _check(target, "--strategy", "multiworker:2")
+        [found] = [c for c in json.loads(done.stdout)["checks"] if c["check"] == "strategy"]
+        assert found["status"] == status and words in found["message"], found
+    assert not _multiworker_processes()

@@ -1,4 +1,5 @@
-"""The nondeterminism check: two calls of f with the same inputs must agree."""
+"""The nondeterminism check: two calls of f with the same inputs must agree, and two backward
+passes from one call must be bitwise equal."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ from typing import Any
 import numpy as np
 
 from gradcheck.evidence.causes import OutputChanged
-from gradcheck.evidence.determinism import ChangingState, Nondeterministic
+from gradcheck.evidence.determinism import BackwardNondeterministic, ChangingState, Nondeterministic
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
-from gradcheck.tf.culprits import VARIABLE_WRITES, stateful_sites
+from gradcheck.tf.culprits import (
+    VARIABLE_WRITES,
+    backward_nondeterministic_sites,
+    is_random_op,
+    stateful_sites,
+)
 from gradcheck.tf.keras import random_layers
 from gradcheck.tf.program import OutputLeaf, flatten_outputs, output_base
 from gradcheck.tf.recording import Recording
@@ -87,3 +93,33 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
         cause=Cause(Mistake.RANDOM, ", ".join(layers) or (
             located.name if located is not None else None),
             located.location if located is not None else None, change))
+
+
+def _bitwise_equal(first: Any, second: Any) -> bool:
+    if first.error is not None or second.error is not None or first.value is None:
+        return first.value is None and second.value is None
+    return second.value is not None and np.array_equal(first.value, second.value,
+                                                       equal_nan=True)
+
+
+def backward_changed(recording: Recording, diff_outputs: Sequence[int],
+                     name: str) -> CheckResult | None:
+    """A `nondeterminism` failure when the VJP, taken twice from the same forward pass, is not
+    bitwise equal, naming the backward op that explains it."""
+    sources = [slot for slot in recording.program.slots if slot.differentiable]
+    if not sources:
+        return None
+    first = recording.gradients(diff_outputs, sources, None)
+    second = recording.gradients(diff_outputs, sources, None)
+    changed = next((slot for slot, a, b in zip(sources, first, second)
+                    if not _bitwise_equal(a, b)), None)
+    if changed is None:
+        return None
+    sites = backward_nondeterministic_sites(recording.program, diff_outputs)
+    site = next((s for s in sites if s.location), sites[0] if sites else None)
+    others = tuple(sorted({s.op for s in sites} - {site.op})) if site else ()
+    return CheckResult(
+        Kind.NONDETERMINISM, Status.FAIL, input=changed.name,
+        location=site.location if site else None,
+        evidence=BackwardNondeterministic(name, changed.name, site.name if site else None,
+                                          site is not None and is_random_op(site.op), others))

@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.checks.accumulation import check_accumulation
 from gradcheck.checks.compiled import check_compiled
 from gradcheck.checks.context import CheckContext, Findings
-from gradcheck.checks.determinism import changed_between_calls
+from gradcheck.checks.determinism import backward_changed, changed_between_calls
 from gradcheck.checks.explanation import explanation
 from gradcheck.checks.fast import run_fast
 from gradcheck.checks.full import SourceAnalysis, analyse, check_block
@@ -256,6 +257,8 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
         OutputNotChecked(o.name, o.reason or "") for o in recording.outputs
         if not o.differentiable])
     changed = changed_between_calls(prepared.result, recording, ctx.diff_outputs, name)
+    if changed is None and ctx.wants(Kind.NONDETERMINISM):
+        changed = backward_changed(recording, ctx.diff_outputs, name)
     analyses: list[tuple[SourceAnalysis, GradientOutcome]] = []
     if changed is not None:
         found.results.append(changed)
@@ -279,6 +282,8 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
             found.results += check_precision(ctx)
         if ctx.wants(Kind.STRATEGY):
             found.results += check_strategy(ctx)
+        if ctx.wants(Kind.ACCUMULATION):
+            found.results += check_accumulation(ctx)
     found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
     found.notes += [note for note in recording.workarounds if note not in found.notes]
     inputs, outputs = _tensor_infos(recording)

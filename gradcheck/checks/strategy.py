@@ -8,12 +8,53 @@ from gradcheck.errors import InputError
 from gradcheck.evidence.strategy import ReplicaGradient
 from gradcheck.numerics.strategy import judge_replicas
 from gradcheck.report import CheckResult, Kind, Status
-from gradcheck.tf.strategy import batch_slots, provide_replicas, replicated_gradients
+from gradcheck.tf.multiworker import loss_gradients, multiworker_sum
+from gradcheck.tf.program import Program
+from gradcheck.tf.strategy import (
+    ReplicatedGradients,
+    as_numpy,
+    batch_slots,
+    model_losses,
+    provide_replicas,
+    replicated_gradients,
+)
 
 
 def parse_strategy(spec: str) -> int:
-    """mirrored:N as N (options.py validates the spelling)."""
+    """mirrored:N or multiworker:N as N (options.py validates the spelling)."""
     return int(spec.partition(":")[2])
+
+
+def _multiworker(program: Program, replicas: int, timeout: float | None) -> ReplicatedGradients:
+    """The gradients of f's batch split over REPLICAS local MultiWorkerMirroredStrategy
+    workers, beside the single-device gradients for the same variables."""
+    args, kwargs = program.arguments()
+    variables, whole = loss_gradients(program.function, args, kwargs)
+    summed = multiworker_sum(program.function, args, kwargs, batch_slots(program), replicas,
+                             timeout or 300.0)
+    return ReplicatedGradients(tuple(v.name for v in variables), as_numpy(whole),
+                               tuple(summed), model_losses(program, variables))
+
+
+def split_batch(program: Program, parts: int, flag: str, what: str, remainder: str) -> None:
+    """An InputError unless f's batch arguments share a first dimension that PARTS divide."""
+    sizes = {program.slots[i].shape[0] for i in batch_slots(program)}
+    if len(sizes) != 1:
+        raise InputError(f"{flag}: f's batch arguments must share their first"
+                         f" dimension (found sizes {sorted(sizes) or 'none'})")
+    size = sizes.pop()
+    if size < parts:
+        raise InputError(f"{flag}: a batch of {size} cannot feed {parts} {what}")
+    if size % parts:
+        raise InputError(f"{flag}: a batch of {size} does not split evenly over {parts} {what};"
+                         f" {remainder}: check with a batch of a multiple of {parts}")
+
+
+def has_batch_norm(program: Program) -> bool:
+    """Whether a Keras model among f's arguments has a BatchNormalization layer."""
+    return any(type(layer).__name__ == "BatchNormalization"
+               for slot in program.slots if callable(slot.value)
+               for layer in getattr(slot.value, "_flatten_layers", lambda: [])())
 
 
 def check_strategy(ctx: CheckContext) -> list[CheckResult]:
@@ -22,27 +63,18 @@ def check_strategy(ctx: CheckContext) -> list[CheckResult]:
         return []
     replicas = parse_strategy(spec)
     program = ctx.program
-    sizes = {program.slots[i].shape[0] for i in batch_slots(program)}
-    if len(sizes) != 1:
-        raise InputError(f"--strategy {spec}: f's batch arguments must share their first"
-                         f" dimension (found sizes {sorted(sizes) or 'none'})")
-    size = sizes.pop()
-    if size < replicas:
-        raise InputError(f"--strategy {spec}: a batch of {size} cannot feed {replicas} replicas")
-    if size % replicas:
-        raise InputError(f"--strategy {spec}: a batch of {size} does not split evenly over"
-                         f" {replicas} replicas; tf.distribute gives the last replicas smaller"
-                         " shares of a final partial batch: check with a batch of a multiple"
-                         f" of {replicas}")
+    split_batch(program, replicas, f"--strategy {spec}", "replicas",
+                "tf.distribute gives the last replicas smaller shares of a final partial batch")
     if not any(s.differentiable and not s.argument for s in program.slots):
         return []
-    devices = provide_replicas(replicas)
-    found = replicated_gradients(program, ctx.diff_outputs, devices)
+    if spec.startswith("multiworker"):
+        found = _multiworker(program, replicas, ctx.options.timeout)
+    else:
+        found = replicated_gradients(program, ctx.diff_outputs, provide_replicas(replicas))
     state, error, ratio = judge_replicas(found.whole, found.summed, replicas,
                                          ctx.evaluation.dtype, found.regularisation)
-    batch_norm = any(type(layer).__name__ == "BatchNormalization"
-                     for slot in program.slots if callable(slot.value)
-                     for layer in getattr(slot.value, "_flatten_layers", lambda: [])())
+    batch_norm = has_batch_norm(program)
     return [CheckResult(Kind.STRATEGY, Status.PASS if state == "same" else Status.FAIL,
                         max_rel_err=error, evidence=ReplicaGradient(
-                            state, replicas, error, ratio, batch_norm))]
+                            state, replicas, error, ratio, batch_norm,
+                            spec.startswith("multiworker")))]

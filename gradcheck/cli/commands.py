@@ -57,10 +57,16 @@ def _validated(command: str, target: str, options: dict[str, Any]) -> Any:
     options, the TARGET's form, the output paths, shapes; the CheckOptions."""
     from gradcheck import isolation
     from gradcheck.load.inputs import check_shape_fits
+    from gradcheck.load.saved import validate_target
     from gradcheck.load.target import split_spec
     from gradcheck.options import options_from
 
-    split_spec(target)  # a usage error answers at once, without waiting for TensorFlow
+    validate_target(target)  # a usage error answers at once, without waiting for TensorFlow
+    if options.get("against"):
+        try:
+            validate_target(options["against"])
+        except LoadError as exc:
+            raise InputError(f"--against {options['against']}: {exc.message}") from exc
     if options["inputs_attr"]:
         try:
             split_spec(options["inputs_attr"])

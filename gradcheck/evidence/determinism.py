@@ -30,3 +30,17 @@ class Nondeterministic(Evidence):
     state: ChangingState | None = internal(None)
     under_tape: bool = internal(False)
     created_variables: int = internal(0)  # on every call, the first at the finding's line
+
+
+@dataclasses.dataclass(frozen=True)
+class BackwardNondeterministic(Evidence):
+    """The VJP of `function` for `source`, computed twice from the same forward pass, was not
+    bitwise equal; `op`: the backward op that explains it (a random op in a gradient, else an
+    op whose GPU kernel is nondeterministic), `random` telling which; `others`: more such
+    ops."""
+
+    function: str = internal("")
+    source: str = ""
+    op: str | None = None
+    random: bool = False
+    others: tuple[str, ...] = ()

@@ -19,3 +19,4 @@ class ReplicaGradient(Evidence):
     error: float
     ratio: float
     batch_norm: bool = False
+    workers: bool = False  # MultiWorkerMirroredStrategy's local worker processes

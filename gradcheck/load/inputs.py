@@ -189,8 +189,10 @@ def resolve_arguments(
     seed: int = 0,
     inputs_attr: str | None = None,
     load_attribute: Callable[[str], Any] | None = None,
+    declared_shapes: Sequence[tuple[int | None, ...]] = (),
 ) -> Arguments:
-    """Pick the arguments by the documented precedence: -i, --shape, --inputs, convention.
+    """Pick the arguments by the documented precedence: -i, --shape, --inputs, convention,
+    random arguments of the shapes a saved signature declares (a free size as 2).
     Keyword-only -i values combine with --shape (random positionals, given keywords)."""
     if input_specs:
         given = _from_specs(input_specs)
@@ -214,6 +216,10 @@ def resolve_arguments(
     convention = f"{function_name}_inputs"
     if module is not None and hasattr(module, convention):
         return _normalise_provided(getattr(module, convention), convention)
+    if declared_shapes:
+        rng = np.random.default_rng(seed)
+        values = tuple(rng.standard_normal([d or 2 for d in s]).tolist() for s in declared_shapes)
+        return Arguments(values, {}, f"the signature's shapes (seed {seed})")
     raise InputError(
         f"no inputs for {function_name}: give "
         + WAYS_TO_GIVE_INPUTS.format(name=function_name)

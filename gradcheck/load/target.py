@@ -42,8 +42,10 @@ def module_cache() -> Iterator[None]:
 class Target:
     spec: str
     function: Callable[..., Any]
-    module: ModuleType
+    module: ModuleType | None
     name: str
+    # A saved model's input signature: the shapes of random arguments when none are given.
+    declared_shapes: tuple[tuple[int | None, ...], ...] = ()
 
     @property
     def qualname(self) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
 
 
-def _stacked(arrays: Sequence[np.ndarray | None], like: Sequence[np.ndarray | None]
+def stacked(arrays: Sequence[np.ndarray | None], like: Sequence[np.ndarray | None]
              ) -> np.ndarray:
     """The arrays where `like` has one, flattened into one vector (a missing one as zeros)."""
     return np.concatenate([np.ravel(a if a is not None else np.zeros_like(ref))
@@ -27,7 +27,7 @@ def judge_replicas(whole: Sequence[np.ndarray | None], summed: Sequence[np.ndarr
     "mean" (N times the gradient), "regularisation" (the model's losses counted N times) or
     "different"."""
     tolerance = TOLERANCE.get(dtype, 1e-4)
-    w, s = _stacked(whole, whole), _stacked(summed, whole)
+    w, s = stacked(whole, whole), stacked(summed, whole)
     norm = float(np.linalg.norm(w)) or 1e-300
     error = float(np.linalg.norm(s - w)) / norm
     ratio = float(np.dot(s, w)) / norm**2
@@ -36,7 +36,7 @@ def judge_replicas(whole: Sequence[np.ndarray | None], summed: Sequence[np.ndarr
     if float(np.linalg.norm(s - replicas * w)) <= tolerance * replicas * norm:
         return "mean", error, ratio
     if regularisation is not None:
-        r = _stacked(regularisation, whole)
+        r = stacked(regularisation, whole)
         if float(np.linalg.norm(s - w - (replicas - 1) * r)) <= tolerance * replicas * norm:
             return "regularisation", error, ratio
     return "different", error, ratio

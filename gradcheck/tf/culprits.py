@@ -24,6 +24,14 @@ KINK_AT_TIE = frozenset({"Maximum", "Minimum", "Greater", "GreaterEqual", "Less"
 # How close to the kink an input must be for finite differences (steps ~1e-5) to cross it.
 KINK_REACH = 1e-4
 _NODE = re.compile(r"\{\{node ([^}]+)\}\}")
+# Backward ops whose GPU kernels may give another result on every run: atomic additions
+# (scatter, segment sums: the gradients of gather and embedding lookups), cuDNN's filter
+# gradients, TF32 matmuls; tf.config.experimental.enable_op_determinism() makes them repeat.
+GPU_NONDETERMINISTIC = frozenset({
+    "UnsortedSegmentSum", "SegmentSum", "ScatterNd", "TensorScatterAdd", "ResourceScatterAdd",
+    "BiasAddGrad", "Conv2DBackpropFilter", "Conv3DBackpropFilterV2", "ResizeBilinearGrad",
+    "ResizeNearestNeighborGrad", "MaxPoolGrad", "MatMul", "BatchMatMulV2", "BatchMatMulV3",
+    "SparseSoftmaxCrossEntropyWithLogits", "CTCLoss"})
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,23 @@ def stateful_sites(program: Program, output_indices: Sequence[int]) -> list[Site
         return []
     return [_site(traced, op) for op in traced.ops
             if op.type in VARIABLE_WRITES or _RANDOM.search(op.type)]
+
+
+def is_random_op(op_type: str) -> bool:
+    return bool(_RANDOM.search(op_type))
+
+
+def backward_nondeterministic_sites(program: Program, output_indices: Sequence[int]
+                                    ) -> list[Site]:
+    """The ops of f's traced VJP that make it differ between runs: random ops in a gradient
+    (a grad_fn's), then ops whose GPU kernels are nondeterministic."""
+    traced = trace_values(program, output_indices, execute=False)
+    if traced is None:
+        return []
+    backward = [op for op in traced.ops if traced.is_backward(op)]
+    return ([_site(traced, op) for op in backward if _RANDOM.search(op.type)]
+            + [Site(op.type, "", op_location(op), backward=True) for op in backward
+               if op.type in GPU_NONDETERMINISTIC])
 
 
 def failing_node_site(program: Program, output_indices: Sequence[int],

@@ -57,8 +57,10 @@ def batch_slots(program: Program) -> list[int]:
             and not callable(s.value)]
 
 
-def _gradients(program: Program, diff_outputs: Sequence[int], weights: Sequence[Any],
-               replacements: dict[int, Any]) -> list[Any]:
+def weight_gradients(program: Program, diff_outputs: Sequence[int], weights: Sequence[Any],
+                     replacements: dict[int, Any]) -> list[Any]:
+    """The gradient of f's summed outputs for WEIGHTS, with the arguments REPLACEMENTS gives
+    (by slot) in place of the given ones."""
     tf = tensorflow()
     with tf.GradientTape() as tape:
         leaves = flatten_outputs(program.call(replacements))
@@ -67,11 +69,11 @@ def _gradients(program: Program, diff_outputs: Sequence[int], weights: Sequence[
             for g in tape.gradient(total, list(weights))]
 
 
-def _numpy(gradients: Sequence[Any]) -> tuple[np.ndarray | None, ...]:
+def as_numpy(gradients: Sequence[Any]) -> tuple[np.ndarray | None, ...]:
     return tuple(None if g is None else np.asarray(as_array(g), np.float64) for g in gradients)
 
 
-def _model_losses(program: Program, weights: Sequence[Any]) -> tuple[np.ndarray | None, ...] | None:
+def model_losses(program: Program, weights: Sequence[Any]) -> tuple[np.ndarray | None, ...] | None:
     """The gradient of the regularisation losses of a Keras model among f's arguments."""
     tf = tensorflow()
     for slot in program.slots:
@@ -79,7 +81,7 @@ def _model_losses(program: Program, weights: Sequence[Any]) -> tuple[np.ndarray 
         if callable(slot.value) and losses:
             with tf.GradientTape() as tape:
                 total = tf.add_n([tf.reduce_sum(loss) for loss in slot.value.losses])
-            return _numpy(tape.gradient(total, list(weights)))
+            return as_numpy(tape.gradient(total, list(weights)))
     return None
 
 
@@ -93,13 +95,13 @@ def replicated_gradients(program: Program, diff_outputs: Sequence[int],
     batch = batch_slots(program)
     shards = {i: tf.stack(tf.split(tf.convert_to_tensor(program.slots[i].value), replicas))
               for i in batch}
-    whole = _numpy(_gradients(program, diff_outputs, weights, {}))
+    whole = as_numpy(weight_gradients(program, diff_outputs, weights, {}))
 
     def step() -> Any:
         replica = tf.distribute.get_replica_context().replica_id_in_sync_group
         mine = {i: tf.gather(shards[i], replica) for i in batch}
         return [tf.zeros(()) if g is None else g
-                for g in _gradients(program, diff_outputs, weights, mine)]
+                for g in weight_gradients(program, diff_outputs, weights, mine)]
 
     per_replica = strategy.run(step)
     summed = tuple(None if w is None else np.sum(
@@ -107,4 +109,4 @@ def replicated_gradients(program: Program, diff_outputs: Sequence[int],
          for part in strategy.experimental_local_results(g)], axis=0)
         for g, w in zip(per_replica, whole))
     return ReplicatedGradients(tuple(s.name for s in slots), whole, summed,
-                               _model_losses(program, weights))
+                               model_losses(program, weights))

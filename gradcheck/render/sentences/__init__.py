@@ -8,6 +8,8 @@ module of this package, imported below.
 from __future__ import annotations
 
 # Each family registers its sentences when imported (one line each, sorted).
+import gradcheck.render.sentences.accumulation  # noqa: E402,F401
+import gradcheck.render.sentences.against  # noqa: E402,F401
 import gradcheck.render.sentences.comparison  # noqa: E402,F401
 import gradcheck.render.sentences.compiled  # noqa: E402,F401
 import gradcheck.render.sentences.connected  # noqa: E402,F401

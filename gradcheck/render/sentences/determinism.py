@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gradcheck.evidence.determinism import Nondeterministic
+from gradcheck.evidence.determinism import BackwardNondeterministic, Nondeterministic
 from gradcheck.render.causes import fix, stated_cause, what
 from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
@@ -42,3 +42,20 @@ def _changed_and_why(evidence: Nondeterministic, result: CheckResult) -> str:
     kind = "a variable write" if state.variable_write else "a random op"
     also = f" (and {state.others} more)" if state.others > 0 else ""
     return f"{said}; the state that changes: {kind}, {state.name}, at {state.location}{also}"
+
+
+@sentence.register
+def _backward_changed(evidence: BackwardNondeterministic, result: CheckResult) -> str:
+    said = (f"the gradient of {evidence.function} for {evidence.source}, computed twice from"
+            " the same forward pass, is not bitwise equal, so no gradient verdict is given")
+    if evidence.op is None:
+        return f"{said}: no op in its traced VJP explains it"
+    at = f" at {result.location}" if result.location else ""
+    also = f" (also: {', '.join(evidence.others)})" if evidence.others else ""
+    if evidence.random:
+        return (f"{said}: a random op in a gradient, {evidence.op}{at}{also} (a grad_fn that"
+                " draws noise gives another gradient on every call: draw it once, or with"
+                " tf.random.stateless_* and a fixed seed)")
+    return (f"{said}: its backward op {evidence.op}{at}{also} has a nondeterministic GPU"
+            " kernel (atomic additions, TF32 matmuls); call"
+            " tf.config.experimental.enable_op_determinism() for repeatable gradients")

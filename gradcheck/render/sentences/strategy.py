@@ -10,8 +10,10 @@ from gradcheck.report import CheckResult
 @sentence.register
 def _replicas(evidence: ReplicaGradient, result: CheckResult) -> str:
     n = evidence.replicas
-    summed = (f"the gradient a MirroredStrategy step over {n} replicas applies (the sum of each"
-              " replica's gradient on its share of the batch)")
+    strategy = (f"MultiWorkerMirroredStrategy step over {n} worker processes"
+                if evidence.workers else f"MirroredStrategy step over {n} replicas")
+    summed = (f"the gradient a {strategy} applies (the sum of each replica's gradient on its"
+              " share of the batch)")
     if evidence.state == "same":
         return (f"{summed} matches the single-device gradient of the whole batch (relative"
                 f" error {evidence.error:.1e})")

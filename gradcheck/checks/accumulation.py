@@ -1,0 +1,27 @@
+"""The accumulation check: f's gradient accumulated over K micro-batches of its batch, as a
+training loop or Keras' gradient_accumulation_steps applies it, against the whole batch's."""
+
+from __future__ import annotations
+
+from gradcheck.checks.context import CheckContext
+from gradcheck.checks.strategy import has_batch_norm, split_batch
+from gradcheck.evidence.accumulation import AccumulatedGradient
+from gradcheck.numerics.accumulation import judge_accumulation
+from gradcheck.report import CheckResult, Kind, Status
+from gradcheck.tf.accumulation import micro_batch_gradients
+
+
+def check_accumulation(ctx: CheckContext) -> list[CheckResult]:
+    parts = ctx.options.accumulate
+    if parts is None:
+        return []
+    program = ctx.program
+    split_batch(program, parts, f"--accumulate {parts}", "micro-batches",
+                "a loop over micro-batches would end with a smaller one")
+    if not any(s.differentiable and not s.argument for s in program.slots):
+        return []
+    whole, gradients = micro_batch_gradients(program, ctx.diff_outputs, parts)
+    state, error, ratio = judge_accumulation(whole, gradients, ctx.evaluation.dtype)
+    return [CheckResult(Kind.ACCUMULATION, Status.PASS if state == "same" else Status.FAIL,
+                        max_rel_err=error, evidence=AccumulatedGradient(
+                            state, parts, error, ratio, has_batch_norm(program)))]
