@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradcheck
 from tests.conftest import fixture_module
 
-FIXTURE = "batchnorm_kinks"
+FIXTURE = "low_precision_kinks"
 
 
 def test_batchnorm_relu_float32_model_in_training_passes_with_a_kink_warning() -> None:
@@ -23,6 +23,13 @@ def test_only_the_stop_gradient_that_blocks_a_dependence_is_blamed() -> None:
     module = fixture_module(FIXTURE)
     report = gradcheck.check(module.standardised_cut, *module.standardised_cut_inputs())
     breaks = [c for c in report.checks if c.check == "graph-break"]
-    assert [str(c.location).rsplit(":", 1)[1] for c in breaks] == ["30"]
+    assert [str(c.location).rsplit(":", 1)[1] for c in breaks] == ["31"]
     jacobian = next(c for c in report.checks if c.check == "jacobian")
-    assert jacobian.failed and str(jacobian.location).endswith("batchnorm_kinks.py:30")
+    assert jacobian.failed and str(jacobian.location).endswith("low_precision_kinks.py:31")
+
+
+def test_mixed_bfloat16_gradient_within_its_precision_passes_vjp() -> None:
+    module = fixture_module(FIXTURE)
+    report = gradcheck.check(module.bfloat16_loss, module.images, wrt="variables")
+    assert report.ok, [(c.check, c.input, c.message) for c in report.checks if c.failed]
+    assert any(c.check == "vjp" and c.status == "pass" for c in report.checks)

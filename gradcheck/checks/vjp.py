@@ -28,7 +28,18 @@ def fd_vjp(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[np.ndarray, np.
         magnitude = sum((judging.contract(np.abs(u), np.abs(analysis.reference(k)))
                          for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
         estimate = estimate + ctx.fd_tolerance.scale_rtol / ERROR_ESTIMATE_SAFETY * magnitude
+    if ctx.tolerance_dtype in HALF_PRECISIONS:
+        # Half-precision rounding of each Jacobian entry (what its atol and rtol allow) adds up
+        # in Σ uᵢJᵢ: a VJP is allowed what the Jacobian entries it sums are allowed.
+        tolerance = ctx.fd_tolerance
+        allowed = sum((judging.contract(np.abs(u), tolerance.atol + tolerance.rtol
+                                        * np.abs(analysis.reference(k)))
+                       for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
+        estimate = estimate + allowed / ERROR_ESTIMATE_SAFETY
     return expected, estimate
+
+
+HALF_PRECISIONS = frozenset({"float16", "bfloat16"})
 
 
 def check_vjp(ctx: CheckContext, analysis: SourceAnalysis
