@@ -131,6 +131,15 @@ def _carried(recording: Recording, op: RecordedOp, backward: set[RecordedOp],
             or any(c in backward for c in recording.consumers.get(id(t), []))]
 
 
+def ops_on_path(program: Program, slot_index: int) -> list[RecordedOp]:
+    """The ops of one eager call of f on a path from the source to f's outputs."""
+    recording = record(program)
+    if recording is None:
+        return []
+    backward = _backward(recording, _ends(recording))
+    return _forward(recording, _starts(program, slot_index), backward)
+
+
 def recorded_cuts(program: Program, slot_index: int, no_gradient: bool = False,
                   none: bool = False) -> list[CutSite]:
     """The cuts graph_cuts finds in f's traced graph, found in the ops f ran eagerly: with
