@@ -77,3 +77,13 @@ def test_value_leaving_tensorflow_is_still_the_cut(function: str, line: int) -> 
     report = gradcheck.check(fixture_target(MODULE, function), compiled=False)
     [cut] = _breaks(report)
     assert cut.failed and cut.location is not None and cut.location.line == line, cut.message
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_count_as_python_number_no_longer_hides_the_round(dtype: Any) -> None:
+    module = fixture_module(MODULE)
+    inputs = [np.asarray(v, dtype) for v in module.count_quantised_inputs()]
+    report = gradcheck.check(module.count_quantised, *inputs, compiled=False)
+    [cut] = _breaks(report)
+    assert cut.input == "x" and cut.status == "warn" and "Round on the path" in cut.message
+    assert cut.location is not None and cut.location.line == 114
