@@ -5,6 +5,7 @@ when tf.function cannot trace f (.numpy(), float(), a Python `if` on a value).""
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import traceback
 from collections.abc import Iterable, Iterator
@@ -45,12 +46,16 @@ class Recording:
                 self.consumers.setdefault(id(tensor), []).append(op)
 
 
+@functools.lru_cache(maxsize=1024)
+def _is_ours(filename: str) -> bool:
+    return not is_user_file(filename) and str(Path(filename).resolve()).startswith(_PACKAGE_DIR)
+
+
 def _frames_inside_f() -> list[traceback.FrameSummary]:
     """The stack of the op being executed, from f's frame inwards."""
     walked = traceback.walk_stack(sys._getframe(2))
     frames = list(reversed(traceback.StackSummary.extract(walked, lookup_lines=False)))
-    ours = [i for i, frame in enumerate(frames) if not is_user_file(frame.filename)
-            and str(Path(frame.filename).resolve()).startswith(_PACKAGE_DIR)]
+    ours = [i for i, frame in enumerate(frames) if _is_ours(frame.filename)]
     return frames[ours[-1] + 1:] if ours else frames
 
 
