@@ -89,6 +89,8 @@ class Relation(Spelled):
     CUT_PATH = "cut-path"
     # Non-finite values from an op (diagnosis/non_finite.py) explain the finding.
     NON_FINITE = "non-finite"
+    # TensorFlow's own gradient of an op is wrong at f's values (tf/wrong_gradients.py).
+    TENSORFLOW_GRADIENT = "tensorflow-gradient"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +155,8 @@ class Mistake(Spelled):
     OVERWRITTEN = "overwritten"
     NO_FORWARD_RULE = "no-forward-rule"
     NO_SECOND_ORDER_GRADIENT = "no-second-order-gradient"
+    # TensorFlow's own gradient of an op, wrong at f's values (tf/wrong_gradients.py).
+    TENSORFLOW_GRADIENT = "tensorflow-gradient"
     # Non-finite values (diagnosis/non_finite.py).
     NON_FINITE = "non-finite"
     NON_FINITE_INPUT = "non-finite-input"

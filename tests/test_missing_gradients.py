@@ -209,3 +209,12 @@ def test_tensorflows_own_gradient_raising_names_the_op_and_its_line() -> None:
     assert raised.message.startswith("TensorFlow's own gradient of GatherNd at")
     assert "registered gradient for GatherNd is at fault" in raised.message
     assert "tf.gather_nd(x, [[i]])[0]" in raised.message
+
+
+def test_tensorflow_gradient_raising_in_eager_only_f_is_located() -> None:
+    """The op's line comes from the ops f ran eagerly when tf.function cannot trace f."""
+    module = fixture_module("tensorflow_gradient_raises")
+    report = gradcheck.check(module.gather_scalar_logged, *module.gather_scalar_inputs)
+    [raised] = [c for c in report.checks if c.failed]
+    assert str(raised.location).endswith("tensorflow_gradient_raises.py:16")
+    assert "registered gradient for GatherNd is at fault" in raised.message

@@ -23,8 +23,8 @@ from gradcheck.evidence.jvp import (
 )
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, Kind, Mistake, Status
+from gradcheck.tf.cut_ops import CutSite
 from gradcheck.tf.gaps import forward_mode_gaps, forward_op_location, missing_gradient_of
-from gradcheck.tf.graph import CutSite
 from gradcheck.tf.program import Slot, first_line
 
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,

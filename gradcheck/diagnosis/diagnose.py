@@ -13,6 +13,7 @@ from gradcheck.diagnosis.custom_gradients import merge_shape_findings
 from gradcheck.diagnosis.graph_breaks import graph_break_results, integer_output_cuts
 from gradcheck.diagnosis.non_finite import non_finite_results
 from gradcheck.diagnosis.sites import record_eager_calls, site_results
+from gradcheck.diagnosis.tensorflow_gradients import tensorflow_gradient_causes
 from gradcheck.errors import InputError
 from gradcheck.evidence.diagnosis import SiteMistake
 from gradcheck.evidence.precision import PrecisionLoss
@@ -58,6 +59,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     breaks, core = graph_break_results(program, core, explained)
     non_finite, core = non_finite_results(program, core, options)
     core = _overflows_located(core, non_finite)
+    core = tensorflow_gradient_causes(program, core)
     return replace(report, checks=tuple(sites + breaks + non_finite + core))
 
 

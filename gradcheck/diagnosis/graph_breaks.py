@@ -10,7 +10,8 @@ from gradcheck.evidence.causes import CutOp
 from gradcheck.evidence.diagnosis import CutFound, CutNotFound
 from gradcheck.evidence.gradients import NoGradient
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
-from gradcheck.tf.graph import CutSite, locate_cuts
+from gradcheck.tf.cut_ops import CutSite
+from gradcheck.tf.graph import locate_cuts
 from gradcheck.tf.program import Program
 
 # Findings that a cut path explains when autodiff and finite differences disagree.

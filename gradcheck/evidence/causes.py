@@ -95,6 +95,15 @@ class CutOp(Facts):
 
 
 @dataclasses.dataclass(frozen=True)
+class TensorFlowGradientOp(Facts):
+    """TensorFlow's own registered gradient of op type `op` is wrong at f's values, for
+    `reason` (duplicate-indices)."""
+
+    op: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class NonFiniteOp:
     """One op that made non-finite values: `op` as the user wrote it (`name`: with the
     TensorFlow function it belongs to), its local derivative (`backward`) or its value, at the

@@ -7,12 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradcheck.evidence import Location
+from gradcheck.tf.cut_ops import CutSite, frames_location, has_gradient, op_cut
 from gradcheck.tf.graph import (
-    CutSite,
-    _frames_location,
     _graph_of,
-    _has_gradient,
-    _op_cut,
     _reachable_backward,
     _reachable_forward,
     _starts,
@@ -102,8 +99,8 @@ def forward_mode_gaps(program: Program, slot_index: int) -> list[CutSite]:
         if not any(t.name in carried for t in op.inputs) or any(
                 t.name in carried for t in floats_out):
             continue
-        location = _frames_location(op.traceback)
-        if location is not None and _op_cut(op) is None:
+        location = frames_location(op.traceback)
+        if location is not None and op_cut(op) is None:
             gaps.append(CutSite("no-forward-rule", location, op.type))
     return gaps
 
@@ -130,9 +127,9 @@ def second_order_gaps(program: Program, slot_index: int) -> list[MissingSecondOr
     backward = _reachable_backward(graph.outputs)
     gaps: list[MissingSecondOrder] = []
     for op in graph.get_operations():
-        if op in forward and op in backward and not _has_gradient(op):
+        if op in forward and op in backward and not has_gradient(op):
             source = _forward_op_of(graph, op)
-            location = _frames_location(source.traceback) if source is not None else None
+            location = frames_location(source.traceback) if source is not None else None
             gaps.append(MissingSecondOrder(
                 op.type, source.type if source is not None else op.type, location))
     return gaps
@@ -156,4 +153,4 @@ def forward_op_location(program: Program, slot_index: int,
     if graph is None or not base:
         return None
     op = next((op for op in graph.get_operations() if op.type == base), None)
-    return None if op is None else (op.type, _frames_location(op.traceback))
+    return None if op is None else (op.type, frames_location(op.traceback))

@@ -49,11 +49,12 @@ def tensorflow_gradient_fault(program: Program, error: BaseException
 
 def _first_located(program: Program, op_type: str) -> Location | None:
     from gradcheck.tf.graph import traced_graph
+    from gradcheck.tf.recorded import record
 
     graph = traced_graph(program)
-    if graph is None:
-        return None
-    for op in graph.get_operations():
+    recording = record(program) if graph is None else None  # f runs eagerly only
+    ops = graph.get_operations() if graph is not None else recording.ops if recording else []
+    for op in ops:
         if op.type == op_type and (location := op_location(op)) is not None:
             return location
     return None

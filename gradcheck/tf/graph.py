@@ -7,46 +7,19 @@ from __future__ import annotations
 import contextlib
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from gradcheck.evidence import Location
-from gradcheck.load.locations import innermost_user_frame
+from gradcheck.tf.cut_ops import (
+    STOP_OPS,
+    VALUE_INDEPENDENT_OPS,
+    VARIABLE_WRITE_OPS,
+    CutSite,
+    frames_location,
+    op_cut,
+)
 from gradcheck.tf.program import Program, path_ends
 from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.stop_gradients import STOP_OPS, harmless_stops
-
-VALUE_INDEPENDENT_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"})
-# Zero gradient almost everywhere: a cause only when f is meant to vary continuously through
-# them (e.g. fine quantisation), so they are listed only when no definite cut is found.
-# Comparisons are left out: their booleans usually select between branches that do carry
-# the gradient (tf.where, clip_by_norm).
-PIECEWISE_CONSTANT_OPS = frozenset({"Round", "Floor", "Ceil", "Rint", "ArgMax", "ArgMin", "Sign"})
-PYTHON_FUNCTION_OPS = frozenset({"PyFunc", "PyFuncStateless"})
-# tf.py_function: differentiable when its Python function runs TensorFlow ops on the tape, so
-# a cut only when the source gets no gradient at all.
-EAGER_FUNCTION_OPS = frozenset({"EagerPyFunc"})
-FUNCTION_CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
-VARIABLE_WRITE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp",
-                                "AssignSubVariableOp"})
-
-
-@dataclass(frozen=True)
-class CutSite:
-    """One place where the gradient path is cut: what cuts it (`kind`), where, the op type
-    involved (`detail`) and the dtype of what it returns (integer casts and outputs)."""
-
-    kind: str  # variable, numpy, python-number, stop-gradient, integer-cast, numpy-function,
-    # piecewise-constant, no-gradient, not-differentiable, assign, overwritten; and where a
-    # source gets no gradient at all: comparison, integer-output, python-function
-    location: Location | None
-    detail: str = ""
-    dtype: str | None = None
-
-
-def _frames_location(frames: Iterable[Any]) -> Location | None:
-    summaries = [f for f in frames if "__autograph_generated" not in str(f.filename)]
-    return innermost_user_frame(summaries)
+from gradcheck.tf.stop_gradients import harmless_stops
 
 
 def variable_creations(program: Program, slot_index: int) -> list[CutSite]:
@@ -71,7 +44,7 @@ def variable_creations(program: Program, slot_index: int) -> list[CutSite]:
             except (TypeError, ValueError):
                 pass
             if depends:
-                cuts.append(CutSite("variable", _frames_location(traceback.extract_stack())))
+                cuts.append(CutSite("variable", frames_location(traceback.extract_stack())))
             return next_creator(**kwargs)
 
         # f ran fine before; a failure here is not ours to report.
@@ -82,7 +55,7 @@ def variable_creations(program: Program, slot_index: int) -> list[CutSite]:
 
 def _trace_failure(exc: BaseException) -> CutSite | None:
     text = str(exc)
-    location = _frames_location(traceback.extract_tb(exc.__traceback__))
+    location = frames_location(traceback.extract_tb(exc.__traceback__))
     if isinstance(exc, (AttributeError, NotImplementedError)) and "numpy" in text:
         return CutSite("numpy-method", location)
     if "symbolic" in text.lower() or "__array__" in text or "numpy array" in text.lower():
@@ -90,89 +63,6 @@ def _trace_failure(exc: BaseException) -> CutSite | None:
     if isinstance(exc, TypeError) and ("float()" in text or "int()" in text):
         return CutSite("python-number", location)
     return None  # including a tf.Variable created on every call: variable_creations sees it
-
-
-def _has_gradient(op: Any) -> bool | None:
-    """True when the op has a gradient function, False when it is marked not differentiable,
-    None when no gradient is registered for it (asked of the graph with tf.gradients)."""
-    tf = tensorflow()
-    floats = [t for t in op.inputs if t.dtype.is_floating]
-    outputs = [t for t in op.outputs if t.dtype.is_floating]
-    if not floats or not outputs:
-        return True
-    try:
-        with op.graph.as_default():
-            grads = tf.gradients(outputs, floats)
-    except LookupError:
-        return None
-    except Exception:
-        return True
-    return any(g is not None for g in grads)
-
-
-def _function_depends(op: Any) -> bool:
-    """Whether a function call's outputs depend on its inputs inside the function (a
-    tf.function returning a constant has no gradient only because nothing depends on x)."""
-    try:
-        graph = op.graph._get_function(op.get_attr("f").name).graph
-    except Exception:  # noqa: BLE001 - not a function we can look into: assume it does
-        return True
-    inputs = {t.ref() for t in graph.inputs}
-    seen: set[Any] = set()
-    stack = [t.op for t in graph.outputs]
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        if any(t.ref() in inputs for t in current.inputs):
-            return True
-        stack += [t.op for t in current.inputs]
-    return False
-
-
-def _discrete_output(op: Any, carried: list[Any], location: Location | None) -> CutSite | None:
-    """An op whose outputs on the path are booleans or integers: piecewise constant."""
-    if not carried or any(t.dtype.is_floating or t.dtype.is_complex for t in carried):
-        return None
-    if all(t.dtype.is_bool for t in carried):
-        return CutSite("comparison", location, op.type)
-    return CutSite("integer-output", location, op.type, carried[0].dtype.name)
-
-
-def _op_cut(op: Any, carried: list[Any] | None = None, no_gradient: bool = False,
-            none: bool = False) -> CutSite | None:
-    """The cut this op makes on the path, if any. `carried`: its outputs on the path to f's
-    outputs. With `none` (autodiff gives the source None, so every path is cut) tf.py_function
-    counts; with `no_gradient` (and finite differences are flat) booleans and integers too."""
-    location = _frames_location(op.traceback)
-    if op.type in STOP_OPS:
-        return CutSite("stop-gradient", location, op.type)
-    if op.type == "Cast":
-        target = op.outputs[0].dtype
-        if not target.is_floating and not target.is_complex:
-            return CutSite("integer-cast", location, op.type, target.name)
-        return None
-    if op.type in PYTHON_FUNCTION_OPS:
-        return CutSite("numpy-function", location, op.type)
-    if (none or no_gradient) and op.type in EAGER_FUNCTION_OPS:
-        return CutSite("python-function", location, op.type)
-    if op.type in PIECEWISE_CONSTANT_OPS:
-        return CutSite("piecewise-constant", location, op.type)
-    if no_gradient and (discrete := _discrete_output(op, carried or [], location)):
-        return discrete
-    if op.outputs and all(out.dtype.is_bool for out in op.outputs):
-        return None  # comparisons and logic: booleans select branches, they carry no values
-    if op.type in VALUE_INDEPENDENT_OPS:
-        return None
-    if op.type in FUNCTION_CALL_OPS and not _function_depends(op):
-        return None
-    registered = _has_gradient(op)
-    if registered is None:
-        return CutSite("no-gradient", location, op.type)
-    if registered is False:
-        return CutSite("not-differentiable", location, op.type)
-    return None
 
 
 def _reachable_forward(start: Iterable[Any]) -> set[Any]:
@@ -259,7 +149,7 @@ def _overwritten(graph: Any, slot: Any) -> CutSite | None:
         if not any(t is h for t in op.inputs[:1] for h in handles):
             continue
         if op.type == "AssignVariableOp":
-            return CutSite("overwritten", _frames_location(op.traceback), op.type)
+            return CutSite("overwritten", frames_location(op.traceback), op.type)
         if op.type == "ReadVariableOp" or op.type in VARIABLE_WRITE_OPS:
             return None
     return None
@@ -285,13 +175,29 @@ def _first_cuts(graph: Any, starts: list[Any], backward: set[Any]) -> list[Any]:
         seen.add(op)
         if op.type in VALUE_INDEPENDENT_OPS:
             continue
-        cut = _op_cut(op, _carried(op, backward, ends), no_gradient=True)
+        cut = op_cut(op, _carried(op, backward, ends), no_gradient=True)
         if cut is not None:
             found.append((op, cut))
             continue
         frontier += [c for out in op.outputs for c in out.consumers()]
     order = {op: i for i, op in enumerate(graph.get_operations())}
     return [cut for op, cut in sorted(found, key=lambda pair: order.get(pair[0], 0))]
+
+
+def _untraced_cuts(program: Program, slot_index: int, stopped: CutSite | None,
+                   no_gradient: bool, none: bool) -> list[CutSite]:
+    """When tf.function cannot trace f, the cuts in the ops f runs eagerly; what stopped the
+    trace (.numpy(), float()) counts too, unless finite differences see no slope (then the
+    ops are what gives none: a Python `if` on a value is no cut)."""
+    from gradcheck.tf.recorded import recorded_cuts
+
+    recorded = recorded_cuts(program, slot_index, no_gradient, none)
+    if no_gradient and recorded:
+        return recorded
+    cuts = ([stopped] if stopped else []) + [
+        cut for cut in recorded if stopped is None or cut.location != stopped.location]
+    definite = [cut for cut in cuts if cut.kind != "piecewise-constant"]
+    return definite or cuts
 
 
 def graph_cuts(program: Program, slot_index: int, no_gradient: bool = False,
@@ -301,7 +207,7 @@ def graph_cuts(program: Program, slot_index: int, no_gradient: bool = False,
     (then the first cut on each path, whatever makes it)."""
     graph, stopped, note = _trace(program, slot_index)
     if graph is None:
-        return ([stopped] if stopped else []), note
+        return _untraced_cuts(program, slot_index, stopped, no_gradient, none), note
     overwritten = _overwritten(graph, program.slots[slot_index])
     if overwritten is not None:
         return [overwritten], None
@@ -320,9 +226,9 @@ def graph_cuts(program: Program, slot_index: int, no_gradient: bool = False,
             continue
         cut: CutSite | None = None
         if op.type in VARIABLE_WRITE_OPS and id(op.inputs[0]) in read_handles:
-            cut = CutSite("assign", _frames_location(op.traceback), op.type)
+            cut = CutSite("assign", frames_location(op.traceback), op.type)
         elif op in backward:
-            cut = _op_cut(op, none=none)
+            cut = op_cut(op, none=none)
         if cut is None:
             continue
         cuts.append(cut)

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from gradcheck.numerics.tolerances import machine_eps
+from gradcheck.tf.cut_ops import STOP_OPS
 from gradcheck.tf.program import Program, path_ends
 from gradcheck.tf.runtime import tensorflow
 
-STOP_OPS = frozenset({"StopGradient", "PreventGradient"})
 # A stop_gradient that keeps less than this many roundoffs of the gradient from the input
 # blocks nothing: the term it hides is zero by construction.
 HARMLESS_ROUNDOFFS = 1e3

@@ -3,7 +3,12 @@ transposed J, J * u..., for the user who wrote the grad_fn."""
 
 from __future__ import annotations
 
-from gradcheck.evidence.causes import ReturnedShape, ReturnedValues, UpstreamProbe
+from gradcheck.evidence.causes import (
+    ReturnedShape,
+    ReturnedValues,
+    TensorFlowGradientOp,
+    UpstreamProbe,
+)
 from gradcheck.render.causes.dispatch import WhatAndFix, words
 from gradcheck.report import Mistake
 
@@ -85,3 +90,21 @@ def _upstream_probe(facts: UpstreamProbe, mistake: Mistake) -> WhatAndFix:
         return ("ignores its upstream: it returns the same gradient whatever upstream u it is"
                 " given", "multiply by the upstream (return upstream * dy/dx, or uᵀJ)")
     return "returns a wrong VJP for a random upstream", None
+
+
+# Why TensorFlow's own gradient of an op is wrong, and how to step around it, per reason.
+_WRONG_TENSORFLOW_GRADIENTS: dict[str, WhatAndFix] = {
+    "duplicate-indices": (
+        "TensorFlow's own gradient of {op} is wrong here: its indices repeat, so only the last"
+        " write of each index reaches the output, but TensorFlow's gradient gives the upstream"
+        " to every write (tensorflow/tensorflow#56961, #7397)",
+        "make the indices unique before writing (keep the last write of each index, e.g. with"
+        " tf.unique on the reversed indices), or sum duplicates deliberately with"
+        " tf.tensor_scatter_nd_add"),
+}
+
+
+@words.register
+def _tensorflow_gradient(facts: TensorFlowGradientOp, mistake: Mistake) -> WhatAndFix:
+    said, fix = _WRONG_TENSORFLOW_GRADIENTS[facts.reason]
+    return said.format(op=facts.op), fix

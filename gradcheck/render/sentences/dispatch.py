@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from gradcheck.evidence import Evidence
-from gradcheck.render.causes import what
+from gradcheck.render.causes import fix, what
 from gradcheck.report import Attribution, CheckResult, Relation
 
 
@@ -61,6 +61,8 @@ def _attribution(attributed: Attribution) -> str:
     if relation == Relation.EXPECTED_SURROGATE:
         return f"expected: {culprit} is a declared surrogate"
     at = f" at {cause.location}" if cause is not None and cause.location else ""
+    if relation == Relation.TENSORFLOW_GRADIENT and cause is not None:
+        return f"likely cause: {what(cause)}{at}; workaround: {fix(cause)}"
     if relation == Relation.CUT_PATH and cause is not None:
         return f"likely cause: {what(cause)}{at}"
     if relation == Relation.NON_FINITE and cause is not None:

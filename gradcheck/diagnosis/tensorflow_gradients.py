@@ -1,0 +1,38 @@
+"""Failing comparisons whose cause is TensorFlow's own gradient of an op, wrong at f's values
+(tf/wrong_gradients.py): the op's line in the user's code, and the workaround."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gradcheck.diagnosis.explained import attribute
+from gradcheck.evidence.causes import TensorFlowGradientOp
+from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation
+from gradcheck.tf.program import Program
+from gradcheck.tf.wrong_gradients import wrong_tensorflow_gradients
+
+SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.KINK, Kind.COMPILED, Kind.JVP})
+
+
+def _unexplained(check: CheckResult) -> bool:
+    """A failure that names no culprit and no line (at most what is wrong with the values)."""
+    cause = check.cause
+    return check.failed and check.check in SYMPTOMS and check.attributed_to is None and (
+        cause is None or (cause.location is None and cause.culprit is None))
+
+
+def tensorflow_gradient_causes(program: Program, checks: Sequence[CheckResult]
+                               ) -> list[CheckResult]:
+    """The checks, with each unexplained failure of a source attributed to the first op on its
+    path whose TensorFlow gradient is wrong at f's values."""
+    failing = {c.input for c in checks if c.input and _unexplained(c)}
+    causes: dict[str, Cause] = {}
+    for index, slot in enumerate(program.slots):
+        if slot.name in failing and (found := wrong_tensorflow_gradients(program, index)):
+            first = found[0]
+            causes[slot.name] = Cause(Mistake.TENSORFLOW_GRADIENT, location=first.location,
+                                      facts=TensorFlowGradientOp(first.op, first.reason))
+    return [attribute(c, Attribution(Relation.TENSORFLOW_GRADIENT, cause),
+                      location=c.location or cause.location, cause=cause)
+            if _unexplained(c) and (cause := causes.get(c.input or "")) is not None else c
+            for c in checks]

@@ -1,0 +1,173 @@
+"""f run eagerly with every op it executes recorded (TensorFlow's op callbacks), each with the
+user's line: the dataflow of a call, for the cuts on the path from a source to the outputs
+when tf.function cannot trace f (.numpy(), float(), a Python `if` on a value)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import traceback
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gradcheck.load.locations import _PACKAGE_DIR, is_user_file
+from gradcheck.tf.cut_ops import VALUE_INDEPENDENT_OPS, CutSite, op_cut
+from gradcheck.tf.program import Program, flatten_outputs
+
+
+@dataclass(eq=False)
+class RecordedOp:
+    """One op f executed eagerly: its type, the tensors it read and made, and the frames of
+    the call inside f (outermost first; gradcheck's own frames around f left out)."""
+
+    type: str
+    inputs: tuple[Any, ...]
+    outputs: tuple[Any, ...]
+    traceback: list[traceback.FrameSummary]
+
+
+@dataclass
+class Recording:
+    """The ops of one eager call of f, in execution order, and what it returned."""
+
+    ops: list[RecordedOp]
+    result: Any
+    producer: dict[int, RecordedOp] = field(default_factory=dict)
+    consumers: dict[int, list[RecordedOp]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for op in self.ops:
+            for tensor in op.outputs:
+                self.producer[id(tensor)] = op
+            for tensor in op.inputs:
+                self.consumers.setdefault(id(tensor), []).append(op)
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_ours(filename: str) -> bool:
+    return not is_user_file(filename) and str(Path(filename).resolve()).startswith(_PACKAGE_DIR)
+
+
+def _frames_inside_f() -> list[traceback.FrameSummary]:
+    """The stack of the op being executed, from f's frame inwards."""
+    walked = traceback.walk_stack(sys._getframe(2))
+    frames = list(reversed(traceback.StackSummary.extract(walked, lookup_lines=False)))
+    ours = [i for i, frame in enumerate(frames) if _is_ours(frame.filename)]
+    return frames[ours[-1] + 1:] if ours else frames
+
+
+@contextlib.contextmanager
+def _recording_ops(ops: list[RecordedOp]) -> Iterator[None]:
+    from tensorflow.python.framework import op_callbacks
+
+    def callback(op_type: Any, inputs: Any, attrs: Any, outputs: Any,
+                 op_name: Any = None, graph: Any = None) -> None:
+        if graph is None:  # run eagerly, not an op traced into a tf.function's graph
+            name = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+            ops.append(RecordedOp(name, tuple(inputs or ()), tuple(outputs or ()),
+                                  _frames_inside_f()))
+
+    op_callbacks.add_op_callback(callback)
+    try:
+        yield
+    finally:
+        op_callbacks.remove_op_callback(callback)
+
+
+def record(program: Program) -> Recording | None:
+    """f called once eagerly with its ops recorded; None when f raised (it ran fine before,
+    so that is not ours to report)."""
+    ops: list[RecordedOp] = []
+    try:
+        with _recording_ops(ops):
+            result = program.call()
+    except Exception:  # noqa: BLE001
+        return None
+    return Recording(ops, result)
+
+
+def _ends(recording: Recording) -> list[Any]:
+    flat = flatten_outputs(recording.result)
+    return [leaf.tensor for leaf in flat if leaf.differentiable] or [
+        leaf.tensor for leaf in flat if hasattr(leaf.tensor, "dtype")]
+
+
+def _starts(program: Program, slot_index: int) -> list[Any]:
+    slot = program.slots[slot_index]
+    return [slot.value.handle] if slot.is_variable else [slot.value]
+
+
+def _backward(recording: Recording, ends: Iterable[Any]) -> set[RecordedOp]:
+    seen: set[RecordedOp] = set()
+    frontier = [op for t in ends if (op := recording.producer.get(id(t))) is not None]
+    while frontier:
+        op = frontier.pop()
+        if op not in seen:
+            seen.add(op)
+            frontier += [p for t in op.inputs if (p := recording.producer.get(id(t)))]
+    return seen
+
+
+def _forward(recording: Recording, starts: Iterable[Any], backward: set[RecordedOp],
+             stop_at: Any = None) -> list[RecordedOp]:
+    """Ops on a path from the source to the outputs, in execution order; with `stop_at`, the
+    walk goes no further than the ops it says cut the path (those only are returned)."""
+    seen: set[RecordedOp] = set()
+    stopped: set[RecordedOp] = set()
+    frontier = [op for t in starts for op in recording.consumers.get(id(t), [])]
+    while frontier:
+        op = frontier.pop()
+        if op in seen or op not in backward:
+            continue
+        seen.add(op)
+        if stop_at is not None and stop_at(op):
+            stopped.add(op)
+        elif op.type not in VALUE_INDEPENDENT_OPS:
+            frontier += [c for t in op.outputs for c in recording.consumers.get(id(t), [])]
+    return [op for op in recording.ops if op in (seen if stop_at is None else stopped)]
+
+
+def _carried(recording: Recording, op: RecordedOp, backward: set[RecordedOp],
+             ends: set[int]) -> list[Any]:
+    return [t for t in op.outputs if id(t) in ends
+            or any(c in backward for c in recording.consumers.get(id(t), []))]
+
+
+def ops_on_path(program: Program, slot_index: int) -> list[RecordedOp]:
+    """The ops of one eager call of f on a path from the source to f's outputs."""
+    recording = record(program)
+    if recording is None:
+        return []
+    backward = _backward(recording, _ends(recording))
+    return _forward(recording, _starts(program, slot_index), backward)
+
+
+def recorded_cuts(program: Program, slot_index: int, no_gradient: bool = False,
+                  none: bool = False) -> list[CutSite]:
+    """The cuts graph_cuts finds in f's traced graph, found in the ops f ran eagerly: with
+    `no_gradient` the first cut on every path, else every cutting op (definite ones first)."""
+    recording = record(program)
+    if recording is None:
+        return []
+    ends = _ends(recording)
+    backward = _backward(recording, ends)
+    starts = _starts(program, slot_index)
+    if no_gradient:
+        end_ids = {id(t) for t in ends}
+        cut_of: dict[RecordedOp, CutSite | None] = {}
+
+        def cuts_here(op: RecordedOp) -> bool:
+            carried = _carried(recording, op, backward, end_ids)
+            cut_of[op] = op_cut(op, carried, no_gradient=True)
+            return cut_of[op] is not None
+
+        first = _forward(recording, starts, backward, stop_at=cuts_here)
+        return [cut for op in first if (cut := cut_of[op]) is not None]
+    on_path = _forward(recording, starts, backward)
+    found = [cut for op in on_path if (cut := op_cut(op, none=none)) is not None]
+    definite = [cut for cut in found if cut.kind != "piecewise-constant"]
+    return definite or found
+

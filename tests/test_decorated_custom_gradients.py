@@ -1,0 +1,73 @@
+"""Judge the grad_fn TensorFlow runs (issue 31, class 2): a decorator around the function
+handed to tf.custom_gradient, around grad_fn, on a method, under tf.function, changing the
+output: the site fails at a line, and a custom-gradient PASS never stands beside a failing
+jacobian, vjp or jvp without a location."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gradcheck
+from gradcheck.report import Report
+
+from .conftest import fixture_module
+
+MODULE = "decorated_custom_gradients"
+EXPLAINED = {"jacobian", "vjp", "jvp"}
+
+# (function, the line the custom-gradient failure names)
+WRONG = [("square", 20), ("cube", 36), ("method", 20), ("traced", 20), ("tripled", 81)]
+
+
+def _report(function: str, dtype: Any = np.float64) -> Report:
+    module = fixture_module(MODULE)
+    inputs = [np.asarray(v, dtype) for v in getattr(module, f"{function}_inputs")()]
+    return gradcheck.check(getattr(module, function), *inputs, compiled=False)
+
+
+def assert_no_contradiction(report: Report) -> None:
+    """The invariant: custom-gradient PASS beside an unlocated jacobian/vjp/jvp FAIL."""
+    passing = [c for c in report.checks if c.check == "custom-gradient" and not c.failed
+               and c.status == "pass"]
+    unlocated = [c for c in report.checks if c.check in EXPLAINED and c.failed
+                 and c.location is None]
+    assert not (passing and unlocated), str(report)
+    if any(c.check in EXPLAINED and c.failed for c in report.checks):
+        assert not passing, str(report)
+
+
+@pytest.mark.parametrize(("function", "line"), WRONG)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_decorated_grad_fn_fails_at_a_line(function: str, line: int, dtype: Any) -> None:
+    report = _report(function, dtype)
+    [site] = [c for c in report.checks if c.check == "custom-gradient"]
+    assert site.failed and site.location is not None and site.location.line == line
+    for result in report.checks:
+        if result.check in EXPLAINED and result.failed:
+            assert result.location == site.location, result.message
+    assert_no_contradiction(report)
+
+
+def test_decorator_outside_custom_gradient_passes() -> None:
+    report = _report("outside")
+    assert report.ok, str(report)
+    assert_no_contradiction(report)
+
+
+def test_invariant_catches_the_false_pass() -> None:
+    """The invariant check fails on the report the issue describes (hand-built from a real
+    one: the site's verdict turned to PASS, the Jacobian's location removed)."""
+    import dataclasses
+
+    from gradcheck.report import Status
+
+    report = _report("square")
+    forged = tuple(
+        dataclasses.replace(c, status=Status.PASS) if c.check == "custom-gradient" else
+        dataclasses.replace(c, location=None) if c.check in EXPLAINED else c
+        for c in report.checks)
+    with pytest.raises(AssertionError):
+        assert_no_contradiction(dataclasses.replace(report, checks=forged))

@@ -1,0 +1,57 @@
+"""TensorFlow's own gradient, wrong at f's values (issue 31, class 3): a jacobian or vjp failure
+caused by a duplicate-index tensor_scatter_nd_update or dynamic_stitch carries that op's line,
+says TensorFlow's gradient is at fault and gives the workaround; unique indices pass."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import Result
+
+import gradcheck
+
+from .conftest import fixture_module, fixture_target
+
+MODULE = "tensorflow_wrong_gradients"
+
+# (function, op type, the op's line)
+WRONG = [
+    ("scatter_update", "TensorScatterUpdate", 16),
+    ("stitch_overwritten", "DynamicStitch", 26),
+    ("stitch_within", "DynamicStitch", 36),
+    ("stitch_rows", "DynamicStitch", 48),
+]
+
+
+@pytest.mark.parametrize(("function", "op", "line"), WRONG)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_wrong_tensorflow_gradient_is_named_at_its_line(function: str, op: str, line: int,
+                                                        dtype: Any) -> None:
+    module = fixture_module(MODULE)
+    inputs = [np.asarray(v, dtype) for v in getattr(module, f"{function}_inputs")()]
+    report = gradcheck.check(getattr(module, function), *inputs, compiled=False)
+    failed = [c for c in report.checks if c.failed]
+    assert {c.check for c in failed} == {"jacobian", "vjp"}
+    for result in failed:
+        assert result.location is not None and result.location.line == line, result.message
+        assert result.cause is not None and result.cause.mistake == "tensorflow-gradient"
+        assert f"TensorFlow's own gradient of {op} is wrong here" in result.message
+        assert "make the indices unique" in result.message
+
+
+def test_cli_json_names_the_op_and_workaround(run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["jacobian", fixture_target(MODULE, "scatter_update"), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    [failure] = [c for c in json.loads(result.output)["checks"]
+                 if c["status"] == "fail"]
+    assert failure["location"].endswith("tensorflow_wrong_gradients.py:16")
+    assert failure["cause"]["mistake"] == "tensorflow-gradient"
+    assert "tf.tensor_scatter_nd_add" in failure["cause"]["fix"]
+
+
+def test_unique_indices_pass() -> None:
+    assert gradcheck.check(fixture_target(MODULE, "scatter_unique"), compiled=False).ok
