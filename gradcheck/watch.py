@@ -81,7 +81,8 @@ class Watch:
         self.stopped = False
         self.model: Any = None
         self.params: dict[str, Any] = {}
-        self._fit: Any = None
+        self._fit: Any = None  # the fit under way
+        self._watched: Any = None  # its model's watched step, kept for the next fit
         self._epoch: int | None = None
         self._epoch_start = 0
         self._steps = 0  # training steps run (by fit or step()), skipped ones included
@@ -122,7 +123,11 @@ class Watch:
         if self.model.optimizer is None:
             raise ValueError("gradcheck.Watch: the model has no optimizer; compile it first")
         _build_optimizer(self.model)
-        self._fit = WatchedFit(self.model, health=self.health)
+        cached = self._watched
+        if cached is None or cached.model is not self.model or (
+                cached.optimizer is not self.model.optimizer):
+            self._watched = WatchedFit(self.model, health=self.health)
+        self._fit = self._watched
         self._fit.install(self._steps)
         self._names = tuple(weight_path(v) for v in self.model.trainable_weights)
 

@@ -123,6 +123,21 @@ def test_watching_a_correct_run_changes_no_weight_bit(package, options, tmp_path
         np.testing.assert_array_equal(a, b)
 
 
+def test_later_fits_reuse_the_watched_step_and_are_caught_at_their_step(tmp_path):
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    model = euclidean_loss.make_model(loss=euclidean_loss.euclidean_loss)
+    x, y = euclidean_loss.data(None)
+    model.fit(x[:32], y[:32], batch_size=16, shuffle=False, verbose=0, callbacks=[watch])
+    unwatched, watched = model.train_function, watch._watched._watched_function
+    assert watched is not unwatched and watch.snapshots == []
+    x[16 + 5], y[16 + 5] = 0.0, 0.0  # the second fit's second batch: step 3 in all
+    model.fit(x[:32], y[:32], batch_size=16, shuffle=False, verbose=0, callbacks=[watch])
+    assert watch._watched._watched_function is watched  # not traced again
+    assert model.train_function is unwatched
+    assert [p.name for p in watch.snapshots] == ["step-000003"]
+    assert not np.load(watch.snapshots[0] / "batch.npz")["x"][5].any()
+
+
 def test_a_custom_loop_is_caught_at_the_log_of_a_negative_variance(tmp_path):
     watch = gradcheck.Watch(tmp_path, log=lambda line: None)
     model = gaussian_nll.train(watch)

@@ -180,6 +180,15 @@ class Gate:
             return None
         return int(as_array(self.code)), int(as_array(self.step)), int(as_array(self.first_bad))
 
+    def reset(self, first_step: int) -> None:
+        """A new fit: nothing recorded yet, steps counted on from `first_step`."""
+        self.halted.assign(False)
+        self.code.assign(NONE)
+        self.step.assign(-1)
+        self.first_bad.assign(-1)
+        self.missing_reported.assign(False)
+        self.steps.assign(first_step)
+
     def resume(self) -> None:
         """Let the following steps update again (stop=False); a missing gradient is told once."""
         if int(as_array(self.code)) == NO_GRADIENT:
@@ -210,10 +219,14 @@ class WatchedFit:
         self._fired: list[Any] = []
         self.without_gradient: tuple[str, ...] = ()  # seen when fit's step was traced
         self._jit = _jit_compiled(model)
+        self._watched_function: Any = None
+        self._unwatched_function: Any = None
 
     def install(self, first_step: int) -> None:
+        """Wrap the model for a fit; the watched step is traced once per model and optimizer,
+        then reused by later fits."""
         tf = tensorflow()
-        self.gate.steps.assign(first_step)
+        self.gate.reset(first_step)
         model, optimizer, gate = self.model, self.optimizer, self.gate
         compute_loss, apply_gradients = model.compute_loss, optimizer.apply_gradients
         train_step = model.train_step
@@ -265,8 +278,12 @@ class WatchedFit:
         self._patch(model, "train_step", watched_step)
         if self._jit:
             self._patch(model, "jit_compile", False)
-        model.train_function = None
-        model.make_train_function(force=True)  # fit made its own before on_train_begin
+        self._unwatched_function = model.train_function  # fit made it before on_train_begin
+        if self._watched_function is None:
+            model.train_function = None
+            model.make_train_function(force=True)
+            self._watched_function = model.train_function
+        model.train_function = self._watched_function
 
     def _gated_across_replicas(self, pairs: list[Any], loss: Any, apply_gradients: Any,
                                args: Any, kwargs: Any) -> Any:
@@ -316,7 +333,7 @@ class WatchedFit:
                 with contextlib.suppress(AttributeError):
                     delattr(patch.owner, patch.name)
         self._patches.clear()
-        self.model.train_function = None
+        self.model.train_function = self._unwatched_function
 
 
 def _after(done: Any, fires: Any) -> Any:
