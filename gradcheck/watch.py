@@ -264,9 +264,15 @@ class Watch:
         """watch.step traced in a tf.function: gated in-graph; the snapshot is written from a
         tf.py_function on the step that fires (not under XLA). Returns a boolean tensor; the
         loop reads watch.stopped."""
-        from gradcheck.tf.training import TRIGGER_KINDS, Gate, gated_graph_step
+        from gradcheck.tf.training import TRIGGER_KINDS, Gate, gated_graph_step, in_xla
         from gradcheck.tf.variables import weight_path
 
+        if in_xla():
+            raise ValueError(
+                "gradcheck.Watch: watch.step cannot run inside an XLA-compiled step"
+                " (jit_compile=True): compile the model's forward and backward pass with XLA"
+                " and call watch.step in a tf.function without jit_compile, or use"
+                " model.fit(callbacks=[watch]) with jit_compile=True")
         if self._loop_gate is None:
             self._loop_gate = Gate()
         gate = self._loop_gate
@@ -286,7 +292,9 @@ class Watch:
             else:
                 gate.resume()
 
-        return gated_graph_step(gate, model, optimizer, tape, loss, tuple(batch), report)
+        self._names = tuple(weight_path(v) for v in weights)
+        return gated_graph_step(gate, model, optimizer, tape, loss, tuple(batch), report,
+                                self._recorded if self.health else None)
 
     def _caught(self, trigger: Trigger, step: int, batch_index: int | None,
                 batch: Sequence[Any], loss: dict[str, Any], structure: str) -> None:

@@ -312,6 +312,28 @@ def test_a_custom_loop_traced_in_tf_function_is_caught_and_stopped(tmp_path):
     assert batch["arg0"].shape == (8, 2) and (batch["arg0"][5] == -3.0).all()
 
 
+def test_health_is_recorded_in_a_traced_custom_loop(tmp_path):
+    watch = gradcheck.Watch(tmp_path, diagnose=False, health=True, log=lambda line: None)
+    gaussian_nll.train_traced(watch)
+    [snapshot] = watch.snapshots
+    health = np.load(snapshot / "health.npz")
+    assert list(health["steps"]) == [0, 1, 2, 3] and int(health["failing_step"]) == 3
+    assert list(health["names"]) == list(watch._names) and len(watch._names) == 2
+    eager = gradcheck.Watch(tmp_path / "eager", diagnose=False, health=True,
+                            log=lambda line: None)
+    gaussian_nll.train(eager)
+    expected = np.load(eager.snapshots[0] / "health.npz")
+    assert (health["norms"] > 0).all()
+    np.testing.assert_allclose(health["norms"], expected["norms"], rtol=1e-5)
+    np.testing.assert_array_equal(health["zeros"], expected["zeros"])
+
+
+def test_watch_step_inside_an_xla_compiled_step_is_a_clear_error(tmp_path):
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    with pytest.raises(ValueError, match="cannot run inside an XLA-compiled step"):
+        gaussian_nll.train_traced(watch, jit_compile=True)
+
+
 @pytest.mark.parametrize("traced", [False, True])
 def test_a_tf_keras_custom_loop_is_caught_eager_and_traced(traced, tmp_path):
     import tensorflow as tf

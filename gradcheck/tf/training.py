@@ -66,10 +66,7 @@ class Gate:
     def record_health(self, gradients: Sequence[Any]) -> None:
         """Each gradient's norm and fraction of exactly-zero elements, into variables."""
         tf = tensorflow()
-        norms = tf.stack([tf.constant(0.0) if g is None else
-                          tf.norm(tf.cast(dense_values(g), tf.float32)) for g in gradients])
-        zeros = tf.stack([tf.constant(1.0) if g is None else tf.reduce_mean(
-            tf.cast(tf.equal(dense_values(g), 0), tf.float32)) for g in gradients])
+        norms, zeros = health_tensors(gradients)
         if self.norms is None:
             with tf.init_scope():
                 self.norms = tf.Variable(tf.zeros([len(gradients)]), trainable=False,
@@ -371,18 +368,43 @@ def custom_loop_verdict(loss: Any, gradients: Sequence[Any]) -> tuple[int, int]:
     return NONE, -1
 
 
+def health_tensors(gradients: Sequence[Any]) -> tuple[Any, Any]:
+    """Per-weight gradient norms and fractions of exactly-zero elements, as two tensors."""
+    tf = tensorflow()
+    norms = tf.stack([tf.constant(0.0) if g is None else
+                      tf.norm(tf.cast(dense_values(g), tf.float32)) for g in gradients])
+    zeros = tf.stack([tf.constant(1.0) if g is None else tf.reduce_mean(
+        tf.cast(tf.equal(dense_values(g), 0), tf.float32)) for g in gradients])
+    return norms, zeros
+
+
+def in_xla() -> bool:
+    """Tracing inside an XLA-compiled function (tf.function(jit_compile=True))."""
+    from tensorflow.python.framework import ops
+    from tensorflow.python.ops import control_flow_util
+
+    return bool(control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()))
+
+
 def in_graph() -> bool:
     return not tensorflow().executing_eagerly()
 
 
 def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: Any,
-                     batch: Any, report: Callable[[Any], None]) -> Any:
+                     batch: Any, report: Callable[[Any], None],
+                     health: Callable[[int, Any, Any], None] | None = None) -> Any:
     """A custom loop's step traced in a tf.function: the update gated as in fit, and on the
     step that fires, `report(batch)` called back eagerly (tf.py_function, in the rare branch
-    only) to write the snapshot. Returns whether training should go on, as a tensor."""
+    only) to write the snapshot; `health(step, norms, zeros)` called back on every step.
+    Returns whether training should go on, as a tensor."""
     tf = tensorflow()
     weights = model.trainable_variables
     gradients = tape.gradient(loss, weights)
+    if health is not None:
+        def eager_health(step: Any, norms: Any, zeros: Any) -> None:
+            health(int(step), norms.numpy(), zeros.numpy())
+
+        tf.py_function(eager_health, [gate.steps, *health_tensors(gradients)], Tout=[])
     code, first_bad = gate.verdict(loss, gradients)
     pairs = [(g, v) for g, v in zip(gradients, weights) if g is not None]
     fires = gate.guarded(code, first_bad, lambda: optimizer.apply_gradients(pairs))
