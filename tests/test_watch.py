@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.load.snapshot import read_snapshot
+from gradcheck.load.snapshot import flatten_batch, read_snapshot, unflatten_batch
 
 TRAINING = Path(__file__).resolve().parent.parent / "fixtures" / "training"
 sys.path.insert(0, str(TRAINING))
 
 import euclidean_loss  # noqa: E402
 import gaussian_nll  # noqa: E402
+import nested_batch  # noqa: E402
 
 SQRT_LINE, LOG_LINE = 11, 19
 FAILING_ROW = 37  # row 5 of the batch of step 2
@@ -391,3 +392,29 @@ def test_watching_a_correct_custom_loop_changes_no_weight_bit(traced, tmp_path):
     assert watch.snapshots == []
     for a, b in zip(plain.get_weights(), watched.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_batch_nested_deeper_than_a_dict_is_kept_and_replayed_as_given(tmp_path):
+    watch = gradcheck.Watch(tmp_path, log=lambda line: None)
+    nested_batch.train(watch)
+    [snapshot] = watch.snapshots
+    batch = np.load(snapshot / "batch.npz")
+    assert sorted(batch.files) == ["arg0/0/a", "arg0/0/b", "arg0/1", "arg1"]
+    assert snapshot.name == "step-000002" and not batch["arg0/0/a"][3].any()
+    report = json.loads((snapshot / "report.json").read_text())
+    [finding] = [c for c in report["checks"] if c["check"] == "non-finite"]
+    assert finding["location"].endswith("nested_batch.py:12") and "Sqrt" in finding["message"]
+
+
+def test_nested_batches_flatten_and_come_back_in_their_structure():
+    a, b, c = np.zeros(2), np.ones((2, 1)), np.arange(3.0)
+    batch = [{"outer": {"a": a, "pair": (b, c)}}, [[a], {"b": b}]]
+    flat = flatten_batch({"x": batch[0], "y": batch[1]})
+    assert sorted(flat) == ["x/outer/a", "x/outer/pair/0", "x/outer/pair/1", "y/0/0", "y/1/b"]
+    x, y = unflatten_batch(("x", "y"), flat)
+    assert set(x) == {"outer"} and set(x["outer"]) == {"a", "pair"}
+    np.testing.assert_array_equal(x["outer"]["a"], a)
+    assert isinstance(x["outer"]["pair"], list) and len(x["outer"]["pair"]) == 2
+    np.testing.assert_array_equal(x["outer"]["pair"][1], c)
+    assert isinstance(y, list) and isinstance(y[0], list) and set(y[1]) == {"b"}
+    np.testing.assert_array_equal(y[1]["b"], b)
