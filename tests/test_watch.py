@@ -418,3 +418,30 @@ def test_nested_batches_flatten_and_come_back_in_their_structure():
     np.testing.assert_array_equal(x["outer"]["pair"][1], c)
     assert isinstance(y, list) and isinstance(y[0], list) and set(y[1]) == {"b"}
     np.testing.assert_array_equal(y[1]["b"], b)
+
+
+@pytest.mark.parametrize("package", ["keras", "tf_keras"])
+def test_a_cosine_loss_at_a_zero_target_is_caught_at_its_division(package, tmp_path):
+    import more_real_cases
+
+    model, x, y = more_real_cases.cosine_to_a_zero_target(package=package)
+    watch = gradcheck.Watch(tmp_path, diagnose=package == "keras", log=lambda line: None)
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[watch])
+    [snapshot] = watch.snapshots
+    assert snapshot.name == "step-000001" and not np.load(snapshot / "batch.npz")["y"][5].any()
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+    if package == "keras":
+        report = json.loads((snapshot / "report.json").read_text())
+        [finding] = [c for c in report["checks"] if c["check"] == "non-finite"]
+        assert finding["location"].endswith("more_real_cases.py:12")
+        assert "RealDiv(-0, 0)" in finding["message"] and "divide_no_nan" in finding["message"]
+
+
+def test_the_fixed_cosine_loss_trains_with_no_trigger(tmp_path):
+    import more_real_cases
+
+    model, x, y = more_real_cases.cosine_to_a_zero_target(more_real_cases.cosine_loss_fixed)
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0, callbacks=[watch])
+    assert watch.snapshots == [] and not watch.stopped
+    assert all(np.isfinite(w).all() for w in model.get_weights())
