@@ -155,11 +155,13 @@ def _batch_arrays(batch: Sequence[Any], structure: str) -> tuple[tuple[str, ...]
 
 
 def _user_objects(model: Any, loss: dict[str, Any]) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The user's own classes in the model (custom layers, the model class, its loss) by name,
-    and the modules that define them."""
+    """The user's own classes and functions in the model (custom layers, the model class, a
+    layer's activation, its loss) by name, and the modules that define them."""
     objects: list[Any] = [type(model)]
     for layer in getattr(model, "_flatten_layers", lambda: [])():
         objects.append(type(layer))
+        if inspect.isfunction(getattr(layer, "activation", None)):
+            objects.append(layer.activation)
     compiled_loss = getattr(model, "loss", None)
     if callable(compiled_loss):
         objects.append(compiled_loss if inspect.isfunction(compiled_loss)

@@ -445,3 +445,22 @@ def test_the_fixed_cosine_loss_trains_with_no_trigger(tmp_path):
     model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0, callbacks=[watch])
     assert watch.snapshots == [] and not watch.stopped
     assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def test_a_hand_written_float16_softmax_is_caught_at_its_overflowing_exp(tmp_path):
+    import more_real_cases
+
+    model, x, y = more_real_cases.float16_softmax()
+    watch = gradcheck.Watch(tmp_path, log=lambda line: None)
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[watch])
+    [snapshot] = watch.snapshots
+    assert snapshot.name == "step-000002" and (np.load(snapshot / "batch.npz")["x"][8] == 3).all()
+    report = json.loads((snapshot / "report.json").read_text())
+    [finding] = [c for c in report["checks"] if c["check"] == "non-finite"]
+    assert finding["location"].endswith("more_real_cases.py:38")
+    assert "Exp(11.9" in finding["message"]
+
+    fixed, x, y = more_real_cases.float16_softmax(more_real_cases.stable_softmax)
+    quiet = gradcheck.Watch(tmp_path / "fixed", diagnose=False, log=lambda line: None)
+    fixed.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[quiet])
+    assert quiet.snapshots == [] and all(np.isfinite(w).all() for w in fixed.get_weights())
