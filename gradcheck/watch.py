@@ -20,6 +20,10 @@ from gradcheck.snapshot_writer import Capture, SnapshotWriter, finding, module_o
 MAX_SKIPPED_STEPS = 20
 LOSS_SCALE_FLOOR = 1.0
 DIAGNOSIS_TIMEOUT = 600.0
+# Batches between two reads of fit's gate when it stops by itself (stop=True, no loss scale,
+# no health history to keep in step):
+# each read waits for the step, and a stopped gate applies no update until it is read.
+LOOK_EVERY = 16
 # Steps of per-weight gradient norms a snapshot keeps (health=True).
 HEALTH_STEPS = 200
 
@@ -135,6 +139,7 @@ class Watch:
         from gradcheck.tf.arrays import as_array
 
         if self._fit is not None:
+            self._look(-1)
             self._steps = int(as_array(self._fit.gate.steps))
             self._fit.uninstall()
             self._fit = None
@@ -147,8 +152,6 @@ class Watch:
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         from gradcheck.tf.arrays import as_array
-        from gradcheck.tf.training import TRIGGER_KINDS, loss_scale
-        from gradcheck.tf.variables import weight_path
 
         fit = self._fit
         if fit is None:
@@ -156,6 +159,22 @@ class Watch:
         if self.health and fit.gate.norms is not None:
             step = int(as_array(fit.gate.steps)) - 1
             self._recorded(step, as_array(fit.gate.norms), as_array(fit.gate.zeros))
+        if self.stop and fit.gate.halts and not self.health and (batch + 1) % LOOK_EVERY:
+            return  # a halted gate applies no later update: its trigger can wait to be read
+        self._look(batch)
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        if self._fit is not None:
+            self._look(-1)
+
+    def _look(self, batch: int) -> None:
+        """Read the gate: snapshot the step it stopped, or watch the loss scale."""
+        from gradcheck.tf.training import TRIGGER_KINDS, loss_scale
+        from gradcheck.tf.variables import weight_path
+
+        fit = self._fit
+        if self.stopped:
+            return
         found = fit.gate.trigger()
         if found is not None:
             code, step, first_bad = found
@@ -169,7 +188,7 @@ class Watch:
             self._caught(trigger, step, step - self._epoch_start, (x, y, sample_weight),
                          {"kind": "compiled"}, "xy")
             if self.stop:
-                self.model.stop_training = True
+                self.model.stop_training = self.stopped = True
             else:
                 fit.gate.resume()
             return
