@@ -143,25 +143,25 @@ def _batch_arrays(batch: Sequence[Any], structure: str) -> tuple[tuple[str, ...]
 
     names = ("x", "y", "sample_weight") if structure == "xy" else tuple(
         f"arg{i}" for i in range(len(batch)))
-    named: dict[str, Any] = {}
-    for name, value in zip(names, batch):
-        if value is None:
-            continue
+    def arrays(value: Any) -> Any:
         if isinstance(value, dict):
-            named[name] = {key: as_array(item) for key, item in value.items()}
-        elif isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
-            named[name] = [as_array(item) for item in value]
-        else:
-            named[name] = as_array(value)
+            return {key: arrays(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
+            return type(value)(arrays(item) for item in value)
+        return as_array(value)
+
+    named = {name: arrays(value) for name, value in zip(names, batch) if value is not None}
     return tuple(named), format_.flatten_batch(named)
 
 
 def _user_objects(model: Any, loss: dict[str, Any]) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The user's own classes in the model (custom layers, the model class, its loss) by name,
-    and the modules that define them."""
+    """The user's own classes and functions in the model (custom layers, the model class, a
+    layer's activation, its loss) by name, and the modules that define them."""
     objects: list[Any] = [type(model)]
     for layer in getattr(model, "_flatten_layers", lambda: [])():
         objects.append(type(layer))
+        if inspect.isfunction(getattr(layer, "activation", None)):
+            objects.append(layer.activation)
     compiled_loss = getattr(model, "loss", None)
     if callable(compiled_loss):
         objects.append(compiled_loss if inspect.isfunction(compiled_loss)

@@ -20,6 +20,10 @@ from gradcheck.snapshot_writer import Capture, SnapshotWriter, finding, module_o
 MAX_SKIPPED_STEPS = 20
 LOSS_SCALE_FLOOR = 1.0
 DIAGNOSIS_TIMEOUT = 600.0
+# Batches between two reads of fit's gate when it stops by itself (stop=True, no loss scale,
+# no health history to keep in step):
+# each read waits for the step, and a stopped gate applies no update until it is read.
+LOOK_EVERY = 16
 # Steps of per-weight gradient norms a snapshot keeps (health=True).
 HEALTH_STEPS = 200
 
@@ -81,7 +85,8 @@ class Watch:
         self.stopped = False
         self.model: Any = None
         self.params: dict[str, Any] = {}
-        self._fit: Any = None
+        self._fit: Any = None  # the fit under way
+        self._watched: Any = None  # its model's watched step, kept for the next fit
         self._epoch: int | None = None
         self._epoch_start = 0
         self._steps = 0  # training steps run (by fit or step()), skipped ones included
@@ -122,7 +127,11 @@ class Watch:
         if self.model.optimizer is None:
             raise ValueError("gradcheck.Watch: the model has no optimizer; compile it first")
         _build_optimizer(self.model)
-        self._fit = WatchedFit(self.model, health=self.health)
+        cached = self._watched
+        if cached is None or cached.model is not self.model or (
+                cached.optimizer is not self.model.optimizer):
+            self._watched = WatchedFit(self.model, health=self.health)
+        self._fit = self._watched
         self._fit.install(self._steps)
         self._names = tuple(weight_path(v) for v in self.model.trainable_weights)
 
@@ -130,6 +139,7 @@ class Watch:
         from gradcheck.tf.arrays import as_array
 
         if self._fit is not None:
+            self._look(-1)
             self._steps = int(as_array(self._fit.gate.steps))
             self._fit.uninstall()
             self._fit = None
@@ -142,8 +152,6 @@ class Watch:
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         from gradcheck.tf.arrays import as_array
-        from gradcheck.tf.training import TRIGGER_KINDS, loss_scale
-        from gradcheck.tf.variables import weight_path
 
         fit = self._fit
         if fit is None:
@@ -151,6 +159,22 @@ class Watch:
         if self.health and fit.gate.norms is not None:
             step = int(as_array(fit.gate.steps)) - 1
             self._recorded(step, as_array(fit.gate.norms), as_array(fit.gate.zeros))
+        if self.stop and fit.gate.halts and not self.health and (batch + 1) % LOOK_EVERY:
+            return  # a halted gate applies no later update: its trigger can wait to be read
+        self._look(batch)
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        if self._fit is not None:
+            self._look(-1)
+
+    def _look(self, batch: int) -> None:
+        """Read the gate: snapshot the step it stopped, or watch the loss scale."""
+        from gradcheck.tf.training import TRIGGER_KINDS, loss_scale
+        from gradcheck.tf.variables import weight_path
+
+        fit = self._fit
+        if self.stopped:
+            return
         found = fit.gate.trigger()
         if found is not None:
             code, step, first_bad = found
@@ -164,7 +188,7 @@ class Watch:
             self._caught(trigger, step, step - self._epoch_start, (x, y, sample_weight),
                          {"kind": "compiled"}, "xy")
             if self.stop:
-                self.model.stop_training = True
+                self.model.stop_training = self.stopped = True
             else:
                 fit.gate.resume()
             return
@@ -259,9 +283,15 @@ class Watch:
         """watch.step traced in a tf.function: gated in-graph; the snapshot is written from a
         tf.py_function on the step that fires (not under XLA). Returns a boolean tensor; the
         loop reads watch.stopped."""
-        from gradcheck.tf.training import TRIGGER_KINDS, Gate, gated_graph_step
+        from gradcheck.tf.training import TRIGGER_KINDS, Gate, gated_graph_step, in_xla
         from gradcheck.tf.variables import weight_path
 
+        if in_xla():
+            raise ValueError(
+                "gradcheck.Watch: watch.step cannot run inside an XLA-compiled step"
+                " (jit_compile=True): compile the model's forward and backward pass with XLA"
+                " and call watch.step in a tf.function without jit_compile, or use"
+                " model.fit(callbacks=[watch]) with jit_compile=True")
         if self._loop_gate is None:
             self._loop_gate = Gate()
         gate = self._loop_gate
@@ -281,7 +311,9 @@ class Watch:
             else:
                 gate.resume()
 
-        return gated_graph_step(gate, model, optimizer, tape, loss, tuple(batch), report)
+        self._names = tuple(weight_path(v) for v in weights)
+        return gated_graph_step(gate, model, optimizer, tape, loss, tuple(batch), report,
+                                self._recorded if self.health else None)
 
     def _caught(self, trigger: Trigger, step: int, batch_index: int | None,
                 batch: Sequence[Any], loss: dict[str, Any], structure: str) -> None:

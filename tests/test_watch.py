@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.load.snapshot import read_snapshot
+from gradcheck.load.snapshot import flatten_batch, read_snapshot, unflatten_batch
 
 TRAINING = Path(__file__).resolve().parent.parent / "fixtures" / "training"
 sys.path.insert(0, str(TRAINING))
 
 import euclidean_loss  # noqa: E402
 import gaussian_nll  # noqa: E402
+import nested_batch  # noqa: E402
 
 SQRT_LINE, LOG_LINE = 11, 19
 FAILING_ROW = 37  # row 5 of the batch of step 2
@@ -121,6 +122,21 @@ def test_watching_a_correct_run_changes_no_weight_bit(package, options, tmp_path
     assert watch.snapshots == []
     for a, b in zip(plain.get_weights(), watched.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_later_fits_reuse_the_watched_step_and_are_caught_at_their_step(tmp_path):
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    model = euclidean_loss.make_model(loss=euclidean_loss.euclidean_loss)
+    x, y = euclidean_loss.data(None)
+    model.fit(x[:32], y[:32], batch_size=16, shuffle=False, verbose=0, callbacks=[watch])
+    unwatched, watched = model.train_function, watch._watched._watched_function
+    assert watched is not unwatched and watch.snapshots == []
+    x[16 + 5], y[16 + 5] = 0.0, 0.0  # the second fit's second batch: step 3 in all
+    model.fit(x[:32], y[:32], batch_size=16, shuffle=False, verbose=0, callbacks=[watch])
+    assert watch._watched._watched_function is watched  # not traced again
+    assert model.train_function is unwatched
+    assert [p.name for p in watch.snapshots] == ["step-000003"]
+    assert not np.load(watch.snapshots[0] / "batch.npz")["x"][5].any()
 
 
 def test_a_custom_loop_is_caught_at_the_log_of_a_negative_variance(tmp_path):
@@ -297,6 +313,28 @@ def test_a_custom_loop_traced_in_tf_function_is_caught_and_stopped(tmp_path):
     assert batch["arg0"].shape == (8, 2) and (batch["arg0"][5] == -3.0).all()
 
 
+def test_health_is_recorded_in_a_traced_custom_loop(tmp_path):
+    watch = gradcheck.Watch(tmp_path, diagnose=False, health=True, log=lambda line: None)
+    gaussian_nll.train_traced(watch)
+    [snapshot] = watch.snapshots
+    health = np.load(snapshot / "health.npz")
+    assert list(health["steps"]) == [0, 1, 2, 3] and int(health["failing_step"]) == 3
+    assert list(health["names"]) == list(watch._names) and len(watch._names) == 2
+    eager = gradcheck.Watch(tmp_path / "eager", diagnose=False, health=True,
+                            log=lambda line: None)
+    gaussian_nll.train(eager)
+    expected = np.load(eager.snapshots[0] / "health.npz")
+    assert (health["norms"] > 0).all()
+    np.testing.assert_allclose(health["norms"], expected["norms"], rtol=1e-5)
+    np.testing.assert_array_equal(health["zeros"], expected["zeros"])
+
+
+def test_watch_step_inside_an_xla_compiled_step_is_a_clear_error(tmp_path):
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    with pytest.raises(ValueError, match="cannot run inside an XLA-compiled step"):
+        gaussian_nll.train_traced(watch, jit_compile=True)
+
+
 @pytest.mark.parametrize("traced", [False, True])
 def test_a_tf_keras_custom_loop_is_caught_eager_and_traced(traced, tmp_path):
     import tensorflow as tf
@@ -354,3 +392,75 @@ def test_watching_a_correct_custom_loop_changes_no_weight_bit(traced, tmp_path):
     assert watch.snapshots == []
     for a, b in zip(plain.get_weights(), watched.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_batch_nested_deeper_than_a_dict_is_kept_and_replayed_as_given(tmp_path):
+    watch = gradcheck.Watch(tmp_path, log=lambda line: None)
+    nested_batch.train(watch)
+    [snapshot] = watch.snapshots
+    batch = np.load(snapshot / "batch.npz")
+    assert sorted(batch.files) == ["arg0/0/a", "arg0/0/b", "arg0/1", "arg1"]
+    assert snapshot.name == "step-000002" and not batch["arg0/0/a"][3].any()
+    report = json.loads((snapshot / "report.json").read_text())
+    [finding] = [c for c in report["checks"] if c["check"] == "non-finite"]
+    assert finding["location"].endswith("nested_batch.py:12") and "Sqrt" in finding["message"]
+
+
+def test_nested_batches_flatten_and_come_back_in_their_structure():
+    a, b, c = np.zeros(2), np.ones((2, 1)), np.arange(3.0)
+    batch = [{"outer": {"a": a, "pair": (b, c)}}, [[a], {"b": b}]]
+    flat = flatten_batch({"x": batch[0], "y": batch[1]})
+    assert sorted(flat) == ["x/outer/a", "x/outer/pair/0", "x/outer/pair/1", "y/0/0", "y/1/b"]
+    x, y = unflatten_batch(("x", "y"), flat)
+    assert set(x) == {"outer"} and set(x["outer"]) == {"a", "pair"}
+    np.testing.assert_array_equal(x["outer"]["a"], a)
+    assert isinstance(x["outer"]["pair"], list) and len(x["outer"]["pair"]) == 2
+    np.testing.assert_array_equal(x["outer"]["pair"][1], c)
+    assert isinstance(y, list) and isinstance(y[0], list) and set(y[1]) == {"b"}
+    np.testing.assert_array_equal(y[1]["b"], b)
+
+
+@pytest.mark.parametrize("package", ["keras", "tf_keras"])
+def test_a_cosine_loss_at_a_zero_target_is_caught_at_its_division(package, tmp_path):
+    import more_real_cases
+
+    model, x, y = more_real_cases.cosine_to_a_zero_target(package=package)
+    watch = gradcheck.Watch(tmp_path, diagnose=package == "keras", log=lambda line: None)
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[watch])
+    [snapshot] = watch.snapshots
+    assert snapshot.name == "step-000001" and not np.load(snapshot / "batch.npz")["y"][5].any()
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+    if package == "keras":
+        report = json.loads((snapshot / "report.json").read_text())
+        [finding] = [c for c in report["checks"] if c["check"] == "non-finite"]
+        assert finding["location"].endswith("more_real_cases.py:12")
+        assert "RealDiv(-0, 0)" in finding["message"] and "divide_no_nan" in finding["message"]
+
+
+def test_the_fixed_cosine_loss_trains_with_no_trigger(tmp_path):
+    import more_real_cases
+
+    model, x, y = more_real_cases.cosine_to_a_zero_target(more_real_cases.cosine_loss_fixed)
+    watch = gradcheck.Watch(tmp_path, diagnose=False, log=lambda line: None)
+    model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0, callbacks=[watch])
+    assert watch.snapshots == [] and not watch.stopped
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def test_a_hand_written_float16_softmax_is_caught_at_its_overflowing_exp(tmp_path):
+    import more_real_cases
+
+    model, x, y = more_real_cases.float16_softmax()
+    watch = gradcheck.Watch(tmp_path, log=lambda line: None)
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[watch])
+    [snapshot] = watch.snapshots
+    assert snapshot.name == "step-000002" and (np.load(snapshot / "batch.npz")["x"][8] == 3).all()
+    report = json.loads((snapshot / "report.json").read_text())
+    [finding] = [c for c in report["checks"] if c["check"] == "non-finite"]
+    assert finding["location"].endswith("more_real_cases.py:38")
+    assert "Exp(11.9" in finding["message"]
+
+    fixed, x, y = more_real_cases.float16_softmax(more_real_cases.stable_softmax)
+    quiet = gradcheck.Watch(tmp_path / "fixed", diagnose=False, log=lambda line: None)
+    fixed.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[quiet])
+    assert quiet.snapshots == [] and all(np.isfinite(w).all() for w in fixed.get_weights())

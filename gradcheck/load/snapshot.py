@@ -99,36 +99,41 @@ def save_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
 
 def flatten_batch(named: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """A batch's arrays by key: `x` for an array, `x/name` for a dict's entries (a model with
-    named inputs), `x/0`, `x/1` for a list's."""
+    named inputs), `x/0`, `x/1` for a list's or tuple's, nested as deep as the batch is
+    (`x/0/name`)."""
     flat: dict[str, np.ndarray] = {}
     for name, value in named.items():
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                if "/" in str(key):
-                    raise ValueError(f"the batch's {name} has a key with a '/': {key!r}")
-                flat[f"{name}/{key}"] = np.asarray(item)
-        elif isinstance(value, (list, tuple)):
-            for index, item in enumerate(value):
-                flat[f"{name}/{index}"] = np.asarray(item)
-        else:
-            flat[name] = np.asarray(value)
+        _flatten_into(flat, name, value)
     return flat
 
 
+def _flatten_into(flat: dict[str, np.ndarray], key: str, value: Any) -> None:
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            if "/" in str(name):
+                raise ValueError(f"the batch's {key} has a key with a '/': {name!r}")
+            _flatten_into(flat, f"{key}/{name}", item)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _flatten_into(flat, f"{key}/{index}", item)
+    else:
+        flat[key] = np.asarray(value)
+
+
 def unflatten_batch(names: tuple[str, ...], arrays: Mapping[str, np.ndarray]) -> list[Any]:
-    """flatten_batch undone, in the order of `names`."""
-    batch: list[Any] = []
-    for name in names:
-        if name in arrays:
-            batch.append(arrays[name])
-            continue
-        parts = {key.partition("/")[2]: value for key, value in arrays.items()
-                 if key.partition("/")[0] == name}
-        if parts and all(part.isdigit() for part in parts):
-            batch.append([parts[str(i)] for i in range(len(parts))])
-        else:
-            batch.append(parts)
-    return batch
+    """flatten_batch undone, in the order of `names` (sequences come back as lists)."""
+    return [_unflatten(name, arrays) for name in names]
+
+
+def _unflatten(key: str, arrays: Mapping[str, np.ndarray]) -> Any:
+    if key in arrays:
+        return arrays[key]
+    prefix = key + "/"
+    parts = dict.fromkeys(k[len(prefix):].partition("/")[0] for k in arrays
+                          if k.startswith(prefix))
+    if parts and all(part.isdigit() for part in parts):
+        return [_unflatten(f"{prefix}{i}", arrays) for i in range(len(parts))]
+    return {part: _unflatten(prefix + part, arrays) for part in parts}
 
 
 def load_arrays(path: Path) -> dict[str, np.ndarray]:

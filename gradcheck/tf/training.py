@@ -66,10 +66,7 @@ class Gate:
     def record_health(self, gradients: Sequence[Any]) -> None:
         """Each gradient's norm and fraction of exactly-zero elements, into variables."""
         tf = tensorflow()
-        norms = tf.stack([tf.constant(0.0) if g is None else
-                          tf.norm(tf.cast(dense_values(g), tf.float32)) for g in gradients])
-        zeros = tf.stack([tf.constant(1.0) if g is None else tf.reduce_mean(
-            tf.cast(tf.equal(dense_values(g), 0), tf.float32)) for g in gradients])
+        norms, zeros = health_tensors(gradients)
         if self.norms is None:
             with tf.init_scope():
                 self.norms = tf.Variable(tf.zeros([len(gradients)]), trainable=False,
@@ -180,6 +177,15 @@ class Gate:
             return None
         return int(as_array(self.code)), int(as_array(self.step)), int(as_array(self.first_bad))
 
+    def reset(self, first_step: int) -> None:
+        """A new fit: nothing recorded yet, steps counted on from `first_step`."""
+        self.halted.assign(False)
+        self.code.assign(NONE)
+        self.step.assign(-1)
+        self.first_bad.assign(-1)
+        self.missing_reported.assign(False)
+        self.steps.assign(first_step)
+
     def resume(self) -> None:
         """Let the following steps update again (stop=False); a missing gradient is told once."""
         if int(as_array(self.code)) == NO_GRADIENT:
@@ -210,10 +216,14 @@ class WatchedFit:
         self._fired: list[Any] = []
         self.without_gradient: tuple[str, ...] = ()  # seen when fit's step was traced
         self._jit = _jit_compiled(model)
+        self._watched_function: Any = None
+        self._unwatched_function: Any = None
 
     def install(self, first_step: int) -> None:
+        """Wrap the model for a fit; the watched step is traced once per model and optimizer,
+        then reused by later fits."""
         tf = tensorflow()
-        self.gate.steps.assign(first_step)
+        self.gate.reset(first_step)
         model, optimizer, gate = self.model, self.optimizer, self.gate
         compute_loss, apply_gradients = model.compute_loss, optimizer.apply_gradients
         train_step = model.train_step
@@ -265,8 +275,12 @@ class WatchedFit:
         self._patch(model, "train_step", watched_step)
         if self._jit:
             self._patch(model, "jit_compile", False)
-        model.train_function = None
-        model.make_train_function(force=True)  # fit made its own before on_train_begin
+        self._unwatched_function = model.train_function  # fit made it before on_train_begin
+        if self._watched_function is None:
+            model.train_function = None
+            model.make_train_function(force=True)
+            self._watched_function = model.train_function
+        model.train_function = self._watched_function
 
     def _gated_across_replicas(self, pairs: list[Any], loss: Any, apply_gradients: Any,
                                args: Any, kwargs: Any) -> Any:
@@ -316,7 +330,7 @@ class WatchedFit:
                 with contextlib.suppress(AttributeError):
                     delattr(patch.owner, patch.name)
         self._patches.clear()
-        self.model.train_function = None
+        self.model.train_function = self._unwatched_function
 
 
 def _after(done: Any, fires: Any) -> Any:
@@ -354,18 +368,43 @@ def custom_loop_verdict(loss: Any, gradients: Sequence[Any]) -> tuple[int, int]:
     return NONE, -1
 
 
+def health_tensors(gradients: Sequence[Any]) -> tuple[Any, Any]:
+    """Per-weight gradient norms and fractions of exactly-zero elements, as two tensors."""
+    tf = tensorflow()
+    norms = tf.stack([tf.constant(0.0) if g is None else
+                      tf.norm(tf.cast(dense_values(g), tf.float32)) for g in gradients])
+    zeros = tf.stack([tf.constant(1.0) if g is None else tf.reduce_mean(
+        tf.cast(tf.equal(dense_values(g), 0), tf.float32)) for g in gradients])
+    return norms, zeros
+
+
+def in_xla() -> bool:
+    """Tracing inside an XLA-compiled function (tf.function(jit_compile=True))."""
+    from tensorflow.python.framework import ops
+    from tensorflow.python.ops import control_flow_util
+
+    return bool(control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()))
+
+
 def in_graph() -> bool:
     return not tensorflow().executing_eagerly()
 
 
 def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: Any,
-                     batch: Any, report: Callable[[Any], None]) -> Any:
+                     batch: Any, report: Callable[[Any], None],
+                     health: Callable[[int, Any, Any], None] | None = None) -> Any:
     """A custom loop's step traced in a tf.function: the update gated as in fit, and on the
     step that fires, `report(batch)` called back eagerly (tf.py_function, in the rare branch
-    only) to write the snapshot. Returns whether training should go on, as a tensor."""
+    only) to write the snapshot; `health(step, norms, zeros)` called back on every step.
+    Returns whether training should go on, as a tensor."""
     tf = tensorflow()
     weights = model.trainable_variables
     gradients = tape.gradient(loss, weights)
+    if health is not None:
+        def eager_health(step: Any, norms: Any, zeros: Any) -> None:
+            health(int(step), norms.numpy(), zeros.numpy())
+
+        tf.py_function(eager_health, [gate.steps, *health_tensors(gradients)], Tout=[])
     code, first_bad = gate.verdict(loss, gradients)
     pairs = [(g, v) for g, v in zip(gradients, weights) if g is not None]
     fires = gate.guarded(code, first_bad, lambda: optimizer.apply_gradients(pairs))
