@@ -261,13 +261,14 @@ def _follow_across_steps(ctx: CheckContext, analysis: SourceAnalysis, k: int,
     for flat in np.argsort(-np.where(failing, excess, 0.0), axis=None)[:count]:
         index = tuple(int(i) for i in np.unravel_index(flat, block.shape))
         element = int(np.ravel_multi_index(index[rank:], slot.shape)) if slot.shape else 0
+        moves = np.asarray(factors) * float(steps[element])
         rows = gradients_along(ctx.program, analysis.evaluator.slot_index, k, index[:rank],
-                               element, [f * float(steps[element]) for f in factors])
+                               element, moves.tolist())
         if rows is None:
             return
-        derivatives = np.append(rows.reshape(len(factors), -1)[:, element], block[index])
-        if not differences.crossed_kink_between(derivatives, float(fd.jacobian[index]),
-                                                float(allowed[index])):
+        if not differences.crossed_kink_between(
+                moves, rows.reshape(len(factors), -1)[:, element], float(block[index]),
+                float(fd.jacobian[index]), float(allowed[index])):
             return  # a failure no kink explains: the comparison stands
         crossed[index] = True
     analysis.fd[k] = replace(fd, kink=fd.kink | crossed)

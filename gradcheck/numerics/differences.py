@@ -127,15 +127,31 @@ def kinks(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.n
     return np.asarray(significant & (jump2 < KINK_RATIO * jump1))
 
 
-def crossed_kink_between(derivatives: np.ndarray, difference: float, allowed: float) -> bool:
-    """Whether a difference quotient that disagrees with autodiff at x is what a correct
-    derivative gives across a kink inside the step: a quotient is the mean of the derivative over
-    its interval, so it lies within the range autodiff spans at the points it stepped to (x
-    included). A derivative that does not change there leaves the disagreement standing."""
-    finite = derivatives[np.isfinite(derivatives)]
-    if finite.size < derivatives.size or not np.isfinite(difference):
+# A crossed kink shows in autodiff along the step as a jump no smooth derivative has: what a
+# quadratic in the move leaves unexplained is at least this share of the disagreement it
+# explains (a step of height J leaves about J/4 at the points used; a smooth derivative, its
+# rounding).
+KINK_RESIDUAL_SHARE = 0.1
+
+
+def crossed_kink_between(moves: np.ndarray, derivatives: np.ndarray, centre: float,
+                         difference: float, allowed: float) -> bool:
+    """Whether a difference quotient that disagrees with autodiff's `centre` value at x is what
+    a correct derivative gives across a kink inside the step. Autodiff at x + moves must jump
+    (depart from any quadratic in the move by more than rounding and a share of the
+    disagreement), and the quotient, a mean of the derivative over its interval, must lie
+    within the range autodiff spans there. A derivative that merely curves leaves the
+    disagreement standing."""
+    positions = np.append(np.asarray(moves, dtype=np.float64), 0.0)
+    values = np.append(np.asarray(derivatives, dtype=np.float64), centre)
+    if not (np.all(np.isfinite(values)) and np.isfinite(difference)) or positions.size < 4:
         return False
-    return bool(finite.min() - allowed <= difference <= finite.max() + allowed)
+    scale = float(np.max(np.abs(positions))) or 1.0
+    fitted = np.polyval(np.polyfit(positions / scale, values, 2), positions / scale)
+    unexplained = float(np.max(np.abs(values - fitted)))
+    within = values.min() - allowed <= difference <= values.max() + allowed
+    return bool(within and unexplained > max(allowed, KINK_RESIDUAL_SHARE
+                                             * abs(difference - centre)))
 
 
 def to_block(a: np.ndarray, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> np.ndarray:
