@@ -137,6 +137,37 @@ def _run(job: Any, channel: Channel) -> Outcome:
                 stream.flush()
 
 
+def _group_members(group: int) -> list[int]:
+    """The other processes of a process group (Linux: read from /proc; elsewhere none)."""
+    members = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry.name}/stat", encoding="ascii") as stat:
+                    fields = stat.read().rpartition(")")[2].split()
+                if int(fields[2]) == group and fields[0] not in ("Z", "X"):
+                    members.append(int(entry.name))
+    return members
+
+
+def _end_what_f_started() -> None:
+    """The processes f started (subprocesses, multiprocessing children and theirs) end with its
+    check, before its result is sent: the worker leads a process group of its own, and they are
+    its other members. One that made a session of its own (a daemon) is not found."""
+    group = os.getpid()
+    with contextlib.suppress(OSError):
+        if os.getpgid(0) != group:
+            return
+    for pid in _group_members(group):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    import multiprocessing
+
+    multiprocessing.active_children()  # reaps the multiprocessing children just ended
+
+
 def _send_result(channel: Channel, outcome: Outcome) -> None:
     try:
         channel.send(outcome)
@@ -226,6 +257,8 @@ def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
         _apply(message.cwd, message.environ)
         if job.session != session:
             stack, session = _session(stack, job.session), job.session
-        _send_result(channel, _run(job, channel))
+        outcome = _run(job, channel)
+        _end_what_f_started()
+        _send_result(channel, outcome)
     stack.close()
 
