@@ -207,6 +207,20 @@ def _apply(cwd: str, environ: dict[str, str]) -> None:
         os.environ.update(environ)
 
 
+def _not_started(exc: BaseException) -> Any:
+    """Why TensorFlow cannot start: a user's file shadowing a standard-library module, or
+    TensorFlow not installed, is the user's to fix (a usage error), not a crash."""
+    from gradcheck.errors import GradcheckError, UsageError
+    from gradcheck.failures import shadowing_note
+
+    said = f"the worker process could not import TensorFlow and gradcheck's checks:" \
+           f" {type(exc).__name__}: {exc}"
+    note = shadowing_note(exc)
+    if isinstance(exc, GradcheckError):
+        return exc
+    return UsageError(f"{said}{note}") if note else said
+
+
 def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
     """Entry point of a worker process (started by gradcheck.isolation); `threads` caps
     TensorFlow's thread pools."""
@@ -224,12 +238,7 @@ def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
 
         preload(threads)
     except BaseException as exc:  # noqa: BLE001 - TensorFlow itself cannot start
-        from gradcheck.errors import GradcheckError
-
-        # TensorFlow not installed is the user's to fix (its error says how), not a crash.
-        channel.send(Broken(exc if isinstance(exc, GradcheckError) else (
-            "the worker process could not import TensorFlow and gradcheck's checks:"
-            f" {type(exc).__name__}: {exc}")))
+        channel.send(Broken(_not_started(exc)))
         return
     # TensorFlow's objects live as long as the process: the garbage collector skips them from
     # now on (each full collection would walk all 330 000 of them, and touch the fork server's
