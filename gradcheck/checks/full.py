@@ -340,7 +340,8 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
         return kinks, found
     mistake = value_mistake(block, fd.jacobian, int(np.prod(output.shape)),
                             len(ctx.diff_outputs), output.name, max(1e-6, ctx.tolerance.rtol),
-                            complex_input=slot.complex_dtype is not None)
+                            complex_input=slot.complex_dtype is not None,
+                            complex_output=output.complex_dtype is not None)
     found.results.append(mismatch(
         Kind.JACOBIAN, JacobianMismatch(
             *matrices, disagreement(block, fd.jacobian, comparison, verdict)),
