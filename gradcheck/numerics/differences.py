@@ -13,8 +13,9 @@ from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, machine_eps
 # doubles) but like h at a kink (x2) and not at all at a jump (x1).
 KINK_RATIO = 3.0
 # Below this ratio of the second differences at 2h and at h, f jumps within the step (a kink at
-# distance d < h from x gives (2h - d) / (h - d) >= 2, a jump 1).
-JUMP_RATIO = 1.5
+# distance d < h from x gives (2h - d) / (h - d) >= 2, a jump 1, sqrt's infinite slope at 0,
+# which is continuous, sqrt(2)).
+JUMP_RATIO = 1.2
 # A projection's discrepancy within this factor of the differences' own inconsistency (see
 # `crossed_kink`) is blamed on a kink the step crossed, and smaller steps are tried.
 KINK_FACTOR = 10.0
