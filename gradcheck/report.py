@@ -128,6 +128,7 @@ class Mistake(Spelled):
     STRAIGHT_THROUGH = "straight-through"
     CONJUGATED = "conjugated"
     UNCONJUGATED = "unconjugated"
+    UNCONJUGATED_OUTPUT = "unconjugated-output"
     NONE = "none"
     COUNT = "count"
     DTYPE = "dtype"

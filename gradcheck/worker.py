@@ -137,6 +137,40 @@ def _run(job: Any, channel: Channel) -> Outcome:
                 stream.flush()
 
 
+def _group_members(group: int) -> list[int]:
+    """The other processes of a process group (Linux: read from /proc; elsewhere none)."""
+    members = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry.name}/stat", encoding="ascii") as stat:
+                    fields = stat.read().rpartition(")")[2].split()
+                if int(fields[2]) == group and fields[0] not in ("Z", "X"):
+                    members.append(int(entry.name))
+    return members
+
+
+def _end_what_f_started() -> bool:
+    """The processes f started (subprocesses, multiprocessing children and theirs) end with its
+    check, before its result is sent: the worker leads a process group of its own, and they are
+    its other members. One that made a session of its own (a daemon) is not found. True when
+    there were any."""
+    group = os.getpid()
+    with contextlib.suppress(OSError):
+        if os.getpgid(0) != group:
+            return False
+    members = _group_members(group)
+    for pid in members:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    import multiprocessing
+
+    multiprocessing.active_children()  # reaps the multiprocessing children just ended
+    return bool(members)
+
+
 def _send_result(channel: Channel, outcome: Outcome) -> None:
     try:
         channel.send(outcome)
@@ -176,6 +210,20 @@ def _apply(cwd: str, environ: dict[str, str]) -> None:
         os.environ.update(environ)
 
 
+def _not_started(exc: BaseException) -> Any:
+    """Why TensorFlow cannot start: a user's file shadowing a standard-library module, or
+    TensorFlow not installed, is the user's to fix (a usage error), not a crash."""
+    from gradcheck.errors import GradcheckError, UsageError
+    from gradcheck.failures import shadowing_note
+
+    said = f"the worker process could not import TensorFlow and gradcheck's checks:" \
+           f" {type(exc).__name__}: {exc}"
+    note = shadowing_note(exc)
+    if isinstance(exc, GradcheckError):
+        return exc
+    return UsageError(f"{said}{note}") if note else said
+
+
 def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
     """Entry point of a worker process (started by gradcheck.isolation); `threads` caps
     TensorFlow's thread pools."""
@@ -193,12 +241,7 @@ def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
 
         preload(threads)
     except BaseException as exc:  # noqa: BLE001 - TensorFlow itself cannot start
-        from gradcheck.errors import GradcheckError
-
-        # TensorFlow not installed is the user's to fix (its error says how), not a crash.
-        channel.send(Broken(exc if isinstance(exc, GradcheckError) else (
-            "the worker process could not import TensorFlow and gradcheck's checks:"
-            f" {type(exc).__name__}: {exc}")))
+        channel.send(Broken(_not_started(exc)))
         return
     # TensorFlow's objects live as long as the process: the garbage collector skips them from
     # now on (each full collection would walk all 330 000 of them, and touch the fork server's
@@ -226,6 +269,10 @@ def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
         _apply(message.cwd, message.environ)
         if job.session != session:
             stack, session = _session(stack, job.session), job.session
-        _send_result(channel, _run(job, channel))
+        outcome = _run(job, channel)
+        ended = _end_what_f_started()
+        _send_result(channel, outcome)
+        if ended:  # f's module may hold what was ended (a pool): the next check gets a new worker
+            break
     stack.close()
 

@@ -109,6 +109,22 @@ def main_module_hidden(hide: bool) -> Iterator[None]:
             sys.modules["__main__"] = main
 
 
+@contextlib.contextmanager
+def safe_path() -> Iterator[None]:
+    """A fork server or spawned worker starts as `python -c ...`, which would put the current
+    folder first on sys.path: a user's random.py there would break multiprocessing's own
+    imports before gradcheck could say so. The user's folders come from gradcheck's sys.path."""
+    before = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
+
+
 _MAIN_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__""")
 
 
@@ -147,7 +163,7 @@ class WorkerProcess:
         # start-up of a worker started for it: the limit bounds what the user waits.
         self.born = self.free_since = time.monotonic()
         try:
-            with main_module_hidden(not with_main):
+            with main_module_hidden(not with_main), safe_path():
                 self.process.start()  # with a fork server: once it has imported TensorFlow
         except (OSError, EOFError, ValueError) as exc:  # the fork server died as it forked
             with contextlib.suppress(OSError):
@@ -244,7 +260,8 @@ def prestart(count: int = 1) -> None:
     if context().get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        forkserver.ensure_running()
+        with safe_path():
+            forkserver.ensure_running()
         return
     while len(SPARES) < min(count, MAX_SPARES):
         SPARES.append(WorkerProcess(threads=threads_per_worker(count)))

@@ -23,6 +23,7 @@ from gradcheck.evidence.gradients import (
     CutPath,
     GradientRaised,
     Independent,
+    Jump,
     Kink,
     KinkSite,
     UntrainedWeight,
@@ -34,7 +35,7 @@ from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
 from gradcheck.report import Block, Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.batch import BatchEvaluator
-from gradcheck.tf.culprits import kink_site
+from gradcheck.tf.culprits import jump_site, kink_site
 from gradcheck.tf.gradient_faults import tensorflow_gradient_fault
 from gradcheck.tf.neighbourhood import gradients_along
 from gradcheck.tf.program import OutputLeaf, Slot
@@ -305,18 +306,22 @@ def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,
 
 def _kinks(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
            plain: judging.Comparison) -> np.ndarray:
-    """Elements at a kink that explain a failure (none when the block passes anyway)."""
-    if plain.ok:
-        return np.zeros(block.shape, dtype=bool)
+    """Elements at a kink that explain a failure (none when the block passes anyway, but for
+    jumps of f itself, whose differences also make a passing block inconclusive)."""
     # A NaN or inf from autodiff is a finding even at a kink.
-    return fd.kink & np.isfinite(block) & ~np.isclose(
+    differ = np.isfinite(block) & ~np.isclose(
         block, fd.jacobian, rtol=ctx.fd_tolerance.rtol, atol=ctx.fd_tolerance.atol)
+    if plain.ok:
+        return differ & (False if fd.jump is None else fd.jump)
+    return fd.kink & differ
 
 
 def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.ndarray,
           output: OutputLeaf, slot: Slot) -> CheckResult:
     """The warning that f has a kink here, at the op that has it when found."""
     index = tuple(int(i) for i in np.argwhere(kinks)[0])
+    if fd.jump is not None and fd.jump[index]:
+        return _jump(ctx, block, fd, kinks & fd.jump, output, slot)
     site = kink_site(ctx.program, ctx.diff_outputs, (index[len(output.shape):], slot.shape))
     return CheckResult(
         Kind.KINK, Status.WARN, evidence=Kink(
@@ -325,6 +330,19 @@ def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.
         worst_index=index, location=site.location if site else None,
         cause=Cause(Mistake.KINK, site.name, site.location, Kinked(site.name, site.tie))
         if site else None,
+        input=slot.name, output=output.name)
+
+
+def _jump(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, jumps: np.ndarray,
+          output: OutputLeaf, slot: Slot) -> CheckResult:
+    """The warning that f itself jumps here, at the op whose branch cut or wrap it is."""
+    index = tuple(int(i) for i in np.argwhere(jumps)[0])
+    site = jump_site(ctx.program, ctx.diff_outputs)
+    return CheckResult(
+        Kind.KINK, Status.WARN, evidence=Jump(
+            int(np.sum(jumps)), index, float(block[index]), float(fd.jacobian[index]),
+            KinkSite(site.name, site.tie, site.location) if site else None),
+        worst_index=index, location=site.location if site else None,
         input=slot.name, output=output.name)
 
 
@@ -345,8 +363,8 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
             found.results.append(_kink(ctx, block, fd, kinks, output, slot))
     matrices = (shown(block), shown(fd.jacobian), list(block.shape),
                 float(np.max(fd.error_estimate, initial=0.0)), tolerance.atol, tolerance.rtol)
-    if comparison.ok and judging.inconclusive(fd, tolerance) \
-            and not judging.compare(block, fd.jacobian, tolerance).ok:
+    if comparison.ok and judging.inconclusive(fd, tolerance) and not judging.compare(
+            block, fd.jacobian, tolerance, ignore=fd.kink if np.any(kinks) else None).ok:
         found.add(Kind.JACOBIAN, Status.WARN, evidence=JacobianInconclusive(
             *matrices, largest=float(np.max(np.abs(fd.jacobian), initial=0.0))),
                   **comparison_fields(comparison), **where)
@@ -364,7 +382,8 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
         return kinks, found
     mistake = value_mistake(block, fd.jacobian, int(np.prod(output.shape)),
                             len(ctx.diff_outputs), output.name, max(1e-6, ctx.tolerance.rtol),
-                            complex_input=slot.complex_dtype is not None)
+                            complex_input=slot.complex_dtype is not None,
+                            complex_output=output.complex_dtype is not None)
     found.results.append(mismatch(
         Kind.JACOBIAN, JacobianMismatch(
             *matrices, disagreement(block, fd.jacobian, comparison, verdict)),

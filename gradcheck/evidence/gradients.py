@@ -71,6 +71,19 @@ class Kink(Evidence):
 
 
 @dataclasses.dataclass(frozen=True)
+class Jump(Evidence):
+    """f itself is discontinuous at the point (`count` elements, e.g. `index`): finite
+    differences across it grow as the step shrinks (`across`), autodiff gives one side's
+    derivative (`autodiff`); `site`: the op whose branch cut or wrap the point sits on."""
+
+    count: int = internal(0)
+    index: tuple[int, ...] = internal(())
+    autodiff: float = internal(0.0)
+    across: float = internal(0.0)
+    site: KinkSite | None = internal()
+
+
+@dataclasses.dataclass(frozen=True)
 class AllOnesUpstream(Evidence):
     """A supplied upstream of all ones (uᵀJ: column sums)."""
 

@@ -12,6 +12,10 @@ from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, machine_eps
 # The second difference f(x+h) - 2f(x) + f(x-h) grows like h^2 where f is smooth (x4 when h
 # doubles) but like h at a kink (x2) and not at all at a jump (x1).
 KINK_RATIO = 3.0
+# Below this ratio of the second differences at 2h and at h, f jumps within the step (a kink at
+# distance d < h from x gives (2h - d) / (h - d) >= 2, a jump 1, sqrt's infinite slope at 0,
+# which is continuous, sqrt(2)).
+JUMP_RATIO = 1.2
 # A projection's discrepancy within this factor of the differences' own inconsistency (see
 # `crossed_kink`) is blamed on a kink the step crossed, and smaller steps are tried.
 KINK_FACTOR = 10.0
@@ -64,6 +68,8 @@ class FiniteDifference:
     jacobian: np.ndarray
     error_estimate: np.ndarray
     kink: np.ndarray  # bool, per element: a kink inside [x - 2h, x + 2h]
+    # bool, per element: of those, a jump (f itself discontinuous, as across a branch cut)
+    jump: np.ndarray | None = None
 
 
 # Values at x ± h may be inf or NaN: the checks judge them; NumPy's warnings would reach the
@@ -107,13 +113,14 @@ def crossed_kink(error: float, inconsistency: float) -> bool:
 @np.errstate(invalid="ignore", over="ignore", divide="ignore")
 def _richardson(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.ndarray,
                 f0: np.ndarray, step: np.ndarray, eps: float
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Extrapolated derivative, its error estimate and kink flags, all (k, m)."""
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Extrapolated derivative, its error estimate, kink and jump flags, all (k, m)."""
     d1 = central_quotient(plus1, minus1, step)
     extrapolated, estimate = extrapolate(
         d1, central_quotient(plus2, minus2, 2.0 * step),
         rounding_error(eps, step, np.abs(plus1), np.abs(minus1), np.abs(plus2), np.abs(minus2)))
-    return extrapolated, estimate, kinks(plus1, minus1, plus2, minus2, f0, d1, step, eps)
+    kink = kinks(plus1, minus1, plus2, minus2, f0, d1, step, eps)
+    return extrapolated, estimate, kink, kink & jumps(plus1, minus1, plus2, minus2, f0)
 
 
 def kinks(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.ndarray,
@@ -125,6 +132,15 @@ def kinks(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.n
     noise = 100.0 * eps * (np.abs(plus1) + np.abs(minus1) + 2.0 * np.abs(f0))
     significant = (jump1 > noise) & (jump1 / step > 1e-3 * (np.abs(d1) + 1e-3))
     return np.asarray(significant & (jump2 < KINK_RATIO * jump1))
+
+
+@np.errstate(invalid="ignore", over="ignore", divide="ignore")
+def jumps(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.ndarray,
+          f0: np.ndarray) -> np.ndarray:
+    """Of the kinks, those where f itself jumps: the second difference does not grow with the
+    step (call only with `kinks`, which has ruled out rounding)."""
+    jump1 = second_difference(plus1, f0, minus1)
+    return np.asarray(second_difference(plus2, f0, minus2) < JUMP_RATIO * jump1)
 
 
 # A crossed kink shows in autodiff along the step as a jump no smooth derivative has: what a
@@ -172,13 +188,13 @@ def finite_difference(
     n = h.size
     values = np.asarray(evaluations, dtype=np.float64).reshape((n, 4, -1))
     f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
-    extrapolated, estimate, kink = _richardson(
+    extrapolated, estimate, kink, jump = _richardson(
         values[:, 0], values[:, 1], values[:, 2], values[:, 3], f0, h.reshape(-1)[:, None],
         machine_eps(output_dtype))
     shapes = (np.shape(centre), h.shape)
     return FiniteDifference(jacobian=to_block(extrapolated, *shapes),
                             error_estimate=to_block(estimate, *shapes),
-                            kink=to_block(kink, *shapes))
+                            kink=to_block(kink, *shapes), jump=to_block(jump, *shapes))
 
 
 def central_difference(
@@ -223,16 +239,11 @@ def refine(
     ones = np.asarray(first, dtype=np.float64).reshape((n, 2, m))[index]
     twos = np.asarray(second, dtype=np.float64).reshape((index.size, 2, m))
     f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
-    extrapolated, estimate, kink = _richardson(
+    extrapolated, estimate, kink, jump = _richardson(
         ones[:, 0], ones[:, 1], twos[:, 0], twos[:, 1], f0, h.reshape(-1)[index][:, None],
         machine_eps(output_dtype))
-    blocks = []
-    for old, new in ((fd.jacobian, extrapolated), (fd.error_estimate, estimate),
-                     (fd.kink, kink)):
-        flat = np.array(old).reshape(m, n)
-        flat[:, index] = new.T
-        blocks.append(flat.reshape(old.shape))
-    return FiniteDifference(jacobian=blocks[0], error_estimate=blocks[1], kink=blocks[2])
+    return _replaced(fd, (extrapolated, estimate, kink, jump), index,
+                     np.ones(index.size, dtype=bool), n)
 
 
 def with_smaller_steps(
@@ -253,14 +264,15 @@ def with_smaller_steps(
     ones = np.asarray(first, dtype=np.float64).reshape((index.size, 2, m))
     twos = np.asarray(second, dtype=np.float64).reshape((index.size, 2, m))
     f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
-    extrapolated, estimate, kink = _richardson(
+    columns = _richardson(
         ones[:, 0], ones[:, 1], twos[:, 0], twos[:, 1], f0, h_small.reshape(-1)[index][:, None],
         machine_eps(output_dtype))
-    return keep_better(fd, extrapolated, estimate, kink, index, h_small.size)
+    return keep_better(fd, *columns, index, h_small.size)
 
 
 def keep_better(fd: FiniteDifference, extrapolated: np.ndarray, estimate: np.ndarray,
-                kink: np.ndarray, elements: np.ndarray, in_size: int) -> FiniteDifference:
+                kink: np.ndarray, jump: np.ndarray, elements: np.ndarray, in_size: int
+                ) -> FiniteDifference:
     """Columns (k, m) recomputed with other steps replace the listed ones of fd where their
     error estimate is smaller, or where the two disagree beyond both estimates."""
     index = np.asarray(elements, dtype=np.int64)
@@ -275,13 +287,20 @@ def keep_better(fd: FiniteDifference, extrapolated: np.ndarray, estimate: np.nda
     better = (np.max(estimate, axis=1) < np.max(old_estimate, axis=1)) | np.any(
         inconsistent, axis=1) | unusable
     better &= np.all(np.isfinite(extrapolated) & np.isfinite(estimate), axis=1)
+    return _replaced(fd, (extrapolated, estimate, kink, jump), index, better, n)
+
+
+def _replaced(fd: FiniteDifference, columns: tuple[np.ndarray, ...], index: np.ndarray,
+              chosen: np.ndarray, in_size: int) -> FiniteDifference:
+    """fd whose listed columns are replaced, where chosen, by the new ones (each (k, m))."""
+    m = columns[0].shape[1]
+    jump = np.zeros(np.shape(fd.kink), dtype=bool) if fd.jump is None else fd.jump
     blocks = []
-    for old, new in ((fd.jacobian, extrapolated), (fd.error_estimate, estimate),
-                     (fd.kink, kink)):
-        flat = np.array(old).reshape(m, n)
-        flat[:, index[better]] = new[better].T
+    for old, new in zip((fd.jacobian, fd.error_estimate, fd.kink, jump), columns, strict=True):
+        flat = np.array(old).reshape(m, in_size)
+        flat[:, index[chosen]] = new[chosen].T
         blocks.append(flat.reshape(np.shape(old)))
-    return FiniteDifference(jacobian=blocks[0], error_estimate=blocks[1], kink=blocks[2])
+    return FiniteDifference(*blocks)
 
 
 def relative_divisor(x: np.ndarray) -> np.ndarray:

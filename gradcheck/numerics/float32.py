@@ -20,7 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.numerics.differences import FiniteDifference, kinks, richardson_step, to_block
+from gradcheck.numerics.differences import (
+    FiniteDifference,
+    jumps,
+    kinks,
+    richardson_step,
+    to_block,
+)
 
 MACHINE_EPS = float(np.finfo(np.float32).eps)
 BASE_STEP = 2.0**-6
@@ -112,9 +118,9 @@ def _rounding(values: np.ndarray, f0: np.ndarray, noise: np.ndarray,
 
 @np.errstate(all="ignore")  # values at x ± c·h may overflow: non-finite ones are judged later
 def richardson(values: np.ndarray, centre: np.ndarray, steps: Float32Steps, h: np.ndarray,
-               elements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Extrapolated derivative, error estimate and kink flags (k, m) of the listed elements,
-    from their evaluations (k, 6, m) at x ± h, x ± 2h, x ± 4h (the order of FACTORS)."""
+               elements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Extrapolated derivative, error estimate, kink and jump flags (k, m) of the listed
+    elements, from their evaluations (k, 6, m) at x ± h, x ± 2h, x ± 4h (the order of FACTORS)."""
     index = np.asarray(elements, dtype=np.int64)
     width = widths(steps.x, h, index)
     f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
@@ -127,7 +133,7 @@ def richardson(values: np.ndarray, centre: np.ndarray, steps: Float32Steps, h: n
     estimate = truncation + _rounding(values, f0, steps.noise[None, :], width)
     plus1, minus1, plus2, minus2 = (values[:, k] for k in range(4))
     kink = kinks(plus1, minus1, plus2, minus2, f0, d[0], width[:, 0, None] / 2.0, MACHINE_EPS)
-    return extrapolated, estimate, kink
+    return extrapolated, estimate, kink, kink & jumps(plus1, minus1, plus2, minus2, f0)
 
 
 def finite_difference(evaluations: np.ndarray, centre: np.ndarray, h: np.ndarray,
@@ -135,16 +141,14 @@ def finite_difference(evaluations: np.ndarray, centre: np.ndarray, h: np.ndarray
     """The block from the 6n evaluations of one output (order of `points_along` with FACTORS)."""
     n = h.size
     values = np.asarray(evaluations, dtype=np.float64).reshape((n, len(FACTORS), -1))
-    extrapolated, estimate, kink = richardson(values, centre, steps, h, np.arange(n))
+    columns = richardson(values, centre, steps, h, np.arange(n))
     shapes = (np.shape(centre), h.shape)
-    return FiniteDifference(jacobian=to_block(extrapolated, *shapes),
-                            error_estimate=to_block(estimate, *shapes),
-                            kink=to_block(kink, *shapes))
+    return FiniteDifference(*(to_block(column, *shapes) for column in columns))
 
 
 def columns(evaluations: np.ndarray, centre: np.ndarray, h: np.ndarray, steps: Float32Steps,
-            elements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Derivative, estimate and kinks (k, m) of the listed elements, from their 6k
+            elements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Derivative, estimate, kinks and jumps (k, m) of the listed elements, from their 6k
     evaluations with steps h (for `differences.keep_better`)."""
     index = np.asarray(elements, dtype=np.int64)
     values = np.asarray(evaluations, dtype=np.float64).reshape((index.size, len(FACTORS), -1))

@@ -18,10 +18,11 @@ def _values(mistake: Mistake, factor: float | None = None, output: str | None = 
 
 
 def value_mistake(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outputs: int,
-                  output: str, rtol: float = 1e-6, complex_input: bool = False) -> Cause:
+                  output: str, rtol: float = 1e-6, complex_input: bool = False,
+                  complex_output: bool = False) -> Cause:
     """What a wrong-valued gradient does, from its Jacobian block next to the true one
-    (equal to within rtol of the block's scale). A complex input's columns come in
-    (real, imaginary) pairs."""
+    (equal to within rtol of the block's scale). A complex input's columns, and a complex
+    output's rows, come in (real, imaginary) pairs."""
     a = np.asarray(autodiff, dtype=np.float64).reshape(out_size, -1)
     f = np.asarray(fd, dtype=np.float64).reshape(out_size, -1)
     scale = float(np.max(np.abs(f), initial=0.0)) + 1e-12
@@ -40,6 +41,10 @@ def value_mistake(autodiff: np.ndarray, fd: np.ndarray, out_size: int, n_outputs
             return _values(Mistake.FACTOR, factor=factor)
     if complex_input and _close(a, f * np.tile([1.0, -1.0], a.shape[1] // 2), scale, rtol):
         return _values(Mistake.CONJUGATED)
+    # Re(u·dz/dx) where TensorFlow takes Re(conj(dz/dx)·u): the imaginary rows change sign.
+    if complex_output and not complex_input and _close(
+            a, f * np.tile([1.0, -1.0], a.shape[0] // 2)[:, None], scale, rtol):
+        return _values(Mistake.UNCONJUGATED_OUTPUT)
     if a.shape[0] == a.shape[1] > 1 and _close(a, f.T, scale, rtol) \
             and not _close(f, f.T, scale, rtol):  # a symmetric J cannot tell J from Jᵀ
         # Multiplying by c = p + iq is [[p, -q], [q, p]] on (real, imaginary) parts, and by

@@ -21,6 +21,9 @@ _RANDOM = re.compile(r"Random|TruncatedNormal|Multinomial|StatefulUniform|Statef
 # Ops with a kink at 0 of their (first) input, and those with one where two inputs tie.
 KINK_AT_ZERO = frozenset({"Abs", "Relu", "LeakyRelu", "Relu6", "Sign"})
 KINK_AT_TIE = frozenset({"Maximum", "Minimum", "Greater", "GreaterEqual", "Less", "LessEqual"})
+# Ops whose value jumps: across the negative real axis of a complex input (the branch cut of
+# angle, log, sqrt), at atan2(y, x) with y = 0 < -x, and where floormod wraps.
+BRANCH_CUT = frozenset({"Angle", "Log", "Sqrt", "Rsqrt", "Pow", "Atan", "Atan2", "FloorMod"})
 # How close to the kink an input must be for finite differences (steps ~1e-5) to cross it.
 KINK_REACH = 1e-4
 _NODE = re.compile(r"\{\{node ([^}]+)\}\}")
@@ -151,3 +154,37 @@ def kink_site(program: Program, output_indices: Sequence[int],
         return None
     op = best[1]
     return _site(traced, op, tie=op.type not in KINK_AT_ZERO)
+
+
+def _distance_to_jump(traced: TracedValues, op: Any) -> float | None:
+    found = [traced.value(t) for t in op.inputs]
+    if not found or any(v is None for v in found):
+        return None
+    values = [np.asarray(v) for v in found]
+    if op.type == "Atan2":
+        y, x = (v.astype(np.float64) for v in values[:2])
+        gaps = np.where(x < 0, np.abs(y) / np.maximum(np.abs(x), 1e-300), np.inf)
+    elif op.type == "FloorMod":
+        quotient = values[0].astype(np.float64) / values[1].astype(np.float64)
+        gaps = np.abs(quotient - np.round(quotient))
+    elif op.type == "Atan" and np.iscomplexobj(values[0]):  # cut: the imaginary axis beyond ±i
+        z = values[0].astype(np.complex128)
+        gaps = np.where(np.abs(z.imag) > 1, np.abs(z.real) / np.maximum(np.abs(z), 1e-300), np.inf)
+    elif np.iscomplexobj(values[0]):
+        z = values[0].astype(np.complex128)
+        gaps = np.where(z.real < 0, np.abs(z.imag) / np.maximum(np.abs(z), 1e-300), np.inf)
+    else:
+        return None
+    return float(np.min(gaps)) if gaps.size else None
+
+
+def jump_site(program: Program, output_indices: Sequence[int]) -> Site | None:
+    """The op of f whose input sits (within finite differences' reach) on the line where its
+    value jumps: a branch cut of a complex function, atan2's, floormod's wrap."""
+    traced = trace_values(program, output_indices, gradients=False)
+    if traced is None:
+        return None
+    near = [(distance, op) for op in traced.ops if op.type in BRANCH_CUT
+            for distance in [_distance_to_jump(traced, op)]
+            if distance is not None and distance <= KINK_REACH]
+    return _site(traced, min(near, key=lambda pair: pair[0])[1]) if near else None

@@ -37,6 +37,10 @@ VALUES: dict[Mistake, WhatAndFix] = {
     Mistake.UNCONJUGATED: (
         "multiplies the upstream by df/dz where TensorFlow needs its conjugate (in real terms"
         " it returns J·u instead of uᵀJ)", CONJUGATE_FIX),
+    Mistake.UNCONJUGATED_OUTPUT: (
+        "multiplies the upstream by dz/dx where TensorFlow needs its conjugate (for a complex"
+        " output z of a real x it returns Re(u·dz/dx) instead of Re(u·conj(dz/dx)))",
+        "return tf.math.real(upstream * tf.math.conj(dz_dx)): " + CONJUGATE_FIX),
     Mistake.TRANSPOSED: (
         "uses J where Jᵀ is needed (it returns J·u instead of uᵀJ): transpose it", None),
     Mistake.SUMMED_UPSTREAM: (

@@ -8,6 +8,7 @@ from gradcheck.evidence.gradients import (
     CutPath,
     GradientRaised,
     Independent,
+    Jump,
     Kink,
     UnbuiltLayer,
     UntrainedWeight,
@@ -95,6 +96,25 @@ def _kink(evidence: Kink, result: CheckResult) -> str:
     site = evidence.site
     at = f"; the kink: {site.name} {kink_place(site.tie)} at {site.location}" if site else ""
     return f"{_kink_clause(evidence, result)}{at}; move the point away from the kink"
+
+
+@clause.register
+def _jump_clause(evidence: Jump, result: CheckResult) -> str:
+    return (f"{result.output} is discontinuous in {result.input} at this point"
+            f" ({evidence.count} element(s), e.g. {format_index(evidence.index)}): finite"
+            f" differences across the jump give {evidence.across:.6g}, which grows as the step"
+            f" shrinks; autodiff gives one side's derivative, {evidence.autodiff:.6g}")
+
+
+@sentence.register
+def _jump(evidence: Jump, result: CheckResult) -> str:
+    site = evidence.site
+    cut = "where it wraps" if site and site.name.startswith("FloorMod") else "its branch cut"
+    at = (f"; the discontinuity: {site.name} at {site.location}, {cut}" if site
+          else "; e.g. a branch cut (angle, atan2, log or sqrt of a complex number across the"
+          " negative real axis) or a wrap (floormod)")
+    return (f"{_jump_clause(evidence, result)}{at}; the gradient is right on either side:"
+            " move the point off the discontinuity")
 
 
 @clause.register
