@@ -238,10 +238,13 @@ class _Supervisor:
                 _tell(self.events.progress, index, task, done, total)
             case Where(line=line, stack=stack):
                 member.where, member.stack = line, stack
-            case Outcome(report=report, error=error, seconds=seconds) if index is not None:
+            case Outcome(report=report, error=error, seconds=seconds,
+                         retiring=retiring) if index is not None:
                 member.index = member.job = None
                 member.free_since = time.monotonic()
                 self._finish(index, report, error, seconds)
+                if retiring:
+                    self._remove(member)
 
     def _died(self, member: WorkerProcess) -> None:
         crash = member.crash()  # before the worker's fault dump is removed

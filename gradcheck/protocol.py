@@ -86,6 +86,9 @@ class Outcome:
     report: Report | None
     error: GradcheckError | None
     seconds: float
+    # The worker ended processes f started, which f's module may still hold (a pool): it is
+    # not to be used again.
+    retiring: bool = False
 
 
 Reply = Ready | Broken | Began | Progress | Where | Outcome

@@ -270,9 +270,9 @@ def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
         if job.session != session:
             stack, session = _session(stack, job.session), job.session
         outcome = _run(job, channel)
-        ended = _end_what_f_started()
-        _send_result(channel, outcome)
-        if ended:  # f's module may hold what was ended (a pool): the next check gets a new worker
-            break
+        retiring = _end_what_f_started()
+        _send_result(channel, dataclasses.replace(outcome, retiring=retiring))
+        if retiring:  # exit finalizers would wait on what was ended (a pool's workers)
+            os._exit(0)
     stack.close()
 
