@@ -63,3 +63,10 @@ def test_grad_fn_ignoring_its_upstream_in_a_bfloat16_model_fails_at_its_line() -
     assert site.failed and str(site.location).endswith(
         _line(module, "return tf.cast(x > 0, x.dtype)"))
     assert not report.ok
+
+
+def test_conv1d_batchnorm_relu_from_a_lightning_issue_passes() -> None:
+    """awaelchli/pytorch-lightning-snippets issue 3: Conv1d + BatchNorm1d + ReLU, batch 4."""
+    module = fixture_module(FIXTURE)
+    report = gradcheck.check(module.conv1d_loss, module.signals, wrt="variables", mode="full")
+    assert report.ok, _failed(report)
