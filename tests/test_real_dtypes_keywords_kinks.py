@@ -175,11 +175,10 @@ def test_abs_at_a_tie_is_a_kink_at_the_abs() -> None:
     assert _line(kinks[0]) == _line_of("return tf.reduce_mean(tf.abs(y_true - y_pred))")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "TensorFlow's sigmoid cross entropy formula at logits 0 (swift-apis PR 480): Maximum's and "
-    "Abs's tie gradients give autodiff 0 where the slope is -0.5; gradcheck says jacobian FAIL "
-    "with location None and no kink finding naming the Maximum/Abs tie at the user's line"))
 def test_ties_that_make_autodiff_wrong_are_located_at_the_tied_op() -> None:
+    """TensorFlow's sigmoid cross entropy formula at logits 0 (swift-apis PR 480): Maximum's
+    and Abs's tie gradients give autodiff 0 where the slope is -0.5; autodiff followed across
+    the step changes there, so the tie is found and named at the user's line."""
     report = _run("sigmoid_cross_entropy")
     located = [c for c in report.checks if c.status in ("fail", "warn")
                and c.location is not None

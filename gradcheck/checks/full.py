@@ -3,6 +3,8 @@ judged: grad-shape, connected, jacobian, kink."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -35,10 +37,13 @@ from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
 from gradcheck.report import Block, Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.batch import BatchEvaluator
-from gradcheck.tf.culprits import jump_site, kink_site
+from gradcheck.tf.culprits import Site, crossed_kink_site, jump_site, kink_site
 from gradcheck.tf.gradient_faults import tensorflow_gradient_fault
 from gradcheck.tf.neighbourhood import gradients_along
 from gradcheck.tf.program import OutputLeaf, Slot
+
+# The op at a kink of one block element (its index, the output's rank), when it can be found.
+KinkSiteFinder = Callable[[tuple[int, ...], int], Site | None]
 
 
 @dataclass
@@ -202,7 +207,8 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
         return found
     _settle_doubts(ctx, analysis, k, block)
     _follow_across_steps(ctx, analysis, k, block)
-    kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], output, slot, analysis.probe)
+    kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], output, slot, analysis.probe,
+                                   functools.partial(_kink_site, ctx, analysis))
     analysis.kink_masks[k] = kinks
     found.extend(judged)
     if ctx.options.keep_blocks:
@@ -316,13 +322,28 @@ def _kinks(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
     return fd.kink & differ
 
 
+def _kink_site(ctx: CheckContext, analysis: SourceAnalysis, index: tuple[int, ...],
+               rank: int) -> Site | None:
+    """The op whose kink sits at this block element: the one f's input lies on, else the one
+    the element's own steps carry across (a kink too shallow to show at the point itself)."""
+    slot = analysis.slot
+    site = kink_site(ctx.program, ctx.diff_outputs, (index[rank:], slot.shape))
+    if site is not None:
+        return site
+    element = int(np.ravel_multi_index(index[rank:], slot.shape)) if slot.shape else 0
+    factors = float32.FACTORS if analysis.precise else differences.STEP_FACTORS
+    reach = max(factors) * float(analysis.steps.reshape(-1)[element])
+    return crossed_kink_site(ctx.program, ctx.diff_outputs, analysis.evaluator.slot_index,
+                             element, reach)
+
+
 def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.ndarray,
-          output: OutputLeaf, slot: Slot) -> CheckResult:
+          output: OutputLeaf, slot: Slot, site_of: KinkSiteFinder) -> CheckResult:
     """The warning that f has a kink here, at the op that has it when found."""
     index = tuple(int(i) for i in np.argwhere(kinks)[0])
     if fd.jump is not None and fd.jump[index]:
         return _jump(ctx, block, fd, kinks & fd.jump, output, slot)
-    site = kink_site(ctx.program, ctx.diff_outputs, (index[len(output.shape):], slot.shape))
+    site = site_of(index, len(output.shape))
     return CheckResult(
         Kind.KINK, Status.WARN, evidence=Kink(
             int(np.sum(kinks)), index, float(block[index]), float(fd.jacobian[index]),
@@ -347,8 +368,8 @@ def _jump(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, jumps: np.
 
 
 def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
-                   output: OutputLeaf, slot: Slot, probe: symmetric.SymmetricProbe | None
-                   ) -> tuple[np.ndarray, Findings]:
+                   output: OutputLeaf, slot: Slot, probe: symmetric.SymmetricProbe | None,
+                   site_of: KinkSiteFinder) -> tuple[np.ndarray, Findings]:
     """Judge one block; return the mask of elements at kinks (excluded from the verdict)."""
     found = Findings()
     where = {"input": slot.name, "output": output.name}
@@ -360,7 +381,7 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
         comparison = judging.compare(block, fd.jacobian, tolerance, fd.error_estimate,
                                      ignore=fd.kink)
         if ctx.wants(Kind.KINK):
-            found.results.append(_kink(ctx, block, fd, kinks, output, slot))
+            found.results.append(_kink(ctx, block, fd, kinks, output, slot, site_of))
     matrices = (shown(block), shown(fd.jacobian), list(block.shape),
                 float(np.max(fd.error_estimate, initial=0.0)), tolerance.atol, tolerance.rtol)
     if comparison.ok and judging.inconclusive(fd, tolerance) and not judging.compare(

@@ -138,7 +138,9 @@ def _checked_alone(site: Site, named: list[NamedArgument], options: CheckOptions
     function, judged = _judged(site, named)
     if not judged:
         return None  # f differentiates none of its arguments (passed by keyword, constants)
-    site_options = replace(options, kinds=SITE_KINDS, upstream=())
+    # The site's own arguments are what its grad_fn differentiates, whatever f's sources were
+    # (under wrt="variables" the site alone would have nothing to judge, and pass).
+    site_options = replace(options, kinds=SITE_KINDS, upstream=(), wrt="all")
     report = run_checks(function, judged, site_options, site.name)
     if site.graph_only and any(_graph_only(r) for r in report.checks):
         # A grad_fn written for graph mode (tf.gradients inside), called in f's tf.function:

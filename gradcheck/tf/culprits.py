@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 
 from gradcheck.evidence import Location
+from gradcheck.tf.neighbourhood import moved_program
 from gradcheck.tf.program import Program
+from gradcheck.tf.runtime import tensorflow
 from gradcheck.tf.values import TracedValues, op_location, trace_values
 
 VARIABLE_WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
@@ -188,3 +190,54 @@ def jump_site(program: Program, output_indices: Sequence[int]) -> Site | None:
             for distance in [_distance_to_jump(traced, op)]
             if distance is not None and distance <= KINK_REACH]
     return _site(traced, min(near, key=lambda pair: pair[0])[1]) if near else None
+
+
+def crossed_kink_site(program: Program, output_indices: Sequence[int], slot_index: int,
+                      element: int, reach: float) -> Site | None:
+    """The first kink op of f that one input element, moved by ±reach, carries across its kink:
+    a Relu-like op whose input changes sign, a Maximum/Minimum or comparison whose inputs swap,
+    a MaxPool whose window maximum moves to another element."""
+    ends = []
+    for move in (-reach, reach):
+        with moved_program(program, slot_index, element, move) as moved:
+            ends.append(trace_values(moved, output_indices, gradients=False))
+    low, high = ends
+    if low is None or high is None or len(low.ops) != len(high.ops):
+        return None
+    for op, other in zip(low.ops, high.ops):
+        if op.type in KINK_AT_ZERO | KINK_AT_TIE | {"MaxPool"} and _crosses(op, low, other,
+                                                                             high):
+            return _site(low, op, tie=op.type not in KINK_AT_ZERO)
+    return None
+
+
+def _crosses(op: Any, low: TracedValues, other: Any, high: TracedValues) -> bool:
+    found = [low.value(t) for t in op.inputs] + [high.value(t) for t in other.inputs]
+    if not op.inputs or any(v is None for v in found):
+        return False
+    values = [np.asarray(v) for v in found]
+    before, after = values[:len(op.inputs)], values[len(op.inputs):]
+    if op.type == "MaxPool":
+        return _window_maximum_moved(op, before[0], after[0])
+    if op.type in KINK_AT_ZERO:
+        kink = 6.0 if op.type == "Relu6" else 0.0
+        a, b = before[0] - kink, after[0] - kink
+    elif len(before) >= 2 and before[0].dtype != bool:
+        a, b = before[0] - before[1], after[0] - after[1]
+    else:
+        return False
+    return np.shape(a) == np.shape(b) and bool(np.any(np.sign(a) != np.sign(b)))
+
+
+def _window_maximum_moved(op: Any, before: np.ndarray, after: np.ndarray) -> bool:
+    tf = tensorflow()
+    try:
+        if op.get_attr("data_format") != b"NHWC":
+            return False
+        window = {"ksize": op.get_attr("ksize"), "strides": op.get_attr("strides"),
+                  "padding": op.get_attr("padding").decode()}
+        winners = [tf.nn.max_pool_with_argmax(tf.constant(v), **window)[1].numpy()
+                   for v in (before, after)]
+    except Exception:  # noqa: BLE001 - a pooling this probe cannot replay names no site
+        return False
+    return bool(np.any(winners[0] != winners[1]))

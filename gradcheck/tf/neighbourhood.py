@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 
 import numpy as np
 
@@ -56,3 +58,26 @@ def _gradient_at(program: Program, slot_index: int, point: np.ndarray, output_in
     if gradient is None:
         return None
     return np.asarray(tf.convert_to_tensor(gradient), dtype=np.float64)
+
+
+@contextmanager
+def moved_program(program: Program, slot_index: int, element: int, move: float
+                  ) -> Iterator[Program]:
+    """The program with one input element moved by `move` (a variable is assigned while the
+    context lasts, then restored)."""
+    tf = tensorflow()
+    slot = program.slots[slot_index]
+    point = program.value_of(slot_index)
+    point.reshape(-1)[element] += move
+    value = tf.constant(point, dtype=slot.dtype)
+    if not slot.is_variable:
+        slots = list(program.slots)
+        slots[slot_index] = replace(slot, value=value)
+        yield replace(program, slots=tuple(slots))
+        return
+    saved = slot.value.numpy()
+    slot.value.assign(value)
+    try:
+        yield program
+    finally:
+        slot.value.assign(saved)
