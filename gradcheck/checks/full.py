@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings, shown
+from gradcheck.checks.kinks import with_crossed_kinks
 from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import Kinked
@@ -39,7 +40,6 @@ from gradcheck.report import Block, Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.batch import BatchEvaluator
 from gradcheck.tf.culprits import Site, crossed_kink_site, jump_site, kink_site
 from gradcheck.tf.gradient_faults import tensorflow_gradient_fault
-from gradcheck.tf.neighbourhood import gradients_along
 from gradcheck.tf.program import OutputLeaf, Slot
 
 # The op at a kink of one block element (its index, the output's rank), when it can be found.
@@ -206,7 +206,7 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
                   **where)
         return found
     _settle_doubts(ctx, analysis, k, block)
-    _follow_across_steps(ctx, analysis, k, block)
+    analysis.fd[k] = with_crossed_kinks(ctx, analysis, k, block)
     kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], output, slot, analysis.probe,
                                    functools.partial(_kink_site, ctx, analysis))
     analysis.kink_masks[k] = kinks
@@ -239,46 +239,6 @@ def _settle_doubts(ctx: CheckContext, analysis: SourceAnalysis, k: int,
         analysis.retry_smaller(ctx, doubt, divisor if divisor is not None
                                else differences.relative_divisor(analysis.slot.value.numpy()))
         noisy = judging.noisy_columns(analysis.fd[k], tolerance, size, doubt)
-
-
-# Failing elements whose derivative is followed across the step, worst first: each costs one
-# backward pass per point the differences stepped to. More failures than this are not taken for
-# kinks the steps crossed.
-KINK_PROBES = 16
-
-
-def _follow_across_steps(ctx: CheckContext, analysis: SourceAnalysis, k: int,
-                         block: np.ndarray) -> None:
-    """Mark as kinks the failing elements where autodiff itself changes across the step enough
-    to explain the differences: the step crossed a kink too shallow for second differences to
-    show above rounding (float32 ReLUs that batch normalisation centres on 0)."""
-    fd, slot, output = analysis.fd[k], analysis.slot, ctx.outputs[k]
-    if slot.complex_dtype or output.complex_dtype:
-        return
-    allowed = judging.allowed_errors(block, fd.jacobian, ctx.fd_tolerance, fd.error_estimate)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        excess = np.abs(block - fd.jacobian) / allowed
-    failing = np.isfinite(block) & np.isfinite(fd.jacobian) & (excess > 1.0) & ~fd.kink
-    count = int(np.count_nonzero(failing))
-    if count == 0 or count > KINK_PROBES:
-        return
-    factors = float32.FACTORS if analysis.precise else differences.STEP_FACTORS
-    steps, rank = analysis.steps.reshape(-1), len(output.shape)
-    crossed = np.zeros_like(failing)
-    for flat in np.argsort(-np.where(failing, excess, 0.0), axis=None)[:count]:
-        index = tuple(int(i) for i in np.unravel_index(flat, block.shape))
-        element = int(np.ravel_multi_index(index[rank:], slot.shape)) if slot.shape else 0
-        moves = np.asarray(factors) * float(steps[element])
-        rows = gradients_along(ctx.program, analysis.evaluator.slot_index, k, index[:rank],
-                               element, moves.tolist())
-        if rows is None:
-            return
-        if not differences.crossed_kink_between(
-                moves, rows.reshape(len(factors), -1)[:, element], float(block[index]),
-                float(fd.jacobian[index]), float(allowed[index])):
-            return  # a failure no kink explains: the comparison stands
-        crossed[index] = True
-    analysis.fd[k] = replace(fd, kink=fd.kink | crossed)
 
 
 def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,
