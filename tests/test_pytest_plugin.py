@@ -145,8 +145,8 @@ def test_a_configuration_error_is_one_collection_error(pytester: pytest.Pytester
     result = pytester.runpytest_subprocess("--gradcheck")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*ERROR collecting gradcheck*"])
-    assert ("\nError: tool.gradcheck.check[0].atoll: unknown key; known keys are atol,"
-            in result.stdout.str())
+    assert ("\nError: tool.gradcheck.check[0].atoll: unknown key; known keys are accumulate,"
+            " against, atol," in result.stdout.str())
     assert "Traceback" not in result.stdout.str()
 
 

@@ -433,7 +433,7 @@ def test_a_cosine_loss_at_a_zero_target_is_caught_at_its_division(package, tmp_p
     if package == "keras":
         report = json.loads((snapshot / "report.json").read_text())
         [finding] = [c for c in report["checks"] if c["check"] == "non-finite"]
-        assert finding["location"].endswith("more_real_cases.py:12")
+        assert finding["location"].endswith("more_real_cases.py:13")
         assert "RealDiv(-0, 0)" in finding["message"] and "divide_no_nan" in finding["message"]
 
 
