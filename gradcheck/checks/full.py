@@ -206,7 +206,8 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
                   **where)
         return found
     _settle_doubts(ctx, analysis, k, block)
-    analysis.fd[k] = with_crossed_kinks(ctx, analysis, k, block)
+    analysis.fd[k] = with_crossed_kinks(ctx, analysis.fd[k], analysis.evaluator.slot_index,
+                                        analysis.steps, bool(analysis.precise), k, block)
     kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], output, slot, analysis.probe,
                                    functools.partial(_kink_site, ctx, analysis))
     analysis.kink_masks[k] = kinks

@@ -4,7 +4,6 @@ followed across the step, where a failing element's differences disagree with it
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,23 +12,20 @@ from gradcheck.numerics import differences, float32, judging
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.tf.neighbourhood import gradients_along
 
-if TYPE_CHECKING:
-    from gradcheck.checks.full import SourceAnalysis
-
-
 # Failing elements whose derivative is followed across the step, worst first: each costs one
 # backward pass per point the differences stepped to. More failures than this are not taken for
 # kinks the steps crossed.
 KINK_PROBES = 16
 
 
-def with_crossed_kinks(ctx: CheckContext, analysis: SourceAnalysis, k: int,
+def with_crossed_kinks(ctx: CheckContext, fd: FiniteDifference, slot_index: int,
+                       steps: np.ndarray, precise: bool, k: int,
                        block: np.ndarray) -> FiniteDifference:
     """Output k's differences, with the failing elements where autodiff itself changes across
     the step enough to explain them marked as kinks: the step crossed a kink too shallow for
     second differences to show above rounding (float32 ReLUs that batch normalisation centres
     on 0)."""
-    fd, slot, output = analysis.fd[k], analysis.slot, ctx.outputs[k]
+    slot, output = ctx.program.slots[slot_index], ctx.outputs[k]
     if slot.complex_dtype or output.complex_dtype:
         return fd
     allowed = judging.allowed_errors(block, fd.jacobian, ctx.fd_tolerance, fd.error_estimate)
@@ -39,14 +35,14 @@ def with_crossed_kinks(ctx: CheckContext, analysis: SourceAnalysis, k: int,
     count = int(np.count_nonzero(failing))
     if count == 0 or count > KINK_PROBES:
         return fd
-    factors = float32.FACTORS if analysis.precise else differences.STEP_FACTORS
-    steps, rank = analysis.steps.reshape(-1), len(output.shape)
+    factors = float32.FACTORS if precise else differences.STEP_FACTORS
+    steps, rank = steps.reshape(-1), len(output.shape)
     crossed = np.zeros_like(failing)
     for flat in np.argsort(-np.where(failing, excess, 0.0), axis=None)[:count]:
         index = tuple(int(i) for i in np.unravel_index(flat, block.shape))
         element = int(np.ravel_multi_index(index[rank:], slot.shape)) if slot.shape else 0
         moves = np.asarray(factors) * float(steps[element])
-        rows = gradients_along(ctx.program, analysis.evaluator.slot_index, k, index[:rank],
+        rows = gradients_along(ctx.program, slot_index, k, index[:rank],
                                element, moves.tolist())
         if rows is None:
             return fd
