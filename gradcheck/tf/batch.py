@@ -1,7 +1,9 @@
-"""Evaluating f at many values of one argument: vectorised (tf.vectorized_map) or one by one."""
+"""Evaluating f at many values of one argument: vectorised (tf.vectorized_map), one by one
+through a traced f, or one by one eagerly."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,6 +61,9 @@ class BatchEvaluator:
         self.strategy = "vectorised" if usable and not self.few_elements else "loop"
         self.fallback_reason: PointByPoint | None = None if usable else PointByPoint(
             slot.name, variable=slot.is_variable)
+        # f traced for one point: None until tracing pays, False once it failed or disagreed.
+        self.traced_point: Any = None if program.evaluation.vectorise else False
+        self.eager_seconds: float | None = None
 
     def _outputs_of(self, result: Any) -> list[Any]:
         tf = tensorflow()
@@ -145,13 +150,74 @@ class BatchEvaluator:
     def _evaluate_loop(self, points: np.ndarray) -> list[np.ndarray]:
         slot = self.program.slots[self.slot_index]
         collected: list[list[np.ndarray]] = [[] for _ in self.output_indices]
-        for point in points:
+        for n, point in enumerate(points):
+            if n and self._tracing_pays(len(points) - n):
+                traced = self._evaluate_traced(points[n:], points[n - 1],
+                                               [bucket[-1] for bucket in collected])
+                if traced is not None:
+                    for bucket, rest in zip(collected, traced):
+                        bucket.extend(rest)
+                    break
+            started = time.perf_counter()
             for bucket, output in zip(collected, self._evaluate_point(slot, point)):
                 bucket.append(output)
+            self.eager_seconds = time.perf_counter() - started
         return [
             np.stack(b) if b else np.zeros((0, *c.shape))
             for b, c in zip(collected, self.centre_outputs)
         ]
+
+    def _tracing_pays(self, left: int) -> bool:
+        """Whether the calls left would take long enough eagerly that f traced once pays (a
+        Keras model's eager call costs ten times its traced one; a small f's does not)."""
+        seconds = self.eager_seconds
+        return (self.traced_point is not False and seconds is not None
+                and seconds > TRACED_CALL_MIN_SECONDS and left * seconds > TRACING_PAYS_SECONDS)
+
+    def _point_function(self) -> Any:
+        tf = tensorflow()
+        slot = self.program.slots[self.slot_index]
+
+        def at(point: Any) -> list[Any]:
+            if slot.is_variable:
+                slot.value.assign(point)
+                return self._outputs_of(self.program.call())
+            return self._outputs_of(self.program.call({self.slot_index: point}))
+
+        return tf.function(at, input_signature=[tf.TensorSpec(slot.shape, slot.dtype)],
+                           autograph=False).get_concrete_function()
+
+    def _evaluate_traced(self, points: np.ndarray, eager_point: np.ndarray,
+                         eager_outputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """f at each point through one trace of f, or None (then the loop goes on eagerly)
+        when f cannot be traced, or when the traced f disagrees with eager f at the given
+        point or in its change to the last point evaluated eagerly."""
+        tf = tensorflow()
+        slot = self.program.slots[self.slot_index]
+        original = slot.value.numpy()
+        self.program.announce(Phase(f"the evaluation of f traced by tf.function at {len(points)}"
+                                    f" values of {slot.name}"))
+        try:
+            first_use = self.traced_point is None
+            if first_use:
+                self.traced_point = self._point_function()
+                points = np.concatenate([original[None], eager_point[None], points])
+            rows = [self.traced_point(tf.constant(point, dtype=slot.dtype)) for point in points]
+            arrays = [np.stack([np.asarray(v, dtype=np.float64) for v in column])
+                      for column in zip(*rows)]
+            if first_use:
+                eps = machine_eps(self.program.compute_dtype)
+                _require_agreement(arrays, 0, self.centre_outputs, eps)
+                _require_same_change([a[:2] for a in arrays], eager_outputs,
+                                     self.centre_outputs, eps)
+                arrays = [a[2:] for a in arrays]
+            return arrays
+        except Exception:  # noqa: BLE001 - f that cannot be traced is evaluated eagerly
+            self.traced_point = False
+            return None
+        finally:
+            if slot.is_variable:
+                slot.value.assign(original)
 
     def evaluate_perturbations(
         self, h: np.ndarray, factors: tuple[float, ...] = STEP_FACTORS,
@@ -182,6 +248,10 @@ class BatchEvaluator:
 # most about 100 points (float32's 6 per element), and tracing vectorized_map took as long as
 # 120 calls of a small f (measured on twenty 3-element functions).
 EAGER_ELEMENTS = 16
+
+# f is traced for the points left when their eager calls would take longer than this, each
+# call at least this long (a traced call costs about 0.2 ms however small f is).
+TRACING_PAYS_SECONDS, TRACED_CALL_MIN_SECONDS = 0.1, 0.001
 
 # How much larger than its input and outputs one vectorised evaluation may grow in memory.
 BATCH_OVERHEAD = 16
