@@ -73,8 +73,8 @@ def _gradient_context(ctx: CheckContext, recording: Recording) -> CheckContext:
     outputs = tuple(k for k, leaf in enumerate(recording.outputs) if leaf.differentiable)
     upstreams = tuple(rng.standard_normal(recording.outputs[k].shape) for k in outputs)
     options = replace(ctx.options, kinds=GRADIENT_KINDS, upstream=())
-    return CheckContext(recording, options, ctx.tolerance, ctx.tolerance_dtype, upstreams,
-                        outputs)
+    return CheckContext(recording, options, ctx.settings, ctx.tolerance, ctx.tolerance_dtype,
+                        upstreams, outputs)
 
 
 def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:
