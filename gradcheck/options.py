@@ -10,7 +10,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gradcheck.errors import UsageError
-from gradcheck.report import Kind, format_size
+from gradcheck.report import Kind
+from gradcheck.spelling import format_size
 
 # second-order runs only with order=2; hessian (scalar f only) only in `gradcheck hessian`.
 ALL_KINDS = frozenset(Kind) - {Kind.HESSIAN}

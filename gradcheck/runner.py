@@ -12,9 +12,10 @@ from typing import Any
 from gradcheck.errors import ExitCode, Interrupted
 from gradcheck.isolation import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.load.config import CheckConfig
-from gradcheck.options import DEFAULT_MAX_MEMORY, format_size
+from gradcheck.options import DEFAULT_MAX_MEMORY
 from gradcheck.report import CheckOutcome, RunResult
 from gradcheck.run_settings import RunSettings
+from gradcheck.spelling import format_size
 from gradcheck.workers import status_kib
 
 _SESSIONS = itertools.count()

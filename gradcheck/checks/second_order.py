@@ -31,7 +31,8 @@ from gradcheck.evidence.second_order import (
 )
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance
-from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status, format_index
+from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
+from gradcheck.spelling import format_index
 from gradcheck.tf.gaps import (
     MissingSecondOrder,
     forward_op_location,

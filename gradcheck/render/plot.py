@@ -20,7 +20,8 @@ from gradcheck.render.blocks import (
     slug,
 )
 from gradcheck.render.pooling import drawn_matrices, tile_of
-from gradcheck.report import Report, format_index
+from gradcheck.report import Report
+from gradcheck.spelling import format_index
 
 PLOT_MISSING = "--plot needs matplotlib: pip install 'gradcheck[plot]'"
 PANELS = ("autodiff", "finite_difference", "excess")
