@@ -15,6 +15,7 @@ import pytest
 from click.testing import Result
 
 import gradcheck
+from gradcheck.cli.command_options import CommandOptions
 from gradcheck.cli.commands import cli
 from gradcheck.cli.flags import output_options
 from gradcheck.errors import ExitCode, UsageError
@@ -181,3 +182,16 @@ def test_the_users_options_hold_no_run_state_and_a_runs_callbacks_stay_in_its_pr
     assert (sent.keep_blocks, sent.vectorise, sent.progress, sent.phase) == (True, False, None,
                                                                              None)
     assert settings.phase is not None and settings.progress is not None  # the sender's own
+
+
+@pytest.mark.parametrize("command", CHECK_COMMANDS)
+def test_every_flag_of_a_check_command_is_read_into_its_typed_options(command: str) -> None:
+    arguments = ["m:f", "--path", "src", "-i", "[1.0]", "--plot", "pictures", "--format", "json",
+                 "-q", "--atol", "0.5"]
+    params = cli.commands[command].make_context(command, arguments).params
+    options = CommandOptions.from_click({k: v for k, v in params.items() if k != "target"})
+    typed = {f.name for f in dataclasses.fields(CommandOptions)}
+    assert set(params) - {"target"} - _output_params() - typed - set(options.values) == set()
+    assert (options.path, options.input_specs, options.plot_dir) == ("src", ("[1.0]",), "pictures")
+    assert (options.output.format.name, options.output.quiet) == ("json", True)
+    assert options_from(command, options.values).atol == 0.5
