@@ -33,6 +33,12 @@ class RunSettings:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "progress": None, "phase": None}
 
+    def __copy__(self) -> RunSettings:
+        return self  # frozen: a copy keeps its callbacks (only pickling leaves them behind)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RunSettings:
+        return self
+
     def reporting_to(self, phase: Callable[[Phase | str], None] | None,
                      progress: Callable[[str, int, int], None] | None) -> RunSettings:
         """These settings, telling `phase` and `progress` as the run advances."""

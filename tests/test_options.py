@@ -3,6 +3,7 @@ Python API from it, and a bad value is refused in the same words whatever the en
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import pickle
@@ -182,6 +183,7 @@ def test_the_users_options_hold_no_run_state_and_a_runs_callbacks_stay_in_its_pr
     assert (sent.keep_blocks, sent.vectorise, sent.progress, sent.phase) == (True, False, None,
                                                                              None)
     assert settings.phase is not None and settings.progress is not None  # the sender's own
+    assert copy.deepcopy(settings).phase is settings.phase  # a copy in this process keeps them
 
 
 @pytest.mark.parametrize("command", CHECK_COMMANDS)
