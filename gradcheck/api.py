@@ -98,8 +98,7 @@ def check(
     return _run(call, options, RunSettings(keep_blocks=keep_blocks), isolate)
 
 
-def _run(call: Call, options: CheckOptions, settings: RunSettings,
-         isolate: bool) -> Report:
+def _run(call: Call, options: CheckOptions, settings: RunSettings, isolate: bool) -> Report:
     """check() in a worker process, or in this one, which no time limit can stop."""
     if isolate:
         return _check_isolated(call, options, settings)
@@ -141,8 +140,7 @@ def callable_label(f: Callable[..., Any], qualified: bool = True) -> str:
     return type(f).__name__
 
 
-def _check_isolated(call: Call, options: CheckOptions, settings: RunSettings
-                    ) -> Report:
+def _check_isolated(call: Call, options: CheckOptions, settings: RunSettings) -> Report:
     """check() in a worker process; its errors are raised here, as check() would raise them."""
     import pickle
 
