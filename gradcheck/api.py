@@ -13,6 +13,10 @@ from gradcheck.load.inputs import Arguments, resolve_arguments
 from gradcheck.options import ALL_KINDS, CheckOptions, default
 from gradcheck.pipeline import check_callable, check_target, compared_with, load_any
 from gradcheck.report import Report
+from gradcheck.run_settings import DEFAULT_RUN, RunSettings
+
+# What check_here is called with before its options: f, args, kwargs, path, instrument.
+Call = tuple[Callable[..., Any] | str, tuple[Any, ...], dict[str, Any], str, bool]
 
 
 def _is_numeric_nest(value: Any) -> bool:
@@ -88,22 +92,28 @@ def check(
         surrogates=frozenset(surrogates), wrt=wrt, order=order, training=training,
         loss_scale=loss_scale, strategy=strategy, against=against,
         accumulate=accumulate,
-        compiled=compiled, timeout=timeout, keep_blocks=keep_blocks,
+        compiled=compiled, timeout=timeout,
     )
     call = (f, tuple(args), dict(kwargs or {}), path, instrument)
+    return _run(call, options, RunSettings(keep_blocks=keep_blocks), isolate)
+
+
+def _run(call: Call, options: CheckOptions, settings: RunSettings, isolate: bool) -> Report:
+    """check() in a worker process, or in this one, which no time limit can stop."""
     if isolate:
-        return _check_isolated(call, options)
-    if timeout is not None:
+        return _check_isolated(call, options, settings)
+    if options.timeout is not None:
         raise ValueError("timeout= needs isolate=True (only a worker process can be stopped)")
-    return check_here(*call, options)
+    return check_here(*call, options, settings)
 
 
 def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[str, Any],
-               path: str, instrument: bool, options: CheckOptions) -> Report:
+               path: str, instrument: bool, options: CheckOptions,
+               settings: RunSettings = DEFAULT_RUN) -> Report:
     """check() in this process, with its options already gathered."""
     arguments = Arguments(args, kwargs, "gradcheck.check")
     if not isinstance(f, str):
-        report = check_callable(f, lambda: arguments, options, callable_label(f),
+        report = check_callable(f, lambda: arguments, options, settings, callable_label(f),
                                 instrument=instrument)
         if options.against is None:
             return report
@@ -113,7 +123,7 @@ def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[
     given = arguments if args or kwargs else None
     return check_target(
         f, path, options,
-        lambda target: given or resolve_arguments(target.name, target.module),
+        lambda target: given or resolve_arguments(target.name, target.module), settings,
         instrument=instrument)
 
 
@@ -130,7 +140,7 @@ def callable_label(f: Callable[..., Any], qualified: bool = True) -> str:
     return type(f).__name__
 
 
-def _check_isolated(call: tuple[Any, ...], options: CheckOptions) -> Report:
+def _check_isolated(call: Call, options: CheckOptions, settings: RunSettings) -> Report:
     """check() in a worker process; its errors are raised here, as check() would raise them."""
     import pickle
 
@@ -147,7 +157,7 @@ def _check_isolated(call: tuple[Any, ...], options: CheckOptions) -> Report:
     target = f if isinstance(f, str) else callable_label(f)
     result = run_jobs([Job(check_here, call, options, name=name, target=target,
                            timeout=options.timeout, timeout_flag="timeout",
-                           memory_limit=memory_cap(options.max_memory))])[0]
+                           memory_limit=memory_cap(options.max_memory), settings=settings)])[0]
     if result.error is not None:
         raise result.error
     assert result.report is not None

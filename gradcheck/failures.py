@@ -16,7 +16,8 @@ from pathlib import Path
 from gradcheck.errors import FunctionError, GradcheckError, InputError, InternalError
 from gradcheck.evidence import Location
 from gradcheck.load.locations import format_location, is_user_file
-from gradcheck.options import format_size, memory_cap_rule
+from gradcheck.options import memory_cap_rule
+from gradcheck.spelling import format_size
 
 _GRADCHECK_DIR = Path(__file__).resolve().parent
 _STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())

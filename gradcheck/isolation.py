@@ -281,10 +281,10 @@ class _Supervisor:
 
     def _retry(self, index: int, job: Job, error: GradcheckError, seconds: float) -> None:
         """Run the job again without vectorisation in a new worker (unless it was off)."""
-        if not job.options.vectorise:
+        if not job.settings.vectorise:
             self._finish(index, None, error, seconds)
             return
-        retry = dataclasses.replace(job, options=dataclasses.replace(job.options, vectorise=False))
+        retry = dataclasses.replace(job, settings=job.settings.without_vectorisation())
         self.retries[index] = (retry, error.message)
         _tell(self.events.notice, index, f"{error.message}; checking again without vectorisation")
         fresh = WorkerProcess(self.with_main, threads_per_worker(self.parallel))

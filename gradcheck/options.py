@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
-from gradcheck.errors import Phase, UsageError
-from gradcheck.report import Kind, format_size
+from gradcheck.errors import UsageError
+from gradcheck.report import Kind
+from gradcheck.spelling import format_size
 
 # second-order runs only with order=2; hessian (scalar f only) only in `gradcheck hessian`.
 ALL_KINDS = frozenset(Kind) - {Kind.HESSIAN}
@@ -276,9 +277,10 @@ def option_problem(name: str, value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class CheckOptions:
-    """How to check, validated once here whether it came from a flag, the configuration or
-    an API keyword (OPTIONS above names each), and the run's plumbing that travels with it to
-    the worker: keep_blocks, vectorise and the progress and phase callbacks."""
+    """What the user asked of the check, validated once here whether it came from a flag, the
+    configuration or an API keyword (OPTIONS above names each). How the run goes (kept
+    blocks, vectorisation, the progress and phase callbacks) travels beside it, in a
+    RunSettings (gradcheck.run_settings)."""
 
     upstream: tuple[Any, ...] = ()
     atol: float | None = default("atol")
@@ -313,15 +315,6 @@ class CheckOptions:
     against: str | None = default("against")
     # Seconds the worker process running the check may take (the parent enforces it).
     timeout: float | None = default("timeout")
-    # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).
-    keep_blocks: bool = False
-    # False: never vectorise (pfor, vectorized_map), e.g. after TensorFlow crashed doing so.
-    vectorise: bool = True
-    # Called as progress(task, done, total) as work advances; the core never prints.
-    progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
-    # Called with what is about to run (the vectorised tape.jacobian of y with respect to x,
-    # ...), so that a crash or a time-out in native code can be reported with its phase.
-    phase: Callable[[Phase | str], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         """The one validation of every entry point (command line, configuration, Python API)."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gradcheck.options import default
+from gradcheck.run_settings import DEFAULT_RUN, RunSettings
 
 if TYPE_CHECKING:
     from gradcheck.load.inputs import Arguments
@@ -59,6 +60,8 @@ class TargetRequest:
 def check_request(
     request: TargetRequest,
     options: CheckOptions,
+    settings: RunSettings = DEFAULT_RUN,
+    *,
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Report:
     """Load, bind inputs, check. Raises GradcheckError subclasses for exit codes 2 and 3."""
@@ -82,7 +85,7 @@ def check_request(
         )
 
     return check_target(request.target, request.path, replace(options, upstream=tuple(upstream)),
-                        arguments_for, instrument=request.instrument,
+                        arguments_for, settings, instrument=request.instrument,
                         import_context=import_context)
 
 
@@ -110,6 +113,7 @@ def check_target(
     path: str,
     options: CheckOptions,
     arguments_for: Callable[[Target], Arguments],
+    settings: RunSettings,
     *,
     instrument: bool = True,
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
@@ -131,7 +135,7 @@ def check_target(
 
         report = Report(spec, (), (), (unsaved_gradients_result(unsaved, found.missing_op),))
     else:
-        report = check_callable(target.function, lambda: arguments, options, spec,
+        report = check_callable(target.function, lambda: arguments, options, settings, spec,
                                 instrument=instrument)
     if original is None or found is None:
         return report
@@ -159,7 +163,8 @@ def _vjp(function: Callable[..., Any], arguments: Arguments, options: CheckOptio
 
 
 def check_callable(function: Callable[..., Any], arguments: Callable[[], Arguments],
-                   options: CheckOptions, label: str, *, instrument: bool = True) -> Report:
+                   options: CheckOptions, settings: RunSettings, label: str, *,
+                   instrument: bool = True) -> Report:
     """A function, a Keras layer or model (called with training=True under --training), or
     a factory of one, at the given arguments; every custom gradient it calls is observed
     (however it was defined or imported) unless `instrument` is False."""
@@ -176,8 +181,8 @@ def check_callable(function: Callable[..., Any], arguments: Callable[[], Argumen
 
     with observing_custom_gradients(instrument) as observer:
         function, notes = keras_target(function, options.training)
-        report = diagnose(function, name_arguments(function, arguments()), options, label,
-                          observer)
+        report = diagnose(function, name_arguments(function, arguments()), options, settings,
+                          label, observer)
     return replace(report, notes=tuple(notes) + report.notes) if notes else report
 
 
@@ -213,7 +218,8 @@ def _user_module(entry: Mapping[str, Any], search_path: str) -> Any:
     return import_module(file, search_path)
 
 
-def check_snapshot(directory: str, path: str, options: CheckOptions) -> Report:
+def check_snapshot(directory: str, path: str, options: CheckOptions,
+                   settings: RunSettings = DEFAULT_RUN) -> Report:
     """The training loss at a snapshot's batch and weights, checked as `gradcheck check` would:
     its model reloaded in safe mode, the user's modules imported by name (never code from the
     snapshot itself)."""
@@ -260,7 +266,7 @@ def check_snapshot(directory: str, path: str, options: CheckOptions) -> Report:
         function = training_loss
         arguments = Arguments((model,), dict(zip(snapshot.batch_keys, batch)), "snapshot")
     label = f"{directory} (step {snapshot.step}: {snapshot.trigger.message})"
-    report = check_callable(function, lambda: arguments, options, label)
+    report = check_callable(function, lambda: arguments, options, settings, label)
     if HEALTH_FILE not in snapshot.files:
         return report
     from gradcheck.checks.health import health_results

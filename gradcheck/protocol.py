@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gradcheck.errors import GradcheckError, Phase
+from gradcheck.run_settings import DEFAULT_RUN, RunSettings
 
 if TYPE_CHECKING:
     from gradcheck.options import CheckOptions
@@ -16,10 +17,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Job:
-    """One check: `function(*args, options)` returns its Report, in a worker.
+    """One check: `function(*args, options, settings)` returns its Report, in a worker.
 
     `function` must be importable by name (a module-level function); `name` is the user's
-    function and `target` the TARGET as written, both for messages.
+    function and `target` the TARGET as written, both for messages. `options` are what the
+    user asked, `settings` how the run goes (its callbacks stay behind: the worker reports
+    through its own).
     """
 
     function: Callable[..., Report]
@@ -32,6 +35,7 @@ class Job:
     memory_limit: int | None = None
     # Jobs of one session (a `gradcheck run`) that share a worker share its loaded modules.
     session: str | None = None
+    settings: RunSettings = DEFAULT_RUN
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 from typing import Any
 
 from gradcheck.errors import ExitCode
@@ -11,15 +10,9 @@ from gradcheck.evidence import Evidence, Location, public_fields
 from gradcheck.evidence.causes import Facts
 from gradcheck.evidence.explain import Explanation
 from gradcheck.evidence.notes import Note
+from gradcheck.spelling import Spelled
 
 VERSION = "0.1.0"
-
-
-class Spelled(str, enum.Enum):
-    """An enum that is its JSON spelling: compares equal to it and prints as it."""
-
-    def __str__(self) -> str:
-        return str(self.value)
 
 
 class Status(Spelled):
@@ -61,20 +54,6 @@ STATUSES = tuple(Status)
 FAILING_STATUSES = frozenset({Status.FAIL, Status.ERROR})
 # Worst first: used to sort rows and to pick a summary status.
 STATUS_RANK = {Status.ERROR: 0, Status.FAIL: 1, Status.WARN: 2, Status.SKIP: 3, Status.PASS: 4}
-
-
-def format_index(index: tuple[int, ...] | None, separator: str = ", ") -> str:
-    """[1, 0] for an element index; empty for none."""
-    return "" if index is None else "[" + separator.join(str(i) for i in index) + "]"
-
-
-def format_size(size: float) -> str:
-    """512B, 1.5KiB, 2.0GiB...: bytes in binary units, one decimal above a KiB."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024:
-            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
-        size /= 1024
-    return f"{size:.1f}PiB"
 
 
 class Relation(Spelled):

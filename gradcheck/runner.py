@@ -12,8 +12,10 @@ from typing import Any
 from gradcheck.errors import ExitCode, Interrupted
 from gradcheck.isolation import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.load.config import CheckConfig
-from gradcheck.options import DEFAULT_MAX_MEMORY, format_size
+from gradcheck.options import DEFAULT_MAX_MEMORY
 from gradcheck.report import CheckOutcome, RunResult
+from gradcheck.run_settings import RunSettings
+from gradcheck.spelling import format_size
 from gradcheck.workers import status_kib
 
 _SESSIONS = itertools.count()
@@ -31,11 +33,11 @@ def check_job(check: CheckConfig, timeout: float | None = None,
         shapes=check.shape, inputs_attr=check.inputs, upstream_specs=check.upstream,
     )
     own = check.timeout is not None
-    options = dataclasses.replace(check.options, keep_blocks=keep_blocks)
-    return Job(check_request, (request,), options,
+    return Job(check_request, (request,), check.options,
                name=check.target.rpartition(":")[2], target=check.target,
                timeout=check.timeout if own else timeout, timeout_flag="timeout" if own
-               else "--timeout", memory_limit=memory_cap(DEFAULT_MAX_MEMORY), session=session)
+               else "--timeout", memory_limit=memory_cap(DEFAULT_MAX_MEMORY), session=session,
+               settings=RunSettings(keep_blocks=keep_blocks))
 
 
 def outcome_of(check: CheckConfig, result: JobResult) -> CheckOutcome:

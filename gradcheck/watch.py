@@ -120,8 +120,8 @@ class Watch:
         raise AttributeError(name)
 
     def on_train_begin(self, logs: Any = None) -> None:
-        from gradcheck.tf.training import WatchedFit
         from gradcheck.tf.variables import weight_path
+        from gradcheck.tf.watched_fit import WatchedFit
 
         self.stopped = False
         if self.model.optimizer is None:

@@ -112,7 +112,7 @@ def _run(job: Any, channel: Channel) -> Outcome:
     from gradcheck.errors import GradcheckError
     from gradcheck.failures import unexpected_error
 
-    options = dataclasses.replace(job.options, phase=channel.phase, progress=channel.progress)
+    settings = job.settings.reporting_to(channel.phase, channel.progress)
     stop = threading.Event()
     if job.timeout is not None:
         threading.Thread(target=_watch, daemon=True, args=(
@@ -120,7 +120,7 @@ def _run(job: Any, channel: Channel) -> Outcome:
     start = time.perf_counter()
     try:
         channel.phase(f"the loading of {job.target} and its inputs")
-        report = job.function(*job.args, options)
+        report = job.function(*job.args, job.options, settings)
         return Outcome(report, None, time.perf_counter() - start)
     except GradcheckError as error:
         return Outcome(None, error, time.perf_counter() - start)

@@ -192,8 +192,7 @@ class WorkerProcess:
         self.clock_from = min(clock_from, now)
         # The worker is told the time left, so that it knows when its last second begins.
         left = None if job.timeout is None else job.timeout - (now - self.clock_from)
-        sent = dataclasses.replace(job, timeout=left, options=dataclasses.replace(
-            job.options, phase=None, progress=None))
+        sent = dataclasses.replace(job, timeout=left)  # pickled without its callbacks
         environ = {"TF_CPP_MIN_LOG_LEVEL": "3", **os.environ}  # as gradcheck.tf.runtime does
         self.connection.send(RunCheck(sent, os.getcwd(), environ))
         self.index, self.job, self.sent_at = index, job, now

@@ -23,6 +23,7 @@ from gradcheck.options import CheckOptions, options_from
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.sentences.notes import RETRY_NOTE
 from gradcheck.report import Report
+from gradcheck.run_settings import RunSettings
 from tests.conftest import FIXTURES, notes
 
 BAD = FIXTURES / "bad"
@@ -100,14 +101,15 @@ def test_the_float32_expm_of_issue_11_ends_with_a_verdict(in_fixtures: Path,
     assert "Error: " in result.stderr and "vectorisation off" in crash_notes[0], crash_notes
 
 
-def crashes_while_vectorising(vectorised: bool, target: str, options: CheckOptions) -> Report:
+def crashes_while_vectorising(vectorised: bool, target: str, options: CheckOptions,
+                              settings: RunSettings) -> Report:
     """Aborts in a phase whose text says "vectorised", flagged `vectorised` or not; without
     vectorisation it checks `target`."""
-    assert options.phase is not None
-    options.phase(Phase("the vectorised-sounding evaluation", vectorised=vectorised))
-    if options.vectorise:
+    assert settings.phase is not None
+    settings.phase(Phase("the vectorised-sounding evaluation", vectorised=vectorised))
+    if settings.vectorise:
         os.abort()
-    return check_request(TargetRequest(target=target), options)
+    return check_request(TargetRequest(target=target), options, settings)
 
 
 @pytest.mark.parametrize("vectorised", [True, False])

@@ -3,8 +3,10 @@ Python API from it, and a bad value is refused in the same words whatever the en
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,11 +16,13 @@ import pytest
 from click.testing import Result
 
 import gradcheck
+from gradcheck.cli.command_options import CommandOptions
 from gradcheck.cli.commands import cli
 from gradcheck.cli.flags import output_options
 from gradcheck.errors import ExitCode, UsageError
 from gradcheck.load.config import CHECK_KEYS, OWN_KEYS, parse_config
 from gradcheck.options import OPTIONS, SPECS, CheckOptions, OptionError, OptionSpec, options_from
+from gradcheck.run_settings import RunSettings
 
 Run = Callable[..., Result]
 CHECK_COMMANDS = ("check", "jacobian", "vjp", "hessian")
@@ -26,7 +30,7 @@ FIELDS = {f.name for f in dataclasses.fields(CheckOptions)}
 # What only one entry point has: how the API is called, what the command line writes.
 API_ONLY = {"f", "args", "kwargs", "kinds", "keep_blocks", "isolate"}
 CLI_ONLY = {"target", "plot_dir", "save_file"}
-INTERNAL_FIELDS = {"kinds", "keep_blocks", "vectorise", "progress", "phase"}
+INTERNAL_FIELDS = {"kinds"}
 # A value other than the default for each option, as the configuration gives it.
 SAMPLES: dict[str, Any] = {
     "input": ["[1.0]"], "shape": [[2]], "inputs": "m:g", "path": "src", "seed": 3,
@@ -166,3 +170,30 @@ def test_a_check_configured_for_hessian_gets_its_kinds_and_second_order() -> Non
     check = _config_check("command", "hessian")
     assert check.options == options_from("hessian", {})
     assert check.options.order == 2 and "hessian" in check.options.kinds
+
+
+def test_the_users_options_hold_no_run_state_and_a_runs_callbacks_stay_in_its_process() -> None:
+    run_state = {f.name for f in dataclasses.fields(RunSettings)}
+    assert run_state == {"keep_blocks", "vectorise", "progress", "phase"}
+    assert not run_state & FIELDS
+    told: list[Any] = []
+    settings = RunSettings(keep_blocks=True, vectorise=False, progress=lambda *a: None,
+                           phase=told.append)
+    sent = pickle.loads(pickle.dumps(settings))  # as a Job travels to a worker process
+    assert (sent.keep_blocks, sent.vectorise, sent.progress, sent.phase) == (True, False, None,
+                                                                             None)
+    assert settings.phase is not None and settings.progress is not None  # the sender's own
+    assert copy.deepcopy(settings).phase is settings.phase  # a copy in this process keeps them
+
+
+@pytest.mark.parametrize("command", CHECK_COMMANDS)
+def test_every_flag_of_a_check_command_is_read_into_its_typed_options(command: str) -> None:
+    arguments = ["m:f", "--path", "src", "-i", "[1.0]", "--plot", "pictures", "--format", "json",
+                 "-q", "--atol", "0.5"]
+    params = cli.commands[command].make_context(command, arguments).params
+    options = CommandOptions.from_click({k: v for k, v in params.items() if k != "target"})
+    typed = {f.name for f in dataclasses.fields(CommandOptions)}
+    assert set(params) - {"target"} - _output_params() - typed - set(options.values) == set()
+    assert (options.path, options.input_specs, options.plot_dir) == ("src", ("[1.0]",), "pictures")
+    assert (options.output.format.name, options.output.quiet) == ("json", True)
+    assert options_from(command, options.values).atol == 0.5

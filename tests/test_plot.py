@@ -37,6 +37,7 @@ from gradcheck.report import (
     RunResult,
     TensorInfo,
 )
+from gradcheck.run_settings import RunSettings
 from tests.conftest import fixture_target
 
 pytest.importorskip("matplotlib")
@@ -45,7 +46,8 @@ pytest.importorskip("matplotlib")
 def kept(name: str, function: str = "f") -> Report:
     """A real report of a fixture, with every Jacobian block kept."""
     return check_request(TargetRequest(target=fixture_target(name, function)),
-                         options_from("check", {}, keep_blocks=True))
+                         options_from("check", {}),
+                         RunSettings(keep_blocks=True))
 
 
 @pytest.fixture(scope="module")

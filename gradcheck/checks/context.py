@@ -1,8 +1,8 @@
-"""What every check reads (f recorded, options, tolerance, upstreams) and how it reports."""
+"""What every check reads (f recorded, options, run settings, tolerance, upstreams) and how it
+reports."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,7 @@ from gradcheck.evidence.notes import Note
 from gradcheck.numerics.tolerances import Tolerance, fd_tolerance
 from gradcheck.options import CheckOptions
 from gradcheck.report import Block, CheckResult, Kind, Status
+from gradcheck.run_settings import RunSettings
 from gradcheck.tf.program import Evaluation, OutputLeaf, Program
 from gradcheck.tf.recording import Recording
 
@@ -25,6 +26,7 @@ class CheckContext:
 
     recording: Recording
     options: CheckOptions
+    settings: RunSettings
     tolerance: Tolerance
     tolerance_dtype: str
     upstreams: tuple[np.ndarray, ...]
@@ -51,12 +53,6 @@ class CheckContext:
 
     def wants(self, kind: Kind) -> bool:
         return kind in self.options.kinds
-
-    def progress(self, task: str) -> Callable[[int, int], None] | None:
-        report = self.options.progress
-        if report is None:
-            return None
-        return lambda done, total: report(task, done, total)
 
 
 @dataclass

@@ -97,6 +97,7 @@ class FastChecker:
 
     def run(self) -> Findings:
         options, findings = self.ctx.options, self.findings
+        tell = self.ctx.settings.task_progress("fast mode: random projections")
         probes = max(1, options.probes)
         rng = np.random.default_rng((options.seed, FAST_STREAM))
         outputs = self.ctx.diff_outputs
@@ -120,8 +121,8 @@ class FastChecker:
             along = Along(outputs, upstreams, {i: directions[i] for i in usable}, gradients)
             probe = Probe(p, along, self.project(along))
             results.append(probe)
-            if options.progress is not None:
-                options.progress("fast mode: random projections", p + 1, probes)
+            if tell is not None:
+                tell(p + 1, probes)
             if not probe.result.ok:  # one failing probe decides; narrowing it down is next
                 break
             probe.along = None

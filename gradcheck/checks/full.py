@@ -118,7 +118,8 @@ def analyse(ctx: CheckContext, slot_index: int) -> tuple[SourceAnalysis, list[No
         return _analyse_float32(ctx, slot_index, evaluator, centres)
     h = differences.step_sizes(x, ctx.program.compute_dtype, ctx.options.eps)
     evaluations = evaluator.evaluate_perturbations(
-        h, differences.FIRST_FACTORS, progress=ctx.progress(f"finite differences for {slot.name}"))
+        h, differences.FIRST_FACTORS,
+        progress=ctx.settings.task_progress(f"finite differences for {slot.name}"))
     fd = {k: differences.central_difference(values, centre, h, ctx.outputs[k].dtype)
           for k, values, centre in zip(ctx.diff_outputs, evaluations, centres)}
     return _analysis(ctx, slot_index, evaluator, h, fd, evaluations, centres)
@@ -133,7 +134,8 @@ def _analyse_float32(ctx: CheckContext, slot_index: int, evaluator: BatchEvaluat
     precise = {k: float32.Float32Steps(x, float32.noise_level(values, centre))
                for k, values, centre in zip(ctx.diff_outputs, noise, centres)}
     evaluations = evaluator.evaluate_perturbations(
-        h, float32.FACTORS, progress=ctx.progress(f"finite differences for {slot.name}"))
+        h, float32.FACTORS,
+        progress=ctx.settings.task_progress(f"finite differences for {slot.name}"))
     fd = {k: float32.finite_difference(values, centre, h, precise[k])
           for k, values, centre in zip(ctx.diff_outputs, evaluations, centres)}
     analysis, notes = _analysis(ctx, slot_index, evaluator, h, fd, evaluations, centres)
@@ -212,7 +214,7 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
                                    functools.partial(_kink_site, ctx, analysis))
     analysis.kink_masks[k] = kinks
     found.extend(judged)
-    if ctx.options.keep_blocks:
+    if ctx.settings.keep_blocks:
         fd, tolerance = analysis.fd[k], ctx.fd_tolerance
         allowed = (tolerance.atol + tolerance.rtol * np.abs(fd.jacobian)
                    + tolerance.scale_rtol * judging.block_scale(fd.jacobian, block)
@@ -254,7 +256,7 @@ def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,
     analysis.refine(ctx, judging.in_doubt(np.zeros_like(fd.jacobian), fd, exact_zero,
                                           int(np.prod(slot.shape))))
     fd = analysis.fd[k]
-    if ctx.options.keep_blocks:  # autodiff None: a cut path, drawn as an empty block
+    if ctx.settings.keep_blocks:  # autodiff None: a cut path, drawn as an empty block
         found.blocks.append(Block(output.name, slot.name, None, fd.jacobian, fd.error_estimate,
                                   ctx.tolerance.atol + ERROR_ESTIMATE_SAFETY
                                   * fd.error_estimate, ctx.upstreams[position]))

@@ -11,7 +11,7 @@ import numpy as np
 from gradcheck.errors import UsageError
 from gradcheck.evidence.notes import ModeAsked, ModeReason, OverMemory, TooSlow, WithinBudgets
 from gradcheck.options import CheckOptions
-from gradcheck.report import Spelled, format_size
+from gradcheck.spelling import Spelled, format_size
 from gradcheck.tf.batch import point_bytes
 from gradcheck.tf.program import Program
 

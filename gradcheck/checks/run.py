@@ -46,6 +46,7 @@ from gradcheck.numerics.rounding import (
 from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, TensorInfo
+from gradcheck.run_settings import RunSettings
 from gradcheck.tf.binding import prepare
 from gradcheck.tf.gaps import lowest_precision_inside
 from gradcheck.tf.program import (
@@ -201,7 +202,8 @@ def _sizing_dtype(recording: Recording, diff_outputs: Sequence[int]) -> tuple[st
     return dtype, None
 
 
-def _context(recording: Recording, options: CheckOptions) -> tuple[CheckContext, list[Note]]:
+def _context(recording: Recording, options: CheckOptions, settings: RunSettings
+             ) -> tuple[CheckContext, list[Note]]:
     """Outputs to check, upstreams and the tolerance of the lowest precision involved (f's
     program then sized for it), with what the choice has to say."""
     diff_outputs = _validate_outputs(recording, function_name(recording.program.function))
@@ -212,7 +214,8 @@ def _context(recording: Recording, options: CheckOptions) -> tuple[CheckContext,
     dtype, note = _sizing_dtype(recording, diff_outputs)
     if dtype != recording.program.compute_dtype:
         recording = replace(recording, program=recording.program.in_dtype(dtype))
-    return CheckContext(recording, options, tolerance_for(dtype, options.atol, options.rtol),
+    return CheckContext(recording, options, settings,
+                        tolerance_for(dtype, options.atol, options.rtol),
                         dtype, tuple(upstreams), tuple(diff_outputs)), [note] if note else []
 
 
@@ -235,20 +238,21 @@ def _full_mode(ctx: CheckContext) -> tuple[Findings, list[tuple[SourceAnalysis, 
 
 
 def run_checks(function: Callable[..., Any], named: Sequence[NamedArgument],
-               options: CheckOptions, target_label: str) -> Report:
+               options: CheckOptions, settings: RunSettings, target_label: str) -> Report:
     """Evaluate f, compare autodiff with finite differences, and report every finding."""
-    return check_program(function, named, options, target_label)[0]
+    return check_program(function, named, options, settings, target_label)[0]
 
 
 def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
-                  options: CheckOptions, target_label: str) -> tuple[Report, Program]:
+                  options: CheckOptions, settings: RunSettings, target_label: str
+                  ) -> tuple[Report, Program]:
     """run_checks, also returning f bound to its arguments (for diagnosis to reuse)."""
     name = function_name(function)
-    evaluation = Evaluation(vectorise=options.vectorise, wrt=options.wrt, phase=options.phase)
+    evaluation = Evaluation(vectorise=settings.vectorise, wrt=options.wrt, phase=settings.phase)
     evaluation.announce(f"the first calls of {name} and its gradient")
     prepared = prepare(function, named, options.dtype, evaluation)
     evaluation.announce(f"{name} under a GradientTape")
-    ctx, sizing = _context(record(prepared.program), options)
+    ctx, sizing = _context(record(prepared.program), options, settings)
     recording, program = ctx.recording, ctx.program
     if ctx.wants(Kind.HESSIAN):
         require_scalar(ctx)

@@ -31,7 +31,8 @@ from gradcheck.evidence.second_order import (
 )
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance
-from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status, format_index
+from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
+from gradcheck.spelling import format_index
 from gradcheck.tf.gaps import (
     MissingSecondOrder,
     forward_op_location,
@@ -73,8 +74,8 @@ def _gradient_context(ctx: CheckContext, recording: Recording) -> CheckContext:
     outputs = tuple(k for k, leaf in enumerate(recording.outputs) if leaf.differentiable)
     upstreams = tuple(rng.standard_normal(recording.outputs[k].shape) for k in outputs)
     options = replace(ctx.options, kinds=GRADIENT_KINDS, upstream=())
-    return CheckContext(recording, options, ctx.tolerance, ctx.tolerance_dtype, upstreams,
-                        outputs)
+    return CheckContext(recording, options, ctx.settings, ctx.tolerance, ctx.tolerance_dtype,
+                        upstreams, outputs)
 
 
 def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:

@@ -7,10 +7,11 @@ import dataclasses
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from gradcheck.cli.command_options import CommandOptions
 from gradcheck.cli.flags import (
     check_options,
     explain_option,
@@ -20,7 +21,7 @@ from gradcheck.cli.flags import (
     run_timeout_option,
     upstream_option,
 )
-from gradcheck.cli.formats import FORMATS, JSON, TABLE, OutputFormat, report_error
+from gradcheck.cli.formats import JSON, TABLE, OutputFormat, OutputOptions, report_error
 from gradcheck.cli.group import GradcheckGroup
 from gradcheck.cli.output import annotate_run_for_github, make_console, write_artifacts
 from gradcheck.cli.paths import guard_run, guard_single
@@ -35,6 +36,10 @@ from gradcheck.errors import (
 from gradcheck.options import SPECS
 from gradcheck.render.files import write_file
 from gradcheck.report import VERSION
+
+if TYPE_CHECKING:
+    from gradcheck.options import CheckOptions
+    from gradcheck.run_settings import RunSettings
 
 # `-k` that matches nothing lists this many of the configured checks' names.
 LISTED_NAMES = 10
@@ -52,64 +57,62 @@ def cli() -> None:
     """
 
 
-def _validated(command: str, target: str, options: dict[str, Any]) -> Any:
+def _validated(command: str, target: str, options: CommandOptions
+               ) -> tuple[CheckOptions, RunSettings]:
     """Every check of the command line that needs no TensorFlow, before a worker starts: the
-    options, the TARGET's form, the output paths, shapes; the CheckOptions."""
+    options, the TARGET's form, the output paths, shapes; the CheckOptions, and the run's
+    settings (the blocks are kept when a picture, --save or the table shows them)."""
     from gradcheck import isolation
     from gradcheck.load.inputs import check_shape_fits
     from gradcheck.load.saved import validate_target
     from gradcheck.load.target import split_spec
     from gradcheck.options import options_from
+    from gradcheck.run_settings import RunSettings
 
     validate_target(target)  # a usage error answers at once, without waiting for TensorFlow
-    if options.get("against"):
+    if options.against:
         try:
-            validate_target(options["against"])
+            validate_target(options.against)
         except LoadError as exc:
-            raise InputError(f"--against {options['against']}: {exc.message}") from exc
-    if options["inputs_attr"]:
+            raise InputError(f"--against {options.against}: {exc.message}") from exc
+    if options.inputs_attr:
         try:
-            split_spec(options["inputs_attr"])
+            split_spec(options.inputs_attr)
         except LoadError as exc:
-            raise InputError(f"--inputs {options['inputs_attr']}: {exc.message}") from exc
-    check_options = options_from(
-        command, options, explain=_explain_wanted(command, options),
-        keep_blocks=bool(options["plot_dir"] or options["save_file"])
-        or FORMATS[options["output_format"]].keeps_blocks(options["quiet"]))
+            raise InputError(f"--inputs {options.inputs_attr}: {exc.message}") from exc
+    check_options = options_from(command, options.values,
+                                 explain=_explain_wanted(command, options))
+    settings = RunSettings(keep_blocks=bool(options.plot_dir or options.save_file)
+                           or options.output.format.keeps_blocks(options.output.quiet))
     guard_single(target, options)
-    for shape in options["shapes"]:
+    for shape in options.shapes:
         check_shape_fits(shape, isolation.memory_cap(check_options.max_memory))
-    return check_options
+    return check_options, settings
 
 
-def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
-    output_format = FORMATS[options["output_format"]]
+def _run_single(command: str, target: str, options: CommandOptions) -> None:
+    output, output_format = options.output, options.output.format
     # -o gets the error document too, once it is known to be a path the run may write.
     error_file: str | None = None
     try:
-        check_options = _validated(command, target, options)
-        error_file = options["output_file"]
+        check_options, settings = _validated(command, target, options)
+        error_file = output.file
         from gradcheck import isolation
 
         isolation.prestart(1)  # the worker imports TensorFlow while this process gets ready
-        from gradcheck.pipeline import TargetRequest, check_request
+        from gradcheck.pipeline import check_request
 
-        request = TargetRequest(
-            target=target, path=options["path"], input_specs=tuple(options["input_specs"]),
-            shapes=tuple(options["shapes"]), inputs_attr=options["inputs_attr"],
-            upstream_specs=tuple(options.get("upstream_specs", ())),
-            instrument=options["instrument"],
-        )
-        if options["plot_dir"]:
+        if options.plot_dir:
             from gradcheck.render.artifacts import require_plotting
 
             require_plotting()
-        job = isolation.Job(check_request, (request,), check_options,
+        job = isolation.Job(check_request, (options.request(target),), check_options,
                             name=target.rpartition(":")[2], target=target,
                             timeout=check_options.timeout,
-                            memory_limit=isolation.memory_cap(check_options.max_memory))
+                            memory_limit=isolation.memory_cap(check_options.max_memory),
+                            settings=settings)
         output_format.warm_up()
-        with _progress_bar(output_format, options["no_color"]) as progress:
+        with _progress_bar(output_format, output.no_color) as progress:
             events = isolation.Events(
                 progress=None if progress is None else lambda _, *done: progress(*done),
                 notice=lambda _, message: click.echo(f"Error: {message}", err=True))
@@ -119,13 +122,12 @@ def _run_single(command: str, target: str, options: dict[str, Any]) -> None:
         report = result.report
         assert report is not None
         text = output_format.report(report, command)
-        if options["output_file"]:
-            write_file(options["output_file"], text.encode())
-        write_artifacts(report, options)
+        if output.file:
+            write_file(output.file, text.encode())
+        write_artifacts(report, options.plot_dir, options.save_file, output.quiet)
     except GradcheckError as error:
-        sys.exit(report_error(error, output_format, options["show_traceback"], target,
-                              error_file))
-    output_format.show(report, text, command, options)
+        sys.exit(report_error(error, output, target, error_file))
+    output_format.show(report, text, command, output)
     sys.exit(int(report.exit_code))
 
 
@@ -149,13 +151,11 @@ def _progress_bar(output_format: OutputFormat, no_color: bool) -> Any:
     return DelayedProgress(make_console(no_color, stderr=True))
 
 
-def _explain_wanted(command: str, options: dict[str, Any]) -> bool:
+def _explain_wanted(command: str, options: CommandOptions) -> bool:
     """--explain/--no-explain; by default on for vjp, in table (and JSON) format."""
-    chosen = options.get("explain")
-    if chosen is not None:
-        return bool(chosen)
-    return (command == "vjp" and not options["quiet"]
-            and FORMATS[options["output_format"]].explains)
+    if options.explain is not None:
+        return options.explain
+    return command == "vjp" and not options.output.quiet and options.output.format.explains
 
 
 @cli.command()
@@ -164,7 +164,7 @@ def _explain_wanted(command: str, options: dict[str, Any]) -> bool:
 @output_options
 def jacobian(target: str, **options: Any) -> None:
     """Autodiff Jacobian vs finite differences, block by block."""
-    _run_single("jacobian", target, options)
+    _run_single("jacobian", target, CommandOptions.from_click(options))
 
 
 @cli.command()
@@ -175,7 +175,7 @@ def jacobian(target: str, **options: Any) -> None:
 @explain_option
 def vjp(target: str, **options: Any) -> None:
     """tape.gradient(y, x, output_gradients=u) vs uᵀJ (autodiff and finite differences)."""
-    _run_single("vjp", target, options)
+    _run_single("vjp", target, CommandOptions.from_click(options))
 
 
 @cli.command()
@@ -185,7 +185,7 @@ def vjp(target: str, **options: Any) -> None:
 @output_options
 def check(target: str, **options: Any) -> None:
     """Every check gradcheck knows; the one to use in CI."""
-    _run_single("check", target, options)
+    _run_single("check", target, CommandOptions.from_click(options))
 
 
 @cli.command()
@@ -195,7 +195,7 @@ def check(target: str, **options: Any) -> None:
 def hessian(target: str, **options: Any) -> None:
     """The Hessian of a scalar f (Hessian-vector products for large inputs) vs finite
     differences of its gradient, block by block."""
-    _run_single("hessian", target, options)
+    _run_single("hessian", target, CommandOptions.from_click(options))
 
 
 @cli.command()
@@ -208,20 +208,22 @@ def hessian(target: str, **options: Any) -> None:
 @click.option("--write-reports", is_flag=True,
               help="Also store report.json and report.txt in the snapshot.")
 @output_options
-def replay(snapshot: str, **options: Any) -> None:
+def replay(snapshot: str, path: str, mode: str, timeout: float | None, write_reports: bool,
+           **output_flags: Any) -> None:
     """The diagnosis of a snapshot that gradcheck.Watch wrote, again, in a fresh process."""
-    output_format = FORMATS[options["output_format"]]
+    output = OutputOptions.from_click(output_flags)
+    output_format = output.format
     try:
         from gradcheck import isolation
         from gradcheck.load.snapshot import read_snapshot
         from gradcheck.pipeline import check_snapshot, snapshot_options
 
         manifest = read_snapshot(snapshot)  # missing, partial or altered: exit 2 at once
-        check_options = snapshot_options(options["mode"], options["timeout"],
+        check_options = snapshot_options(mode, timeout,
                                          loss_scale=manifest.trigger.kind == "loss-scale")
         isolation.prestart(1)
-        job = isolation.Job(check_snapshot, (snapshot, options["path"]), check_options,
-                            name="training loss", target=snapshot, timeout=options["timeout"],
+        job = isolation.Job(check_snapshot, (snapshot, path), check_options,
+                            name="training loss", target=snapshot, timeout=timeout,
                             memory_limit=isolation.memory_cap(check_options.max_memory))
         output_format.warm_up()
         result = isolation.run_jobs([job])[0]
@@ -230,9 +232,9 @@ def replay(snapshot: str, **options: Any) -> None:
         report = result.report
         assert report is not None
         text = output_format.report(report, "replay")
-        if options["output_file"]:
-            write_file(options["output_file"], text.encode())
-        if options["write_reports"]:
+        if output.file:
+            write_file(output.file, text.encode())
+        if write_reports:
             from pathlib import Path
 
             from gradcheck.load.snapshot import write_report_files
@@ -241,9 +243,8 @@ def replay(snapshot: str, **options: Any) -> None:
                                TABLE.report(report, "replay"))
             _plot_health(Path(snapshot))
     except GradcheckError as error:
-        sys.exit(report_error(error, output_format, options["show_traceback"], snapshot,
-                              options["output_file"]))
-    output_format.show(report, text, "replay", options)
+        sys.exit(report_error(error, output, snapshot, output.file))
+    output_format.show(report, text, "replay", output)
     sys.exit(int(report.exit_code))
 
 
@@ -259,13 +260,14 @@ def replay(snapshot: str, **options: Any) -> None:
               help="Pictures of the failing checks' Jacobian blocks, in DIR/<check>/.")
 @output_options
 def run(config_file: str | None, pattern: str | None, timeout: float | None, jobs: str,
-        plot_dir: str | None, **options: Any) -> None:
+        plot_dir: str | None, **output_flags: Any) -> None:
     """Run the checks configured in [tool.gradcheck], for CI (exit code: the worst check's)."""
     from gradcheck.load.config import load_config
     from gradcheck.load.timeout import validate_timeout
     from gradcheck.runner import available_memory, cap_workers, parse_jobs, run_all, usable_cores
 
-    output_format = FORMATS[options["output_format"]]
+    output = OutputOptions.from_click(output_flags)
+    output_format = output.format
     started = time.monotonic()
     error_file: str | None = None  # -o gets the error document once the path is checked
     try:
@@ -274,10 +276,10 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         config = load_config(config_file)
         selected = _selected(config, pattern)
         limit = timeout if timeout is not None else config.timeout
-        guard_run(config, selected, options["output_file"], plot_dir)
-        error_file = options["output_file"]
+        guard_run(config, selected, output.file, plot_dir)
+        error_file = output.file
         workers, note = cap_workers(workers, len(selected), usable_cores(), available_memory())
-        if note is not None and not options["quiet"]:
+        if note is not None and not output.quiet:
             click.echo(f"note: {note}", err=True)
         from gradcheck import isolation
 
@@ -288,7 +290,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
 
             require_plotting()
         try:
-            with _run_progress(len(selected), options) as progress:
+            with _run_progress(len(selected), output) as progress:
                 result = run_all(selected, limit, progress, workers, notice=lambda check, msg:
                                  click.echo(f"Error: {check.name}: {msg}", err=True),
                                  keep_blocks=plot_dir is not None)
@@ -296,17 +298,16 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
             result = stop.finished  # a RunResult, from run_all
         result = dataclasses.replace(result, wall_seconds=time.monotonic() - started)
         text = output_format.run(result)
-        if options["output_file"]:
-            write_file(options["output_file"], text.encode())
+        if output.file:
+            write_file(output.file, text.encode())
         if plot_dir:
             from gradcheck.render.artifacts import write_run_artifacts
 
             for path in write_run_artifacts(result, plot_dir):
                 click.echo(f"wrote {path}", err=True)
     except GradcheckError as error:
-        sys.exit(report_error(error, output_format, options["show_traceback"], None,
-                              error_file))
-    output_format.show_run(result, text, options)
+        sys.exit(report_error(error, output, None, error_file))
+    output_format.show_run(result, text, output)
     annotate_run_for_github(result, err=output_format.annotations_on_stderr)
     if result.exit_code == ExitCode.INTERRUPTED:
         unfinished = [o for o in result.outcomes if o.exit_code == ExitCode.INTERRUPTED]
@@ -328,10 +329,10 @@ def _selected(config: Any, pattern: str | None) -> Any:
 
 
 @contextlib.contextmanager
-def _run_progress(total: int, options: dict[str, Any]) -> Iterator[Any]:
+def _run_progress(total: int, output: OutputOptions) -> Iterator[Any]:
     """A transient bar (checks done, checks running) on a terminal's stderr; None elsewhere."""
-    console = make_console(options["no_color"], stderr=True)
-    if options["quiet"] or not console.is_terminal:
+    console = make_console(output.no_color, stderr=True)
+    if output.quiet or not console.is_terminal:
         yield None
         return
     from gradcheck.render.progress import RunProgress
@@ -355,7 +356,7 @@ def demo(no_color: bool, verbose: bool, quiet: bool) -> None:
     results = isolation.run_jobs(demo_jobs(verbose))
     stopped = common_error([result.error for result in results])
     if stopped is not None:
-        sys.exit(report_error(stopped, TABLE, False, None))
+        sys.exit(report_error(stopped, OutputOptions(), None))
     table, all_matched = demo_table(results, console, verbose)
     if not quiet:
         console.print(table)

@@ -1,14 +1,16 @@
 """The output formats (--format): one class each, saying how a report, a run and an error are
-written in it and how they are shown."""
+written in it and how they are shown; and the output options every command shares."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from gradcheck.cli.output import annotate_for_github, make_console
-from gradcheck.errors import GradcheckError
+from gradcheck.errors import ExitCode, GradcheckError
 from gradcheck.report import CheckOutcome, Report, RunResult
 
 # Commands whose table also shows the (small) blocks as matrices.
@@ -44,19 +46,20 @@ class OutputFormat:
     def run(self, result: RunResult) -> str:
         raise NotImplementedError
 
-    def error(self, error: GradcheckError, target: str | None) -> str | None:
-        """The error document, or None when the format has none."""
+    def error(self, message: str, exit_code: ExitCode, target: str | None = None,
+              phase: str | None = None) -> str | None:
+        """The error document (of TARGET's check, in PHASE), or None when the format has
+        none."""
         return None
 
-    def show(self, report: Report, text: str, command: str, options: dict[str, Any]) -> None:
-        if not options["output_file"]:  # with -o the document goes to the file only
+    def show(self, report: Report, text: str, command: str, output: OutputOptions) -> None:
+        if not output.file:  # with -o the document goes to the file only
             click.echo(text, nl=not text.endswith("\n"))
         annotate_for_github(report, err=True)  # stdout carries the document
 
-    def show_run(self, result: RunResult, text: str, options: dict[str, Any]) -> None:
-        if not options["output_file"]:
+    def show_run(self, result: RunResult, text: str, output: OutputOptions) -> None:
+        if not output.file:
             click.echo(text, nl=not text.endswith("\n"))
-
 
 
 class TableFormat(OutputFormat):
@@ -85,29 +88,29 @@ class TableFormat(OutputFormat):
 
         return render_run_text(result)
 
-    def show(self, report: Report, text: str, command: str, options: dict[str, Any]) -> None:
+    def show(self, report: Report, text: str, command: str, output: OutputOptions) -> None:
         from gradcheck.render.table import render_table
 
-        console = make_console(options["no_color"])
+        console = make_console(output.no_color)
         console.print(render_table(report, show_matrices=command in MATRIX_COMMANDS,
-                                   quiet=options["quiet"]))
-        if not options["quiet"] and report.blocks:
+                                   quiet=output.quiet))
+        if not output.quiet and report.blocks:
             from gradcheck.render.heatmap import render_heatmaps
 
             console.print(render_heatmaps(report, color=console.color_system is not None
                                           and not console.no_color))
         annotate_for_github(report)
-        if report.explain is not None and not options["quiet"]:
+        if report.explain is not None and not output.quiet:
             from gradcheck.render.explain import render_explanation
 
             console.print()
             console.print(render_explanation(report.explain))
 
-    def show_run(self, result: RunResult, text: str, options: dict[str, Any]) -> None:
+    def show_run(self, result: RunResult, text: str, output: OutputOptions) -> None:
         from gradcheck.render.summary import render_run
 
-        make_console(options["no_color"]).print(
-            render_run(result, quiet=options["quiet"], tracebacks=options["show_traceback"]))
+        make_console(output.no_color).print(
+            render_run(result, quiet=output.quiet, tracebacks=output.traceback))
 
 
 class JsonFormat(OutputFormat):
@@ -126,10 +129,11 @@ class JsonFormat(OutputFormat):
 
         return render_run_json([outcome_dict(o) for o in result.outcomes], int(result.exit_code))
 
-    def error(self, error: GradcheckError, target: str | None) -> str | None:
+    def error(self, message: str, exit_code: ExitCode, target: str | None = None,
+              phase: str | None = None) -> str | None:
         from gradcheck.render.json_format import render_error_json
 
-        return render_error_json(error.message, int(error.exit_code), target, error.phase)
+        return render_error_json(message, int(exit_code), target, phase)
 
 
 class JunitFormat(OutputFormat):
@@ -148,23 +152,25 @@ class JunitFormat(OutputFormat):
 
         return render_junit(result.outcomes)
 
-    def error(self, error: GradcheckError, target: str | None) -> str | None:
+    def error(self, message: str, exit_code: ExitCode, target: str | None = None,
+              phase: str | None = None) -> str | None:
         if target is None:
             return None
         from gradcheck.render.junit import render_junit
 
-        return render_junit([CheckOutcome(target, target, None, error.exit_code,
-                                          error=error.message, phase=error.phase)])
+        return render_junit([CheckOutcome(target, target, None, exit_code, error=message,
+                                          phase=phase)])
 
 
-def report_error(error: GradcheckError, output_format: OutputFormat, show_traceback: bool,
-                 target: str | None, output_file: str | None = None) -> int:
+def report_error(error: GradcheckError, output: OutputOptions, target: str | None,
+                 output_file: str | None = None) -> int:
     """The one `Error:` line on stderr, and for JSON or JUnit the error document: into
-    `output_file` when given (`-o`: the report goes to the file, on errors too), else stdout."""
-    if show_traceback and error.user_traceback:
+    `output_file` when given (`-o`: the report goes to the file, on errors too, once the run
+    knows it may write there), else stdout."""
+    if output.traceback and error.user_traceback:
         click.echo(error.user_traceback.rstrip(), err=True)
     click.echo(f"Error: {error.message}", err=True)
-    document = output_format.error(error, target)
+    document = output.format.error(error.message, error.exit_code, target, error.phase)
     if document is not None and output_file:
         from gradcheck.render.files import write_file
 
@@ -179,3 +185,20 @@ def report_error(error: GradcheckError, output_format: OutputFormat, show_traceb
 
 TABLE, JSON, JUNIT = TableFormat(), JsonFormat(), JunitFormat()
 FORMATS: dict[str, OutputFormat] = {f.name: f for f in (TABLE, JSON, JUNIT)}
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """--format, -o, -q, --traceback and --no-color: how a command shows what it found."""
+
+    format: OutputFormat = TABLE
+    file: str | None = None  # -o: the document goes to this file (and only there)
+    quiet: bool = False
+    traceback: bool = False  # the user's traceback with an error
+    no_color: bool = False
+
+    @classmethod
+    def from_click(cls, values: Mapping[str, Any]) -> OutputOptions:
+        """From click's values of the output flags (gradcheck.cli.flags.OUTPUT_OPTIONS)."""
+        return cls(FORMATS[values["output_format"]], values["output_file"], values["quiet"],
+                   values["show_traceback"], values["no_color"])

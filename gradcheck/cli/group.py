@@ -7,10 +7,11 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
+from gradcheck.cli.formats import FORMATS
 from gradcheck.errors import ExitCode, Interrupted
 
 
@@ -22,6 +23,17 @@ def _requested_format(arguments: list[str]) -> str | None:
         if argument.startswith("--format="):
             return argument.partition("=")[2]
     return None
+
+
+def _fail(arguments: list[str], message: str, exit_code: ExitCode) -> NoReturn:
+    """One `Error:` line on stderr and, in the --format asked for, its error document (JSON's
+    error object) on stdout; then exit with `exit_code`."""
+    click.echo(f"Error: {message}", err=True)
+    chosen = FORMATS.get(_requested_format(arguments) or "")
+    document = None if chosen is None else chosen.error(message, exit_code)
+    if document is not None:
+        click.echo(document)
+    sys.exit(int(exit_code))
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
@@ -66,20 +78,10 @@ class GradcheckGroup(click.Group):
             elsewhere = self._elsewhere(exc)
             message = (exc.format_message().rstrip(".") + elsewhere if elsewhere
                        else exc.format_message())
-            click.echo(f"Error: {message}", err=True)
-            if _requested_format(arguments) == "json":
-                from gradcheck.render.json_format import render_error_json
-
-                click.echo(render_error_json(message, int(ExitCode.USAGE_ERROR)))
-            sys.exit(int(ExitCode.USAGE_ERROR))
+            _fail(arguments, message, ExitCode.USAGE_ERROR)
         except click.Abort as exc:  # click's wrapping of KeyboardInterrupt (Ctrl-C, SIGTERM)
             reason = getattr(exc.__cause__, "reason", Interrupted().reason)
-            click.echo(f"Error: {reason}", err=True)
-            if _requested_format(arguments) == "json":
-                from gradcheck.render.json_format import render_error_json
-
-                click.echo(render_error_json(reason, int(ExitCode.INTERRUPTED)))
-            sys.exit(int(ExitCode.INTERRUPTED))
+            _fail(arguments, reason, ExitCode.INTERRUPTED)
         except Exception as exc:
             if "--traceback" in arguments:
                 import traceback
@@ -89,10 +91,5 @@ class GradcheckGroup(click.Group):
 
             message = (f"internal error: {type(exc).__name__}: {exc}{shadowing_note(exc)};"
                        " please report it")
-            click.echo(f"Error: {message}", err=True)
-            if _requested_format(arguments) == "json":
-                from gradcheck.render.json_format import render_error_json
-
-                click.echo(render_error_json(message, int(ExitCode.INTERNAL_ERROR)))
-            sys.exit(int(ExitCode.INTERNAL_ERROR))
+            _fail(arguments, message, ExitCode.INTERNAL_ERROR)
         sys.exit(result if isinstance(result, int) else 0)

@@ -47,14 +47,16 @@ def annotate_run_for_github(result: Any, err: bool = False) -> None:
         click.echo(text, err=err)
 
 
-def write_artifacts(report: Any, options: dict[str, Any]) -> None:
-    """--plot DIR and --save FILE.npz; the paths written, and blocks left out, on stderr."""
-    if not (options.get("plot_dir") or options.get("save_file")):
+def write_artifacts(report: Any, plot_dir: str | None, save_file: str | None,
+                    quiet: bool) -> None:
+    """--plot DIR and --save FILE.npz; the paths written, and blocks left out, on stderr
+    (unless `quiet`)."""
+    if not (plot_dir or save_file):
         return
     from gradcheck.render.artifacts import artifact_notes
     from gradcheck.render.artifacts import write_artifacts as write
 
-    written = write(report, options.get("plot_dir"), options.get("save_file"))
-    if not options["quiet"]:
+    written = write(report, plot_dir, save_file)
+    if not quiet:
         for line in [f"wrote {path}" for path in written] + artifact_notes(report):
             click.echo(line, err=True)

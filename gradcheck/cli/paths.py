@@ -7,11 +7,14 @@ import os
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradcheck.errors import UsageError
 from gradcheck.load.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyword
 from gradcheck.render.files import check_writable, real_target
+
+if TYPE_CHECKING:
+    from gradcheck.cli.command_options import CommandOptions
 
 # What --plot DIR writes: OUTPUT-INPUT.png and OUTPUT-INPUT.json.
 PLOT_SUFFIXES = (".png", ".json")
@@ -88,16 +91,15 @@ def guard_outputs(reads: Sequence[tuple[str, str]], files: Sequence[tuple[str, s
         check_writable(path, make_folders=flag == "--save")
 
 
-def guard_single(target: str, options: dict[str, Any]) -> None:
+def guard_single(target: str, options: CommandOptions) -> None:
     """Outputs that are files this check reads, or cannot be written: refused before it runs."""
-    reads = [(path, "the target's source") for path in target_files(target, options["path"])]
+    reads = [(path, "the target's source") for path in target_files(target, options.path)]
     reads += [(path, "the --inputs source")
-              for path in target_files(options["inputs_attr"], options["path"])]
-    reads += [(path, "an input file") for path in value_files(options["input_specs"])]
-    reads += [(path, "an upstream file")
-              for path in value_files(options.get("upstream_specs", ()))]
-    guard_outputs(reads, [("-o", options["output_file"]), ("--save", options["save_file"])],
-                  ("--plot", options["plot_dir"]))
+              for path in target_files(options.inputs_attr, options.path)]
+    reads += [(path, "an input file") for path in value_files(options.input_specs)]
+    reads += [(path, "an upstream file") for path in value_files(options.upstream_specs)]
+    guard_outputs(reads, [("-o", options.output.file), ("--save", options.save_file)],
+                  ("--plot", options.plot_dir))
 
 
 def guard_run(config: Any, selected: Any, output_file: str | None,

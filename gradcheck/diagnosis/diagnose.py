@@ -20,14 +20,16 @@ from gradcheck.evidence.precision import PrecisionLoss
 from gradcheck.load.named import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report
+from gradcheck.run_settings import RunSettings
 from gradcheck.tf.observer import Observer, defines
 
 
 def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
-             options: CheckOptions, label: str, observer: Observer | None = None) -> Report:
+             options: CheckOptions, settings: RunSettings, label: str,
+             observer: Observer | None = None) -> Report:
     """The full report: site and graph-break findings first, then the core checks."""
     try:
-        report, program = check_program(function, named, options, label)
+        report, program = check_program(function, named, options, settings, label)
     except IntegerOutputs as integer:
         cuts = integer_output_cuts(integer.recording.program)
         if not cuts:
@@ -39,7 +41,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     sites: list[CheckResult] = []
     surrogates: list[CheckResult] = []
     for site in observer.sites if observer is not None else ():
-        found = site_results(site, function, report, options)
+        found = site_results(site, function, report, options, settings)
         if site.name in options.surrogates:
             surrogates += [r for r in found if r.failed]
             found = [as_surrogate(r, site.name) for r in found]

@@ -25,6 +25,7 @@ from gradcheck.load.named import NamedArgument
 from gradcheck.numerics.mistakes import shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
+from gradcheck.run_settings import RunSettings
 from gradcheck.tf.binding import prepare
 from gradcheck.tf.observer import Observer, Site, Slip, defines, installed, replaying
 from gradcheck.tf.sites import eager_call, forward_jacobian, lacks_forward_mode, site_vjp, traced
@@ -133,19 +134,19 @@ def _forward_mode_gaps(site: Site, named: Sequence[NamedArgument],
         and lacks_forward_mode(site, args, n.position, kwargs)]
 
 
-def _checked_alone(site: Site, named: list[NamedArgument], options: CheckOptions
-                   ) -> Report | None:
+def _checked_alone(site: Site, named: list[NamedArgument], options: CheckOptions,
+                   settings: RunSettings) -> Report | None:
     function, judged = _judged(site, named)
     if not judged:
         return None  # f differentiates none of its arguments (passed by keyword, constants)
     # The site's own arguments are what its grad_fn differentiates, whatever f's sources were
     # (under wrt="variables" the site alone would have nothing to judge, and pass).
     site_options = replace(options, kinds=SITE_KINDS, upstream=(), wrt="all")
-    report = run_checks(function, judged, site_options, site.name)
+    report = run_checks(function, judged, site_options, settings, site.name)
     if site.graph_only and any(_graph_only(r) for r in report.checks):
         # A grad_fn written for graph mode (tf.gradients inside), called in f's tf.function:
         # judged eagerly it raises only because of how gradcheck calls it.
-        report = run_checks(traced(function), judged, site_options, site.name)
+        report = run_checks(traced(function), judged, site_options, settings, site.name)
     return report
 
 
@@ -156,7 +157,7 @@ def _graph_only(result: CheckResult) -> bool:
 
 
 def site_results(site: Site, top_function: Callable[..., Any], top_report: Report,
-                 options: CheckOptions) -> list[CheckResult]:
+                 options: CheckOptions, settings: RunSettings) -> list[CheckResult]:
     """Check one custom_gradient on its own (or reuse the top-level report if it is f). One
     in an installed library is checked on its own only when f's own checks fail: where they
     pass, it gives f's gradient correctly, and checking it costs as much as f."""
@@ -167,7 +168,7 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
         try:
             named = _site_arguments(site)
             report = top_report if defines(site, top_function) else _checked_alone(
-                site, named, options)
+                site, named, options, settings)
         except GradcheckError as error:
             return violation_results(site) + [CheckResult(
                 Kind.CUSTOM_GRADIENT, Status.SKIP,

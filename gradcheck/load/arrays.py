@@ -14,7 +14,7 @@ import numpy as np
 
 from gradcheck.errors import InputError
 from gradcheck.load.paths import not_a_regular_file
-from gradcheck.options import format_size
+from gradcheck.spelling import format_size
 
 
 def read_array_file(text: str, what: str) -> Any:

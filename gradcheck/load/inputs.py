@@ -17,7 +17,8 @@ import numpy as np
 from gradcheck.errors import InputError, LoadError
 from gradcheck.load.arrays import numeric, read_array_file
 from gradcheck.load.named import NamedArgument, OutputPath
-from gradcheck.options import format_size, memory_cap_rule
+from gradcheck.options import memory_cap_rule
+from gradcheck.spelling import format_size
 
 KEYWORD_SPEC = re.compile(r"^([A-Za-z_]\w*)=(.*)$", re.DOTALL)
 UPSTREAM_KEYWORDS = ("ones", "random")

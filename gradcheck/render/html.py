@@ -12,7 +12,8 @@ import numpy as np
 from gradcheck.evidence.comparison import JacobianEvidence
 from gradcheck.render.sentences.notes import note_text
 from gradcheck.render.table import MATRIX_KINDS, STATUS_LABEL, summary_line
-from gradcheck.report import CheckResult, Kind, Report, format_index
+from gradcheck.report import CheckResult, Kind, Report
+from gradcheck.spelling import format_index
 
 # Inline styles only: notebook viewers (GitHub, nbviewer, VS Code) drop <style> elements.
 ROW_BACKGROUND = {"fail": "#fde2e1", "error": "#f6def6", "warn": "#fff5d6", "pass": "",

@@ -20,7 +20,8 @@ from gradcheck.render.blocks import (
     slug,
 )
 from gradcheck.render.pooling import drawn_matrices, tile_of
-from gradcheck.report import Report, format_index
+from gradcheck.report import Report
+from gradcheck.spelling import format_index
 
 PLOT_MISSING = "--plot needs matplotlib: pip install 'gradcheck[plot]'"
 PANELS = ("autodiff", "finite_difference", "excess")
@@ -352,7 +353,7 @@ def _stems(views: list[BlockView]) -> list[str]:
 
 
 def render_pictures(report: Report) -> list[Picture]:
-    """One Picture per block the report kept (CheckOptions(keep_blocks=True)) and per cut
+    """One Picture per block the report kept (RunSettings(keep_blocks=True)) and per cut
     path with recorded finite differences; raises UsageError when matplotlib is missing."""
     require_matplotlib()
     views = block_views(report)

@@ -15,7 +15,8 @@ from rich.text import Text
 from gradcheck.evidence import Location
 from gradcheck.evidence.comparison import JacobianEvidence
 from gradcheck.render.sentences.notes import note_text
-from gradcheck.report import CheckResult, Kind, Report, format_index
+from gradcheck.report import CheckResult, Kind, Report
+from gradcheck.spelling import format_index
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "warn": "yellow",
                 "skip": "dim"}

@@ -11,7 +11,7 @@ from typing import Any
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import ContractSlip
-from gradcheck.report import Spelled
+from gradcheck.spelling import Spelled
 from gradcheck.tf.site_lines import is_installed, is_library, source_location
 
 

@@ -17,7 +17,7 @@ from gradcheck.errors import FunctionError, InputError, Phase
 from gradcheck.evidence.notes import Note
 from gradcheck.load.locations import exception_location
 from gradcheck.load.named import OutputPath
-from gradcheck.report import Spelled
+from gradcheck.spelling import Spelled
 from gradcheck.tf.runtime import tensorflow, variable_scope_kept
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")

@@ -1,20 +1,17 @@
-"""A training step watched from inside TensorFlow: the update gated on a finite loss and
-gradients (in-graph, so fit's tf.function, XLA and steps_per_execution keep running), the
-failing batch kept, and what a snapshot needs from Keras (save, reload, the training loss)."""
+"""A training step watched from inside TensorFlow: the Gate that applies the update only on a
+finite loss and gradients (in-graph, so fit's tf.function, XLA and steps_per_execution keep
+running) and keeps the failing batch, a custom loop's step gated likewise, and the loss scale
+a LossScaleOptimizer holds. Keras fit's step is wrapped around the Gate in tf/watched_fit.py."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gradcheck.tf.arrays import as_array, dense_values
 from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.variables import weight_path
 
 # What the gate records (its `code` variable).
 NONE, NON_FINITE_LOSS, NON_FINITE_GRADIENT, NO_GRADIENT = 0, 1, 2, 3
@@ -194,165 +191,12 @@ class Gate:
         self.code.assign(NONE)
 
 
-@dataclass
-class _Patched:
-    owner: Any
-    name: str
-    had_own: bool
-    previous: Any
-
-
-class WatchedFit:
-    """Keras fit watched: the model's train_step, compute_loss and its optimizer's
-    apply_gradients are wrapped on the instances for the run, and put back after it."""
-
-    def __init__(self, model: Any, health: bool = False) -> None:
-        self.model = model
-        self.health = health
-        self.optimizer = model.optimizer
-        self.gate = Gate(halts=not is_loss_scale_optimizer(self.optimizer))
-        self._patches: list[_Patched] = []
-        self._loss: list[Any] = []
-        self._fired: list[Any] = []
-        self.without_gradient: tuple[str, ...] = ()  # seen when fit's step was traced
-        self._jit = _jit_compiled(model)
-        self._watched_function: Any = None
-        self._unwatched_function: Any = None
-
-    def install(self, first_step: int) -> None:
-        """Wrap the model for a fit; the watched step is traced once per model and optimizer,
-        then reused by later fits."""
-        tf = tensorflow()
-        self.gate.reset(first_step)
-        model, optimizer, gate = self.model, self.optimizer, self.gate
-        compute_loss, apply_gradients = model.compute_loss, optimizer.apply_gradients
-        train_step = model.train_step
-
-        @functools.wraps(compute_loss)
-        def watched_loss(*args: Any, **kwargs: Any) -> Any:
-            loss = compute_loss(*args, **kwargs)
-            self._loss.append(loss)
-            return loss
-
-        @functools.wraps(apply_gradients)
-        def watched_apply(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
-            pairs = list(grads_and_vars)
-            self.without_gradient = tuple(weight_path(v) for g, v in pairs if g is None)
-            loss = self._loss[-1] if self._loss else None
-            if _in_replica_of_a_strategy():
-                self._fired.append(self._gated_across_replicas(pairs, loss, apply_gradients,
-                                                               args, kwargs))
-                return optimizer.iterations
-            code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
-            if self.health:
-                gate.record_health([g for g, _ in pairs])
-            self._fired.append(gate.guarded(
-                code, first_bad, lambda: apply_gradients(pairs, *args, **kwargs)))
-            return optimizer.iterations
-
-        def inner(data: Any) -> Any:
-            self._loss.clear()
-            self._fired.clear()
-            logs = train_step(data)
-            return logs, self._fired[-1] if self._fired else tf.constant(False)
-
-        step = tf.function(inner, jit_compile=True) if self._jit else inner
-
-        def watched_step(data: Any) -> Any:
-            logs, fired = step(data)
-            replicas = _in_replica_of_a_strategy()
-            if replicas:  # the whole batch, not this replica's share
-                context = tf.distribute.get_replica_context()
-                data = tf.nest.map_structure(lambda t: context.all_gather(t, axis=0), data)
-            gate.keep_batch(fired, data)  # outside XLA, whose variables cannot change shape
-            if not replicas:  # counted once, across replicas, in _gated_across_replicas
-                with tf.control_dependencies([fired]):
-                    gate.steps.assign_add(1)
-            return logs
-
-        self._patch(model, "compute_loss", watched_loss)
-        self._patch(optimizer, "apply_gradients", watched_apply)
-        self._patch(model, "train_step", watched_step)
-        if self._jit:
-            self._patch(model, "jit_compile", False)
-        self._unwatched_function = model.train_function  # fit made it before on_train_begin
-        if self._watched_function is None:
-            model.train_function = None
-            model.make_train_function(force=True)
-            self._watched_function = model.train_function
-        model.train_function = self._watched_function
-
-    def _gated_across_replicas(self, pairs: list[Any], loss: Any, apply_gradients: Any,
-                               args: Any, kwargs: Any) -> Any:
-        """The gate under a tf.distribute strategy: the optimizer's update synchronises the
-        replicas, so the cond around it must run in the cross-replica context (as
-        LossScaleOptimizer's does), on the worst verdict of any replica."""
-        tf = tensorflow()
-        gate = self.gate
-        gradients = [g for g, _ in pairs]
-
-        def code_of(gradients: Any, loss: Any) -> Any:
-            return gate.verdict(loss, gradients)[0]
-
-        def cross_replica(distribution: Any, gradients: Any, loss: Any) -> Any:
-            codes = distribution.extended.call_for_each_replica(code_of, args=(gradients, loss))
-            code = tf.reduce_max(tf.stack(distribution.experimental_local_results(codes)))
-
-            def apply(gradients: Any) -> None:
-                apply_gradients(list(zip(gradients, [v for _, v in pairs])), *args, **kwargs)
-
-            fired = gate.guarded(code, lambda: tf.constant(-1), lambda: (
-                distribution.extended.call_for_each_replica(apply, args=(gradients,))))
-            with tf.control_dependencies([fired]):
-                gate.steps.assign_add(1)
-            return fired
-
-        return tf.distribute.get_replica_context().merge_call(
-            cross_replica, args=(gradients, tf.constant(0.0) if loss is None else loss))
-
-    def _patch(self, owner: Any, name: str, value: Any) -> None:
-        had_own = name in vars(owner)
-        self._patches.append(_Patched(owner, name, had_own, vars(owner).get(name)))
-        if name == "jit_compile":
-            previous = owner.jit_compile
-            self._patches[-1].previous = previous
-            owner.jit_compile = value
-            return
-        setattr(owner, name, value)
-
-    def uninstall(self) -> None:
-        for patch in reversed(self._patches):
-            if patch.name == "jit_compile":
-                patch.owner.jit_compile = patch.previous
-            elif patch.had_own:
-                setattr(patch.owner, patch.name, patch.previous)
-            else:
-                with contextlib.suppress(AttributeError):
-                    delattr(patch.owner, patch.name)
-        self._patches.clear()
-        self.model.train_function = self._unwatched_function
-
-
 def _after(done: Any, fires: Any) -> Any:
     """`fires`, available only once the gate's cond has run: what reads the recorded trigger
     outside the graph (the callback's tf.py_function) must not race its assignments."""
     tf = tensorflow()
     with tf.control_dependencies([done]):
         return tf.identity(fires)
-
-
-def _in_replica_of_a_strategy() -> bool:
-    """Inside a replica of a strategy whose updates merge the replicas (MirroredStrategy)."""
-    tf = tensorflow()
-    return (tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context()
-            and not tf.__internal__.distribute.strategy_supports_no_merge_call())
-
-
-def _jit_compiled(model: Any) -> bool:
-    value = getattr(model, "jit_compile", None)
-    if value is None:
-        value = getattr(model, "_jit_compile", None)
-    return value is True
 
 
 def custom_loop_verdict(loss: Any, gradients: Sequence[Any]) -> tuple[int, int]:

@@ -14,7 +14,8 @@ from gradcheck.evidence.causes import (
     UnusedLayer,
 )
 from gradcheck.render.causes.dispatch import WhatAndFix, kink_place, what, words
-from gradcheck.report import Mistake, format_index
+from gradcheck.report import Mistake
+from gradcheck.spelling import format_index
 
 UNTRACEABLE_FIX = ("create variables once, outside f (or in a Keras layer's build); keep tensors"
                    " in TensorFlow (no .numpy(), float() or Python `if` on tensor values)")

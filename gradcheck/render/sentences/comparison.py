@@ -17,7 +17,8 @@ from gradcheck.evidence.comparison import (
     VjpSymmetric,
 )
 from gradcheck.render.sentences.dispatch import clause, sentence
-from gradcheck.report import CheckResult, format_index
+from gradcheck.report import CheckResult
+from gradcheck.spelling import format_index
 
 VJP = "tape.gradient(..., output_gradients=u)"
 

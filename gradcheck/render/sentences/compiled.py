@@ -17,7 +17,8 @@ from gradcheck.evidence.compiled import (
 )
 from gradcheck.render.causes import fix, stated_cause
 from gradcheck.render.sentences.dispatch import clause, sentence
-from gradcheck.report import CheckResult, format_index
+from gradcheck.report import CheckResult
+from gradcheck.spelling import format_index
 
 
 @sentence.register

@@ -17,7 +17,8 @@ from gradcheck.evidence.fast import (
     ProjectionsAgree,
 )
 from gradcheck.render.sentences.dispatch import clause, sentence
-from gradcheck.report import CheckResult, format_index, format_size
+from gradcheck.report import CheckResult
+from gradcheck.spelling import format_index, format_size
 
 
 def _can_miss(run: Projections) -> str:

@@ -16,7 +16,8 @@ from gradcheck.evidence.gradients import (
 from gradcheck.render.causes import fix, kink_place
 from gradcheck.render.causes.custom_gradients import raised_clause, raised_without_fix
 from gradcheck.render.sentences.dispatch import clause, sentence
-from gradcheck.report import CheckResult, format_index
+from gradcheck.report import CheckResult
+from gradcheck.spelling import format_index
 
 
 @clause.register

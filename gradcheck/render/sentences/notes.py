@@ -33,7 +33,8 @@ from gradcheck.evidence.notes import (
     WithinBudgets,
 )
 from gradcheck.render.causes import what
-from gradcheck.report import Cause, Mistake, format_size
+from gradcheck.report import Cause, Mistake
+from gradcheck.spelling import format_size
 
 RETRY_NOTE = ("these results come from a new worker process with vectorisation off"
               " (no pfor, no tf.vectorized_map)")

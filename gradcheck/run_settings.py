@@ -1,0 +1,59 @@
+"""How one run goes, apart from what the user asked of the check (gradcheck.options): whether
+it keeps the Jacobian blocks, whether it may vectorise, and whom it tells what it is doing."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradcheck.errors import Phase
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The run's plumbing, which travels beside the CheckOptions (a Job carries both) and is
+    set by whoever runs the check, never by a check option.
+
+    The callbacks belong to the process that made them: they are never pickled (a worker
+    reports through its own channel, gradcheck.worker), so a Job reaches a worker without
+    them."""
+
+    # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).
+    keep_blocks: bool = False
+    # False: never vectorise (pfor, vectorized_map), after TensorFlow crashed doing so.
+    vectorise: bool = True
+    # Called as progress(task, done, total) as work advances; the core never prints.
+    progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
+    # Called with what is about to run (the vectorised tape.jacobian of y with respect to x,
+    # ...), so that a crash or a time-out in native code can be reported with its phase.
+    phase: Callable[[Phase | str], None] | None = field(default=None, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "progress": None, "phase": None}
+
+    def __copy__(self) -> RunSettings:
+        return self  # frozen: a copy keeps its callbacks (only pickling leaves them behind)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RunSettings:
+        return self
+
+    def reporting_to(self, phase: Callable[[Phase | str], None] | None,
+                     progress: Callable[[str, int, int], None] | None) -> RunSettings:
+        """These settings, telling `phase` and `progress` as the run advances."""
+        return dataclasses.replace(self, phase=phase, progress=progress)
+
+    def without_vectorisation(self) -> RunSettings:
+        return dataclasses.replace(self, vectorise=False)
+
+    def task_progress(self, task: str) -> Callable[[int, int], None] | None:
+        """progress(done, total) of one task, or None when nobody listens."""
+        report = self.progress
+        if report is None:
+            return None
+        return lambda done, total: report(task, done, total)
+
+
+# A run nobody watches: no blocks kept, vectorised, no callbacks (the Python API's default).
+DEFAULT_RUN = RunSettings()
