@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import gradcheck
 from gradcheck.load.inputs import Arguments, name_arguments
 from gradcheck.numerics import differences, judging, tolerances
+from gradcheck.tf import batch
 from gradcheck.tf.batch import BatchEvaluator
 from gradcheck.tf.binding import prepare
 from gradcheck.tf.program import Program
@@ -172,3 +176,44 @@ def test_a_few_jacobian_rows_by_backward_passes_equal_the_analytic_jacobian() ->
     block, error = recording.jacobian(0, program.sources[0])
     assert error is None and block is not None
     np.testing.assert_allclose(block, analytic(x), rtol=1e-12, atol=1e-12)
+
+
+def _variable_program(function: Any) -> tuple[Program, list[np.ndarray], np.ndarray]:
+    weights = tf.Variable(np.linspace(-1.0, 1.0, 12).reshape(3, 4))
+    named = name_arguments(function, Arguments((weights,), {}, "test"))
+    program = prepare(function, named, "float64").program
+    centre = [np.asarray(record(program).outputs[0].tensor)]
+    return program, centre, np.asarray(weights.numpy())
+
+
+def _traced_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch, "TRACING_PAYS_SECONDS", 0.0)
+    monkeypatch.setattr(batch, "TRACED_CALL_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(batch, "TRACED_MIN_POINTS", 1)
+
+
+def _softplus_layer(w: tf.Variable) -> tf.Tensor:
+    return tf.reduce_sum(tf.nn.softplus(tf.ones((2, 3), w.dtype) @ w), axis=0)
+
+
+def _through_numpy(w: tf.Variable) -> tf.Tensor:
+    return tf.constant(np.tanh(w.numpy()).sum(axis=0))
+
+
+@pytest.mark.parametrize("function, traced", [(_softplus_layer, True), (_through_numpy, False)])
+def test_a_weights_points_left_go_through_one_trace_when_f_can_be_traced(
+        monkeypatch: pytest.MonkeyPatch, function: Any, traced: bool) -> None:
+    """Slow eager calls (a Keras model's) are replaced by calls of f traced once, with the
+    weight assigned inside the trace; f that cannot be traced stays eager. Either way the
+    values are f's at every point and the weight keeps its value."""
+    program, centre, w = _variable_program(function)
+    _traced_always(monkeypatch)
+    evaluator = BatchEvaluator(program, 0, [0], centre, max_memory=1 << 30)
+    h = differences.step_sizes(w, "float64")
+    (values,) = evaluator.evaluate_perturbations(h, differences.FIRST_FACTORS)
+    assert evaluator.traced_point is not None  # tried
+    assert (evaluator.traced_point is not False) is traced
+    points = differences.points_along(w, h, np.arange(w.size), differences.FIRST_FACTORS)
+    expected = np.stack([np.asarray(function(tf.Variable(p))) for p in points])
+    np.testing.assert_allclose(values, expected, rtol=1e-13, atol=0)
+    np.testing.assert_array_equal(program.slots[0].value.numpy(), w)

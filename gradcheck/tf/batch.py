@@ -172,7 +172,8 @@ class BatchEvaluator:
         Keras model's eager call costs ten times its traced one; a small f's does not)."""
         seconds = self.eager_seconds
         return (self.traced_point is not False and seconds is not None
-                and seconds > TRACED_CALL_MIN_SECONDS and left * seconds > TRACING_PAYS_SECONDS)
+                and seconds > TRACED_CALL_MIN_SECONDS and left >= TRACED_MIN_POINTS
+                and left * seconds > TRACING_PAYS_SECONDS)
 
     def _point_function(self) -> Any:
         tf = tensorflow()
@@ -249,9 +250,11 @@ class BatchEvaluator:
 # 120 calls of a small f (measured on twenty 3-element functions).
 EAGER_ELEMENTS = 16
 
-# f is traced for the points left when their eager calls would take longer than this, each
-# call at least this long (a traced call costs about 0.2 ms however small f is).
-TRACING_PAYS_SECONDS, TRACED_CALL_MIN_SECONDS = 0.1, 0.001
+# f is traced for the points left when there are at least TRACED_MIN_POINTS of them, each
+# eager call takes at least TRACED_CALL_MIN_SECONDS and all of them longer than
+# TRACING_PAYS_SECONDS: a traced call costs about 0.2 ms however small f is, a Keras model's
+# a tenth of its eager call, and tracing about ten eager calls.
+TRACING_PAYS_SECONDS, TRACED_CALL_MIN_SECONDS, TRACED_MIN_POINTS = 0.1, 0.002, 64
 
 # How much larger than its input and outputs one vectorised evaluation may grow in memory.
 BATCH_OVERHEAD = 16
