@@ -206,3 +206,11 @@ class UnusedLayer(Facts):
     """The Keras layer `layer` is never called."""
 
     layer: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CreatedInCall(Facts):
+    """The `call` of Keras layer class `layer` creates tf.Variable(s) `variables` each call."""
+
+    layer: str
+    variables: tuple[str, ...]
