@@ -4,8 +4,8 @@ layers whose call creates a new tf.Variable each time (the variable trained is n
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from gradcheck.diagnosis.explained import attribute
 from gradcheck.evidence.causes import CreatedInCall, UnusedLayer
 from gradcheck.evidence.gradients import UnbuiltLayer, VariableInCall
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
@@ -38,7 +38,8 @@ def variable_in_call_results(recording: Recording, results: Sequence[CheckResult
     found = CheckResult(Kind.CONNECTED, Status.WARN, location=recording.created_at,
                         evidence=VariableInCall(layer, layer_class, names), cause=cause)
     return [found] + [
-        attribute(r, Attribution(Relation.CREATED_IN_CALL, cause),
-                  location=r.location or recording.created_at)
+        replace(r, attributed_to=Attribution(Relation.CREATED_IN_CALL, cause,
+                                             earlier=r.attributed_to),
+                location=r.location or recording.created_at)
         if r.failed and r.check in EXPLAINED and r.input is not None
         and r.input.rsplit("/", 1)[-1] in names else r for r in results]
