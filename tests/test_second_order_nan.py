@@ -55,3 +55,10 @@ def test_the_products_pass_to_second_order(dtype: type) -> None:
     report = gradcheck.check(module.polynomial_products, module.polynomial_inputs[0].astype(dtype),
                              compiled=False, order=2)
     assert report.ok and all(c.status == Status.PASS for c in report.checks)
+
+
+def test_a_jvp_without_verdict_at_a_nan_gradient_has_the_op_s_line() -> None:
+    report = _check("norm", kinds=["jvp", "non-finite", "jacobian"])
+    jvp = [c for c in report.checks if c.check == Kind.JVP]
+    assert jvp and all(c.status == Status.SKIP for c in jvp)
+    assert all(c.location is not None and c.location.line == 28 for c in jvp)

@@ -4,11 +4,13 @@ why (a tf.where branch not taken, an infinite derivative), as findings and their
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from gradcheck.diagnosis.explained import attribute
 from gradcheck.evidence.causes import FirstNonFinite, NonFiniteOp, NoNonFiniteOp
 from gradcheck.evidence.compiled import CompiledNotFinite
+from gradcheck.evidence.jvp import ModeNotFinite
 from gradcheck.evidence.non_finite import (
     NonFiniteOrigin,
     NonFiniteSeen,
@@ -137,6 +139,11 @@ def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> l
         match = next((f for f in found if f.cause and f.location and (
             f.output is not None or f.input == check.input or (
                 check.input is None and check.check in SECOND_ORDERS))), None)
+        if match is not None and isinstance(check.evidence, ModeNotFinite) and not check.location:
+            # Forward or reverse mode is NaN or infinite: the jvp check has no verdict, and
+            # the op that makes the value so is its line.
+            annotated.append(replace(check, location=match.location))
+            continue
         if match is None or not check.failed or check.check not in SYMPTOMS or check.location:
             annotated.append(check)
             continue
