@@ -6,7 +6,7 @@ these functions in the jobs it sends to worker processes."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -15,6 +15,7 @@ from gradcheck.options import default
 from gradcheck.run_settings import DEFAULT_RUN, RunSettings
 
 if TYPE_CHECKING:
+    from gradcheck.evidence.notes import Note
     from gradcheck.load.inputs import Arguments
     from gradcheck.load.target import Target
     from gradcheck.options import CheckOptions
@@ -169,7 +170,7 @@ def check_callable(function: Callable[..., Any], arguments: Callable[[], Argumen
     a factory of one, at the given arguments; every custom gradient it calls is observed
     (however it was defined or imported) unless `instrument` is False."""
     from gradcheck.diagnosis.diagnose import diagnose
-    from gradcheck.errors import LoadError
+    from gradcheck.errors import FunctionError, LoadError
     from gradcheck.load.inputs import name_arguments
     from gradcheck.load.target import graph_mode_error
     from gradcheck.tf.instrument import observing_custom_gradients
@@ -179,11 +180,28 @@ def check_callable(function: Callable[..., Any], arguments: Callable[[], Argumen
     if eager_disabled():
         raise LoadError(graph_mode_error(function))
 
-    with observing_custom_gradients(instrument) as observer:
-        function, notes = keras_target(function, options.training)
-        report = diagnose(function, name_arguments(function, arguments()), options, settings,
-                          label, observer)
+    notes: list[Note] = []
+    try:
+        with observing_custom_gradients(instrument) as observer:
+            target, notes = keras_target(function, options.training)
+            report = diagnose(target, name_arguments(target, arguments()), options, settings,
+                              label, observer)
+    except FunctionError:
+        if not _built_in_float64(notes):
+            raise
+        # A model built under the float64 policy whose call mixes in float32 tensors of its
+        # own (tf.zeros(units) in call): gradcheck's choice, so built again in its own dtype.
+        with observing_custom_gradients(instrument) as observer:
+            target, notes = keras_target(function, options.training, float64=False)
+            report = diagnose(target, name_arguments(target, arguments()), options, settings,
+                              label, observer)
     return replace(report, notes=tuple(notes) + report.notes) if notes else report
+
+
+def _built_in_float64(notes: Sequence[Note]) -> bool:
+    from gradcheck.evidence.notes import FactoryPolicy
+
+    return any(isinstance(note, FactoryPolicy) and note.float64 for note in notes)
 
 
 def snapshot_options(mode: str = "fast", timeout: float | None = None,

@@ -70,6 +70,8 @@ class Relation(Spelled):
     NON_FINITE = "non-finite"
     # TensorFlow's own gradient of an op is wrong at f's values (tf/wrong_gradients.py).
     TENSORFLOW_GRADIENT = "tensorflow-gradient"
+    # A Keras layer's call creates the variable anew on every call (checks/weights.py).
+    CREATED_IN_CALL = "created-in-call"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +148,7 @@ class Mistake(Spelled):
     # f itself.
     KINK = "kink"
     UNUSED_LAYER = "unused-layer"
+    VARIABLE_IN_CALL = "variable-in-call"
     RANDOM = "random"
     TAPE_DEPENDENT = "tape-dependent"
     # Compiled and second-order checks.

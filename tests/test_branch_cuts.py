@@ -14,7 +14,8 @@ from tests.conftest import fixture_module
 # function, (op, line) of the discontinuity (None: written with tf.where, no single op)
 CASES = [("fn", ("Atan", 11)), ("angle_loss", ("Angle", 23)),
          ("wrapped_angle_error", ("FloorMod", 31)), ("atan2", None),
-         ("spherical_angles", ("Atan2", 58))]
+         ("spherical_angles", ("Atan2", 58)), ("complex_sqrt", ("Sqrt", 68)),
+         ("log_phase", ("Log", 77))]
 
 
 def _cast(value: object, dtype: type) -> object:

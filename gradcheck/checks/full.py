@@ -304,7 +304,9 @@ def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.
           output: OutputLeaf, slot: Slot, site_of: KinkSiteFinder) -> CheckResult:
     """The warning that f has a kink here, at the op that has it when found."""
     index = tuple(int(i) for i in np.argwhere(kinks)[0])
-    if fd.jump is not None and fd.jump[index]:
+    if fd.jump is not None and np.any(kinks & fd.jump):
+        # f jumps at some of these elements: the jump is the finding (the others' kinks are
+        # its edges, as the real part of a complex sqrt along its cut).
         return _jump(ctx, block, fd, kinks & fd.jump, output, slot)
     site = site_of(index, len(output.shape))
     return CheckResult(

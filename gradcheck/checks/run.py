@@ -23,7 +23,7 @@ from gradcheck.checks.second_order import check_second_order
 from gradcheck.checks.strategy import check_strategy
 from gradcheck.checks.upstream import check_upstreams
 from gradcheck.checks.vjp import check_vjp
-from gradcheck.checks.weights import unbuilt_layer_results
+from gradcheck.checks.weights import unbuilt_layer_results, variable_in_call_results
 from gradcheck.errors import InputError
 from gradcheck.evidence.notes import (
     ComputesInside,
@@ -289,6 +289,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
         if ctx.wants(Kind.ACCUMULATION):
             found.results += check_accumulation(ctx)
     found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
+    found.results = variable_in_call_results(recording, found.results)
     found.notes += [note for note in recording.workarounds if note not in found.notes]
     inputs, outputs = _tensor_infos(recording)
     return Report(

@@ -1,12 +1,20 @@
-"""Layers that can never train because f never calls them (Keras: 'No gradients provided')."""
+"""Layers that can never train because f never calls them (Keras: 'No gradients provided'), and
+layers whose call creates a new tf.Variable each time (the variable trained is never read)."""
 
 from __future__ import annotations
 
-from gradcheck.evidence.causes import UnusedLayer
-from gradcheck.evidence.gradients import UnbuiltLayer
-from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
+from collections.abc import Sequence
+from dataclasses import replace
+
+from gradcheck.evidence.causes import CreatedInCall, UnusedLayer
+from gradcheck.evidence.gradients import UnbuiltLayer, VariableInCall
+from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
 from gradcheck.tf.program import function_name
 from gradcheck.tf.recording import Recording
+
+# The findings about a weight that a variable re-created on every call explains.
+EXPLAINED = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.JVP, Kind.FAST, Kind.CONNECTED,
+                       Kind.COMPILED})
 
 
 def unbuilt_layer_results(recording: Recording) -> list[CheckResult]:
@@ -14,3 +22,24 @@ def unbuilt_layer_results(recording: Recording) -> list[CheckResult]:
     return [CheckResult(Kind.CONNECTED, Status.WARN, evidence=UnbuiltLayer(name, layer),
                         input=layer, cause=Cause(Mistake.UNUSED_LAYER, facts=UnusedLayer(layer)))
             for layer in recording.unbuilt_layers]
+
+
+def variable_in_call_results(recording: Recording, results: Sequence[CheckResult]
+                             ) -> list[CheckResult]:
+    """A warning at the line in a layer's call that creates a tf.Variable on every call, and
+    the results, with the failures of a weight of that name (the first call's copy, which
+    tf-keras tracks and no later call reads) explained by it."""
+    if recording.created_in_call is None:
+        return list(results)
+    layer_class, layer = recording.created_in_call
+    names = tuple(dict.fromkeys(name.rsplit("/", 1)[-1] for name in recording.created_names))
+    cause = Cause(Mistake.VARIABLE_IN_CALL, f"{layer_class}.call", recording.created_at,
+                  CreatedInCall(layer_class, names))
+    found = CheckResult(Kind.CONNECTED, Status.WARN, location=recording.created_at,
+                        evidence=VariableInCall(layer, layer_class, names), cause=cause)
+    return [found] + [
+        replace(r, attributed_to=Attribution(Relation.CREATED_IN_CALL, cause,
+                                             earlier=r.attributed_to),
+                location=r.location or recording.created_at)
+        if r.failed and r.check in EXPLAINED and r.input is not None
+        and r.input.rsplit("/", 1)[-1] in names else r for r in results]

@@ -4,11 +4,13 @@ why (a tf.where branch not taken, an infinite derivative), as findings and their
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from gradcheck.diagnosis.explained import attribute
 from gradcheck.evidence.causes import FirstNonFinite, NonFiniteOp, NoNonFiniteOp
 from gradcheck.evidence.compiled import CompiledNotFinite
+from gradcheck.evidence.jvp import ModeNotFinite
 from gradcheck.evidence.non_finite import (
     NonFiniteOrigin,
     NonFiniteSeen,
@@ -33,6 +35,7 @@ SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.COMPILED, Kind.JV
 # Of those, the ones that compare autodiff with finite differences of f's values.
 COMPARED = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.SECOND_ORDER, Kind.HESSIAN})
 MODES = {True: "tf.function(jit_compile=True)", False: "tf.function"}
+SECOND_ORDERS = frozenset({Kind.SECOND_ORDER, Kind.HESSIAN})
 
 
 def _op_name(origin: Origin) -> str:
@@ -46,7 +49,8 @@ def _facts(origin: Origin) -> NonFiniteOp:
                        origin.produced, origin.arguments,
                        untaken=branch is not None and branch.untaken,
                        branch=branch.location if branch is not None else None,
-                       branch_library=branch.library if branch is not None else None)
+                       branch_library=branch.library if branch is not None else None,
+                       second=origin.second)
 
 
 def _mistake(origin: Origin) -> Mistake:
@@ -62,13 +66,13 @@ def _result(value: NonFiniteValue, analysis: NonFiniteAnalysis, variant: str | N
     evidence = NonFiniteSeen(variant or "eager", tuple(
         NonFiniteOrigin(o.op, o.kernel, o.location, o.backward, o.produced)
         for o in value.origins), value.name, value.gradient, value.produced, value.count,
-        value.size, value.index)
+        value.size, value.index, analysis.order)
     if not value.origins:
         return CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=evidence, **_where(value),
                            cause=Cause(Mistake.NON_FINITE, facts=NoNonFiniteOp()))
     first = value.origins[0]
     facts = FirstNonFinite(_facts(first), tuple(_facts(o) for o in value.origins[1:4]),
-                           value.gradient, analysis.dtype)
+                           value.gradient, analysis.dtype, analysis.order)
     cause = Cause(_mistake(first), _op_name(first), first.location, facts)
     return CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=evidence,
                        location=first.location, worst_index=value.index, cause=cause,
@@ -119,6 +123,11 @@ def non_finite_results(program: Program, checks: Sequence[CheckResult], options:
             if analysis is not None:
                 found += [_result(v, analysis, MODES[jit])
                           for v in _explained_by_outputs(analysis)]
+    if not found and any(c.failed and c.check in SECOND_ORDERS for c in checks):
+        # f and its gradient are finite: the NaN is in the second derivative only.
+        analysis = analyse_non_finite(program, outputs, order=2)
+        if analysis is not None:
+            found += [_result(v, analysis, None) for v in analysis.values if v.gradient]
     return found, _annotated(checks, found)
 
 
@@ -128,7 +137,13 @@ def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> l
     annotated = []
     for check in checks:
         match = next((f for f in found if f.cause and f.location and (
-            f.output is not None or f.input == check.input)), None)
+            f.output is not None or f.input == check.input or (
+                check.input is None and check.check in SECOND_ORDERS))), None)
+        if match is not None and isinstance(check.evidence, ModeNotFinite) and not check.location:
+            # Forward or reverse mode is NaN or infinite: the jvp check has no verdict, and
+            # the op that makes the value so is its line.
+            annotated.append(replace(check, location=match.location))
+            continue
         if match is None or not check.failed or check.check not in SYMPTOMS or check.location:
             annotated.append(check)
             continue

@@ -120,6 +120,7 @@ class NonFiniteOp:
     untaken: bool = False
     branch: Location | None = None
     branch_library: str | None = None  # the package whose code has that tf.where
+    second: bool = False  # its second derivative (made differentiating the gradient)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +132,7 @@ class FirstNonFinite(Facts):
     others: tuple[NonFiniteOp, ...] = ()
     gradient: bool = False
     dtype: str | None = None
+    order: int = 1  # 2: the value is a second derivative (the gradient itself is finite)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,3 +208,11 @@ class UnusedLayer(Facts):
     """The Keras layer `layer` is never called."""
 
     layer: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CreatedInCall(Facts):
+    """The `call` of Keras layer class `layer` creates tf.Variable(s) `variables` each call."""
+
+    layer: str
+    variables: tuple[str, ...]

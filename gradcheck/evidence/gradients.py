@@ -94,3 +94,13 @@ class UnbuiltLayer(Evidence):
 
     function: str = internal("")
     layer: str = internal("")
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableInCall(Evidence):
+    """The `call` of the Keras layer `layer` (of class `layer_class`) creates the tf.Variable(s)
+    `variables` on every call: the variable a step trains is not the one the next call reads."""
+
+    layer: str
+    layer_class: str = internal("")
+    variables: tuple[str, ...] = ()

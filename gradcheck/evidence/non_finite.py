@@ -36,6 +36,7 @@ class NonFiniteSeen(Evidence):
     count: int = internal(0)
     size: int = internal(0)
     index: tuple[int, ...] | None = internal(None)
+    order: int = internal(1)  # 2: the second derivative (nested tapes) for `name`
 
     def published(self) -> dict[str, Any]:
         """The variant and the origins; nothing when no origin was found."""

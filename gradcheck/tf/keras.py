@@ -24,6 +24,20 @@ def is_layer(obj: Any) -> bool:
         return True
 
 
+def calling_layer() -> tuple[str, str] | None:
+    """The Keras layer whose `call` (the user's, not a library's) is running: (its class, its
+    name), innermost first; None outside any."""
+    from gradcheck.tf.site_lines import is_library
+
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        owner = frame.f_locals.get("self") if frame.f_code.co_name == "call" else None
+        if owner is not None and not is_library(frame.f_code.co_filename) and is_layer(owner):
+            return type(owner).__name__, str(getattr(owner, "name", type(owner).__name__))
+        frame = frame.f_back
+    return None
+
+
 def compute_dtype(layer: Any) -> str | None:
     """The dtype a Keras layer computes in (float16 under mixed_float16), or None."""
     policy = getattr(layer, "dtype_policy", None) or getattr(layer, "_dtype_policy", None)
@@ -85,13 +99,15 @@ def _build(factory: Callable[[], Any], float64: bool) -> tuple[Any, Exception | 
         return None, exc
 
 
-def keras_target(obj: Any, training: bool = False) -> tuple[Any, list[Note]]:
-    """What to check for a TARGET that may be a Keras layer or a factory of one, with notes."""
+def keras_target(obj: Any, training: bool = False, float64: bool = True
+                 ) -> tuple[Any, list[Note]]:
+    """What to check for a TARGET that may be a Keras layer or a factory of one, with notes
+    (`float64`: try the float64 dtype policy first)."""
     notes: list[Note] = []
     if _is_factory(obj):
-        built, failed = _build(obj, float64=True)
-        note = FactoryPolicy(obj.__name__, float64=True)
-        if failed is not None:
+        built, failed = _build(obj, float64=float64)
+        note = FactoryPolicy(obj.__name__, float64=float64)
+        if failed is not None and float64:
             built, failed = _build(obj, float64=False)
             note = FactoryPolicy(obj.__name__, float64=False)
         if failed is not None and not inspect.signature(obj).parameters:

@@ -45,6 +45,7 @@ class Origin:
     arguments: tuple[float, ...]  # the forward op's float inputs at the first such element
     branch: Branch | None
     kernel: str  # the graph op that produced it (SqrtGrad, Reciprocal, Log...)
+    second: bool = False  # made while differentiating the gradient (a second derivative)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class NonFiniteAnalysis:
     jit: bool
     # The dtype the graph ran in, when it is not the checked one (f traces only in it).
     dtype: str | None = None
+    order: int = 1  # 2: the gradients analysed are second derivatives (a Hessian times ones)
 
 
 def _describe(array: np.ndarray) -> str:
@@ -168,7 +170,8 @@ def _origin(traced: TracedValues, op: Any) -> Origin:
         op=named.type, scope=scope, location=location, backward=traced.is_backward(op),
         produced=_describe(bad), kernel=op.type,
         arguments=_arguments(traced, forward, bad) if forward is not None else (),
-        branch=_branch(traced, forward, bad) if forward is not None else None)
+        branch=_branch(traced, forward, bad) if forward is not None else None,
+        second=traced.order(op) == 2)
 
 
 def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool
@@ -190,13 +193,13 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool
 
 
 def analyse_non_finite(program: Program, output_indices: Sequence[int],
-                       jit: bool = False) -> NonFiniteAnalysis | None:
-    """Every non-finite output and gradient of f at the point, with its origins; None when
-    f cannot be traced into a graph."""
-    traced, dtype = trace_values(program, output_indices, jit=jit), None
+                       jit: bool = False, order: int = 1) -> NonFiniteAnalysis | None:
+    """Every non-finite output and gradient of f at the point (second derivatives, with
+    `order` 2), with its origins; None when f cannot be traced into a graph."""
+    traced, dtype = trace_values(program, output_indices, jit=jit, order=order), None
     own = {s.own_dtype for s in program.sources if s.argument and s.own_dtype != s.dtype}
     if traced is None and len(own) == 1 and None not in own:  # a literal meeting float64
-        traced = trace_values(program, output_indices, jit=jit, own_dtype=True)
+        traced = trace_values(program, output_indices, jit=jit, own_dtype=True, order=order)
         dtype = own.pop()
     if traced is None:
         return None
@@ -204,7 +207,7 @@ def analyse_non_finite(program: Program, output_indices: Sequence[int],
     found += [_value(traced, name, tensor, True) for name, tensor in traced.gradients
               if tensor is not None]
     return NonFiniteAnalysis(tuple(v for v in found if v is not None), traced.seconds, jit,
-                             dtype)
+                             dtype, order)
 
 
 def differentiable_outputs(program: Program) -> list[int]:

@@ -35,6 +35,9 @@ class Recording:
 
     ops: list[RecordedOp]
     result: Any
+    # f's differentiable outputs as gradcheck flattens them (a complex one: its parts), made
+    # while recording, so that the ops making them are recorded too.
+    ends: list[Any] = field(default_factory=list)
     producer: dict[int, RecordedOp] = field(default_factory=dict)
     consumers: dict[int, list[RecordedOp]] = field(default_factory=dict)
 
@@ -56,7 +59,11 @@ def _frames_inside_f() -> list[traceback.FrameSummary]:
     walked = traceback.walk_stack(sys._getframe(2))
     frames = list(reversed(traceback.StackSummary.extract(walked, lookup_lines=False)))
     ours = [i for i, frame in enumerate(frames) if _is_ours(frame.filename)]
-    return frames[ours[-1] + 1:] if ours else frames
+    # gradcheck's frames inside f (its wrapper of a custom gradient TensorFlow calls) stay.
+    first_user = next((i for i, frame in enumerate(frames)
+                       if is_user_file(frame.filename) and not _is_ours(frame.filename)), None)
+    outer = [i for i in ours if first_user is None or i < first_user]
+    return frames[outer[-1] + 1:] if outer else frames
 
 
 @contextlib.contextmanager
@@ -84,15 +91,15 @@ def record(program: Program) -> Recording | None:
     try:
         with _recording_ops(ops):
             result = program.call()
+            flat = flatten_outputs(result)
     except Exception:  # noqa: BLE001
         return None
-    return Recording(ops, result)
+    return Recording(ops, result, [leaf.tensor for leaf in flat if leaf.differentiable] or [
+        leaf.tensor for leaf in flat if hasattr(leaf.tensor, "dtype")])
 
 
 def _ends(recording: Recording) -> list[Any]:
-    flat = flatten_outputs(recording.result)
-    return [leaf.tensor for leaf in flat if leaf.differentiable] or [
-        leaf.tensor for leaf in flat if hasattr(leaf.tensor, "dtype")]
+    return recording.ends
 
 
 def _starts(program: Program, slot_index: int) -> list[Any]:

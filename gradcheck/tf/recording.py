@@ -16,6 +16,7 @@ from gradcheck.evidence.notes import FreshTapes, JacobianByRows, Note, WhileLoop
 from gradcheck.load.inputs import ones_like
 from gradcheck.load.locations import exception_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
+from gradcheck.tf.keras import calling_layer
 from gradcheck.tf.program import (
     OutputLeaf,
     Program,
@@ -80,6 +81,9 @@ class Recording:
     # user's line that created the first.
     created_variables: int = 0
     created_at: Location | None = None
+    # The Keras layer (class, name) whose call created them, and their names.
+    created_in_call: tuple[str, str] | None = None
+    created_names: tuple[str, ...] = ()
     # f entered a ForwardAccumulator of its own inside forward_jvp's (forward over forward).
     nested_forward: bool = False
     # The checks ask for the VJP with the same upstream arrays (vjp, compiled, a block's
@@ -356,11 +360,13 @@ def record(program: Program) -> Recording:
     tf = tensorflow()
     created: list[Any] = []
     created_at: list[Location | None] = []
+    in_call: list[tuple[str, str]] = []
 
     def noting(next_creator: Any, **kwargs: Any) -> Any:
         variable = next_creator(**kwargs)
         if not created:
             created_at.append(caller_location())
+            in_call.extend(found for found in [calling_layer()] if found is not None)
         created.append(variable)
         return variable
 
@@ -388,4 +394,6 @@ def record(program: Program) -> Recording:
                                           if any(s.value is v for v in unread)),
                      unbuilt_layers=tuple(unbuilt_layers(program.function)),
                      notes=tuple(notes + left_out), created_variables=len(created),
-                     created_at=created_at[0] if created_at else None)
+                     created_at=created_at[0] if created_at else None,
+                     created_in_call=in_call[0] if in_call else None,
+                     created_names=tuple(str(v.name).split(":")[0] for v in created))

@@ -36,6 +36,8 @@ class TracedValues:
     gradients: list[tuple[str, str | None]] = field(default_factory=list)  # (source, tensor)
     seconds: float = 0.0
     index: dict[str, int] = field(default_factory=dict)  # op name -> position in `ops`
+    # With second derivatives traced: ops at this index and after differentiate the gradient.
+    second_start: int | None = None
 
     def value(self, tensor: Any) -> np.ndarray | None:
         return self.values.get(tensor.name)
@@ -44,8 +46,22 @@ class TracedValues:
         return self.index[op.name] >= self.backward_start
 
     def forward_op(self, op: Any) -> Any:
-        """The forward op an op stands for: itself, or the op whose gradient created it."""
-        return op if not self.is_backward(op) else self.forward_of.get(self.index[op.name])
+        """The forward op an op stands for: itself, or the op whose gradient created it (for
+        an op of the second derivative, the forward op of the gradient op it differentiates)."""
+        if op is None or not self.is_backward(op):
+            return op
+        forward = self.forward_of.get(self.index[op.name])
+        # An op of a function's body (a while loop's) is not in the outer graph's index.
+        while forward is not None and forward.name in self.index and self.is_backward(forward):
+            forward = self.forward_of.get(self.index[forward.name])
+        return forward
+
+    def order(self, op: Any) -> int:
+        """0 for a forward op, 1 for one of the gradient, 2 for one of its derivative."""
+        if not self.is_backward(op):
+            return 0
+        return 2 if self.second_start is not None and self.index[op.name] >= \
+            self.second_start else 1
 
 
 def op_location(op: Any) -> Location | None:
@@ -136,11 +152,12 @@ def _fetchable(tensor: Any) -> bool:
 
 def trace_values(program: Program, output_indices: Sequence[int], gradients: bool = True,
                  jit: bool = False, own_dtype: bool = False,
-                 execute: bool = True) -> TracedValues | None:
+                 execute: bool = True, order: int = 1) -> TracedValues | None:
     """f (and its VJP with all-ones upstreams) traced once and evaluated at the point with
     every intermediate tensor fetched (its arguments in the user's own dtype if asked, not
     the promoted one; not evaluated at all, no values, unless `execute`: f may write to
-    variables); None when f cannot be traced."""
+    variables); None when f cannot be traced. With `order` 2, the gradients are those of the
+    sum of the VJP's elements (a Hessian times ones), through nested tapes."""
     tf = tensorflow()
     started = time.perf_counter()
     sources = [i for i, slot in enumerate(program.slots) if slot.differentiable]
@@ -151,19 +168,29 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
     def body(*values: Any) -> list[Any]:
         graph = tf.compat.v1.get_default_graph()
         replacements = dict(zip(arguments, values))
-        with tf.GradientTape() as tape:
-            for value in values:
-                tape.watch(value)
-            leaves = flatten_outputs(program.call_converted(replacements))
-        targets = [leaves[k] for k in output_indices]
+        watched = [replacements.get(i, program.slots[i].value) for i in sources]
         records: list[tuple[Any, int, int]] = []
-        state["start"] = len(graph.get_operations())
-        grads: list[Any] = []
-        if gradients:
-            watched = [replacements.get(i, program.slots[i].value) for i in sources]
+        second = tf.GradientTape() if order == 2 else contextlib.nullcontext()
+        with second as outer:
+            if outer is not None:
+                outer.watch(list(values))
+            with tf.GradientTape() as tape:
+                for value in values:
+                    tape.watch(value)
+                leaves = flatten_outputs(program.call_converted(replacements))
+            targets = [leaves[k] for k in output_indices]
+            state["start"] = len(graph.get_operations())
+            grads: list[Any] = []
+            if gradients:
+                with _gradient_functions_recorded(graph, records):
+                    grads = tape.gradient([t.tensor for t in targets], watched, output_gradients=[
+                        tf.ones_like(t.tensor) for t in targets])
+            if outer is not None:
+                total = tf.add_n([tf.reduce_sum(g) for g in grads if g is not None])
+        if outer is not None:
+            state["second_start"] = len(graph.get_operations())
             with _gradient_functions_recorded(graph, records):
-                grads = tape.gradient([t.tensor for t in targets], watched,
-                                      output_gradients=[tf.ones_like(t.tensor) for t in targets])
+                grads = outer.gradient(total, watched)
         grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
         ops = graph.get_operations()
         fetched = [t for op in ops for t in op.outputs if _fetchable(t)]
@@ -189,10 +216,11 @@ def _collected(state: dict[str, Any], results: Sequence[Any], program: Program,
     ops = state["ops"]
     traced = TracedValues(ops, {t.name: as_array(v) for t, v in zip(state["fetched"], results)},
                           state["start"], seconds=seconds,
-                          index={op.name: i for i, op in enumerate(ops)})
+                          index={op.name: i for i, op in enumerate(ops)},
+                          second_start=state.get("second_start"))
     # Innermost first: a gradient function called inside another's records before it.
     for mock, start, end in sorted(state["records"], key=lambda r: r[2] - r[1], reverse=True):
-        forward = _mock_forward(mock, ops[:state["start"]])
+        forward = _mock_forward(mock, ops[:state.get("second_start") or state["start"]])
         for i in range(start, end):
             traced.forward_of[i] = forward
     traced.outputs = [(leaf.name, leaf.tensor.name) for leaf in state["targets"]]

@@ -4,6 +4,7 @@ the value only the last), found in the ops f runs eagerly, with the user's line.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,11 @@ from gradcheck.tf.program import Program
 from gradcheck.tf.recorded import RecordedOp, ops_on_path
 
 DUPLICATE_INDICES = "duplicate-indices"
+COMPLEX_CUSTOM_GRADIENT = "complex-custom-gradient"
+# TensorFlow's own functions whose gradient is a tf.custom_gradient of TensorFlow's that leaves
+# out the conjugate, so it is wrong for complex inputs (tensorflow/tensorflow#57357, tf-keras
+# #455): (file, function inside which the forward ops run) -> the function the user called.
+_UNCONJUGATED_CUSTOM_GRADIENTS = {("nn_impl.py", "swish_impl"): "tf.nn.silu (tf.nn.swish)"}
 
 
 @dataclass(frozen=True)
@@ -38,17 +44,31 @@ def _stitched_duplicates(op: RecordedOp) -> bool:
     return len(np.unique(flat)) < len(flat)
 
 
-def _wrong_here(op: RecordedOp) -> str | None:
+def _unconjugated_custom_gradient(op: RecordedOp) -> str | None:
+    """The TensorFlow function (tf.nn.silu) whose own custom gradient, wrong for complex
+    inputs, the op runs inside of, when its inputs are complex."""
+    if not any(getattr(t, "dtype", None) is not None and t.dtype.is_complex for t in op.inputs):
+        return None
+    return next((public for frame in op.traceback
+                 for (file, function), public in _UNCONJUGATED_CUSTOM_GRADIENTS.items()
+                 if frame.name == function and frame.filename.endswith(
+                     os.path.join("tensorflow", "python", "ops", file))), None)
+
+
+def _wrong_here(op: RecordedOp) -> tuple[str, str] | None:
+    """(The op as named, the reason) when TensorFlow's gradient of it is wrong here."""
     if op.type == "TensorScatterUpdate" and _duplicate_rows(op.inputs[1]):
-        return DUPLICATE_INDICES
+        return op.type, DUPLICATE_INDICES
     if op.type in ("DynamicStitch", "ParallelDynamicStitch") and _stitched_duplicates(op):
-        return DUPLICATE_INDICES
+        return op.type, DUPLICATE_INDICES
+    if (public := _unconjugated_custom_gradient(op)) is not None:
+        return public, COMPLEX_CUSTOM_GRADIENT
     return None
 
 
 def wrong_tensorflow_gradients(program: Program, slot_index: int
                                ) -> list[WrongTensorFlowGradient]:
     """The ops on the path from one source whose TensorFlow gradient is wrong here."""
-    return [WrongTensorFlowGradient(op.type, reason, frames_location(op.traceback))
+    return [WrongTensorFlowGradient(found[0], found[1], frames_location(op.traceback))
             for op in ops_on_path(program, slot_index)
-            if (reason := _wrong_here(op)) is not None]
+            if (found := _wrong_here(op)) is not None]

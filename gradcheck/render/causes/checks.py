@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gradcheck.evidence.causes import (
     Compiled,
+    CreatedInCall,
     Kinked,
     NoForwardRule,
     NoSecondOrderGradient,
@@ -103,3 +104,13 @@ def _output_changed(facts: OutputChanged, mistake: Mistake) -> WhatAndFix:
 @words.register
 def _unused_layer(facts: UnusedLayer, mistake: Mistake) -> WhatAndFix:
     return f"{facts.layer} is never called", None
+
+
+@words.register
+def _created_in_call(facts: CreatedInCall, mistake: Mistake) -> WhatAndFix:
+    names = ", ".join(facts.variables)
+    return (f"{facts.layer}.call creates a new tf.Variable ({names}) every time it is called,"
+            " so the variable a training step updates is not the one the next call reads"
+            " (Keras: 'Gradients do not exist for variables', or a weight that never changes)",
+            f"create it once, in {facts.layer}.build (or __init__) with self.add_weight, and"
+            " only read it in call")

@@ -105,10 +105,16 @@ _WRONG_TENSORFLOW_GRADIENTS: dict[str, WhatAndFix] = {
         "make the indices unique before writing (keep the last write of each index, e.g. with"
         " tf.unique on the reversed indices), or sum duplicates deliberately with"
         " tf.tensor_scatter_nd_add"),
+    "complex-custom-gradient": (
+        "TensorFlow's own gradient of {op} is wrong for complex inputs: {op} computes its"
+        " gradient with a tf.custom_gradient of TensorFlow's (not yours) that leaves out the"
+        " conjugate TensorFlow's complex gradients need (tensorflow/tensorflow#57357)",
+        "write it out for complex inputs (x * tf.math.sigmoid(x), whose gradient TensorFlow"
+        " derives op by op), or keep {op} to real inputs"),
 }
 
 
 @words.register
 def _tensorflow_gradient(facts: TensorFlowGradientOp, mistake: Mistake) -> WhatAndFix:
     said, fix = _WRONG_TENSORFLOW_GRADIENTS[facts.reason]
-    return said.format(op=facts.op), fix
+    return said.format(op=facts.op), fix.format(op=facts.op) if fix else fix

@@ -108,6 +108,10 @@ def _origin_words(origin: NonFiniteOp) -> str:
     at = f" at {origin.location}" if origin.location else ""
     if origin.op == "Placeholder":
         return "the input itself is not finite"
+    if origin.second:
+        kernel = f" ({origin.kernel})" if origin.kernel != origin.op else ""
+        return (f"the second derivative of {origin.name}{at}: differentiating its gradient"
+                f" again at {_call(origin)} gives {origin.produced}{kernel}")
     if origin.backward:
         kernel = f" ({origin.kernel} in the backward pass)" if origin.kernel != origin.op else ""
         return (f"the gradient of {origin.name}{at}: its local derivative at"
@@ -127,7 +131,22 @@ def _branch_words(origin: NonFiniteOp) -> str:
             " infinite local gradient is NaN")
 
 
+# Second derivatives: what to do when the gradient is finite and its own derivative is not.
+SECOND_ORDER_FIXES = {
+    "Pow": ("write whole-number powers as products (x * x, tf.square) and keep the base of"
+            " fractional powers away from 0 where second derivatives are needed: TensorFlow"
+            " differentiates pow(x, y)'s gradient y * pow(x, y - 1) again, which at x = 0 is"
+            " 0 * inf = NaN (tensorflow/tensorflow#35011)"),
+}
+
+
 def _fix(origin: NonFiniteOp) -> str:
+    if origin.second:
+        first = SAFE_FIXES.get(origin.op, f"keep the inputs of {origin.op} inside the range"
+                               " where it and its derivatives are finite")
+        return SECOND_ORDER_FIXES.get(origin.op, f"{first}, where second derivatives (a Hessian)"
+                                      " are needed: the gradient is finite at this point, but"
+                                      " its own derivative is not")
     spelled = SPELLINGS.get(origin.op, f"{origin.op}({{v}})")
     if origin.untaken and origin.branch_library:
         called = f" (called at {origin.branch})" if origin.branch else ""
@@ -146,6 +165,8 @@ def _fix(origin: NonFiniteOp) -> str:
 def _first_non_finite(facts: FirstNonFinite, mistake: Mistake) -> WhatAndFix:
     first = facts.first
     stage = "of the backward pass " if facts.gradient and first.backward else ""
+    if facts.order == 2:
+        stage = "of the second backward pass (the gradient differentiated again) "
     said = (f"the first op {stage}that turns finite values into non-finite ones is"
             f" {_origin_words(first)}{_branch_words(first)}")
     others = [("the gradient of " if o.backward else "") + o.op

@@ -63,6 +63,8 @@ def _attribution(attributed: Attribution) -> str:
     at = f" at {cause.location}" if cause is not None and cause.location else ""
     if relation == Relation.TENSORFLOW_GRADIENT and cause is not None:
         return f"likely cause: {what(cause)}{at}; workaround: {fix(cause)}"
+    if relation == Relation.CREATED_IN_CALL and cause is not None:
+        return f"likely cause: {what(cause)}{at}; fix: {fix(cause)}"
     if relation == Relation.CUT_PATH and cause is not None:
         return f"likely cause: {what(cause)}{at}"
     if relation == Relation.NON_FINITE and cause is not None:

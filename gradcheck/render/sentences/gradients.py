@@ -12,8 +12,9 @@ from gradcheck.evidence.gradients import (
     Kink,
     UnbuiltLayer,
     UntrainedWeight,
+    VariableInCall,
 )
-from gradcheck.render.causes import fix, kink_place
+from gradcheck.render.causes import fix, kink_place, what
 from gradcheck.render.causes.custom_gradients import raised_clause, raised_without_fix
 from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
@@ -142,3 +143,16 @@ def _unbuilt_clause(evidence: UnbuiltLayer, result: CheckResult) -> str:
 def _unbuilt(evidence: UnbuiltLayer, result: CheckResult) -> str:
     return (f"{_unbuilt_clause(evidence, result)}; an unused layer, or a head not on the path"
             " to the output?")
+
+
+@clause.register
+def _variable_in_call_clause(evidence: VariableInCall, result: CheckResult) -> str:
+    return (f"layer {evidence.layer} ({evidence.layer_class}) creates a new tf.Variable"
+            f" ({', '.join(evidence.variables)}) every time it is called")
+
+
+@sentence.register
+def _variable_in_call(evidence: VariableInCall, result: CheckResult) -> str:
+    cause = result.cause
+    assert cause is not None
+    return f"{what(cause)}; fix: {fix(cause)}"

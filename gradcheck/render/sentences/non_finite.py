@@ -15,6 +15,9 @@ from gradcheck.report import CheckResult
 def _seen(evidence: NonFiniteSeen, result: CheckResult) -> str:
     which = (f"the gradient for {evidence.name}" if evidence.gradient
              else f"f's output {evidence.name}")
+    if evidence.order == 2:
+        which = (f"the second derivative for {evidence.name} (the gradient, which is finite,"
+                 " differentiated by nested tapes)")
     index = f" (first at {list(evidence.index)})" if evidence.index else ""
     lead = (f"under {evidence.variant} only (eagerly it is finite), "
             if evidence.variant != "eager" else "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gradcheck.evidence.causes import FirstNonFinite
 from gradcheck.evidence.second_order import (
     Asymmetric,
     MissingInTensorFlow,
@@ -42,12 +43,19 @@ def _symmetric(evidence: Symmetric, result: CheckResult) -> str:
             f" {evidence.max_asymmetry:.1e})")
 
 
+def _non_finite(result: CheckResult) -> bool:
+    """The finding is explained by an op that makes NaN or infinite values."""
+    return result.cause is not None and isinstance(result.cause.facts, FirstNonFinite)
+
+
 @clause.register
 def _asymmetric_clause(evidence: Asymmetric, result: CheckResult) -> str:
     first, second = evidence.first, evidence.second
+    wrong = ("NaN or infinite second derivatives, from an op (not a custom gradient)"
+             if _non_finite(result) else _WRONG)
     return (f"{_NOT_SYMMETRIC}: ∂²/∂{first}∂{second} = {evidence.first_second:.6g} but"
             f" ∂²/∂{second}∂{first} = {evidence.second_first:.6g}, asymmetric in"
-            f" {evidence.count} of {evidence.size} elements: {_WRONG}")
+            f" {evidence.count} of {evidence.size} elements: {wrong}")
 
 
 @sentence.register
@@ -91,6 +99,8 @@ def _second_order_of(evidence: SecondOrderOf, result: CheckResult) -> str:
     if not evidence.told:
         return said
     cause = stated_cause(result)
+    if _non_finite(result):
+        return f"{said}; {what(cause)}; fix: {fix(cause)}"
     return f"{said}; the gradient {what(cause)}; {fix(cause)}"
 
 

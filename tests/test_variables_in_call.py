@@ -1,0 +1,42 @@
+"""A Keras layer whose call creates a tf.Variable on every call is named at that line, with the
+fix (create it in build with add_weight); the correct layer passes
+(fixtures/variables_in_call.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradcheck
+from gradcheck.evidence.gradients import VariableInCall
+from gradcheck.report import Kind, Status
+from tests.conftest import fixture_module
+
+CASES = [("noisy_net", "NoisyDense", 21), ("tf_keras_noisy_net", "TfKerasNoisyDense", 48)]
+
+
+@pytest.mark.parametrize(("name", "layer", "line"), CASES)
+def test_a_variable_created_in_call_is_named_at_its_line(name: str, layer: str,
+                                                         line: int) -> None:
+    module = fixture_module("variables_in_call")
+    report = gradcheck.check(getattr(module, name), *getattr(module, f"{name}_inputs"),
+                             compiled=False)
+    found = [c for c in report.checks if isinstance(c.evidence, VariableInCall)]
+    assert len(found) == 1 and found[0].check == Kind.CONNECTED
+    assert found[0].status == Status.WARN
+    assert found[0].location is not None and found[0].location.line == line
+    said = str(report)
+    assert f"{layer}.call creates a new tf.Variable (bias)" in said
+    assert f"in {layer}.build (or __init__) with self.add_weight" in said
+    # A failure of the weight tf-keras tracks (the first call's copy) is told by it.
+    for failed in (c for c in report.checks if c.failed):
+        assert failed.location is not None and failed.location.line == line
+        assert failed.attributed_to is not None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_layer_built_with_add_weight_passes(dtype: type) -> None:
+    module = fixture_module("variables_in_call")
+    report = gradcheck.check(module.fixed_noisy_net, module.x.astype(dtype), compiled=False)
+    assert report.ok and all(c.status == Status.PASS for c in report.checks)
+    assert not [c for c in report.checks if isinstance(c.evidence, VariableInCall)]
