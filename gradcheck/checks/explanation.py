@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from gradcheck.checks import explain
 from gradcheck.checks.context import CheckContext
 from gradcheck.checks.full import SourceAnalysis
-from gradcheck.evidence.comparison import VjpSymmetric
 from gradcheck.evidence.explain import Explanation
+from gradcheck.evidence.vjp import VjpSymmetric
 from gradcheck.report import CheckResult, Kind, Status
 from gradcheck.tf.recording import GradientOutcome
 
