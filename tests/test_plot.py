@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gradcheck.errors import UsageError
-from gradcheck.evidence.comparison import JacobianSymmetric, SymmetricPerturbations
+from gradcheck.evidence.jacobian import JacobianSymmetric, SymmetricPerturbations
 from gradcheck.options import options_from
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.artifacts import (

@@ -1,5 +1,6 @@
-"""What tape.gradient really computes for each input, as plain data: J, 1ᵀJ, uᵀJ and the mistake
-(gradcheck.render.sentences.explain words it)."""
+"""The explanation of the output_gradients contract (Report.explain): what tape.gradient returns
+for each input, with and without output_gradients, turned into plain data (J, 1ᵀJ, uᵀJ and the
+mistake) that gradcheck.render.sentences.explain words."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradcheck.checks.context import CheckContext
+from gradcheck.checks.full import SourceAnalysis
 from gradcheck.evidence.explain import (
     Coincidence,
     Explanation,
@@ -20,8 +23,11 @@ from gradcheck.evidence.explain import (
     TargetExplanation,
     TensorView,
 )
+from gradcheck.evidence.vjp import VjpSymmetric
 from gradcheck.numerics import judging
 from gradcheck.numerics.symmetric import symmetrise
+from gradcheck.report import CheckResult, Kind, Status
+from gradcheck.tf.recording import GradientOutcome
 
 # Tensors up to this many elements are shown in full; larger ones by shape and a summary.
 SHOWN_SIZE = 64
@@ -267,3 +273,40 @@ def explain_input(facts: InputFacts) -> InputExplanation:
 def explain(inputs: Sequence[InputFacts]) -> Explanation:
     """The whole explanation (Report.explain): one entry per input."""
     return Explanation(tuple(explain_input(facts) for facts in inputs))
+
+
+def _error(*outcomes: GradientOutcome) -> str | None:
+    return next((o.error_line for o in outcomes if o.error is not None), None)
+
+
+def _target_facts(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[TargetFacts, ...]:
+    slot, facts = analysis.slot, []
+    for u, k in zip(ctx.upstreams, ctx.diff_outputs):
+        plain = ctx.recording.plain_gradient([k], slot)
+        vjp = ctx.recording.gradient([k], slot, [u])
+        block = analysis.autodiff.get(k)
+        source = "autodiff" if block is not None else (
+            "none" if plain.value is None and plain.error is None else "finite differences")
+        if source == "finite differences":
+            block = analysis.reference(k)
+        facts.append(TargetFacts(
+            ctx.outputs[k].name, ctx.outputs[k].shape, u, block, source, plain.value,
+            vjp.value, analysis.reference(k), _error(plain, vjp),
+            slot.complex_dtype is not None and ctx.outputs[k].complex_dtype is not None))
+    return tuple(facts)
+
+
+def explanation(ctx: CheckContext, analyses: Sequence[tuple[SourceAnalysis, GradientOutcome]],
+                results: Sequence[CheckResult]) -> Explanation:
+    """What tape.gradient returns for each input, with and without output_gradients."""
+    facts = []
+    for analysis, vjp in analyses:
+        slot = analysis.slot
+        plain = ctx.recording.plain_gradient(ctx.diff_outputs, slot)
+        symmetric_vjp = any(r.check == Kind.VJP and r.status == Status.WARN
+                            and r.input == slot.name and isinstance(r.evidence, VjpSymmetric)
+                            for r in results)
+        facts.append(InputFacts(
+            slot.name, slot.shape, _target_facts(ctx, analysis), plain.value, vjp.value,
+            _error(plain, vjp), symmetric_vjp))
+    return explain(facts)

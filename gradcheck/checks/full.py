@@ -14,13 +14,6 @@ from gradcheck.checks.kinks import with_crossed_kinks
 from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import Kinked
-from gradcheck.evidence.comparison import (
-    JacobianInconclusive,
-    JacobianMatch,
-    JacobianMismatch,
-    JacobianSymmetric,
-    TapeJacobianFailed,
-)
 from gradcheck.evidence.connected import Connected, GradShape
 from gradcheck.evidence.gradients import (
     CutPath,
@@ -30,6 +23,13 @@ from gradcheck.evidence.gradients import (
     Kink,
     KinkSite,
     UntrainedWeight,
+)
+from gradcheck.evidence.jacobian import (
+    JacobianInconclusive,
+    JacobianMatch,
+    JacobianMismatch,
+    JacobianSymmetric,
+    TapeJacobianFailed,
 )
 from gradcheck.evidence.notes import Note
 from gradcheck.numerics import differences, float32, judging, symmetric

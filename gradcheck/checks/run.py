@@ -12,7 +12,7 @@ from gradcheck.checks.accumulation import check_accumulation
 from gradcheck.checks.compiled import check_compiled
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.determinism import backward_changed, changed_between_calls
-from gradcheck.checks.explanation import explanation
+from gradcheck.checks.explain import explanation
 from gradcheck.checks.fast import run_fast
 from gradcheck.checks.full import SourceAnalysis, analyse, check_block
 from gradcheck.checks.hessian import check_hessian, require_scalar

@@ -10,7 +10,7 @@ import numpy as np
 from gradcheck.checks.context import CheckContext, Findings, shown
 from gradcheck.checks.full import SourceAnalysis
 from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
-from gradcheck.evidence.comparison import VjpMatch, VjpMismatch, VjpSkipped, VjpSymmetric
+from gradcheck.evidence.vjp import VjpMatch, VjpMismatch, VjpSkipped, VjpSymmetric
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY
 from gradcheck.report import Kind, Status

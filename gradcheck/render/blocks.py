@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.evidence.comparison import JacobianSymmetric, VjpSymmetric
 from gradcheck.evidence.gradients import CutPath
+from gradcheck.evidence.jacobian import JacobianSymmetric
+from gradcheck.evidence.vjp import VjpSymmetric
 from gradcheck.report import Block, CheckResult, Kind, Report, Status
 
 # A cut path recorded only through the connected check's details (no Block): elements whose

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.evidence.comparison import JacobianEvidence
+from gradcheck.evidence.jacobian import JacobianEvidence
 from gradcheck.render.sentences.notes import note_text
 from gradcheck.render.table import MATRIX_KINDS, STATUS_LABEL, summary_line
 from gradcheck.report import CheckResult, Kind, Report

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gradcheck.evidence import Location
-from gradcheck.evidence.comparison import JacobianEvidence
+from gradcheck.evidence.jacobian import JacobianEvidence
 from gradcheck.render.sentences.notes import note_text
 from gradcheck.report import CheckResult, Kind, Report
 from gradcheck.spelling import format_index

@@ -1,8 +1,9 @@
-"""Sentences about autodiff compared with finite differences (jacobian, vjp)."""
+"""Sentences of the jacobian check (autodiff's Jacobian block against finite differences),
+and the disagreement and symmetric-convention wording the vjp check shares."""
 
 from __future__ import annotations
 
-from gradcheck.evidence.comparison import (
+from gradcheck.evidence.jacobian import (
     Disagreement,
     JacobianInconclusive,
     JacobianMatch,
@@ -11,16 +12,10 @@ from gradcheck.evidence.comparison import (
     SymmetricNote,
     SymmetricPerturbations,
     TapeJacobianFailed,
-    VjpMatch,
-    VjpMismatch,
-    VjpSkipped,
-    VjpSymmetric,
 )
 from gradcheck.render.sentences.dispatch import clause, sentence
 from gradcheck.report import CheckResult
 from gradcheck.spelling import format_index
-
-VJP = "tape.gradient(..., output_gradients=u)"
 
 
 @sentence.register
@@ -44,7 +39,7 @@ def _inconclusive(evidence: JacobianInconclusive, result: CheckResult) -> str:
             " step (--eps)")
 
 
-def _disagree_clause(lead: str, disagreement: Disagreement | None) -> str:
+def disagree_clause(lead: str, disagreement: Disagreement | None) -> str:
     assert disagreement is not None
     return f"{lead} in {disagreement.n_bad} of {disagreement.size} elements"
 
@@ -63,42 +58,31 @@ def _symmetric_note(note: SymmetricNote | None) -> str:
             " (a transposed gradient?)")
 
 
-def _disagree(lead: str, names: tuple[str, str], disagreement: Disagreement | None,
-              result: CheckResult) -> str:
+def disagree(lead: str, names: tuple[str, str], disagreement: Disagreement | None,
+             result: CheckResult) -> str:
     assert disagreement is not None
-    return (f"{_disagree_clause(lead, disagreement)}; worst"
+    return (f"{disagree_clause(lead, disagreement)}; worst"
             f" {format_index(result.worst_index or ())}: {names[0]} {disagreement.actual:.6g},"
             f" {names[1]} {disagreement.expected:.6g} ({result.excess:.3g}× the allowed error)"
             + _symmetric_note(disagreement.symmetric))
 
 
 _JACOBIAN_LEAD = "autodiff and finite differences disagree"
-_VJP_LEAD = f"{VJP} differs from uᵀJ (finite differences)"
 
 
 @sentence.register
 def _jacobian_mismatch(evidence: JacobianMismatch, result: CheckResult) -> str:
-    return _disagree(_JACOBIAN_LEAD, ("autodiff", "finite differences"), evidence.disagreement,
+    return disagree(_JACOBIAN_LEAD, ("autodiff", "finite differences"), evidence.disagreement,
                      result)
 
 
 @clause.register
 def _jacobian_mismatch_clause(evidence: JacobianMismatch, result: CheckResult) -> str:
-    return _disagree_clause(_JACOBIAN_LEAD, evidence.disagreement)
+    return disagree_clause(_JACOBIAN_LEAD, evidence.disagreement)
 
 
-@sentence.register
-def _vjp_mismatch(evidence: VjpMismatch, result: CheckResult) -> str:
-    return _disagree(_VJP_LEAD, ("tape.gradient", "uᵀJ"), evidence.disagreement, result)
-
-
-@clause.register
-def _vjp_mismatch_clause(evidence: VjpMismatch, result: CheckResult) -> str:
-    return _disagree_clause(_VJP_LEAD, evidence.disagreement)
-
-
-def _convention(what: str, found: SymmetricPerturbations | None, size: int,
-                result: CheckResult) -> str:
+def convention(what: str, found: SymmetricPerturbations | None, size: int,
+               result: CheckResult) -> str:
     """The warning that replaces a failure when autodiff is the symmetrised gradient."""
     assert found is not None
     name = result.input
@@ -116,13 +100,8 @@ def _convention(what: str, found: SymmetricPerturbations | None, size: int,
 
 @sentence.register
 def _jacobian_symmetric(evidence: JacobianSymmetric, result: CheckResult) -> str:
-    return _convention(f"tape.jacobian of {result.output}", evidence.symmetric_perturbations,
+    return convention(f"tape.jacobian of {result.output}", evidence.symmetric_perturbations,
                        evidence.elementwise_size, result)
-
-
-@sentence.register
-def _vjp_symmetric(evidence: VjpSymmetric, result: CheckResult) -> str:
-    return _convention(VJP, evidence.symmetric_perturbations, evidence.elementwise_size, result)
 
 
 @sentence.register
@@ -130,15 +109,3 @@ def _tape_jacobian_failed(evidence: TapeJacobianFailed, result: CheckResult) -> 
     if evidence.error:
         return f"tape.jacobian failed: {evidence.error}"
     return "tape.jacobian returned None although tape.gradient did not"
-
-
-@sentence.register
-def _vjp_match(evidence: VjpMatch, result: CheckResult) -> str:
-    return (f"{VJP} matches uᵀJ from finite differences (max abs err {result.max_abs_err:.1e},"
-            f" {result.max_rel_err:.1e} of max |uᵀJ|, {result.excess:.2g} of the allowed"
-            " error)")
-
-
-@sentence.register
-def _vjp_skipped(evidence: VjpSkipped, result: CheckResult) -> str:
-    return f"no VJP for {result.input}: its gradient is broken (see the checks above)"

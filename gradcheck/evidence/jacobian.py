@@ -1,4 +1,5 @@
-"""Evidence of autodiff compared with finite differences: the Jacobian and VJP checks."""
+"""Evidence of the jacobian check: autodiff's Jacobian block compared with finite differences
+(Disagreement and the Symmetric* facts are shared with the vjp check)."""
 
 from __future__ import annotations
 
@@ -84,32 +85,3 @@ class TapeJacobianFailed(Evidence):
     """tape.jacobian gave nothing (with its error, when it raised)."""
 
     error: str | None = internal()
-
-
-@dataclasses.dataclass(frozen=True)
-class VjpEvidence(Evidence):
-    """tape.gradient's VJP next to uᵀJ from finite differences (when small enough to show)."""
-
-    vjp: list[Any] | None
-    finite_difference: list[Any] | None
-
-
-@dataclasses.dataclass(frozen=True)
-class VjpMatch(VjpEvidence):
-    """The VJP matches uᵀJ."""
-
-
-@dataclasses.dataclass(frozen=True)
-class VjpMismatch(VjpEvidence):
-    disagreement: Disagreement | None = internal()
-
-
-@dataclasses.dataclass(frozen=True)
-class VjpSymmetric(VjpEvidence):
-    symmetric_perturbations: SymmetricPerturbations | None = None
-    elementwise_size: int = internal(0)
-
-
-@dataclasses.dataclass(frozen=True)
-class VjpSkipped(Evidence):
-    """No VJP: the input's gradient is broken (raised, or the wrong shape)."""
