@@ -16,6 +16,7 @@ from gradcheck.evidence.notes import FreshTapes, JacobianByRows, Note, WhileLoop
 from gradcheck.load.inputs import ones_like
 from gradcheck.load.locations import exception_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
+from gradcheck.tf.pfor import while_loop_note
 from gradcheck.tf.program import (
     OutputLeaf,
     Program,
@@ -202,6 +203,7 @@ class Recording:
             except Exception as exc:
                 return None, first_line(exc)
         messages: list[str] = []
+        raised: BaseException | None = None  # by pfor
         for use_pfor in (True, False) if vectorise else (False,):
             self.program.announce(Phase(f"the {'vectorised' if use_pfor else 'while-loop'}"
                                         f" tape.jacobian of {of}", vectorised=use_pfor))
@@ -212,12 +214,13 @@ class Recording:
                                                 experimental_use_pfor=False))
             except Exception as exc:
                 messages.append(first_line(exc))
+                raised = exc if use_pfor else raised
                 continue
             if block is None:
                 messages.append("tape.jacobian returned None")
                 continue
             if messages:
-                self._note(WhileLoopJacobian(messages[0]))
+                self._note(while_loop_note(messages[0], raised))
             elif not use_pfor:
                 self._note(WhileLoopJacobian())
             return np.asarray(block, dtype=np.float64), None

@@ -179,8 +179,18 @@ def _fresh_tapes(note: FreshTapes) -> str:
 def _while_loop_jacobian(note: WhileLoopJacobian) -> str:
     if note.error is None:
         return "tape.jacobian ran without vectorisation (experimental_use_pfor=False)"
-    return (f"the vectorised tape.jacobian failed ({note.error}); the while-loop"
-            " tape.jacobian(experimental_use_pfor=False) was used")
+    if note.op is None:
+        return (f"the vectorised tape.jacobian failed ({note.error}); the while-loop"
+                " tape.jacobian(experimental_use_pfor=False) was used")
+    at = f" at {note.location}" if note.location is not None else ""
+    root = f": {note.root.rstrip('.')}" if note.root and note.root != note.error else ""
+    name = note.op_name or ""
+    if name.startswith("gradients/") and "_grad/" in name:
+        name += f", in the gradient of {name.removeprefix('gradients/').split('_grad/')[0]}"
+    return (f"tape.jacobian(..., experimental_use_pfor=True) failed: pfor could not vectorise"
+            f" op {note.op} ({name}){at}{root}; gradcheck used the while loop,"
+            " experimental_use_pfor=False, and so must your own tape.jacobian and"
+            " tape.batch_jacobian calls on this function")
 
 
 @note_text.register
