@@ -28,6 +28,8 @@ KINK_AT_TIE = frozenset({"Maximum", "Minimum", "Greater", "GreaterEqual", "Less"
 BRANCH_CUT = frozenset({"Angle", "Log", "Sqrt", "Rsqrt", "Pow", "Atan", "Atan2", "FloorMod"})
 # How close to the kink an input must be for finite differences (steps ~1e-5) to cross it.
 KINK_REACH = 1e-4
+# The frame of tf.recompute_grad's backward pass that runs f again.
+_RECOMPUTE_FRAME = "inner_recompute_grad"
 _NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 # Backward ops whose GPU kernels may give another result on every run: atomic additions
 # (scatter, segment sums: the gradients of gather and embedding lookups), cuDNN's filter
@@ -70,6 +72,21 @@ def stateful_sites(program: Program, output_indices: Sequence[int]) -> list[Site
         return []
     return [_site(traced, op) for op in traced.ops
             if op.type in VARIABLE_WRITES or _RANDOM.search(op.type)]
+
+
+def recomputed_random_sites(program: Program, output_indices: Sequence[int]) -> list[Site]:
+    """Random ops that tf.recompute_grad runs again in f's backward pass (its recomputation
+    draws new numbers: the gradient is of another sample than the value)."""
+    traced = trace_values(program, output_indices, execute=False)
+    if traced is None:
+        return []
+    return [_site(traced, op) for op in traced.ops if traced.is_backward(op)
+            and _RANDOM.search(op.type) and _recomputed(op)]
+
+
+def _recomputed(op: Any) -> bool:
+    return any(frame.name == _RECOMPUTE_FRAME and frame.filename.endswith("custom_gradient.py")
+               for frame in op.traceback or ())
 
 
 def is_random_op(op_type: str) -> bool:
