@@ -17,10 +17,11 @@ def test_the_op_pfor_fails_on_is_named_with_the_fix() -> None:
         assert report.ok
         [note] = [n for n in report.notes if isinstance(n, WhileLoopJacobian)]
         assert note.op == "StatelessIf" and "rot90" in str(note.op_name)
+        assert str(note.location).endswith("pfor_fallback.py:12")  # the user's rot90 call
         text = str(note)
         assert "tape.jacobian(..., experimental_use_pfor=True) failed" in text
         assert "pfor could not vectorise op StatelessIf" in text
-        assert "in the gradient of rot90/cond" in text
+        assert "in the gradient of rot90/cond, made at" in text
         assert "Dimension 2 in both shapes must be equal" in text
         assert "your own tape.jacobian and tape.batch_jacobian calls" in text
 

@@ -9,8 +9,12 @@ from typing import Any
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.notes import WhileLoopJacobian
-from gradcheck.tf.program import first_line
+from gradcheck.tf.program import Program, first_line
+from gradcheck.tf.runtime import tensorflow
 from gradcheck.tf.values import op_location
+
+# How many graphs (f's and the functions it calls) are searched for a forward op's line.
+_MAX_GRAPHS = 64
 
 # Ops pfor passes through on its way to the one that fails: function calls it converts by
 # converting their bodies, and the identities gradients begin with.
@@ -62,10 +66,42 @@ def pfor_failure(exc: BaseException) -> PforFailure:
                        None if op is None else op_location(op), first_line(chain[-1]))
 
 
-def while_loop_note(error: str, exc: BaseException | None) -> WhileLoopJacobian:
+def gradient_of(name: str | None) -> str | None:
+    """The forward op a gradient op was made for, by name ('gradients/rot90/cond_grad/If':
+    'rot90/cond'), or None for a forward op."""
+    if name is None or not name.startswith("gradients/") or "_grad/" not in name:
+        return None
+    return name.removeprefix("gradients/").split("_grad/")[0]
+
+
+def _forward_location(program: Program, name: str) -> Location | None:
+    """The user's line of the op named `name` in f's graph, or in a function f calls (a
+    tf.function of the user's own, compiled or not)."""
+    tf = tensorflow()
+    try:
+        graph = tf.function(program.call, autograph=False).get_concrete_function().graph
+    except Exception:  # noqa: BLE001 - f cannot be traced: no line
+        return None
+    pending, seen = [graph], 0
+    while pending and seen < _MAX_GRAPHS:
+        current = pending.pop()
+        seen += 1
+        for op in current.get_operations():
+            if op.name == name or op.name.endswith(f"/{name}"):
+                return op_location(op)
+        pending += [g for g in (getattr(f, "graph", None) for f in getattr(
+            current, "_functions", {}).values()) if g is not None]
+    return None
+
+
+def while_loop_note(error: str, exc: BaseException | None, program: Program
+                    ) -> WhileLoopJacobian:
     """The note for a Jacobian taken by the while loop after pfor raised `exc` (None: the
     vectorised path failed otherwise, e.g. returned None)."""
     if exc is None:
         return WhileLoopJacobian(error)
     failure = pfor_failure(exc)
-    return WhileLoopJacobian(error, failure.op, failure.name, failure.location, failure.root)
+    forward = gradient_of(failure.name)
+    location = failure.location or (None if forward is None else
+                                    _forward_location(program, forward))
+    return WhileLoopJacobian(error, failure.op, failure.name, location, failure.root)

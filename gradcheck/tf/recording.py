@@ -220,7 +220,7 @@ class Recording:
                 messages.append("tape.jacobian returned None")
                 continue
             if messages:
-                self._note(while_loop_note(messages[0], raised))
+                self._note(while_loop_note(messages[0], raised, self.program))
             elif not use_pfor:
                 self._note(WhileLoopJacobian())
             return np.asarray(block, dtype=np.float64), None

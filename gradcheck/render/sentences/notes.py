@@ -187,8 +187,9 @@ def _while_loop_jacobian(note: WhileLoopJacobian) -> str:
     name = note.op_name or ""
     if name.startswith("gradients/") and "_grad/" in name:
         name += f", in the gradient of {name.removeprefix('gradients/').split('_grad/')[0]}"
+        at = f", made at {note.location}" if note.location is not None else ""
     return (f"tape.jacobian(..., experimental_use_pfor=True) failed: pfor could not vectorise"
-            f" op {note.op} ({name}){at}{root}; gradcheck used the while loop,"
+            f" op {note.op} ({name}{at}){root}; gradcheck used the while loop,"
             " experimental_use_pfor=False, and so must your own tape.jacobian and"
             " tape.batch_jacobian calls on this function")
 
