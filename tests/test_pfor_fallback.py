@@ -23,7 +23,7 @@ def test_the_op_pfor_fails_on_is_named_with_the_fix() -> None:
         assert "pfor could not vectorise op StatelessIf" in text
         assert "in the gradient of rot90/cond, made at" in text
         assert "Dimension 2 in both shapes must be equal" in text
-        assert "your own tape.jacobian and tape.batch_jacobian calls" in text
+        assert "your own tape.jacobian and tape.batch_jacobian calls on this function need" in text
 
 
 def test_no_pfor_note_where_the_vectorised_jacobian_works() -> None:

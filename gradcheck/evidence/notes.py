@@ -241,6 +241,8 @@ class SecondDerivatives(Note):
 
 @dataclasses.dataclass(frozen=True)
 class Retried(Note):
-    """The results come from a new worker with vectorisation off, after `crash`."""
+    """The results come from a new worker with vectorisation off, after `crash` (`jacobian`:
+    in tape.jacobian's vectorised path, pfor)."""
 
     crash: str
+    jacobian: bool = False

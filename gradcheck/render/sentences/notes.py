@@ -39,6 +39,8 @@ from gradcheck.spelling import format_size
 RETRY_NOTE = ("these results come from a new worker process with vectorisation off"
               " (no pfor, no tf.vectorized_map)")
 SIZING = "finite-difference steps and tolerances are"
+OWN_CALLS = ("so your own tape.jacobian and tape.batch_jacobian calls on this function need"
+             " experimental_use_pfor=False too")
 
 
 @functools.singledispatch
@@ -190,8 +192,7 @@ def _while_loop_jacobian(note: WhileLoopJacobian) -> str:
         at = f", made at {note.location}" if note.location is not None else ""
     return (f"tape.jacobian(..., experimental_use_pfor=True) failed: pfor could not vectorise"
             f" op {note.op} ({name}{at}){root}; gradcheck used the while loop,"
-            " experimental_use_pfor=False, and so must your own tape.jacobian and"
-            " tape.batch_jacobian calls on this function")
+            f" experimental_use_pfor=False, {OWN_CALLS}")
 
 
 @note_text.register
@@ -214,4 +215,7 @@ def _second_derivatives(note: SecondDerivatives) -> str:
 
 @note_text.register
 def _retried(note: Retried) -> str:
-    return f"{note.crash}; {RETRY_NOTE}"
+    if not note.jacobian:
+        return f"{note.crash}; {RETRY_NOTE}"
+    return (f"{note.crash}; {RETRY_NOTE}: tape.jacobian(..., experimental_use_pfor=True)"
+            f" crashes TensorFlow on this function where the while loop works, {OWN_CALLS}")
