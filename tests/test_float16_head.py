@@ -30,8 +30,8 @@ def _precision(report: Report) -> list[CheckResult]:
     return [c for c in report.checks if c.check == "precision"]
 
 
-def _check(function, inputs) -> Report:  # type: ignore[no-untyped-def]
-    return gradcheck.check(function, *inputs, wrt="variables", compiled=False,
+def _check(function, inputs, wrt: str = "variables") -> Report:  # type: ignore[no-untyped-def]
+    return gradcheck.check(function, *inputs, wrt=wrt, compiled=False,
                            kinds=frozenset({"precision", "non-finite"}))
 
 
@@ -51,8 +51,10 @@ def test_a_float16_sigmoid_head_whose_dice_loss_overflows_is_named(heads) -> Non
 
 
 def test_a_hand_written_softmax_head_is_named_at_the_overflowing_line(mixed) -> None:  # type: ignore[no-untyped-def]
-    found = _precision(_check(mixed.cross_entropy, mixed.cross_entropy_inputs))
-    assert found and all(c.status == "fail" for c in found)
+    # With the arguments too: the input's gradient still passes through a float16 Dense.
+    found = _precision(_check(mixed.cross_entropy, mixed.cross_entropy_inputs, wrt="all"))
+    assert len(found) == 4 and all(c.status == "fail" for c in found)
+    assert all(PITFALL in c.message for c in found)
     assert str(found[0].location).endswith("mixed_precision.py:17")
     assert ("the output layer hand_softmax (HandSoftmax) of hot computes in float16 under the"
             " mixed_float16 policy; give it dtype='float32'" in found[0].message)
@@ -61,7 +63,7 @@ def test_a_hand_written_softmax_head_is_named_at_the_overflowing_line(mixed) -> 
 @pytest.mark.parametrize("loss", ["normed_loss", "tiny_loss"])
 def test_a_fault_that_a_float32_head_does_not_fix_is_not_blamed_on_it(mixed, loss) -> None:  # type: ignore[no-untyped-def]
     inputs = mixed.normed_inputs if loss == "normed_loss" else mixed.tiny_loss_inputs
-    found = _precision(_check(getattr(mixed, loss), inputs))
+    found = _precision(_check(getattr(mixed, loss), inputs, wrt="all"))
     assert any(c.failed for c in found)
     assert not any(PITFALL in c.message for c in found)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext
 from gradcheck.evidence.precision import FloatHead, NoFloat32Copy, PrecisionLoss, ValueLost
-from gradcheck.numerics.precision import faithful_copy, judge_precision
+from gradcheck.numerics.precision import faithful_copy, head_explains, judge_precision
 from gradcheck.report import CheckResult, Kind, Status
 from gradcheck.tf.precision import (
     PrecisionGradients,
@@ -66,7 +66,7 @@ def _float_head(ctx: CheckContext, compared: PrecisionGradients, scale: float,
         if not faithful_copy(compared.dtype, run.value, compared.values[1]):
             continue
         if all(low is None or reference is None
-               or judge_precision(compared.dtype, low, reference, scale, largest).ok
+               or head_explains(compared.dtype, low, reference, scale, largest)
                for low, reference in zip(run.gradients, compared.reference)):
             return FloatHead(run.layer, run.kind, run.model, run.policy)
     return None
