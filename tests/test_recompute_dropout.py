@@ -47,6 +47,15 @@ def test_a_seeded_loss_whose_recomputation_draws_again_is_named(recompute) -> No
     assert "a grad_fn that draws noise" not in found.message
 
 
+def test_dropout_in_recompute_grad_under_a_tf_function_is_named(recompute) -> None:  # type: ignore[no-untyped-def]
+    report = gradcheck.check(recompute.compiled_block_loss,
+                             *recompute.compiled_block_loss_inputs, compiled=False)
+    found = _nondeterminism(report)
+    assert found.status == "fail"
+    assert str(found.location).endswith("recompute_dropout.py:37")
+    assert PITFALL in found.message and "no op in its traced VJP" not in found.message
+
+
 def test_a_stateless_seeded_dropout_in_recompute_grad_passes(recompute) -> None:  # type: ignore[no-untyped-def]
     report = gradcheck.check(recompute.stateless_loss, *recompute.stateless_loss_inputs,
                              compiled=False)

@@ -133,9 +133,13 @@ def backward_changed(recording: Recording, diff_outputs: Sequence[int],
     site = next((s for s in sites if s.location), sites[0] if sites else None)
     others = tuple(sorted({s.op for s in sites} - {site.op})) if site else ()
     random = site is not None and is_random_op(site.op)
-    recomputed = random and site is not None and any(
-        (r.op, r.location) == (site.op, site.location)
-        for r in recomputed_random_sites(recording.program, diff_outputs))
+    again = recomputed_random_sites(recording.program, diff_outputs) if (
+        site is None or random) else []
+    match = next((r for r in again if site is None or (r.op, r.location) == (
+        site.op, site.location)), None)
+    recomputed = match is not None
+    if match is not None:
+        site, random = match, True
     return CheckResult(
         Kind.NONDETERMINISM, Status.FAIL, input=changed.name,
         location=site.location if site else None,
