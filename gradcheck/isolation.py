@@ -39,6 +39,8 @@ from gradcheck.workers import (
 STARTUP_LIMIT = 120.0
 # How often a busy worker's memory is looked at.
 POLL_SECONDS = 0.25
+# The phase of tape.jacobian's vectorised path (pfor), as tf/recording.py announces it.
+VECTORISED_JACOBIAN = "the vectorised tape.jacobian"
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,8 @@ class _Supervisor:
         self.events = events
         self.with_main = any(_needs_main(job) for job in self.jobs)
         self.pending = deque(range(len(self.jobs)))
-        self.retries: dict[int, tuple[Job, str]] = {}  # index: (the retry, why)
+        # index: (the retry, why, whether pfor's tape.jacobian crashed)
+        self.retries: dict[int, tuple[Job, str, bool]] = {}
         self.results: dict[int, JobResult] = {}
         self.workers: list[WorkerProcess] = []
 
@@ -285,7 +288,8 @@ class _Supervisor:
             self._finish(index, None, error, seconds)
             return
         retry = dataclasses.replace(job, settings=job.settings.without_vectorisation())
-        self.retries[index] = (retry, error.message)
+        self.retries[index] = (retry, error.message,
+                               (error.phase or "").startswith(VECTORISED_JACOBIAN))
         _tell(self.events.notice, index, f"{error.message}; checking again without vectorisation")
         fresh = WorkerProcess(self.with_main, threads_per_worker(self.parallel))
         fresh.reserved = index
@@ -299,9 +303,10 @@ class _Supervisor:
     def _finish(self, index: int, report: Report | None, error: GradcheckError | None,
                 seconds: float) -> None:
         if index in self.retries:
-            why = self.retries[index][1]
+            _, why, jacobian = self.retries[index]
             if report is not None:
-                report = dataclasses.replace(report, notes=(Retried(why), *report.notes))
+                report = dataclasses.replace(report, notes=(Retried(why, jacobian),
+                                                            *report.notes))
             if error is not None:
                 error = type(error)(
                     f"{why}; checked again without vectorisation: {error.message}",

@@ -86,7 +86,10 @@ def test_tensorflow_aborting_while_vectorising_still_gives_a_verdict(
     assert report["ok"] is True and {c["status"] for c in report["checks"]} == {"pass"}
     assert report["notes"][0] == (
         f"{crash}; these results come from a new worker process with vectorisation off"
-        " (no pfor, no tf.vectorized_map)")
+        " (no pfor, no tf.vectorized_map): tape.jacobian(..., experimental_use_pfor=True)"
+        " crashes TensorFlow on this function where the while loop works, so your own"
+        " tape.jacobian and tape.batch_jacobian calls on this function need"
+        " experimental_use_pfor=False too")
 
 
 def test_the_float32_expm_of_issue_11_ends_with_a_verdict(in_fixtures: Path,

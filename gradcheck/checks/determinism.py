@@ -16,6 +16,7 @@ from gradcheck.tf.culprits import (
     VARIABLE_WRITES,
     backward_nondeterministic_sites,
     is_random_op,
+    recomputed_random_sites,
     stateful_sites,
 )
 from gradcheck.tf.keras import random_layers
@@ -87,12 +88,25 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
         len({(s.op, s.location) for s in sites}) - 1)
     return CheckResult(
         Kind.NONDETERMINISM, Status.FAIL,
-        evidence=Nondeterministic(name, layers, state),
+        evidence=Nondeterministic(name, layers, state,
+                                  recomputed=_recomputed(recording, diff_outputs)),
         output=change.output, max_abs_err=change.largest, worst_index=change.index,
         location=located.location if located is not None else None,
         cause=Cause(Mistake.RANDOM, ", ".join(layers) or (
             located.name if located is not None else None),
             located.location if located is not None else None, change))
+
+
+def _recomputed(recording: Recording, diff_outputs: Sequence[int]) -> ChangingState | None:
+    """The first located random op that tf.recompute_grad draws again in the backward pass."""
+    sites = [s for s in recomputed_random_sites(recording.program, diff_outputs) if s.location]
+    # The op that draws the numbers, rather than the one that reads a seed's counter.
+    drawn = [s for s in sites if "KeyCounter" not in s.op] or sites
+    if not drawn:
+        return None
+    assert drawn[0].location is not None
+    return ChangingState(False, drawn[0].op, drawn[0].location,
+                         len({(s.op, s.location) for s in sites}) - 1)
 
 
 def _bitwise_equal(first: Any, second: Any) -> bool:
@@ -118,8 +132,16 @@ def backward_changed(recording: Recording, diff_outputs: Sequence[int],
     sites = backward_nondeterministic_sites(recording.program, diff_outputs)
     site = next((s for s in sites if s.location), sites[0] if sites else None)
     others = tuple(sorted({s.op for s in sites} - {site.op})) if site else ()
+    random = site is not None and is_random_op(site.op)
+    again = recomputed_random_sites(recording.program, diff_outputs) if (
+        site is None or random) else []
+    match = next((r for r in again if site is None or (r.op, r.location) == (
+        site.op, site.location)), None)
+    recomputed = match is not None
+    if match is not None:
+        site, random = match, True
     return CheckResult(
         Kind.NONDETERMINISM, Status.FAIL, input=changed.name,
         location=site.location if site else None,
         evidence=BackwardNondeterministic(name, changed.name, site.name if site else None,
-                                          site is not None and is_random_op(site.op), others))
+                                          random, others, recomputed))

@@ -30,6 +30,8 @@ class Nondeterministic(Evidence):
     state: ChangingState | None = internal(None)
     under_tape: bool = internal(False)
     created_variables: int = internal(0)  # on every call, the first at the finding's line
+    # A random op inside tf.recompute_grad, drawn again by its backward pass.
+    recomputed: ChangingState | None = internal(None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,3 +46,4 @@ class BackwardNondeterministic(Evidence):
     op: str | None = None
     random: bool = False
     others: tuple[str, ...] = ()
+    recomputed: bool = False  # the random op is tf.recompute_grad's recomputation of f

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from gradcheck.evidence.location import Location
+
 if TYPE_CHECKING:
     from gradcheck.evidence.causes import ContractSlip
 
@@ -202,9 +204,14 @@ class FreshTapes(Note):
 @dataclasses.dataclass(frozen=True)
 class WhileLoopJacobian(Note):
     """The vectorised tape.jacobian failed (`error`; None: it was not asked for) and the
-    while-loop one was used."""
+    while-loop one was used; when pfor's frames tell, the op it failed to vectorise (`op`,
+    its graph name `op_name`, the user's line that made it) and the error at the root."""
 
     error: str | None = None
+    op: str | None = None
+    op_name: str | None = None
+    location: Location | None = None
+    root: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,6 +241,8 @@ class SecondDerivatives(Note):
 
 @dataclasses.dataclass(frozen=True)
 class Retried(Note):
-    """The results come from a new worker with vectorisation off, after `crash`."""
+    """The results come from a new worker with vectorisation off, after `crash` (`jacobian`:
+    in tape.jacobian's vectorised path, pfor)."""
 
     crash: str
+    jacobian: bool = False

@@ -9,6 +9,18 @@ from gradcheck.evidence import Evidence
 
 
 @dataclasses.dataclass(frozen=True)
+class FloatHead:
+    """The known pitfall of a low-precision head: the output layer `layer` (a `kind`) of model
+    `model` computes in low precision under dtype policy `policy`, and with it alone in
+    float32 f's value and gradients match the float32 computation's."""
+
+    layer: str
+    kind: str
+    model: str
+    policy: str
+
+
+@dataclasses.dataclass(frozen=True)
 class PrecisionLoss(Evidence):
     """`dtype` is f's low precision; shares of the float32 gradient's elements that underflow
     to 0 or to subnormals, and of all elements that overflow; the norm-wise error against
@@ -26,6 +38,7 @@ class PrecisionLoss(Evidence):
     scaled_underflow: float
     bfloat16_serves: bool
     scaled: float = 1.0
+    head: FloatHead | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,3 +58,4 @@ class ValueLost(Evidence):
     dtype: str
     value: float
     reference: float
+    head: FloatHead | None = None

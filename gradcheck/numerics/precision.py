@@ -21,6 +21,11 @@ UNDERFLOW_SHARE = 0.1
 # either precision), and what underflows against at least LOST_FLOOR of it.
 NEGLIGIBLE = 1e-2
 LOST_FLOOR = 1e-4
+# With only a model's output layer switched to float32, the layers before it still round in
+# low precision: a gradient that passes through them (an input's, through a float16 Dense fed
+# large values) may keep a few times the error one low-precision pass explains, but nothing
+# may overflow or underflow for the float32 head to be the fix.
+HEAD_SLACK = 4.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,15 @@ def judge_precision(dtype: str, low: np.ndarray, reference: np.ndarray,
     marginal = ok and subnormal > 0.5
     return PrecisionVerdict(ok, marginal, lost_norm, underflow, subnormal, overflow, error, allowed,
                             scale_needed, scaled_underflow, bool(bfloat16))
+
+
+def head_explains(dtype: str, low: np.ndarray, reference: np.ndarray, scale: float = 1.0,
+                  peak: float = 0.0) -> bool:
+    """Whether a gradient taken with only the output layer in float32 is float32's, up to the
+    rounding the layers before it still do (HEAD_SLACK)."""
+    verdict = judge_precision(dtype, low, reference, scale, peak)
+    return (verdict.overflow == 0 and verdict.lost_norm <= UNDERFLOW_SHARE
+            and verdict.error <= HEAD_SLACK * verdict.allowed)
 
 
 def _loss_scale(magnitudes: np.ndarray, largest: float, smallest: float

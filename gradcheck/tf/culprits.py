@@ -28,6 +28,10 @@ KINK_AT_TIE = frozenset({"Maximum", "Minimum", "Greater", "GreaterEqual", "Less"
 BRANCH_CUT = frozenset({"Angle", "Log", "Sqrt", "Rsqrt", "Pow", "Atan", "Atan2", "FloorMod"})
 # How close to the kink an input must be for finite differences (steps ~1e-5) to cross it.
 KINK_REACH = 1e-4
+# The frame of tf.recompute_grad's backward pass that runs f again.
+_RECOMPUTE_FRAME = "inner_recompute_grad"
+# How many function graphs are searched for it.
+_MAX_GRAPHS = 64
 _NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 # Backward ops whose GPU kernels may give another result on every run: atomic additions
 # (scatter, segment sums: the gradients of gather and embedding lookups), cuDNN's filter
@@ -70,6 +74,41 @@ def stateful_sites(program: Program, output_indices: Sequence[int]) -> list[Site
         return []
     return [_site(traced, op) for op in traced.ops
             if op.type in VARIABLE_WRITES or _RANDOM.search(op.type)]
+
+
+def recomputed_random_sites(program: Program, output_indices: Sequence[int]) -> list[Site]:
+    """Random ops that tf.recompute_grad runs again in f's backward pass (its recomputation
+    draws new numbers: the gradient is of another sample than the value)."""
+    traced = trace_values(program, output_indices, execute=False)
+    if traced is None:
+        return []
+    found = [_site(traced, op) for op in traced.ops if traced.is_backward(op)
+             and _RANDOM.search(op.type) and _recomputed(op)]
+    # Under a tf.function of the user's own, the recomputation is in its gradient function.
+    return found or [_site(traced, op) for op in _called_ops(traced.ops)
+                     if _RANDOM.search(op.type) and _recomputed(op)]
+
+
+def _called_ops(ops: Sequence[Any]) -> list[Any]:
+    """The ops of the functions that f's graph calls, however deep (up to _MAX_GRAPHS)."""
+    if not ops:
+        return []
+    found: list[Any] = []
+    pending = [f.graph for f in getattr(ops[0].graph, "_functions", {}).values()
+               if getattr(f, "graph", None) is not None]
+    seen = 0
+    while pending and seen < _MAX_GRAPHS:
+        graph = pending.pop()
+        seen += 1
+        found += graph.get_operations()
+        pending += [f.graph for f in getattr(graph, "_functions", {}).values()
+                    if getattr(f, "graph", None) is not None]
+    return found
+
+
+def _recomputed(op: Any) -> bool:
+    return any(frame.name == _RECOMPUTE_FRAME and frame.filename.endswith("custom_gradient.py")
+               for frame in op.traceback or ())
 
 
 def is_random_op(op_type: str) -> bool:

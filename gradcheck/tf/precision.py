@@ -110,6 +110,54 @@ def precision_gradients(program: Program, diff_outputs: Sequence[int],
                               (value, reference_value))
 
 
+@dataclass(frozen=True)
+class HeadRun:
+    """f again with only its model's output layer `layer` (a `kind`, in model `model`, under
+    dtype policy `policy`) in float32: its gradients and value, as precision_gradients'."""
+
+    layer: str
+    kind: str
+    model: str
+    policy: str
+    gradients: tuple[np.ndarray | None, ...]
+    value: float
+
+
+def output_layers(program: Program) -> list[tuple[Any, Any]]:
+    """(model, its last layer) for each Keras model f is or is given whose last layer
+    computes in low precision: the head the Keras mixed-precision guide keeps in float32."""
+    candidates = [getattr(program.function, "layer", program.function)]
+    candidates += [slot.value for slot in program.slots if not slot.differentiable]
+    found: list[tuple[Any, Any]] = []
+    for model in candidates:
+        layers = getattr(model, "layers", None)
+        if not isinstance(layers, list) or not layers:
+            continue
+        head = layers[-1]
+        while isinstance(getattr(head, "layers", None), list) and head.layers:
+            head = head.layers[-1]  # a nested model's own head
+        if compute_dtype(head) in LOW_PRECISION and all(head is not h for _, h in found):
+            found.append((model, head))
+    return found
+
+
+def head_in_float32(program: Program, diff_outputs: Sequence[int], upstreams: Sequence[Any],
+                    scale: float) -> list[HeadRun]:
+    """f's gradients with each low-precision output layer alone switched to float32."""
+    runs = []
+    for model, head in output_layers(program):
+        policy = getattr(head, "dtype_policy", None)
+        try:
+            with _float32_layers([head]):
+                gradients, _, value = _gradients(program, diff_outputs, upstreams, scale, {})
+        except Exception:  # noqa: BLE001 - the head's float32 output clashes downstream
+            continue
+        runs.append(HeadRun(str(head.name), type(head).__name__, str(getattr(model, "name", "")),
+                            str(getattr(policy, "name", compute_dtype(head))),
+                            tuple(gradients), value))
+    return runs
+
+
 def optimizer_loss_scale(program: Program) -> float | None:
     """The dynamic loss scale of a LossScaleOptimizer held by a Keras model among f's
     arguments (--loss-scale auto)."""

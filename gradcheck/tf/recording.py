@@ -17,6 +17,7 @@ from gradcheck.load.inputs import ones_like
 from gradcheck.load.locations import exception_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
 from gradcheck.tf.keras import calling_layer
+from gradcheck.tf.pfor import while_loop_note
 from gradcheck.tf.program import (
     OutputLeaf,
     Program,
@@ -206,6 +207,7 @@ class Recording:
             except Exception as exc:
                 return None, first_line(exc)
         messages: list[str] = []
+        raised: BaseException | None = None  # by pfor
         for use_pfor in (True, False) if vectorise else (False,):
             self.program.announce(Phase(f"the {'vectorised' if use_pfor else 'while-loop'}"
                                         f" tape.jacobian of {of}", vectorised=use_pfor))
@@ -216,12 +218,13 @@ class Recording:
                                                 experimental_use_pfor=False))
             except Exception as exc:
                 messages.append(first_line(exc))
+                raised = exc if use_pfor else raised
                 continue
             if block is None:
                 messages.append("tape.jacobian returned None")
                 continue
             if messages:
-                self._note(WhileLoopJacobian(messages[0]))
+                self._note(while_loop_note(messages[0], raised, self.program))
             elif not use_pfor:
                 self._note(WhileLoopJacobian())
             return np.asarray(block, dtype=np.float64), None
@@ -303,9 +306,8 @@ class Recording:
 @contextlib.contextmanager
 def _accumulators_entered() -> Iterator[list[int]]:
     """How many ForwardAccumulators are entered meanwhile (f's own, inside gradcheck's)."""
-    accumulator = tensorflow().autodiff.ForwardAccumulator
+    accumulator, entered = tensorflow().autodiff.ForwardAccumulator, [0]
     enter = accumulator.__enter__
-    entered = [0]
 
     def counted(self: Any) -> Any:
         entered[0] += 1
@@ -325,14 +327,13 @@ def _when_taped(program: Program, tape: Any) -> str:
             program.call()
     except (Exception, SystemExit):
         return ""
-    traced = (": a tf.function builds its gradient, its custom gradients' included, when a"
-              " tape watches its call" if hasattr(program.function, "get_concrete_function")
-              else "")
-    return f", under a GradientTape only (it runs without one{traced})"
+    traced = hasattr(program.function, "get_concrete_function")
+    return (", under a GradientTape only (it runs without one" + (
+        ": a tf.function builds its gradient, its custom gradients' included, when a tape"
+        " watches its call)" if traced else ")"))
 
 
-# VJPs of sources up to this many elements are kept for the checks that ask again (fast
-# mode's many probes of a large input are not).
+# VJPs of sources up to this many elements are kept for the checks that ask again.
 KEPT_VJP_SIZE = 1_000_000
 # Outputs up to this size get their Jacobian row by row (one backward pass each).
 TAPE_ROWS = 16

@@ -37,11 +37,25 @@ def _changed_and_why(evidence: Nondeterministic, result: CheckResult) -> str:
         return (f"{said}; its random layers: {', '.join(evidence.random_layers)} (check in"
                 " inference mode, without --training, or fix their seeds)")
     state = evidence.state
-    if state is None:
-        return said
-    kind = "a variable write" if state.variable_write else "a random op"
-    also = f" (and {state.others} more)" if state.others > 0 else ""
-    return f"{said}; the state that changes: {kind}, {state.name}, at {state.location}{also}"
+    if state is not None:
+        kind = "a variable write" if state.variable_write else "a random op"
+        also = f" (and {state.others} more)" if state.others > 0 else ""
+        said = f"{said}; the state that changes: {kind}, {state.name}, at {state.location}{also}"
+    return said + _recomputed(evidence)
+
+
+def _recomputed(evidence: Nondeterministic) -> str:
+    op = evidence.recomputed
+    if op is None:
+        return ""
+    return (f"; and a known pitfall: the random op {op.name} at {op.location} is inside"
+            f" tf.recompute_grad, {RECOMPUTED}")
+
+
+RECOMPUTED = ("whose backward pass runs it again and draws a new mask, so the gradient is"
+              " that of another function than the value computed: pass it a seed it reuses"
+              " (tf.random.stateless_* or tf.nn.experimental.stateless_dropout with a seed"
+              " argument), or keep dropout and other random ops outside tf.recompute_grad")
 
 
 @sentence.register
@@ -52,6 +66,9 @@ def _backward_changed(evidence: BackwardNondeterministic, result: CheckResult) -
         return f"{said}: no op in its traced VJP explains it"
     at = f" at {result.location}" if result.location else ""
     also = f" (also: {', '.join(evidence.others)})" if evidence.others else ""
+    if evidence.recomputed:
+        return (f"{said}: a random op, {evidence.op}{at}{also}, is inside tf.recompute_grad,"
+                f" {RECOMPUTED}")
     if evidence.random:
         return (f"{said}: a random op in a gradient, {evidence.op}{at}{also} (a grad_fn that"
                 " draws noise gives another gradient on every call: draw it once, or with"

@@ -39,6 +39,8 @@ from gradcheck.spelling import format_size
 RETRY_NOTE = ("these results come from a new worker process with vectorisation off"
               " (no pfor, no tf.vectorized_map)")
 SIZING = "finite-difference steps and tolerances are"
+OWN_CALLS = ("so your own tape.jacobian and tape.batch_jacobian calls on this function need"
+             " experimental_use_pfor=False too")
 
 
 @functools.singledispatch
@@ -179,8 +181,18 @@ def _fresh_tapes(note: FreshTapes) -> str:
 def _while_loop_jacobian(note: WhileLoopJacobian) -> str:
     if note.error is None:
         return "tape.jacobian ran without vectorisation (experimental_use_pfor=False)"
-    return (f"the vectorised tape.jacobian failed ({note.error}); the while-loop"
-            " tape.jacobian(experimental_use_pfor=False) was used")
+    if note.op is None:
+        return (f"the vectorised tape.jacobian failed ({note.error}); the while-loop"
+                " tape.jacobian(experimental_use_pfor=False) was used")
+    at = f" at {note.location}" if note.location is not None else ""
+    root = f": {note.root.rstrip('.')}" if note.root and note.root != note.error else ""
+    name = note.op_name or ""
+    if name.startswith("gradients/") and "_grad/" in name:
+        name += f", in the gradient of {name.removeprefix('gradients/').split('_grad/')[0]}"
+        at = f", made at {note.location}" if note.location is not None else ""
+    return (f"tape.jacobian(..., experimental_use_pfor=True) failed: pfor could not vectorise"
+            f" op {note.op} ({name}{at}){root}; gradcheck used the while loop,"
+            f" experimental_use_pfor=False, {OWN_CALLS}")
 
 
 @note_text.register
@@ -203,4 +215,7 @@ def _second_derivatives(note: SecondDerivatives) -> str:
 
 @note_text.register
 def _retried(note: Retried) -> str:
-    return f"{note.crash}; {RETRY_NOTE}"
+    if not note.jacobian:
+        return f"{note.crash}; {RETRY_NOTE}"
+    return (f"{note.crash}; {RETRY_NOTE}: tape.jacobian(..., experimental_use_pfor=True)"
+            f" crashes TensorFlow on this function where the while loop works, {OWN_CALLS}")

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import math
 
-from gradcheck.evidence.precision import NoFloat32Copy, PrecisionLoss, ValueLost
+from gradcheck.evidence.precision import FloatHead, NoFloat32Copy, PrecisionLoss, ValueLost
 from gradcheck.render.sentences.dispatch import sentence
 from gradcheck.report import CheckResult
 
 
 def _share(value: float) -> str:
     return f"{100 * value:.3g}%"
+
+
+def _head(head: FloatHead | None, dtype: str) -> str:
+    """The known pitfall, when the output layer alone in float32 is the fix."""
+    if head is None:
+        return ""
+    policy = (f"under the {head.policy} policy" if head.policy.startswith("mixed")
+              else f"(dtype={head.policy})")
+    return (f"; the known pitfall: the output layer {head.layer} ({head.kind}) of {head.model}"
+            f" computes in {dtype} {policy}; give it dtype='float32' (Keras mixed-precision"
+            " guide: the model's last layer, its softmax and the loss in float32): with that"
+            " layer alone in float32, f's value and gradients match float32's")
 
 
 @sentence.register
@@ -42,16 +54,18 @@ def _precision(evidence: PrecisionLoss, result: CheckResult) -> str:
     if evidence.overflow:
         first = f" (the first op that overflows: {result.location})" if result.location else ""
         what = (f"the {dtype} gradient for {source}{scaled} overflows where float32's is"
-                f" finite{first}: {figures}; under a mixed policy the layers that can overflow"
-                " (a hand-written softmax or exp, the output head, the loss) belong in float32:"
-                " dtype='float32' on them, or keras.layers.Activation('softmax',"
-                " dtype='float32')")
+                f" finite{first}: {figures}")
+        what += _head(evidence.head, dtype) or (
+            "; under a mixed policy the layers that can overflow (a hand-written softmax or"
+            " exp, the output head, the loss) belong in float32: dtype='float32' on them, or"
+            " keras.layers.Activation('softmax', dtype='float32')")
     elif evidence.underflow > 0:
         what = (f"the {dtype} gradient for {source}{scaled} underflows: {figures}; these"
                 " weights stop learning")
     else:
         what = (f"the {dtype} gradient for {source}{scaled} loses more than {dtype}'s"
                 f" precision explains: {figures}")
+        what += _head(evidence.head, dtype)
     return what + scale + bf16
 
 
@@ -65,8 +79,11 @@ def _no_copy(evidence: NoFloat32Copy, result: CheckResult) -> str:
 @sentence.register
 def _value_lost(evidence: ValueLost, result: CheckResult) -> str:
     dtype = evidence.dtype
-    return (f"f computes {evidence.value:.6g} in {dtype} where the same computation in float32"
-            f" gives {evidence.reference:.6g}, further apart than {dtype}'s precision explains:"
-            f" an intermediate value overflows or underflows in {dtype} (a sum of squares, an"
-            " exp, a variance); compute that layer in float32 (dtype='float32' on it under a"
-            " mixed policy), or rescale its input (so its gradients are not compared)")
+    said = (f"f computes {evidence.value:.6g} in {dtype} where the same computation in float32"
+            f" gives {evidence.reference:.6g}, further apart than {dtype}'s precision explains")
+    if evidence.head is not None:
+        return said + _head(evidence.head, dtype) + "; its gradients are not compared"
+    return (f"{said}: an intermediate value overflows or underflows in {dtype} (a sum of"
+            " squares, an exp, a variance); compute that layer in float32 (dtype='float32' on"
+            " it under a mixed policy), or rescale its input (so its gradients are not"
+            " compared)")
