@@ -162,6 +162,23 @@ def test_stop_false_goes_on_and_keep_bounds_the_snapshots(tmp_path):
     assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
+def test_a_nan_made_inside_an_rnns_loop_is_traced_to_the_cells_op(tmp_path):
+    """The traced graph shows the NaN first at the loop's TensorListStack; the op that made it
+    is the cell's Exp, which f runs eagerly step by step."""
+    import real_cases
+
+    model, x, y = real_cases.exponential_rnn()
+    watch = gradcheck.Watch(tmp_path, log=lambda line: None)
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[watch])
+    [snapshot] = watch.snapshots
+    assert snapshot.name == "step-000000"
+    report = json.loads((snapshot / "report.json").read_text())
+    [output] = [c for c in report["checks"] if c["check"] == "non-finite" and not c["input"]]
+    assert "the first op that turns finite values into non-finite ones is Exp (inside" \
+           in output["message"] and "simple_rnn_cell)" in output["message"]
+    assert "TensorListStack" not in output["message"]
+
+
 def test_a_directory_that_cannot_hold_snapshots_is_an_error_before_training(tmp_path):
     file = tmp_path / "file"
     file.write_text("")

@@ -38,6 +38,21 @@ def calling_layer() -> tuple[str, str] | None:
     return None
 
 
+def layer_scope() -> str:
+    """The Keras layers whose `call` is running, outermost first, as a name scope
+    (functional/simple_rnn/simple_rnn_cell); "" outside any."""
+    names: list[str] = []
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        owner = frame.f_locals.get("self") if frame.f_code.co_name == "call" else None
+        if owner is not None and is_layer(owner):
+            name = str(getattr(owner, "name", type(owner).__name__))
+            if not names or names[-1] != name:
+                names.append(name)
+        frame = frame.f_back
+    return "/".join(reversed(names))
+
+
 def compute_dtype(layer: Any) -> str | None:
     """The dtype a Keras layer computes in (float16 under mixed_float16), or None."""
     policy = getattr(layer, "dtype_policy", None) or getattr(layer, "_dtype_policy", None)

@@ -6,12 +6,14 @@ diagnosis/non_finite.py words them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from gradcheck.evidence import Location
+from gradcheck.load.locations import innermost_user_frame
+from gradcheck.tf import recorded
 from gradcheck.tf.arrays import as_array
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
@@ -21,6 +23,9 @@ SELECT_OPS = frozenset({"Select", "SelectV2"})
 # Ops that only pass values on: a NaN they output came in through an input.
 _CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "PartitionedCall",
                            "StatefulPartitionedCall"})
+# What a traced loop's result passes through: a NaN seen first there was made in its body.
+_LOOP_RESULTS = frozenset({"TensorListStack", "TensorListGetItem", "TensorListPopBack",
+                           "TensorListConcatV2", "While", "StatelessWhile", "Exit"})
 
 
 @dataclass(frozen=True)
@@ -203,11 +208,51 @@ def analyse_non_finite(program: Program, output_indices: Sequence[int],
         dtype = own.pop()
     if traced is None:
         return None
-    found = [_value(traced, name, tensor, False) for name, tensor in traced.outputs]
+    found = [_made_in_a_loop(program, _value(traced, name, tensor, False))
+             for name, tensor in traced.outputs]
     found += [_value(traced, name, tensor, True) for name, tensor in traced.gradients
               if tensor is not None]
     return NonFiniteAnalysis(tuple(v for v in found if v is not None), traced.seconds, jit,
                              dtype, order)
+
+
+def _float_array(tensor: Any) -> np.ndarray | None:
+    dtype = getattr(tensor, "dtype", None)
+    if dtype is None or not (dtype.is_floating or dtype.is_complex):
+        return None
+    return as_array(tensor)
+
+
+def _eager_origins(program: Program) -> tuple[Origin, ...]:
+    """The ops f runs eagerly that make non-finite values out of finite ones: inside a loop's
+    body (a Keras RNN's cell), which its traced graph shows only as the loop's result."""
+    recording = recorded.record(program, scopes=True)
+    origins: dict[tuple[str, Location | None], Origin] = {}
+    for op in recording.ops if recording is not None else ():
+        made = [a for t in op.outputs if (a := _float_array(t)) is not None and _bad(a)]
+        inputs = [a for t in op.inputs if (a := _float_array(t)) is not None]
+        if not made or any(_bad(a) for a in inputs):
+            continue
+        bad, first = made[0], _first_bad(made[0])
+        try:
+            arguments = tuple(float(np.real(np.broadcast_to(a, bad.shape)[first]))
+                              for a in inputs)
+        except ValueError:  # not elementwise
+            arguments = ()
+        location = innermost_user_frame(op.traceback)
+        origins.setdefault((op.type, location), Origin(
+            op=op.type, scope=op.scope, location=location, backward=False,
+            produced=_describe(bad), arguments=arguments, branch=None, kernel=op.type))
+    return tuple(origins.values())
+
+
+def _made_in_a_loop(program: Program, value: NonFiniteValue | None) -> NonFiniteValue | None:
+    """An output whose NaN the graph traces only to a loop's result, with its origins found
+    where f runs the loop's body eagerly."""
+    if value is None or value.gradient or not value.origins or any(
+            origin.kernel not in _LOOP_RESULTS for origin in value.origins):
+        return value
+    return replace(value, origins=_eager_origins(program) or value.origins)
 
 
 def differentiable_outputs(program: Program) -> list[int]:

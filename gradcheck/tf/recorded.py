@@ -27,6 +27,7 @@ class RecordedOp:
     inputs: tuple[Any, ...]
     outputs: tuple[Any, ...]
     traceback: list[traceback.FrameSummary]
+    scope: str = ""  # the Keras layers running it (recorded with `scopes` only)
 
 
 @dataclass
@@ -67,15 +68,17 @@ def _frames_inside_f() -> list[traceback.FrameSummary]:
 
 
 @contextlib.contextmanager
-def _recording_ops(ops: list[RecordedOp]) -> Iterator[None]:
+def _recording_ops(ops: list[RecordedOp], scopes: bool = False) -> Iterator[None]:
     from tensorflow.python.framework import op_callbacks
+
+    from gradcheck.tf.keras import layer_scope
 
     def callback(op_type: Any, inputs: Any, attrs: Any, outputs: Any,
                  op_name: Any = None, graph: Any = None) -> None:
         if graph is None:  # run eagerly, not an op traced into a tf.function's graph
             name = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
             ops.append(RecordedOp(name, tuple(inputs or ()), tuple(outputs or ()),
-                                  _frames_inside_f()))
+                                  _frames_inside_f(), layer_scope() if scopes else ""))
 
     op_callbacks.add_op_callback(callback)
     try:
@@ -84,12 +87,12 @@ def _recording_ops(ops: list[RecordedOp]) -> Iterator[None]:
         op_callbacks.remove_op_callback(callback)
 
 
-def record(program: Program) -> Recording | None:
-    """f called once eagerly with its ops recorded; None when f raised (it ran fine before,
-    so that is not ours to report)."""
+def record(program: Program, scopes: bool = False) -> Recording | None:
+    """f called once eagerly with its ops recorded (with `scopes`, each with the Keras layers
+    running it); None when f raised (it ran fine before, so that is not ours to report)."""
     ops: list[RecordedOp] = []
     try:
-        with _recording_ops(ops):
+        with _recording_ops(ops, scopes):
             result = program.call()
             flat = flatten_outputs(result)
     except Exception:  # noqa: BLE001
