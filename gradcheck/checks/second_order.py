@@ -152,6 +152,8 @@ def _symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int],
         return []  # a cut or wrong-shaped second derivative: reported block by block
     matrix = np.block([[np.asarray(b, dtype=np.float64).reshape(sizes[r], sizes[c])
                         for c, b in enumerate(row)] for r, row in enumerate(blocks)])
+    if not np.all(np.isfinite(matrix)):
+        return []  # NaN against NaN says nothing of symmetry: the non-finite finding tells it
     scale = judging.block_scale(matrix, matrix)
     # Rounding makes H[a, b] and H[b, a] differ by far less than the tolerance of H itself.
     tolerance = Tolerance(gctx.tolerance.atol + gctx.tolerance.rtol * scale, 0.0)
@@ -189,7 +191,7 @@ def _projected_symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int]
                 for o, slot in zip(outcomes, slots)]
 
     hw, hv = pulled_back(w), pulled_back(v)
-    if hw is None or hv is None:
+    if hw is None or hv is None or not all(np.all(np.isfinite(a)) for a in (*hw, *hv)):
         return []
     w_h_v = float(sum(np.sum(a * b) for a, b in zip(hw, v)))  # ⟨Hᵀw, v⟩ = ⟨w, H v⟩
     v_h_w = float(sum(np.sum(a * b) for a, b in zip(hv, w)))
