@@ -155,8 +155,8 @@ def _factory_policy(note: FactoryPolicy) -> str:
     if note.float64:
         return (f"{note.factory}() built its model under a float64 dtype policy, so finite"
                 " differences are precise")
-    return (f"{note.factory}() does not build under a float64 dtype policy: checked in its own"
-            " dtypes, with their tolerances")
+    return (f"{note.factory}() does not build or run under a float64 dtype policy: checked in"
+            " its own dtypes, with their tolerances")
 
 
 @note_text.register
