@@ -126,6 +126,7 @@ def test_kink_is_a_warning_not_a_failure() -> None:
     kink = only(report, "kink")
     assert kink.status == "warn" and kink.worst_index == (0, 0)
     assert kink.cause is not None and kink.cause.what == "Relu at 0"
+    assert kink.message.endswith("move the point away from the kink")  # an argument's point
 
 
 def test_a_kink_where_two_inputs_tie_is_named_so() -> None:

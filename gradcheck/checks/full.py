@@ -312,7 +312,8 @@ def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.
     return CheckResult(
         Kind.KINK, Status.WARN, evidence=Kink(
             int(np.sum(kinks)), index, float(block[index]), float(fd.jacobian[index]),
-            KinkSite(site.name, site.tie, site.location) if site else None),
+            KinkSite(site.name, site.tie, site.location) if site else None,
+            weight=slot.is_variable),
         worst_index=index, location=site.location if site else None,
         cause=Cause(Mistake.KINK, site.name, site.location, Kinked(site.name, site.tie))
         if site else None,

@@ -68,6 +68,7 @@ class Kink(Evidence):
     autodiff: float = internal(0.0)
     across: float = internal(0.0)
     site: KinkSite | None = internal()
+    weight: bool = internal(False)  # the source is a trainable weight, not an argument
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,6 +97,10 @@ def _kink_clause(evidence: Kink, result: CheckResult) -> str:
 def _kink(evidence: Kink, result: CheckResult) -> str:
     site = evidence.site
     at = f"; the kink: {site.name} {kink_place(site.tie)} at {site.location}" if site else ""
+    if evidence.weight:  # a weight's point is where training is, not the user's choice
+        return (f"{_kink_clause(evidence, result)}{at}; harmless for training: autodiff gives"
+                " one side's derivative, as every optimiser step uses it; only finite"
+                " differences, whose step crosses the kink, cannot judge this element")
     return f"{_kink_clause(evidence, result)}{at}; move the point away from the kink"
 
 
