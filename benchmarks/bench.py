@@ -226,8 +226,20 @@ def worker_one_evaluation(name: str) -> dict[str, Any]:
             "forward_backward_s": time.perf_counter() - start}
 
 
+def worker_dense_floor(n: int) -> dict[str, Any]:
+    """The floor on a first call: in a process of its own, warmed up as worker_dense's is, the
+    floor measured before anything else has run at n (gradcheck's first call pays the same
+    first tape.jacobian and first vectorised batch), then once more."""
+    import dense_layer
+
+    _warm_up()
+    f, _, x = dense_layer.make(n)
+    return {"first_floor_s": the_floor(f, x), "warm_floor_s": the_floor(f, x)}
+
+
 WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
     "dense": lambda n, cg: worker_dense(int(n), cg == "1"),
+    "dense-floor": lambda n: worker_dense_floor(int(n)),
     "seed": worker_seed,
     "evaluation": worker_one_evaluation,
 }
@@ -291,7 +303,8 @@ def dense_rows(sizes: list[int]) -> list[dict[str, Any]]:
               " warm | floor | warm / floor | warm w/o compiled, jvp / floor | first: compiled,"
               " jvp, jacobian, evaluations, other | first w/o compiled: speed-up |"
               " gradcheck err | compute_gradient err |"
-              " peak memory (check / compute_gradient) |")
+              " peak memory (check / compute_gradient) | first-call floor (own process) |"
+              " first / first-call floor |")
     print(header)
     print("|" + "---|" * header.count(" | ") + "---|")
     rows: list[dict[str, Any]] = []
@@ -302,6 +315,7 @@ def dense_rows(sizes: list[int]) -> list[dict[str, Any]]:
         if not run_cg:
             row["compute_gradient_s"] = estimate
             row["extrapolated"] = True
+        row.update(in_fresh_process("dense-floor", str(n)))
         rows.append(row)
         cg = row["compute_gradient_s"]
         mark = " (extrapolated)" if row.get("extrapolated") else ""
@@ -318,7 +332,9 @@ def dense_rows(sizes: list[int]) -> list[dict[str, Any]]:
               f" {row['floor_s']:.2f} s | {row['warm_s'] / row['floor_s']:.2f}x |"
               f" {warm_core / row['floor_s']:.2f}x | {split} s |"
               f" {cg / without:.1f}x | {row['gradcheck_err']:.1e} | {cg_err} |"
-              f" {mib(row['memory'])} / {cg_mem} |" + ("" if row["ok"] else " (check FAILED)"),
+              f" {mib(row['memory'])} / {cg_mem} | {row['first_floor_s']:.2f} s |"
+              f" {row['first_s'] / row['first_floor_s']:.2f}x |"
+              + ("" if row["ok"] else " (check FAILED)"),
               flush=True)
     return rows
 
