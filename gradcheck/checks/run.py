@@ -14,8 +14,9 @@ from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.determinism import backward_changed, changed_between_calls
 from gradcheck.checks.explain import explanation
 from gradcheck.checks.fast import run_fast
-from gradcheck.checks.full import SourceAnalysis, analyse, check_block
+from gradcheck.checks.full import SourceAnalysis, analyse
 from gradcheck.checks.hessian import check_hessian, require_scalar
+from gradcheck.checks.jacobian import check_block
 from gradcheck.checks.jvp import check_jvp
 from gradcheck.checks.mode import Mode, choose_mode
 from gradcheck.checks.precision import check_precision

@@ -13,7 +13,8 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.fast import PROJECTION_SAFETY, run_fast
-from gradcheck.checks.full import analyse, check_block
+from gradcheck.checks.full import analyse
+from gradcheck.checks.jacobian import check_block
 from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.errors import FunctionError

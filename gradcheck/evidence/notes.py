@@ -182,7 +182,7 @@ class CalledTraining(Note):
     layer: str
 
 
-# How the gradients were taken (tf/recording.py, tf/batch.py, checks/full.py).
+# How the gradients were taken (tf/recording.py, tf/batch.py, checks/full.py, checks/jacobian.py).
 @dataclasses.dataclass(frozen=True)
 class PointByPoint(Note):
     """Finite differences for `input` evaluated f point by point: vectorised evaluation
