@@ -8,7 +8,12 @@ from dataclasses import replace
 from typing import Any
 
 from gradcheck.diagnosis.explained import attribute
-from gradcheck.evidence.causes import FirstNonFinite, NonFiniteOp, NoNonFiniteOp
+from gradcheck.evidence.causes import (
+    FirstNonFinite,
+    NonFiniteOp,
+    NoNonFiniteOp,
+    TensorFlowGradientOp,
+)
 from gradcheck.evidence.compiled import CompiledNotFinite
 from gradcheck.evidence.jvp import ModeNotFinite
 from gradcheck.evidence.non_finite import (
@@ -43,14 +48,23 @@ def _op_name(origin: Origin) -> str:
     return f"{origin.op}{inside}"
 
 
-def _facts(origin: Origin) -> NonFiniteOp:
+def _xla_branch(origin: Origin, jit: bool) -> bool:
+    """A gradient NaN that XLA alone makes in the user's tf.where branch not taken: eager
+    TensorFlow's gradient kernels (SqrtGrad, RsqrtGrad, ReciprocalGrad) give 0 for the zero
+    upstream tf.where sends there, XLA's give 0 × inf (tensorflow/tensorflow#118674)."""
+    branch = origin.branch
+    return (jit and not origin.second and branch is not None
+            and branch.untaken and branch.library is None and branch.location is not None)
+
+
+def _facts(origin: Origin, jit: bool = False) -> NonFiniteOp:
     branch = origin.branch
     return NonFiniteOp(origin.op, _op_name(origin), origin.kernel, origin.location, origin.backward,
                        origin.produced, origin.arguments,
                        untaken=branch is not None and branch.untaken,
                        branch=branch.location if branch is not None else None,
                        branch_library=branch.library if branch is not None else None,
-                       second=origin.second)
+                       second=origin.second, xla=_xla_branch(origin, jit))
 
 
 def _mistake(origin: Origin) -> Mistake:
@@ -71,7 +85,8 @@ def _result(value: NonFiniteValue, analysis: NonFiniteAnalysis, variant: str | N
         return CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=evidence, **_where(value),
                            cause=Cause(Mistake.NON_FINITE, facts=NoNonFiniteOp()))
     first = value.origins[0]
-    facts = FirstNonFinite(_facts(first), tuple(_facts(o) for o in value.origins[1:4]),
+    facts = FirstNonFinite(_facts(first, analysis.jit),
+                           tuple(_facts(o) for o in value.origins[1:4]),
                            value.gradient, analysis.dtype, analysis.order)
     cause = Cause(_mistake(first), _op_name(first), first.location, facts)
     return CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=evidence,
@@ -131,6 +146,15 @@ def non_finite_results(program: Program, checks: Sequence[CheckResult], options:
     return found, _annotated(checks, found)
 
 
+def _xla_where(cause: Cause) -> Cause | None:
+    """TensorFlow's (XLA's) gradient of a tf.where at its line, when the NaN is XLA's only."""
+    facts = cause.facts
+    if not isinstance(facts, FirstNonFinite) or not facts.first.xla:
+        return None
+    return Cause(Mistake.TENSORFLOW_GRADIENT, "tf.where", facts.first.branch,
+                 TensorFlowGradientOp(facts.first.op, "xla-untaken-branch"))
+
+
 def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> list[CheckResult]:
     if not found:
         return list(checks)
@@ -148,6 +172,11 @@ def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> l
             annotated.append(check)
             continue
         assert match.cause is not None
+        if check.check == Kind.COMPILED and (blamed := _xla_where(match.cause)) is not None:
+            # XLA's gradient of the user's tf.where, not the user's code: at the tf.where.
+            annotated.append(attribute(check, Attribution(Relation.TENSORFLOW_GRADIENT, blamed),
+                                       location=blamed.location, cause=blamed))
+            continue
         seen = match.evidence
         if isinstance(seen, NonFiniteSeen) and not seen.gradient and check.check in COMPARED:
             # f's own value is NaN or inf: comparing its gradients with its differences says

@@ -121,6 +121,7 @@ class NonFiniteOp:
     branch: Location | None = None
     branch_library: str | None = None  # the package whose code has that tf.where
     second: bool = False  # its second derivative (made differentiating the gradient)
+    xla: bool = False  # the untaken branch's NaN is XLA's gradient only (eagerly finite)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,7 @@ from gradcheck.evidence.causes import (
     UpstreamProbe,
 )
 from gradcheck.render.causes.dispatch import WhatAndFix, words
+from gradcheck.render.causes.paths import SPELLINGS
 from gradcheck.report import Mistake
 
 CONJUGATE_FIX = (
@@ -111,10 +112,20 @@ _WRONG_TENSORFLOW_GRADIENTS: dict[str, WhatAndFix] = {
         " conjugate TensorFlow's complex gradients need (tensorflow/tensorflow#57357)",
         "write it out for complex inputs (x * tf.math.sigmoid(x), whose gradient TensorFlow"
         " derives op by op), or keep {op} to real inputs"),
+    "xla-untaken-branch": (
+        "TensorFlow's gradient under XLA (jit_compile=True) is at fault, not your code:"
+        " tf.where sends a zero upstream into the branch it does not take at those elements,"
+        " which holds {op}; TensorFlow's eager gradient of {op} gives 0 for it, XLA's multiplies"
+        " the zero by {op}'s local derivative there (infinite or NaN), giving NaN"
+        " (tensorflow/tensorflow#118674); the tf.where",
+        "guard the branch's input with an inner tf.where, so the branch not taken is finite"
+        " under XLA too: tf.where(c, {spelled}, other), with a safe value where c is False"
+        " (e.g. 1.0)"),
 }
 
 
 @words.register
 def _tensorflow_gradient(facts: TensorFlowGradientOp, mistake: Mistake) -> WhatAndFix:
     said, fix = _WRONG_TENSORFLOW_GRADIENTS[facts.reason]
-    return said.format(op=facts.op), fix.format(op=facts.op) if fix else fix
+    spelled = SPELLINGS.get(facts.op, f"{facts.op}({{v}})").format(v="tf.where(c, v, safe)")
+    return said.format(op=facts.op), fix.format(op=facts.op, spelled=spelled) if fix else fix

@@ -126,9 +126,14 @@ def _branch_words(origin: NonFiniteOp) -> str:
     if origin.branch_library:
         where = f" inside {origin.branch_library}" + (
             f" (called at {origin.branch})" if origin.branch else "")
-    return (f"; {origin.op} feeds a branch of the tf.where{where} that is not taken at those"
-            " elements: tf.where's gradient sends zeros into that branch, and zero times an"
-            " infinite local gradient is NaN")
+    said = (f"; {origin.op} feeds a branch of the tf.where{where} that is not taken at those"
+            " elements: tf.where's gradient sends zeros into that branch")
+    if origin.xla:
+        return (f"{said}; TensorFlow's eager gradient of {origin.op} gives 0 there, XLA's"
+                " multiplies the zero by the local derivative (infinite or NaN), giving NaN:"
+                " TensorFlow's (XLA's) gradient is at fault, not your code"
+                " (tensorflow/tensorflow#118674)")
+    return f"{said}, and zero times an infinite local gradient is NaN"
 
 
 # Second derivatives: what to do when the gradient is finite and its own derivative is not.

@@ -1,0 +1,48 @@
+"""A tf.where whose gradient is NaN under XLA only (real reports: tensorflow/tensorflow#118674,
+the tf.where documentation note of #38467): the compiled finding is at the tf.where's line,
+says TensorFlow's (XLA's) gradient is at fault, and gives the inner-where guard; the guarded
+spelling passes."""
+
+from __future__ import annotations
+
+import pytest
+
+import gradcheck
+from gradcheck.report import CheckResult, Report
+
+from .conftest import fixture_target
+
+XLA = "tf.function(jit_compile=True)"
+
+
+def _xla(report: Report) -> CheckResult:
+    return next(c for c in report.checks if c.check == "compiled" and XLA in c.message)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("function", "line"), [("sqrt_guard", 10), ("documented_sqrt", 41)])
+def test_xla_only_nan_of_a_where_is_tensorflows_at_the_where(function: str, line: int,
+                                                             dtype: str) -> None:
+    report = gradcheck.check(fixture_target("xla_where", function), dtype=dtype)
+    compiled = _xla(report)
+    assert compiled.status == "fail" and not report.ok
+    assert str(compiled.location).endswith(f"xla_where.py:{line}")
+    assert compiled.cause is not None and compiled.cause.mistake == "tensorflow-gradient"
+    assert compiled.cause.culprit == "tf.where"
+    message = compiled.message
+    assert "TensorFlow's gradient under XLA" in message and "not your code" in message
+    assert "tensorflow/tensorflow#118674" in message and "Sqrt" in message
+    assert "workaround: guard the branch's input with an inner tf.where" in message
+    assert "tf.sqrt(tf.where(c, v, safe))" in message
+    non_finite = next(c for c in report.checks if c.check == "non-finite")
+    assert "TensorFlow's (XLA's) gradient is at fault, not your code" in non_finite.message
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("function", ["sqrt_guarded", "documented_guard"])
+def test_the_inner_where_guard_passes(function: str, dtype: str) -> None:
+    report = gradcheck.check(fixture_target("xla_where", function), dtype=dtype)
+    assert not [c.message for c in report.checks if c.status == "fail"]
+    compiled = [c for c in report.checks if c.check == "compiled"]
+    assert len(compiled) == 2 and all(c.status == "pass" for c in compiled)
+    assert not [c for c in report.checks if c.check == "non-finite"]
