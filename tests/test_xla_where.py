@@ -46,3 +46,25 @@ def test_the_inner_where_guard_passes(function: str, dtype: str) -> None:
     compiled = [c for c in report.checks if c.check == "compiled"]
     assert len(compiled) == 2 and all(c.status == "pass" for c in compiled)
     assert not [c for c in report.checks if c.check == "non-finite"]
+
+
+def test_a_where_tie_that_xla_breaks_the_other_way_is_named_at_the_where() -> None:
+    """tensorflow/tensorflow#118713: x[0, 2] equals its row's mean; XLA's mean is one ulp
+    lower, so the tf.where takes the sin branch there: f itself differs, no gradient is wrong."""
+    report = gradcheck.check(fixture_target("xla_where", "mean_mask"))
+    compiled = _xla(report)
+    assert compiled.status == "skip" and report.ok
+    assert str(compiled.location).endswith("xla_where.py:20")
+    message = compiled.message
+    assert "takes the other branch under XLA at [0, 2]" in message
+    assert "tie" in message and "not a wrong gradient" in message
+
+
+def test_off_the_tie_the_same_where_passes_compiled() -> None:
+    """(The report's f builds float32 weights: it runs in float32 only.)"""
+    x = [[-1.0, -0.8, -0.7, -0.5, -0.4], [-0.2, -0.1, 0.05, 0.2, 0.3],
+         [0.45, 0.55, 0.7, 0.85, 1.0]]
+    report = gradcheck.check(fixture_target("xla_where", "mean_mask"), x, dtype="float32")
+    compiled = [c for c in report.checks if c.check == "compiled"]
+    assert len(compiled) == 2 and all(c.status == "pass" for c in compiled), [
+        c.message for c in compiled]

@@ -31,6 +31,7 @@ from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.compiled import CompiledVJP, compiled_vjp, eager_vjp
 from gradcheck.tf.culprits import failing_node_site
 from gradcheck.tf.program import first_line
+from gradcheck.tf.where_flips import where_flip
 
 MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
 # Compiled kernels reassociate sums: allow this many epsilons of the VJP's scale on top of
@@ -125,12 +126,22 @@ def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
             continue
         changed = _values_differ(ctx, result.outputs, None if own is None else own.outputs)
         if changed is not None:
-            found.add(Kind.COMPILED, Status.SKIP, evidence=ValuesDiffer(mode, changed),
-                      cause=Cause(Mistake.COMPILED_VALUES, facts=Compiled(mode)))
+            found.results.append(_values_changed(ctx, mode, changed, jit, own is not None))
             continue
         for slot, value, compiled in zip(sources, eager_values, result.gradients):
             found.results.append(_judge(ctx, mode, slot.name, value, compiled, jit))
     return found
+
+
+def _values_changed(ctx: CheckContext, mode: str, output: str, jit: bool, own: bool
+                    ) -> CheckResult:
+    """f's values differ when compiled: under XLA, at the tf.where whose condition XLA decides
+    otherwise (a tie broken the other way by a differently rounded reduction), if one does."""
+    flip = where_flip(ctx.program, ctx.diff_outputs, own) if jit else None
+    location = flip.location if flip is not None else None
+    return CheckResult(Kind.COMPILED, Status.SKIP, evidence=ValuesDiffer(mode, output, flip),
+                       location=location, cause=Cause(Mistake.COMPILED_VALUES, location=location,
+                                                      facts=Compiled(mode)))
 
 
 def _values_differ(ctx: CheckContext, outputs: list[np.ndarray],

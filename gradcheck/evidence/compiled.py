@@ -34,10 +34,25 @@ class Untraceable(Evidence):
 
 @dataclasses.dataclass(frozen=True)
 class ValuesDiffer(Evidence):
-    """f itself computes `output` otherwise under `mode`: the VJPs are not comparable."""
+    """f itself computes `output` otherwise under `mode`: the VJPs are not comparable. `flip`:
+    the tf.where whose condition XLA decides otherwise, when one is found."""
 
     mode: str = internal("")
     output: str = internal("")
+    flip: WhereFlipped | None = internal(None)
+
+
+@dataclasses.dataclass(frozen=True)
+class WhereFlipped:
+    """A tf.where (at `location`) taking the other branch under XLA at `index` (`count`
+    elements); its condition's `comparison` (Greater...) of operands `eager` and `compiled`."""
+
+    location: Location | None
+    index: tuple[int, ...]
+    count: int
+    comparison: str
+    eager: tuple[float, ...]
+    compiled: tuple[float, ...]
 
 
 @dataclasses.dataclass(frozen=True)

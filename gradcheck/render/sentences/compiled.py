@@ -54,9 +54,22 @@ def _untraceable(evidence: Untraceable, result: CheckResult) -> str:
 
 @sentence.register
 def _values_differ(evidence: ValuesDiffer, result: CheckResult) -> str:
-    return (f"f itself returns other values under {evidence.mode} ({evidence.output} differs:"
-            " random ops, or a kernel that computes differently), so its VJPs are not"
-            " comparable")
+    flip = evidence.flip
+    if flip is None:
+        return (f"f itself returns other values under {evidence.mode} ({evidence.output}"
+                " differs: random ops, or a kernel that computes differently), so its VJPs are"
+                " not comparable")
+    at = f" at {flip.location}" if flip.location else ""
+    compared = ""
+    if len(flip.eager) == 2 and len(flip.compiled) == 2:
+        compared = (f" ({flip.comparison} of {flip.eager[0]:.9g} and {flip.eager[1]:.9g}"
+                    f" eagerly, of {flip.compiled[0]:.9g} and {flip.compiled[1]:.9g} under XLA)")
+    return (f"f itself returns other values under {evidence.mode} ({evidence.output} differs):"
+            f" the tf.where{at} takes the other branch under XLA at"
+            f" {format_index(flip.index)}{compared}: its condition is a tie at this point, which"
+            " XLA's differently rounded arithmetic breaks the other way; f jumps there, so the"
+            " two VJPs are of different branches and not comparable (not a wrong gradient):"
+            " check at a point off the tf.where's boundary")
 
 
 @sentence.register

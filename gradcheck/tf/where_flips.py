@@ -1,0 +1,75 @@
+"""A tf.where whose condition XLA decides otherwise than eager TensorFlow at the point (a tie
+that a differently rounded reduction breaks the other way): its line, the element and the
+compared values. Facts only; checks/compiled.py words them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from gradcheck.evidence.compiled import WhereFlipped
+from gradcheck.tf.non_finite import SELECT_OPS
+from gradcheck.tf.program import Program
+from gradcheck.tf.values import TracedValues, library_of, op_location, trace_values
+
+# Comparisons whose operands are shown (the tie) next to the flipped condition.
+_COMPARISONS = frozenset({"Greater", "GreaterEqual", "Less", "LessEqual", "Equal", "NotEqual"})
+# Operands this many epsilons apart (relative) are a tie a reassociated reduction can break.
+TIE_EPSILONS = 64.0
+# Operands this many epsilons apart (relative) are a tie a reassociated reduction can break.
+TIE_EPSILONS = 64.0
+
+
+def _operands(traced: TracedValues, condition: object, index: tuple[int, ...],
+              shape: tuple[int, ...]) -> tuple[float, ...]:
+    found = []
+    for tensor in getattr(condition, "inputs", ()):
+        value = traced.value(tensor)
+        if value is None:
+            return ()
+        try:
+            found.append(float(np.broadcast_to(value, shape)[index]))
+        except (ValueError, IndexError):
+            return ()
+    return tuple(found)
+
+
+def where_flip(program: Program, output_indices: Sequence[int], own_dtype: bool
+               ) -> WhereFlipped | None:
+    """The tf.where in the user's code whose condition differs between eager and XLA."""
+    eager = trace_values(program, output_indices, gradients=False, own_dtype=own_dtype)
+    xla = trace_values(program, output_indices, gradients=False, jit=True, own_dtype=own_dtype)
+    if eager is None or xla is None:
+        return None
+    for op in eager.ops:
+        if op.type not in SELECT_OPS or library_of(op) is not None:
+            continue
+        condition = op.inputs[0]
+        before, after = eager.value(condition), xla.values.get(condition.name)
+        if before is None or after is None or before.shape != after.shape:
+            continue
+        flipped = before != after
+        if not flipped.any():
+            continue
+        index = tuple(int(i) for i in np.argwhere(flipped)[0])
+        if condition.op.type not in _COMPARISONS:
+            continue
+        operands = _operands(eager, condition.op, index, before.shape)
+        if not _tie(operands, condition.op.inputs[0].dtype):
+            continue  # a flip that is no tie (random values): not this
+        xla_op = next((o for o in xla.ops if o.name == condition.op.name), None)
+        return WhereFlipped(op_location(op), index, int(flipped.sum()), condition.op.type,
+                            operands,
+                            _operands(xla, xla_op, index, before.shape) if xla_op else ())
+    return None
+
+
+def _tie(operands: tuple[float, ...], dtype: Any) -> bool:
+    """Two compared values equal to within the rounding a reassociated sum may change."""
+    if len(operands) != 2 or not getattr(dtype, "is_floating", False):
+        return False
+    a, b = operands
+    eps = float(np.finfo(dtype.as_numpy_dtype).eps)
+    return abs(a - b) <= TIE_EPSILONS * eps * max(abs(a), abs(b), eps)
