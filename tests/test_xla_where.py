@@ -20,13 +20,14 @@ def _xla(report: Report) -> CheckResult:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize(("function", "line"), [("sqrt_guard", 10), ("documented_sqrt", 41)])
-def test_xla_only_nan_of_a_where_is_tensorflows_at_the_where(function: str, line: int,
-                                                             dtype: str) -> None:
-    report = gradcheck.check(fixture_target("xla_where", function), dtype=dtype)
+@pytest.mark.parametrize(("fixture", "function", "line"), [
+    ("xla_where", "sqrt_guard", 10), ("non_finite_real", "sqrt_fork", 74)])
+def test_xla_only_nan_of_a_where_is_tensorflows_at_the_where(fixture: str, function: str,
+                                                             line: int, dtype: str) -> None:
+    report = gradcheck.check(fixture_target(fixture, function), dtype=dtype)
     compiled = _xla(report)
     assert compiled.status == "fail" and not report.ok
-    assert str(compiled.location).endswith(f"xla_where.py:{line}")
+    assert str(compiled.location).endswith(f"{fixture}.py:{line}")
     assert compiled.cause is not None and compiled.cause.mistake == "tensorflow-gradient"
     assert compiled.cause.culprit == "tf.where"
     message = compiled.message
