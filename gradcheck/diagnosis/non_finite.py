@@ -172,7 +172,8 @@ def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> l
             annotated.append(check)
             continue
         assert match.cause is not None
-        if check.check == Kind.COMPILED and (blamed := _xla_where(match.cause)) is not None:
+        if isinstance(check.evidence, CompiledNotFinite) and check.evidence.jit and (
+                blamed := _xla_where(match.cause)) is not None:
             # XLA's gradient of the user's tf.where, not the user's code: at the tf.where.
             annotated.append(attribute(check, Attribution(Relation.TENSORFLOW_GRADIENT, blamed),
                                        location=blamed.location, cause=blamed))
