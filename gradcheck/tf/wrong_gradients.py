@@ -16,6 +16,8 @@ from gradcheck.tf.program import Program
 from gradcheck.tf.recorded import RecordedOp, ops_on_path
 
 DUPLICATE_INDICES = "duplicate-indices"
+# XLA multiplies a tf.where's zero upstream by an infinite local derivative (eager gives 0).
+XLA_UNTAKEN_BRANCH = "xla-untaken-branch"
 COMPLEX_CUSTOM_GRADIENT = "complex-custom-gradient"
 # TensorFlow's own functions whose gradient is a tf.custom_gradient of TensorFlow's that leaves
 # out the conjugate, so it is wrong for complex inputs (tensorflow/tensorflow#57357, tf-keras
