@@ -24,32 +24,37 @@ def is_layer(obj: Any) -> bool:
         return True
 
 
+def _running_layers(frame: Any) -> Iterator[tuple[Any, str]]:
+    """The Keras layers whose `call` is running on the stack from `frame` outwards, innermost
+    first, each with the file of its `call`."""
+    while frame is not None:
+        owner = frame.f_locals.get("self") if frame.f_code.co_name == "call" else None
+        if owner is not None and is_layer(owner):
+            yield owner, frame.f_code.co_filename
+        frame = frame.f_back
+
+
+def _name(layer: Any) -> str:
+    return str(getattr(layer, "name", type(layer).__name__))
+
+
 def calling_layer() -> tuple[str, str] | None:
     """The Keras layer whose `call` (the user's, not a library's) is running: (its class, its
     name), innermost first; None outside any."""
     from gradcheck.tf.site_lines import is_library
 
-    frame: Any = sys._getframe(1)
-    while frame is not None:
-        owner = frame.f_locals.get("self") if frame.f_code.co_name == "call" else None
-        if owner is not None and not is_library(frame.f_code.co_filename) and is_layer(owner):
-            return type(owner).__name__, str(getattr(owner, "name", type(owner).__name__))
-        frame = frame.f_back
-    return None
+    return next(((type(layer).__name__, _name(layer))
+                 for layer, filename in _running_layers(sys._getframe(1))
+                 if not is_library(filename)), None)
 
 
 def layer_scope() -> str:
     """The Keras layers whose `call` is running, outermost first, as a name scope
     (functional/simple_rnn/simple_rnn_cell); "" outside any."""
     names: list[str] = []
-    frame: Any = sys._getframe(1)
-    while frame is not None:
-        owner = frame.f_locals.get("self") if frame.f_code.co_name == "call" else None
-        if owner is not None and is_layer(owner):
-            name = str(getattr(owner, "name", type(owner).__name__))
-            if not names or names[-1] != name:
-                names.append(name)
-        frame = frame.f_back
+    for layer, _ in _running_layers(sys._getframe(1)):
+        if not names or names[-1] != _name(layer):
+            names.append(_name(layer))
     return "/".join(reversed(names))
 
 
