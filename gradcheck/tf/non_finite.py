@@ -5,7 +5,7 @@ diagnosis/non_finite.py words them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -111,12 +111,11 @@ def _first_bad(array: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, array.shape)) if array.ndim else ()
 
 
-def _arguments(traced: TracedValues, forward: Any, bad: np.ndarray) -> tuple[float, ...]:
-    """The forward op's float inputs at the first non-finite element of `bad` (none when
-    the op is not elementwise)."""
+def _at_first_bad(values: Iterable[np.ndarray | None], bad: np.ndarray) -> tuple[float, ...]:
+    """An op's float inputs at the first non-finite element of `bad` (none when the op is not
+    elementwise)."""
     found = []
-    for tensor in forward.inputs:
-        value = traced.value(tensor)
+    for value in values:
         if value is None or value.dtype == bool:
             continue
         try:
@@ -125,6 +124,11 @@ def _arguments(traced: TracedValues, forward: Any, bad: np.ndarray) -> tuple[flo
             return ()
         found.append(float(np.real(value[_first_bad(bad)])))
     return tuple(found)
+
+
+def _arguments(traced: TracedValues, forward: Any, bad: np.ndarray) -> tuple[float, ...]:
+    """The forward op's float inputs at the first non-finite element of `bad`."""
+    return _at_first_bad((traced.value(tensor) for tensor in forward.inputs), bad)
 
 
 def _branch(traced: TracedValues, forward: Any, bad: np.ndarray) -> Branch | None:
@@ -233,16 +237,11 @@ def _eager_origins(program: Program) -> tuple[Origin, ...]:
         inputs = [a for t in op.inputs if (a := _float_array(t)) is not None]
         if not made or any(_bad(a) for a in inputs):
             continue
-        bad, first = made[0], _first_bad(made[0])
-        try:
-            arguments = tuple(float(np.real(np.broadcast_to(a, bad.shape)[first]))
-                              for a in inputs)
-        except ValueError:  # not elementwise
-            arguments = ()
         location = innermost_user_frame(op.traceback)
         origins.setdefault((op.type, location), Origin(
             op=op.type, scope=op.scope, location=location, backward=False,
-            produced=_describe(bad), arguments=arguments, branch=None, kernel=op.type))
+            produced=_describe(made[0]), arguments=_at_first_bad(inputs, made[0]), branch=None,
+            kernel=op.type))
     return tuple(origins.values())
 
 
