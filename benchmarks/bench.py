@@ -127,6 +127,15 @@ def _check_timed(f: Any, x: Any, mode: str) -> tuple[Any, float, int, dict[str, 
 
 def the_floor(f: Any, x: Any) -> float:
     """One vectorised autodiff Jacobian plus one vectorised batch of the 2n points x ± h."""
+    parts = floor_parts(f, x, every_check=False)
+    return parts["jacobian"] + parts["evaluations"]
+
+
+def floor_parts(f: Any, x: Any, every_check: bool = True) -> dict[str, float]:
+    """Seconds of TensorFlow's own work for each part of a check of f at x: the vectorised
+    autodiff Jacobian, the vectorised batch of the 2n points x ± h and, with `every_check`, what
+    the other default checks cannot do without: a `tf.function` VJP and the XLA VJP (traced,
+    compiled, called) and one ForwardAccumulator JVP."""
     import numpy as np
 
     from gradcheck.numerics import differences
@@ -136,16 +145,39 @@ def the_floor(f: Any, x: Any) -> float:
 
     tf = tensorflow()
     xt = tf.constant(x)
+    seconds: dict[str, float] = {}
     start = time.perf_counter()
     with tf.GradientTape() as tape:
         tape.watch(xt)
         y = f(xt)
     np.asarray(tape.jacobian(y, xt))
+    seconds["jacobian"] = time.perf_counter() - start
+    start = time.perf_counter()
     bound = Program(f, (Slot("x", 0, None, xt, True, "float64", x.shape),), Evaluation())
     evaluator = BatchEvaluator(bound, 0, [0], [np.asarray(y)], 1 << 30)
     evaluator.evaluate_perturbations(differences.step_sizes(x, "float64"),
                                      differences.FIRST_FACTORS)
-    return time.perf_counter() - start
+    seconds["evaluations"] = time.perf_counter() - start
+    if not every_check:
+        return seconds
+    upstream = tf.constant(np.random.default_rng(0).normal(size=y.shape))
+
+    def vjp(x: Any, u: Any) -> Any:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        return tape.gradient(y, x, output_gradients=u)
+
+    for name, jit in (("vjp", False), ("xla_vjp", True)):
+        start = time.perf_counter()
+        np.asarray(tf.function(vjp, autograph=False, jit_compile=jit)(xt, upstream))
+        seconds[name] = time.perf_counter() - start
+    start = time.perf_counter()
+    with tf.autodiff.ForwardAccumulator(xt, tf.ones_like(xt)) as accumulator:
+        y = f(xt)
+    np.asarray(accumulator.jvp(y))
+    seconds["jvp"] = time.perf_counter() - start
+    return seconds
 
 
 def worker_dense(n: int, run_compute_gradient: bool) -> dict[str, Any]:
@@ -237,7 +269,23 @@ def worker_dense_floor(n: int) -> dict[str, Any]:
     return {"first_floor_s": the_floor(f, x), "warm_floor_s": the_floor(f, x)}
 
 
+def worker_first_call(n: int, which: str) -> dict[str, Any]:
+    """One first call at n in a process of its own, warmed up as worker_dense's is: gradcheck's
+    (every check of `gradcheck check`, full mode), or TensorFlow's floor in parts."""
+    import dense_layer
+
+    _warm_up()
+    f, _, x = dense_layer.make(n)
+    cpu = time.process_time()
+    if which == "floor":
+        parts = floor_parts(f, x)
+        return {"seconds": sum(parts.values()), "cpu_s": time.process_time() - cpu, **parts}
+    _, seconds, _, phases = _check_timed(f, x, "full")
+    return {"seconds": seconds, "cpu_s": time.process_time() - cpu, **phases}
+
+
 WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "first-call": lambda n, which: worker_first_call(int(n), which),
     "dense": lambda n, cg: worker_dense(int(n), cg == "1"),
     "dense-floor": lambda n: worker_dense_floor(int(n)),
     "seed": worker_seed,
@@ -339,6 +387,43 @@ def dense_rows(sizes: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
+def first_call_rows(sizes: list[int], repeats: int) -> None:
+    """Issue 31's goal: a first call at n against TensorFlow's floor for it, each in a fresh
+    process, alternating, `repeats` times; medians."""
+    print(f"\n## First call against TensorFlow's floor (fresh processes, alternating, medians of"
+          f" {repeats})\n")
+    print("The issue's floor: one vectorised tape.jacobian + one vectorised batch of the 2n"
+          " points x ± h. The floor of every check adds what the compiled and jvp checks"
+          " cannot do without: a tf.function VJP, the XLA VJP (trace, compile, call) and one"
+          " ForwardAccumulator JVP. CPU is the process's CPU time (both cores count).\n")
+    header = ("| n | gradcheck first call (CPU) | issue's floor: jacobian + evaluations |"
+              " + VJP, XLA VJP, JVP | ratio to the issue's floor | ratio to every check's"
+              " floor | CPU ratio to every check's floor | gradcheck by phase: jacobian,"
+              " evaluations, compiled, jvp, other |")
+    print(header)
+    print("|" + "---|" * header.count(" | ") + "---|")
+    for n in sizes:
+        runs: dict[str, list[dict[str, Any]]] = {"gradcheck": [], "floor": []}
+        for _ in range(repeats):
+            for which in runs:
+                runs[which].append(in_fresh_process("first-call", str(n), which))
+
+        def median(which: str, key: str, runs: dict[str, list[dict[str, Any]]] = runs
+                   ) -> float:
+            return float(statistics.median(run.get(key, 0.0) for run in runs[which]))
+
+        check, cpu = median("gradcheck", "seconds"), median("gradcheck", "cpu_s")
+        issue = median("floor", "jacobian") + median("floor", "evaluations")
+        every = median("floor", "seconds")
+        extra = ", ".join(f"{median('floor', k):.2f}" for k in ("vjp", "xla_vjp", "jvp"))
+        split = ", ".join(f"{median('gradcheck', k):.2f}" for k in
+                          ("jacobian", "evaluations", "compiled", "jvp", "other"))
+        print(f"| {n} | {check:.2f} s ({cpu:.2f} s) | {median('floor', 'jacobian'):.2f} +"
+              f" {median('floor', 'evaluations'):.2f} = {issue:.2f} s | {extra}: {every:.2f} s |"
+              f" {check / issue:.2f}x | {check / every:.2f}x |"
+              f" {cpu / median('floor', 'cpu_s'):.2f}x | {split} s |", flush=True)
+
+
 def seed_row() -> None:
     row = in_fresh_process("seed")
     print(f"\nthe seed's 2-element function (fixtures/seed_question_fixed.py), fresh process:"
@@ -423,10 +508,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="n in {100, 300}, fast mode on 10^5, one end-to-end run")
     parser.add_argument("--only", action="append",
-                        choices=["dense", "seed", "fast", "keras", "end-to-end"],
+                        choices=["dense", "first-call", "seed", "fast", "keras",
+                                 "end-to-end"],
                         help="run only these parts (repeatable)")
     parser.add_argument("--sizes", type=lambda text: [int(n) for n in text.split(",")],
                         help="the n of the dense rows, comma-separated (e.g. 100,2000)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="fresh processes per measurement of the first-call part")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -434,7 +522,7 @@ def main() -> None:
         kind, *rest = args.worker
         print(json.dumps(WORKERS[kind](*rest)))
         return
-    parts = set(args.only or ["dense", "seed", "fast", "keras", "end-to-end"])
+    parts = set(args.only or ["dense", "first-call", "seed", "fast", "keras", "end-to-end"])
     versions = subprocess.run(
         [sys.executable, "-c", "import tensorflow as tf, keras; print(tf.__version__,"
          " keras.__version__, len(tf.config.list_physical_devices('GPU')))"],
@@ -445,6 +533,8 @@ def main() -> None:
           f" GPUs: {versions[2]}; load average at the start {os.getloadavg()[0]:.1f}")
     if "dense" in parts:
         dense_rows(args.sizes or (QUICK_SIZES if args.quick else SIZES))
+    if "first-call" in parts:
+        first_call_rows(args.sizes or [2000], args.repeats)
     if "seed" in parts:
         seed_row()
     if "fast" in parts:

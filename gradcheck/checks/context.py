@@ -51,6 +51,11 @@ class CheckContext:
         return fd_tolerance(self.tolerance, self.evaluation.dtype, self.options.atol,
                             self.options.rtol)
 
+    @property
+    def random_upstreams(self) -> bool:
+        """Whether every upstream is gradcheck's random one (the user gave none)."""
+        return all(isinstance(spec, str) and spec == "random" for spec in self.options.upstream)
+
     def wants(self, kind: Kind) -> bool:
         return kind in self.options.kinds
 

@@ -117,14 +117,15 @@ def _bitwise_equal(first: Any, second: Any) -> bool:
 
 
 def backward_changed(recording: Recording, diff_outputs: Sequence[int],
-                     name: str) -> CheckResult | None:
+                     upstreams: Sequence[np.ndarray], name: str) -> CheckResult | None:
     """A `nondeterminism` failure when the VJP, taken twice from the same forward pass, is not
-    bitwise equal, naming the backward op that explains it."""
+    bitwise equal, naming the backward op that explains it. The first is kept: it is the VJP
+    the vjp and compiled checks judge."""
     sources = [slot for slot in recording.program.slots if slot.differentiable]
     if not sources:
         return None
-    first = recording.gradients(diff_outputs, sources, None)
-    second = recording.gradients(diff_outputs, sources, None)
+    first = recording.kept_gradients(diff_outputs, sources, upstreams)
+    second = recording.gradients(diff_outputs, sources, upstreams)
     changed = next((slot for slot, a, b in zip(sources, first, second)
                     if not _bitwise_equal(a, b)), None)
     if changed is None:

@@ -30,7 +30,9 @@ from gradcheck.tf.program import Slot, first_line
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,
 # allowed as this many machine epsilons of the sum of the terms' magnitudes.
 JVP_ROUNDING = 300.0
-# Random streams of their own: the JVP's u and v must not repeat the VJP's upstream.
+# A random stream of its own for v, and for u when the VJP's upstream is the user's (ones
+# would leave the projection blind to all but the sum of J's rows); a random upstream is
+# reused, and with it the VJP already taken.
 JVP_STREAM = 2
 
 
@@ -60,11 +62,13 @@ def _allowed(ctx: CheckContext, scale: float, tangent: np.ndarray,
 def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findings:
     found = Findings()
     outputs = ctx.diff_outputs
-    upstreams = [rng.standard_normal(ctx.outputs[k].shape) for k in outputs]
+    upstreams = (list(ctx.upstreams) if ctx.random_upstreams else
+                 [rng.standard_normal(ctx.outputs[k].shape) for k in outputs])
     tangent = rng.standard_normal(slot.shape)
     where: dict[str, Any] = {
         "input": slot.name, "output": ctx.outputs[outputs[0]].name if len(outputs) == 1 else None}
-    reverse = ctx.recording.gradient(outputs, slot, upstreams)
+    reverse = ctx.recording.gradient(outputs, slot, ctx.upstreams if ctx.random_upstreams
+                                     else upstreams)
     if reverse.error is not None or (reverse.value is not None and reverse.shape != slot.shape):
         found.add(Kind.JVP, Status.SKIP, evidence=NoReverseVJP(slot.name), **where)
         return found

@@ -263,7 +263,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
         if not o.differentiable])
     changed = changed_between_calls(prepared.result, recording, ctx.diff_outputs, name)
     if changed is None and ctx.wants(Kind.NONDETERMINISM):
-        changed = backward_changed(recording, ctx.diff_outputs, name)
+        changed = backward_changed(recording, ctx.diff_outputs, ctx.upstreams, name)
     analyses: list[tuple[SourceAnalysis, GradientOutcome]] = []
     if changed is not None:
         found.results.append(changed)

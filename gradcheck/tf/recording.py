@@ -95,14 +95,26 @@ class Recording:
     def gradient(self, output_indices: Sequence[int], source: Slot,
                  upstreams: Sequence[np.ndarray] | None) -> GradientOutcome:
         """tape.gradient(ys, x, output_gradients=us) for one source."""
-        key = (tuple(output_indices), source.name,
-               None if upstreams is None else tuple(id(u) for u in upstreams))
-        if key in self._vjps:
-            return self._vjps[key][1]
-        outcome = self.gradients(output_indices, [source], upstreams)[0]
-        if int(np.prod(source.shape, dtype=np.int64)) <= KEPT_VJP_SIZE:
-            self._vjps[key] = (None if upstreams is None else list(upstreams), outcome)
-        return outcome
+        kept = self._vjps.get(self._vjp_key(output_indices, source, upstreams))
+        if kept is not None:
+            return kept[1]
+        return self.kept_gradients(output_indices, [source], upstreams)[0]
+
+    def kept_gradients(self, output_indices: Sequence[int], sources: Sequence[Slot],
+                       upstreams: Sequence[np.ndarray] | None) -> list[GradientOutcome]:
+        """`gradients`, each outcome kept for `gradient` to return with the same arrays."""
+        outcomes = self.gradients(output_indices, sources, upstreams)
+        for source, outcome in zip(sources, outcomes):
+            if int(np.prod(source.shape, dtype=np.int64)) <= KEPT_VJP_SIZE:
+                self._vjps[self._vjp_key(output_indices, source, upstreams)] = (
+                    None if upstreams is None else list(upstreams), outcome)
+        return outcomes
+
+    @staticmethod
+    def _vjp_key(output_indices: Sequence[int], source: Slot,
+                 upstreams: Sequence[np.ndarray] | None) -> tuple[Any, ...]:
+        return (tuple(output_indices), source.name,
+                None if upstreams is None else tuple(id(u) for u in upstreams))
 
     def plain_gradient(self, output_indices: Sequence[int], source: Slot) -> GradientOutcome:
         """tape.gradient(ys, x) as the user's f gives it: TensorFlow's implicit upstream is
@@ -242,9 +254,9 @@ class Recording:
                 lambda: self.tape.jacobian(target, source.value, experimental_use_pfor=True),
                 autograph=False,
             ).get_concrete_function()()
-        rows = []
+        rows, one_hot = [], np.eye(size).reshape((size, *shape))
         for i in range(size):
-            upstream = tf.reshape(tf.one_hot(i, size, dtype=target.dtype), shape)
+            upstream = tf.constant(one_hot[i], dtype=target.dtype)
             row = self.tape.gradient(target, source.value, output_gradients=upstream)
             if row is None:
                 return None

@@ -124,6 +124,8 @@ def tensorflow(threads: int | None = None) -> Any:
     """TensorFlow, imported and started quietly (its devices log their own lines on the first
     op); `threads`, on the first call only, caps its thread pools."""
     global _started
+    if _started:
+        return sys.modules["tensorflow"]
     tf = imported()
     if not _started:
         configure(threads)

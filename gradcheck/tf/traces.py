@@ -274,10 +274,8 @@ class TraceCache:
 
     def get(self, key: Key, make: Callable[[], T]) -> T:
         with self._lock:
-            for stale in [k for k, (held, _) in self._entries.items() if not held.alive]:
-                del self._entries[stale]
             found = self._entries.get(key.value)
-            if found is not None:
+            if found is not None and found[0].alive:
                 self._entries.move_to_end(key.value)
                 return found[1]
         made = make()
@@ -286,6 +284,8 @@ class TraceCache:
 
     def put(self, key: Key, value: Any) -> None:
         with self._lock:
+            for stale in [k for k, (held, _) in self._entries.items() if not held.alive]:
+                del self._entries[stale]
             self._entries[key.value] = (key, value)
             self._entries.move_to_end(key.value)
             while len(self._entries) > self.size:
@@ -295,7 +295,7 @@ class TraceCache:
         """What is kept under the key, or None."""
         with self._lock:
             found = self._entries.get(key.value)
-            return None if found is None else found[1]
+            return None if found is None or not found[0].alive else found[1]
 
     def drop(self, key: Key) -> None:
         with self._lock:
