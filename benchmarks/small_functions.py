@@ -3,9 +3,10 @@ process after a warm-up: seconds per first check, per second check at a new poin
 (compute_gradient timed right after each function's two checks, so that all three see the same
 machine).
 
-The floor, measured in a fresh process of its own (TensorFlow caches forward mode's per-op
-traces by op and shape, so it must not follow gradcheck's calls): what TensorFlow itself takes for
-the least each check of a first call must do — a `tf.function` VJP (trace and call), the XLA VJP
+The floor, measured in fresh processes of its own (TensorFlow caches forward mode's per-op
+traces by op and shape, so it must not follow gradcheck's calls), before and after them (the
+mean of the two follows the machine's drifting load): what TensorFlow itself takes for the
+least each check of a first call must do — a `tf.function` VJP (trace and call), the XLA VJP
 (trace, compile and call), one ForwardAccumulator JVP, and compute_gradient's own finite
 differences and Jacobian — and the same at a new point, traces reused.
 
@@ -47,6 +48,7 @@ def main() -> None:
 
     tf = tensorflow()
     _warm_up()
+    floors_before = _floors_in_fresh_process()
     x, moved = np.asarray(POINT), np.asarray(POINT) + 0.25
     profiles = {which: cProfile.Profile() for which, wanted in
                 (("first", args.profile), ("second", args.profile_second)) if wanted}
@@ -72,9 +74,9 @@ def main() -> None:
     first, second, grad = (statistics.median(times[k]) for k in ("first", "second", "grad"))
     paired = [statistics.median(g / t for g, t in zip(times["grad"], times[k]))
               for k in ("first", "second")]
-    floors = subprocess.run([sys.executable, __file__, "--floor-only"], capture_output=True,
-                            text=True, check=True).stdout.split()
-    floor_first, floor_second = (float(v) for v in floors[-2:])
+    # Before and after gradcheck's calls: the machine's load drifts, the mean follows it.
+    floor_first, floor_second = (statistics.mean(pair) for pair in
+                                 zip(floors_before, _floors_in_fresh_process()))
     print(f"gradcheck.check, first call: median {first:.3f} s; second call at a new point:"
           f" {second:.3f} s; tf.test.compute_gradient: {grad:.4f} s")
     print(f"ratio compute_gradient / gradcheck: first {grad / first:.3f}x, second"
@@ -84,6 +86,12 @@ def main() -> None:
           f" (best ratio possible {grad / floor_first:.3f}x; gradcheck / floor"
           f" {first / floor_first:.2f}), second call {floor_second:.4f} s (best ratio"
           f" {grad / floor_second:.3f}x; gradcheck / floor {second / floor_second:.2f})")
+
+
+def _floors_in_fresh_process() -> tuple[float, float]:
+    floors = subprocess.run([sys.executable, __file__, "--floor-only"], capture_output=True,
+                            text=True, check=True).stdout.split()
+    return float(floors[-2]), float(floors[-1])
 
 
 def the_floors() -> tuple[float, float]:

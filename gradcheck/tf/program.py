@@ -170,9 +170,10 @@ class Program:
     def sources(self) -> list[Slot]:
         return [slot for slot in self.slots if slot.differentiable]
 
-    def call(self, replacements: dict[int, Any] | None = None) -> Any:
-        """f(*args, **kwargs), with `replacements` for some arguments (index -> value)."""
-        args, kwargs = self.arguments(replacements)
+    def call(self, replacements: dict[int, Any] | None = None, fresh: bool = False) -> Any:
+        """f(*args, **kwargs), with `replacements` for some arguments (index -> value);
+        `fresh`: the replacements are tensors made for this call (see `arguments`)."""
+        args, kwargs = self.arguments(replacements, fresh)
         with variable_scope_kept():
             return self.function(*args, **kwargs)
 
@@ -191,14 +192,16 @@ class Program:
                 raise
             raise metadata.to_exception(exc) from None
 
-    def arguments(self, replacements: dict[int, Any] | None = None
+    def arguments(self, replacements: dict[int, Any] | None = None, fresh: bool = False
                   ) -> tuple[list[Any], dict[str, Any]]:
         """The positional and keyword arguments of one call, each tensor a new tensor object;
         made inside the tape that is to see through them.
 
         Libraries cache results by input tensor identity (TFP bijectors): a reused tensor
         would return the previous call's output, recorded on no tape. tf.identity keeps the
-        path to the watched tensor, so tapes and forward accumulators see through it.
+        path to the watched tensor, so tapes and forward accumulators see through it; a
+        `fresh` replacement, made for this call, is new already (an identity under a forward
+        accumulator costs a JVP of its own).
         """
         tf = tensorflow()
         replacements = replacements or {}
@@ -210,7 +213,7 @@ class Program:
             value = replacements.get(index, slot.value)
             if slot.complex_dtype is not None:
                 value = from_parts(value)
-            elif isinstance(value, tf.Tensor):
+            elif isinstance(value, tf.Tensor) and not (fresh and index in replacements):
                 value = tf.identity(value)
             if slot.keyword is not None:
                 kwargs[slot.keyword] = value
@@ -237,7 +240,7 @@ class Program:
                     slot.value.assign(tensor)
                 else:
                     replacements[index] = tensor
-            return self.call(replacements)
+            return self.call(replacements, fresh=True)
         finally:
             for index, original in saved.items():
                 self.slots[index].value.assign(original)

@@ -172,9 +172,14 @@ class Recording:
         tf = tensorflow()
         self.program.announce(f"the forward-mode JVP (tf.autodiff.ForwardAccumulator) for"
                               f" {source.name}")
+        index = next(i for i, slot in enumerate(self.program.slots) if slot is source)
+        # An argument is watched as a copy made for this call: f takes it as it is.
+        copied = source.argument and not source.is_variable
+        watched = tf.constant(source.value.numpy()) if copied else source.value
         with _accumulators_entered() as entered, tf.autodiff.ForwardAccumulator(
-                source.value, tf.constant(tangent, dtype=source.dtype)) as accumulator:
-            leaves = flatten_outputs(self.program.call())
+                watched, tf.constant(tangent, dtype=source.dtype)) as accumulator:
+            leaves = flatten_outputs(self.program.call({index: watched} if copied else None,
+                                                       fresh=True))
             jvps = [accumulator.jvp(leaves[k].tensor) for k in output_indices]
         self.nested_forward = self.nested_forward or entered[0] > 1
         # A JVP may come back as IndexedSlices (gather, segment ops): densified.
