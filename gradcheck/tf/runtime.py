@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -46,12 +47,17 @@ def silenced_stderr_fd() -> Iterator[None]:
     sys.stderr.flush()
     saved = os.dup(fd)
     try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), fd)
-            yield
+        os.dup2(_devnull(), fd)
+        yield
     finally:
         os.dup2(saved, fd)
         os.close(saved)
+
+
+@functools.cache
+def _devnull() -> int:
+    """A descriptor open on the null device, opened once per process."""
+    return os.open(os.devnull, os.O_WRONLY)
 
 
 @contextlib.contextmanager
