@@ -207,6 +207,6 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
         Kind.COMPILED, Status.FAIL, evidence=CompiledDiffers(
             mode, name, comparison.n_bad, comparison.size, index,
             float(np.asarray(compiled)[index]), float(np.asarray(eager)[index]),
-            comparison.excess),
+            comparison.excess, jit=jit),
         **comparison_fields(comparison), **where,
         cause=Cause(Mistake.COMPILED_MISMATCH, facts=Compiled(mode)))

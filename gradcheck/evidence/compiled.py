@@ -104,9 +104,11 @@ class CompiledElements(Evidence):
 
 @dataclasses.dataclass(frozen=True)
 class CompiledDiffers(CompiledElements):
-    """The VJP under `mode` differs from the eager one, `excess` × the allowed error."""
+    """The VJP under `mode` (XLA when `jit`) differs from the eager one, `excess` × the
+    allowed error."""
 
     excess: float = internal(0.0)
+    jit: bool = internal(False)
 
 
 @dataclasses.dataclass(frozen=True)

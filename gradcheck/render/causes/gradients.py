@@ -121,11 +121,30 @@ _WRONG_TENSORFLOW_GRADIENTS: dict[str, WhatAndFix] = {
         "guard the branch's input with an inner tf.where, so the branch not taken is finite"
         " under XLA too: tf.where(c, {spelled}, other), with a safe value where c is False"
         " (e.g. 1.0)"),
+    "xla-unconjugated": (
+        "TensorFlow's gradient under XLA (jit_compile=True) is at fault, not your code: for a"
+        " complex input, XLA's kernel for the gradient of {called} leaves out the conjugate"
+        " that TensorFlow's eager kernel applies, as TensorFlow's convention (∂L/∂Re z + i"
+        " ∂L/∂Im z) needs, so XLA's gradient is wrong; the {called}",
+        "compute it as {exact}, whose gradient XLA gets right{cut}, or keep {called} out of"
+        " the function compiled with jit_compile=True"),
 }
+# The complex ops whose gradient XLA leaves unconjugated: as called, spelled another way whose
+# gradient XLA gets right, and where that spelling is not enough.
+_ON_THE_CUT = (" (off the negative real axis: where z is real and negative, tf.function's rewrite"
+               " of tf.pow flips its gradient's sign too, so compute the root in real"
+               " arithmetic, e.g. tf.complex(tf.sqrt(tf.maximum(a, 0.0)),"
+               " tf.sqrt(tf.maximum(-a, 0.0))) for a real a)")
+_XLA_EXACT = {"Sqrt": ("tf.sqrt(z)", "tf.pow(z, 0.5)", _ON_THE_CUT),
+              "Rsqrt": ("tf.math.rsqrt(z)", "tf.pow(z, -0.5)", _ON_THE_CUT),
+              "Reciprocal": ("tf.math.reciprocal(z)", "1 / z", ""),
+              "Inv": ("tf.raw_ops.Inv(x=z)", "1 / z", "")}
 
 
 @words.register
 def _tensorflow_gradient(facts: TensorFlowGradientOp, mistake: Mistake) -> WhatAndFix:
     said, fix = _WRONG_TENSORFLOW_GRADIENTS[facts.reason]
     spelled = SPELLINGS.get(facts.op, f"{facts.op}({{v}})").format(v="tf.where(c, v, safe)")
-    return said.format(op=facts.op), fix.format(op=facts.op, spelled=spelled) if fix else fix
+    called, exact, cut = _XLA_EXACT.get(facts.op, (facts.op, facts.op, ""))
+    named = {"op": facts.op, "called": called, "exact": exact, "cut": cut}
+    return said.format(**named), fix.format(spelled=spelled, **named) if fix else fix
