@@ -20,11 +20,12 @@ DUPLICATE_INDICES = "duplicate-indices"
 # XLA multiplies a tf.where's zero upstream by an infinite local derivative (eager gives 0).
 XLA_UNTAKEN_BRANCH = "xla-untaken-branch"
 COMPLEX_CUSTOM_GRADIENT = "complex-custom-gradient"
-# XLA's kernels for these ops' gradients (SqrtGrad, RsqrtGrad, ReciprocalGrad, InvGrad) leave
-# out the conjugate that the eager kernels apply to complex inputs (measured on TF 2.21;
-# tf.pow and division are right under XLA).
+# XLA's kernels for these ops' gradients leave out the conjugate that the eager kernels apply
+# to complex inputs (measured on TF 2.21, tensorflow/tensorflow#62263, #62268; tf.pow and
+# division are right under XLA): op -> its gradient's kernel.
 XLA_UNCONJUGATED = "xla-unconjugated"
-_XLA_UNCONJUGATED_OPS = frozenset({"Sqrt", "Rsqrt", "Reciprocal", "Inv"})
+XLA_UNCONJUGATED_KERNELS = {"Sqrt": "SqrtGrad", "Rsqrt": "RsqrtGrad",
+                            "Reciprocal": "ReciprocalGrad", "Inv": "InvGrad"}
 # TensorFlow's own functions whose gradient is a tf.custom_gradient of TensorFlow's that leaves
 # out the conjugate, so it is wrong for complex inputs (tensorflow/tensorflow#57357, tf-keras
 # #455): (file, function inside which the forward ops run) -> the function the user called.
@@ -77,7 +78,7 @@ def _wrong_here(op: RecordedOp) -> tuple[str, str] | None:
         return op.type, DUPLICATE_INDICES
     if (public := _unconjugated_custom_gradient(op)) is not None:
         return public, COMPLEX_CUSTOM_GRADIENT
-    if op.type in _XLA_UNCONJUGATED_OPS and _complex(op):
+    if op.type in XLA_UNCONJUGATED_KERNELS and _complex(op):
         return op.type, XLA_UNCONJUGATED
     return None
 
