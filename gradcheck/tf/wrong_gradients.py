@@ -1,7 +1,7 @@
 """Ops whose registered gradient TensorFlow gets wrong at the values f gives them (duplicate
 indices in tensor_scatter_nd_update or dynamic_stitch: the gradient reaches every writer,
-the value only the last), or gets wrong under XLA only (complex Sqrt), found in the ops f runs
-eagerly, with the user's line."""
+the value only the last; complex tf.linalg.det), or gets wrong under XLA only (complex
+Sqrt), found in the ops f runs eagerly, with the user's line."""
 
 from __future__ import annotations
 
@@ -20,6 +20,13 @@ DUPLICATE_INDICES = "duplicate-indices"
 # XLA multiplies a tf.where's zero upstream by an infinite local derivative (eager gives 0).
 XLA_UNTAKEN_BRANCH = "xla-untaken-branch"
 COMPLEX_CUSTOM_GRADIENT = "complex-custom-gradient"
+# TensorFlow's registered gradients of these ops are wrong for complex inputs, eagerly too
+# (they leave out a conjugate, or assume a real upstream; measured against finite differences
+# on TF 2.21: tensorflow/tensorflow#49946, #127713).
+COMPLEX_GRADIENT = "complex-gradient"
+_COMPLEX_WRONG_OPS = frozenset({
+    "MatrixDeterminant", "LogMatrixDeterminant", "MatrixSquareRoot", "SquaredDifference",
+    "Xlogy", "Xlog1py", "Xdivy", "MulNoNan", "Cumprod", "UnsortedSegmentProd"})
 # XLA's kernels for these ops' gradients leave out the conjugate that the eager kernels apply
 # to complex inputs (measured on TF 2.21, tensorflow/tensorflow#62263, #62268; tf.pow and
 # division are right under XLA): op -> its gradient's kernel.
@@ -78,6 +85,8 @@ def _wrong_here(op: RecordedOp) -> tuple[str, str] | None:
         return op.type, DUPLICATE_INDICES
     if (public := _unconjugated_custom_gradient(op)) is not None:
         return public, COMPLEX_CUSTOM_GRADIENT
+    if op.type in _COMPLEX_WRONG_OPS and _complex(op):
+        return op.type, COMPLEX_GRADIENT
     if op.type in XLA_UNCONJUGATED_KERNELS and _complex(op):
         return op.type, XLA_UNCONJUGATED
     return None
