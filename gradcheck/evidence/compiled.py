@@ -62,7 +62,7 @@ class OpDiverged:
     """The first op of f (type `op`, at `location`) whose value under XLA differs from the
     eager one while its inputs agree to within rounding: at `index` (`count` elements) it is
     `eager` eagerly and `compiled` under XLA; `unconjugated`: its complex XLA kernel leaves
-    out the conjugate its eager one applies."""
+    out the conjugate its eager one applies; `random`: a random op (XLA draws its own)."""
 
     location: Location | None
     op: str
@@ -71,6 +71,7 @@ class OpDiverged:
     eager: complex
     compiled: complex
     unconjugated: bool = False
+    random: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

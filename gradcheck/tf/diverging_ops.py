@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.evidence.compiled import OpDiverged
+from gradcheck.tf.culprits import is_random_op
 from gradcheck.tf.values import TracedValues, op_location
 from gradcheck.tf.wrong_gradients import XLA_UNCONJUGATED_KERNELS
 
@@ -52,5 +53,6 @@ def first_diverged(eager: TracedValues, xla: TracedValues, atol: float) -> OpDiv
             index = tuple(int(i) for i in np.argwhere(differs)[0])
             unconjugated = op.type in _UNCONJUGATED and before.dtype.kind == "c"
             return OpDiverged(op_location(op), op.type, index, int(differs.sum()),
-                              complex(before[index]), complex(after[index]), unconjugated)
+                              complex(before[index]), complex(after[index]), unconjugated,
+                              is_random_op(op.type))
     return None

@@ -86,6 +86,11 @@ def _diverged(evidence: ValuesDiffer, op: OpDiverged) -> str:
             f" from the same inputs is {op.op}{at}, in {op.count} element(s) (at"
             f" {format_index(op.index)}: {_number(op.eager)} eagerly, {_number(op.compiled)}"
             " under XLA)")
+    if op.random:
+        return (f"{said}: a random op, whose numbers XLA draws otherwise than eager TensorFlow"
+                " (with another generator, and ignoring the seeds of stateful ones), not a"
+                " wrong gradient; draw them outside the function compiled with"
+                " jit_compile=True and pass them in")
     if op.unconjugated:
         return (f"{said}: TensorFlow's XLA kernel of {op.op} leaves out the conjugate its eager"
                 " kernel applies to complex inputs, not your code (tensorflow/tensorflow#62263,"
