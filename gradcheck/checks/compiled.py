@@ -19,8 +19,10 @@ from gradcheck.evidence.compiled import (
     NoEagerVJP,
     NoGradientEither,
     NoneOnly,
+    OpDiverged,
     Untraceable,
     ValuesDiffer,
+    WhereFlipped,
     XlaUnsupported,
 )
 from gradcheck.evidence.notes import CompiledInOwnDtype
@@ -31,7 +33,7 @@ from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.compiled import CompiledVJP, compiled_vjp, eager_vjp
 from gradcheck.tf.culprits import failing_node_site
 from gradcheck.tf.program import first_line
-from gradcheck.tf.where_flips import where_flip
+from gradcheck.tf.where_flips import xla_difference
 
 MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
 # Compiled kernels reassociate sums: allow this many epsilons of the VJP's scale on top of
@@ -136,12 +138,16 @@ def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
 def _values_changed(ctx: CheckContext, mode: str, output: str, jit: bool, own: bool
                     ) -> CheckResult:
     """f's values differ when compiled: under XLA, at the tf.where whose condition XLA decides
-    otherwise (a tie broken the other way by a differently rounded reduction), if one does."""
-    flip = where_flip(ctx.program, ctx.diff_outputs, own) if jit else None
-    location = flip.location if flip is not None else None
-    return CheckResult(Kind.COMPILED, Status.SKIP, evidence=ValuesDiffer(mode, output, flip),
-                       location=location, cause=Cause(Mistake.COMPILED_VALUES, location=location,
-                                                      facts=Compiled(mode)))
+    otherwise (a tie broken the other way by a differently rounded reduction), if one does,
+    else at the first op XLA computes otherwise."""
+    found = xla_difference(ctx.program, ctx.diff_outputs, own, ctx.tolerance.atol) if jit else None
+    flip = found if isinstance(found, WhereFlipped) else None
+    diverged = found if isinstance(found, OpDiverged) else None
+    location = found.location if found is not None else None
+    return CheckResult(Kind.COMPILED, Status.SKIP,
+                       evidence=ValuesDiffer(mode, output, flip, diverged), location=location,
+                       cause=Cause(Mistake.COMPILED_VALUES, location=location,
+                                   facts=Compiled(mode)))
 
 
 def _values_differ(ctx: CheckContext, outputs: list[np.ndarray],
@@ -207,6 +213,6 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
         Kind.COMPILED, Status.FAIL, evidence=CompiledDiffers(
             mode, name, comparison.n_bad, comparison.size, index,
             float(np.asarray(compiled)[index]), float(np.asarray(eager)[index]),
-            comparison.excess),
+            comparison.excess, jit=jit),
         **comparison_fields(comparison), **where,
         cause=Cause(Mistake.COMPILED_MISMATCH, facts=Compiled(mode)))

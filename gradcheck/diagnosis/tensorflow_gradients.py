@@ -1,5 +1,6 @@
 """Failing comparisons whose cause is TensorFlow's own gradient of an op, wrong at f's values
-(tf/wrong_gradients.py): the op's line in the user's code, and the workaround."""
+(tf/wrong_gradients.py), eagerly or under XLA only: the op's line in the user's code, and the
+workaround."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from collections.abc import Sequence
 
 from gradcheck.diagnosis.explained import attribute
 from gradcheck.evidence.causes import TensorFlowGradientOp
+from gradcheck.evidence.compiled import CompiledDiffers, CompiledNotFinite
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation
 from gradcheck.tf.program import Program
-from gradcheck.tf.wrong_gradients import wrong_tensorflow_gradients
+from gradcheck.tf.wrong_gradients import WrongTensorFlowGradient, wrong_tensorflow_gradients
 
 SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.KINK, Kind.COMPILED, Kind.JVP})
 
@@ -21,18 +23,28 @@ def _unexplained(check: CheckResult) -> bool:
         cause is None or (cause.location is None and cause.culprit is None))
 
 
+def _under_xla(check: CheckResult) -> bool:
+    """The compiled check's XLA variant (jit_compile=True)."""
+    evidence = check.evidence
+    return isinstance(evidence, (CompiledDiffers, CompiledNotFinite)) and evidence.jit
+
+
+def _cause(check: CheckResult, found: Sequence[WrongTensorFlowGradient]) -> Cause | None:
+    """The first op whose gradient is wrong where the check ran (an XLA-only one: under XLA)."""
+    first = next((w for w in found if not w.xla_only or _under_xla(check)), None)
+    return None if first is None else Cause(
+        Mistake.TENSORFLOW_GRADIENT, location=first.location,
+        facts=TensorFlowGradientOp(first.op, first.reason))
+
+
 def tensorflow_gradient_causes(program: Program, checks: Sequence[CheckResult]
                                ) -> list[CheckResult]:
     """The checks, with each unexplained failure of a source attributed to the first op on its
-    path whose TensorFlow gradient is wrong at f's values."""
+    path whose TensorFlow gradient is wrong at f's values where the check ran."""
     failing = {c.input for c in checks if c.input and _unexplained(c)}
-    causes: dict[str, Cause] = {}
-    for index, slot in enumerate(program.slots):
-        if slot.name in failing and (found := wrong_tensorflow_gradients(program, index)):
-            first = found[0]
-            causes[slot.name] = Cause(Mistake.TENSORFLOW_GRADIENT, location=first.location,
-                                      facts=TensorFlowGradientOp(first.op, first.reason))
+    found = {slot.name: wrong for index, slot in enumerate(program.slots)
+             if slot.name in failing and (wrong := wrong_tensorflow_gradients(program, index))}
     return [attribute(c, Attribution(Relation.TENSORFLOW_GRADIENT, cause),
                       location=c.location or cause.location, cause=cause)
-            if _unexplained(c) and (cause := causes.get(c.input or "")) is not None else c
-            for c in checks]
+            if _unexplained(c) and (cause := _cause(c, found.get(c.input or "", ()))) is not None
+            else c for c in checks]

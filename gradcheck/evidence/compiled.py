@@ -35,11 +35,13 @@ class Untraceable(Evidence):
 @dataclasses.dataclass(frozen=True)
 class ValuesDiffer(Evidence):
     """f itself computes `output` otherwise under `mode`: the VJPs are not comparable. `flip`:
-    the tf.where whose condition XLA decides otherwise, when one is found."""
+    the tf.where whose condition XLA decides otherwise, when one is found; else `diverged`, the
+    first op whose value XLA computes otherwise from the same inputs."""
 
     mode: str = internal("")
     output: str = internal("")
     flip: WhereFlipped | None = internal(None)
+    diverged: OpDiverged | None = internal(None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +55,23 @@ class WhereFlipped:
     comparison: str
     eager: tuple[float, ...]
     compiled: tuple[float, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class OpDiverged:
+    """The first op of f (type `op`, at `location`) whose value under XLA differs from the
+    eager one while its inputs agree to within rounding: at `index` (`count` elements) it is
+    `eager` eagerly and `compiled` under XLA; `unconjugated`: its complex XLA kernel leaves
+    out the conjugate its eager one applies; `random`: a random op (XLA draws its own)."""
+
+    location: Location | None
+    op: str
+    index: tuple[int, ...]
+    count: int
+    eager: complex
+    compiled: complex
+    unconjugated: bool = False
+    random: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,9 +123,11 @@ class CompiledElements(Evidence):
 
 @dataclasses.dataclass(frozen=True)
 class CompiledDiffers(CompiledElements):
-    """The VJP under `mode` differs from the eager one, `excess` × the allowed error."""
+    """The VJP under `mode` (XLA when `jit`) differs from the eager one, `excess` × the
+    allowed error."""
 
     excess: float = internal(0.0)
+    jit: bool = internal(False)
 
 
 @dataclasses.dataclass(frozen=True)

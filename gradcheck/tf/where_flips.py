@@ -1,6 +1,7 @@
-"""A tf.where whose condition XLA decides otherwise than eager TensorFlow at the point (a tie
-that a differently rounded reduction breaks the other way): its line, the element and the
-compared values. Facts only; checks/compiled.py words them."""
+"""Why f's values differ under XLA: a tf.where whose condition XLA decides otherwise than eager
+TensorFlow at the point (a tie that a differently rounded reduction breaks the other way), its
+line, the element and the compared values; else the first op XLA computes otherwise
+(diverging_ops.py). Facts only; checks/compiled.py words them."""
 
 from __future__ import annotations
 
@@ -9,15 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.evidence.compiled import WhereFlipped
+from gradcheck.evidence.compiled import OpDiverged, WhereFlipped
+from gradcheck.tf.diverging_ops import first_diverged
 from gradcheck.tf.non_finite import SELECT_OPS
 from gradcheck.tf.program import Program
 from gradcheck.tf.values import TracedValues, library_of, op_location, trace_values
 
 # Comparisons whose operands are shown (the tie) next to the flipped condition.
 _COMPARISONS = frozenset({"Greater", "GreaterEqual", "Less", "LessEqual", "Equal", "NotEqual"})
-# Operands this many epsilons apart (relative) are a tie a reassociated reduction can break.
-TIE_EPSILONS = 64.0
 # Operands this many epsilons apart (relative) are a tie a reassociated reduction can break.
 TIE_EPSILONS = 64.0
 
@@ -36,13 +36,18 @@ def _operands(traced: TracedValues, condition: object, index: tuple[int, ...],
     return tuple(found)
 
 
-def where_flip(program: Program, output_indices: Sequence[int], own_dtype: bool
-               ) -> WhereFlipped | None:
-    """The tf.where in the user's code whose condition differs between eager and XLA."""
+def xla_difference(program: Program, output_indices: Sequence[int], own_dtype: bool,
+                   atol: float) -> WhereFlipped | OpDiverged | None:
+    """The tf.where in the user's code whose condition differs between eager and XLA, else
+    the first op whose value XLA computes otherwise (beyond `atol` and rounding)."""
     eager = trace_values(program, output_indices, gradients=False, own_dtype=own_dtype)
     xla = trace_values(program, output_indices, gradients=False, jit=True, own_dtype=own_dtype)
     if eager is None or xla is None:
         return None
+    return _where_flip(eager, xla) or first_diverged(eager, xla, atol)
+
+
+def _where_flip(eager: TracedValues, xla: TracedValues) -> WhereFlipped | None:
     for op in eager.ops:
         if op.type not in SELECT_OPS or library_of(op) is not None:
             continue

@@ -1,6 +1,7 @@
 """Ops whose registered gradient TensorFlow gets wrong at the values f gives them (duplicate
 indices in tensor_scatter_nd_update or dynamic_stitch: the gradient reaches every writer,
-the value only the last), found in the ops f runs eagerly, with the user's line."""
+the value only the last; complex tf.linalg.det), or gets wrong under XLA only (complex
+Sqrt), found in the ops f runs eagerly, with the user's line."""
 
 from __future__ import annotations
 
@@ -19,6 +20,19 @@ DUPLICATE_INDICES = "duplicate-indices"
 # XLA multiplies a tf.where's zero upstream by an infinite local derivative (eager gives 0).
 XLA_UNTAKEN_BRANCH = "xla-untaken-branch"
 COMPLEX_CUSTOM_GRADIENT = "complex-custom-gradient"
+# TensorFlow's registered gradients of these ops are wrong for complex inputs, eagerly too
+# (they leave out a conjugate, or assume a real upstream; measured against finite differences
+# on TF 2.21: tensorflow/tensorflow#49946, #127713).
+COMPLEX_GRADIENT = "complex-gradient"
+_COMPLEX_WRONG_OPS = frozenset({
+    "MatrixDeterminant", "LogMatrixDeterminant", "MatrixSquareRoot", "SquaredDifference",
+    "Xlogy", "Xlog1py", "Xdivy", "MulNoNan", "Cumprod", "UnsortedSegmentProd"})
+# XLA's kernels for these ops' gradients leave out the conjugate that the eager kernels apply
+# to complex inputs (measured on TF 2.21, tensorflow/tensorflow#62263, #62268; tf.pow and
+# division are right under XLA): op -> its gradient's kernel.
+XLA_UNCONJUGATED = "xla-unconjugated"
+XLA_UNCONJUGATED_KERNELS = {"Sqrt": "SqrtGrad", "Rsqrt": "RsqrtGrad",
+                            "Reciprocal": "ReciprocalGrad", "Inv": "InvGrad"}
 # TensorFlow's own functions whose gradient is a tf.custom_gradient of TensorFlow's that leaves
 # out the conjugate, so it is wrong for complex inputs (tensorflow/tensorflow#57357, tf-keras
 # #455): (file, function inside which the forward ops run) -> the function the user called.
@@ -27,11 +41,13 @@ _UNCONJUGATED_CUSTOM_GRADIENTS = {("nn_impl.py", "swish_impl"): "tf.nn.silu (tf.
 
 @dataclass(frozen=True)
 class WrongTensorFlowGradient:
-    """TensorFlow's gradient of op type `op` is wrong at this call, for `reason`."""
+    """TensorFlow's gradient of op type `op` is wrong at this call, for `reason` (under XLA
+    only when `xla_only`)."""
 
     op: str
     reason: str
     location: Location | None
+    xla_only: bool = False
 
 
 def _duplicate_rows(indices: Any) -> bool:
@@ -46,10 +62,14 @@ def _stitched_duplicates(op: RecordedOp) -> bool:
     return len(np.unique(flat)) < len(flat)
 
 
+def _complex(op: RecordedOp) -> bool:
+    return any(getattr(t, "dtype", None) is not None and t.dtype.is_complex for t in op.inputs)
+
+
 def _unconjugated_custom_gradient(op: RecordedOp) -> str | None:
     """The TensorFlow function (tf.nn.silu) whose own custom gradient, wrong for complex
     inputs, the op runs inside of, when its inputs are complex."""
-    if not any(getattr(t, "dtype", None) is not None and t.dtype.is_complex for t in op.inputs):
+    if not _complex(op):
         return None
     return next((public for frame in op.traceback
                  for (file, function), public in _UNCONJUGATED_CUSTOM_GRADIENTS.items()
@@ -65,12 +85,17 @@ def _wrong_here(op: RecordedOp) -> tuple[str, str] | None:
         return op.type, DUPLICATE_INDICES
     if (public := _unconjugated_custom_gradient(op)) is not None:
         return public, COMPLEX_CUSTOM_GRADIENT
+    if op.type in _COMPLEX_WRONG_OPS and _complex(op):
+        return op.type, COMPLEX_GRADIENT
+    if op.type in XLA_UNCONJUGATED_KERNELS and _complex(op):
+        return op.type, XLA_UNCONJUGATED
     return None
 
 
 def wrong_tensorflow_gradients(program: Program, slot_index: int
                                ) -> list[WrongTensorFlowGradient]:
     """The ops on the path from one source whose TensorFlow gradient is wrong here."""
-    return [WrongTensorFlowGradient(found[0], found[1], frames_location(op.traceback))
+    return [WrongTensorFlowGradient(found[0], found[1], frames_location(op.traceback),
+                                    found[1] == XLA_UNCONJUGATED)
             for op in ops_on_path(program, slot_index)
             if (found := _wrong_here(op)) is not None]

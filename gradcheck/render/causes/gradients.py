@@ -112,6 +112,11 @@ _WRONG_TENSORFLOW_GRADIENTS: dict[str, WhatAndFix] = {
         " conjugate TensorFlow's complex gradients need (tensorflow/tensorflow#57357)",
         "write it out for complex inputs (x * tf.math.sigmoid(x), whose gradient TensorFlow"
         " derives op by op), or keep {op} to real inputs"),
+    "complex-gradient": (
+        "TensorFlow's own gradient of {called} is wrong for complex inputs ({source}): it"
+        " differs from finite differences of the values TensorFlow computes, so TensorFlow is"
+        " at fault, not your code; the {called}",
+        "{exact}"),
     "xla-untaken-branch": (
         "TensorFlow's gradient under XLA (jit_compile=True) is at fault, not your code:"
         " tf.where sends a zero upstream into the branch it does not take at those elements,"
@@ -121,6 +126,54 @@ _WRONG_TENSORFLOW_GRADIENTS: dict[str, WhatAndFix] = {
         "guard the branch's input with an inner tf.where, so the branch not taken is finite"
         " under XLA too: tf.where(c, {spelled}, other), with a safe value where c is False"
         " (e.g. 1.0)"),
+    "xla-unconjugated": (
+        "TensorFlow's gradient under XLA (jit_compile=True) is at fault, not your code: for a"
+        " complex input, XLA's kernel for the gradient of {called} leaves out the conjugate"
+        " that TensorFlow's eager kernel applies, as TensorFlow's convention (∂L/∂Re z + i"
+        " ∂L/∂Im z) needs, so XLA's gradient is wrong; the {called}",
+        "compute it as {exact}, whose gradient XLA gets right{cut}, or keep {called} out of"
+        " the function compiled with jit_compile=True"),
+}
+# The complex ops whose gradient XLA leaves unconjugated: as called, spelled another way whose
+# gradient XLA gets right, and where that spelling is not enough.
+_ON_THE_CUT = (" (off the negative real axis: where z is real and negative, tf.function's rewrite"
+               " of tf.pow flips its gradient's sign too, so compute the root in real"
+               " arithmetic, e.g. tf.complex(tf.sqrt(tf.maximum(a, 0.0)),"
+               " tf.sqrt(tf.maximum(-a, 0.0))) for a real a)")
+_XLA_EXACT = {"Sqrt": ("tf.sqrt(z)", "tf.pow(z, 0.5)", _ON_THE_CUT),
+              "Rsqrt": ("tf.math.rsqrt(z)", "tf.pow(z, -0.5)", _ON_THE_CUT),
+              "Reciprocal": ("tf.math.reciprocal(z)", "1 / z", ""),
+              "Inv": ("tf.raw_ops.Inv(x=z)", "1 / z", "")}
+
+
+# The complex ops whose registered gradient TensorFlow gets wrong: as called, where reported,
+# and a spelling whose gradient TensorFlow derives right, op by op.
+_COMPLEX_WRONG = {
+    "MatrixDeterminant": (
+        "tf.linalg.det", "tensorflow/tensorflow#49946",
+        "write the determinant out for a small matrix (a * d - b * c for 2×2), or for a"
+        " Hermitian positive definite one use tf.exp(tf.linalg.logdet(m))"),
+    "LogMatrixDeterminant": (
+        "tf.linalg.slogdet", "like tf.linalg.det's, tensorflow/tensorflow#49946",
+        "use 0.5 * tf.linalg.logdet(m @ tf.linalg.adjoint(m)) for log|det m|"),
+    "MatrixSquareRoot": (
+        "tf.linalg.sqrtm", "measured on TF 2.21",
+        "for a Hermitian matrix compute the root through tf.linalg.eigh"),
+    "SquaredDifference": (
+        "tf.math.squared_difference", "it assumes a real upstream; measured on TF 2.21",
+        "write it out: d = x - y; tf.math.real(d * tf.math.conj(d))"),
+    "Xlogy": ("tf.math.xlogy", "tensorflow/tensorflow#127713",
+              "write it out: x * tf.math.log(y), with a tf.where for x == 0"),
+    "Xlog1py": ("tf.math.xlog1py", "tensorflow/tensorflow#127713",
+                "write it out: x * tf.math.log1p(y), with a tf.where for x == 0"),
+    "Xdivy": ("tf.math.xdivy", "tensorflow/tensorflow#127713",
+              "write it out: x / y, with a tf.where for x == 0"),
+    "MulNoNan": ("tf.math.multiply_no_nan", "tensorflow/tensorflow#127713",
+                 "write it out: x * y, with a tf.where for y == 0"),
+    "Cumprod": ("tf.math.cumprod", "measured on TF 2.21",
+                "compute it as tf.scan(lambda a, b: a * b, x)"),
+    "UnsortedSegmentProd": ("tf.math.unsorted_segment_prod", "measured on TF 2.21",
+                            "gather each segment and take tf.reduce_prod over it"),
 }
 
 
@@ -128,4 +181,10 @@ _WRONG_TENSORFLOW_GRADIENTS: dict[str, WhatAndFix] = {
 def _tensorflow_gradient(facts: TensorFlowGradientOp, mistake: Mistake) -> WhatAndFix:
     said, fix = _WRONG_TENSORFLOW_GRADIENTS[facts.reason]
     spelled = SPELLINGS.get(facts.op, f"{facts.op}({{v}})").format(v="tf.where(c, v, safe)")
-    return said.format(op=facts.op), fix.format(op=facts.op, spelled=spelled) if fix else fix
+    called, exact, cut = _XLA_EXACT.get(facts.op, (facts.op, facts.op, ""))
+    source = ""
+    if facts.reason == "complex-gradient":
+        called, source, exact = _COMPLEX_WRONG.get(
+            facts.op, (facts.op, "", f"compute it without {facts.op}"))
+    named = {"op": facts.op, "called": called, "exact": exact, "cut": cut, "source": source}
+    return said.format(**named), fix.format(spelled=spelled, **named) if fix else fix

@@ -11,6 +11,7 @@ from gradcheck.evidence.compiled import (
     NoEagerVJP,
     NoGradientEither,
     NoneOnly,
+    OpDiverged,
     Untraceable,
     ValuesDiffer,
     XlaUnsupported,
@@ -55,6 +56,8 @@ def _untraceable(evidence: Untraceable, result: CheckResult) -> str:
 @sentence.register
 def _values_differ(evidence: ValuesDiffer, result: CheckResult) -> str:
     flip = evidence.flip
+    if evidence.diverged is not None:
+        return _diverged(evidence, evidence.diverged)
     if flip is None:
         return (f"f itself returns other values under {evidence.mode} ({evidence.output}"
                 " differs: random ops, or a kernel that computes differently), so its VJPs are"
@@ -70,6 +73,32 @@ def _values_differ(evidence: ValuesDiffer, result: CheckResult) -> str:
             " XLA's differently rounded arithmetic breaks the other way; f jumps there, so the"
             " two VJPs are of different branches and not comparable (not a wrong gradient):"
             " check at a point off the tf.where's boundary")
+
+
+def _number(value: complex) -> str:
+    return f"{value.real:.6g}" if value.imag == 0 else f"{value:.6g}"
+
+
+def _diverged(evidence: ValuesDiffer, op: OpDiverged) -> str:
+    at = f" at {op.location}" if op.location else ""
+    said = (f"f itself returns other values under {evidence.mode} ({evidence.output} differs),"
+            f" so its VJPs are not comparable: the first op whose value XLA computes otherwise"
+            f" from the same inputs is {op.op}{at}, in {op.count} element(s) (at"
+            f" {format_index(op.index)}: {_number(op.eager)} eagerly, {_number(op.compiled)}"
+            " under XLA)")
+    if op.random:
+        return (f"{said}: a random op, whose numbers XLA draws otherwise than eager TensorFlow"
+                " (with another generator, and ignoring the seeds of stateful ones), not a"
+                " wrong gradient; draw them outside the function compiled with"
+                " jit_compile=True and pass them in")
+    if op.unconjugated:
+        return (f"{said}: TensorFlow's XLA kernel of {op.op} leaves out the conjugate its eager"
+                " kernel applies to complex inputs, not your code (tensorflow/tensorflow#62263,"
+                f" #62268); keep {op.op} out of the function compiled with jit_compile=True")
+    return (f"{said}: TensorFlow's XLA kernel of {op.op} computes otherwise than its eager one"
+            f" there, or {op.op} amplifies rounding (its inputs agree to within rounding); keep"
+            f" {op.op} out of the function compiled with jit_compile=True if the difference"
+            " matters")
 
 
 @sentence.register

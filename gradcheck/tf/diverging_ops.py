@@ -1,0 +1,58 @@
+"""The first op of f whose value under XLA differs from the eager one while its inputs agree
+to within rounding (a kernel XLA computes otherwise, or an ill-conditioned op amplifying
+rounding): its line, the element and both values. Facts only; checks/compiled.py words them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gradcheck.evidence.compiled import OpDiverged
+from gradcheck.tf.culprits import is_random_op
+from gradcheck.tf.values import TracedValues, op_location
+from gradcheck.tf.wrong_gradients import XLA_UNCONJUGATED_KERNELS
+
+# Values this many epsilons of their tensor's scale apart are rounding (XLA reassociates).
+ROUNDING_EPSILONS = 64.0
+_UNCONJUGATED = frozenset(XLA_UNCONJUGATED_KERNELS.values())
+
+
+def _differs(eager: np.ndarray, xla: np.ndarray, atol: float) -> np.ndarray | None:
+    """Where two values of one tensor differ beyond rounding (None: not comparable)."""
+    if eager.shape != xla.shape or eager.dtype.kind not in "fc":
+        return None
+    eps = float(np.finfo(eager.dtype).eps)
+    finite = np.isfinite(eager)
+    scale = float(np.max(np.abs(eager), initial=0.0, where=finite))
+    with np.errstate(invalid="ignore"):
+        close = np.abs(xla - eager) <= atol + ROUNDING_EPSILONS * eps * scale
+    return ~(close | (xla == eager) | (np.isnan(xla) & np.isnan(eager)))
+
+
+def _agrees(eager: TracedValues, xla: TracedValues, tensor: Any, atol: float) -> bool:
+    before, after = eager.value(tensor), xla.values.get(tensor.name)
+    if before is None or after is None:
+        return True  # not fetched (an integer index): the same in both
+    differs = _differs(before, after, atol)
+    return differs is not None and not differs.any()
+
+
+def first_diverged(eager: TracedValues, xla: TracedValues, atol: float) -> OpDiverged | None:
+    """The first forward op (in f's order) whose inputs agree and whose output does not."""
+    for op in eager.ops[:eager.backward_start]:
+        if not all(_agrees(eager, xla, t, atol) for t in op.inputs):
+            continue
+        for tensor in op.outputs:
+            before, after = eager.value(tensor), xla.values.get(tensor.name)
+            if before is None or after is None:
+                continue
+            differs = _differs(before, after, atol)
+            if differs is None or not differs.any():
+                continue
+            index = tuple(int(i) for i in np.argwhere(differs)[0])
+            unconjugated = op.type in _UNCONJUGATED and before.dtype.kind == "c"
+            return OpDiverged(op_location(op), op.type, index, int(differs.sum()),
+                              complex(before[index]), complex(after[index]), unconjugated,
+                              is_random_op(op.type))
+    return None
