@@ -31,12 +31,14 @@ def variable_in_call_results(recording: Recording, results: Sequence[CheckResult
     tf-keras tracks and no later call reads) explained by it."""
     if recording.created_in_call is None:
         return list(results)
-    layer_class, layer = recording.created_in_call
+    at_work = recording.created_in_call
+    layer_class, made = at_work.layer_class, at_work.made
     names = tuple(dict.fromkeys(name.rsplit("/", 1)[-1] for name in recording.created_names))
     cause = Cause(Mistake.VARIABLE_IN_CALL, f"{layer_class}.call", recording.created_at,
-                  CreatedInCall(layer_class, names))
+                  CreatedInCall(layer_class, names, made))
     found = CheckResult(Kind.CONNECTED, Status.WARN, location=recording.created_at,
-                        evidence=VariableInCall(layer, layer_class, names), cause=cause)
+                        evidence=VariableInCall(at_work.layer, layer_class, names, made),
+                        cause=cause)
     return [found] + [
         replace(r, attributed_to=Attribution(Relation.CREATED_IN_CALL, cause,
                                              earlier=r.attributed_to),
