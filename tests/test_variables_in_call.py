@@ -66,3 +66,18 @@ def test_add_weight_in_call_is_named_at_its_line() -> None:
     said = " ".join(str(report).split())
     assert "CrossNetwork.call creates a new tf.Variable" in said
     assert "in CrossNetwork.build (or __init__) with self.add_weight" in said
+
+
+def test_layers_made_in_call_explain_every_failure() -> None:
+    # Nikolai10/scrabble-gan#2: NonLocalBlock makes its Conv2D layers in call; their new random
+    # kernels make f another function on every call, so sigma's failures are theirs.
+    module = fixture_module("variables_in_call")
+    report = gradcheck.check(module.non_local_block, *module.non_local_block_inputs,
+                             wrt="variables", compiled=False)
+    [found] = [c for c in report.checks if isinstance(c.evidence, VariableInCall)]
+    assert found.location is not None and found.location.line == 217  # the first Conv2D
+    said = " ".join(str(report).split())
+    assert "NonLocalBlock.call constructs a new Conv2D layer" in said
+    failed = [c for c in report.checks if c.failed]
+    assert failed and all(c.attributed_to is not None and c.location == found.location
+                          for c in failed)

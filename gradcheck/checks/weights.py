@@ -28,7 +28,8 @@ def variable_in_call_results(recording: Recording, results: Sequence[CheckResult
                              ) -> list[CheckResult]:
     """A warning at the line in a layer's call that creates a tf.Variable on every call, and
     the results, with the failures of a weight of that name (the first call's copy, which
-    tf-keras tracks and no later call reads) explained by it."""
+    tf-keras tracks and no later call reads) explained by it; when call constructs a new layer,
+    every failure (its new random weights make f another function on every call)."""
     if recording.created_in_call is None:
         return list(results)
     at_work = recording.created_in_call
@@ -44,4 +45,4 @@ def variable_in_call_results(recording: Recording, results: Sequence[CheckResult
                                              earlier=r.attributed_to),
                 location=r.location or recording.created_at)
         if r.failed and r.check in EXPLAINED and r.input is not None
-        and r.input.rsplit("/", 1)[-1] in names else r for r in results]
+        and (made is not None or r.input.rsplit("/", 1)[-1] in names) else r for r in results]
