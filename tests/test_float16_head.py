@@ -76,3 +76,16 @@ def test_a_float32_head_gets_no_pitfall(heads, loss) -> None:  # type: ignore[no
     report = _check(getattr(heads, loss), getattr(heads, f"{loss}_inputs"))
     assert not any(c.failed for c in _precision(report))
     assert not any(PITFALL in c.message for c in report.checks)
+
+
+@pytest.mark.parametrize(("loss", "head"), [
+    # qubvel/segmentation_models#536: Unet's final Activation('softmax') under mixed_float16.
+    ("unet_loss", "the output layer softmax (Activation) of unet computes in float16 under"),
+    # tensorflow/models#6309: resnet50's softmax Dense fc1000 under mixed_float16.
+    ("imagenet_loss", "the output layer fc1000 (Dense) of resnet50 computes in float16 under"),
+])
+def test_a_library_models_float16_softmax_head_is_named(heads, loss, head) -> None:  # type: ignore[no-untyped-def]
+    [found] = _precision(_check(getattr(heads, loss), getattr(heads, f"{loss}_inputs")))
+    assert found.status == "fail"
+    said = " ".join(found.message.split())
+    assert head in said and "the mixed_float16 policy; give it dtype='float32'" in said

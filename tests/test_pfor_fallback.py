@@ -17,7 +17,7 @@ def test_the_op_pfor_fails_on_is_named_with_the_fix() -> None:
         assert report.ok
         [note] = [n for n in report.notes if isinstance(n, WhileLoopJacobian)]
         assert note.op == "StatelessIf" and "rot90" in str(note.op_name)
-        assert str(note.location).endswith("pfor_fallback.py:12")  # the user's rot90 call
+        assert str(note.location).endswith("pfor_fallback.py:15")  # the user's rot90 call
         text = str(note)
         assert "tape.jacobian(..., experimental_use_pfor=True) failed" in text
         assert "pfor could not vectorise op StatelessIf" in text
@@ -32,3 +32,19 @@ def test_no_pfor_note_where_the_vectorised_jacobian_works() -> None:
     assert report.ok
     assert not [n for n in report.notes if isinstance(n, WhileLoopJacobian)]
     assert not any("experimental_use_pfor" in str(n) for n in report.notes)
+
+
+def test_a_loaded_lstm_saved_model_names_the_while_loop_pfor_fails_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # tensorflow#57343: tape.jacobian's pfor fails on a loaded SavedModel's LSTM.
+    module = fixture_module("pfor_fallback")
+    module.save_lstm(str(tmp_path / "lstm"))
+    report = gradcheck.check(module.lstm_predictor(str(tmp_path / "lstm")), *module.lstm_inputs,
+                             wrt="inputs", compiled=False, kinds=frozenset({"jacobian"}))
+    assert report.ok
+    [note] = [n for n in report.notes if isinstance(n, WhileLoopJacobian)]
+    assert note.op == "StatelessWhile"
+    assert str(note.location).endswith("pfor_fallback.py:49")  # the call of the loaded model
+    text = " ".join(str(note).split())
+    assert "pfor could not vectorise op StatelessWhile" in text
+    assert "in the gradient of while" in text
+    assert "need experimental_use_pfor=False too" in text

@@ -40,3 +40,44 @@ def test_the_layer_built_with_add_weight_passes(dtype: type) -> None:
     report = gradcheck.check(module.fixed_noisy_net, module.x.astype(dtype), compiled=False)
     assert report.ok and all(c.status == Status.PASS for c in report.checks)
     assert not [c for c in report.checks if isinstance(c.evidence, VariableInCall)]
+
+
+def test_a_layer_constructed_in_call_is_named_at_the_line_that_makes_it() -> None:
+    # calmiLovesAI/Basic_CNNs_TensorFlow2#13: DenseBlock makes a BottleNeck on every call. A
+    # trace of it fails half-way and leaves DenseBlock's list holding a graph tensor, so f
+    # is never traced once its calls are seen to create variables.
+    module = fixture_module("variables_in_call")
+    report = gradcheck.check(module.dense_block_net, *module.dense_block_net_inputs)
+    [found] = [c for c in report.checks if isinstance(c.evidence, VariableInCall)]
+    assert found.status == Status.WARN and found.location is not None
+    assert found.location.line == 114  # BottleNeck(...) in DenseBlock._make_layer
+    said = " ".join(str(report).split())
+    assert "DenseBlock.call constructs a new BottleNeck layer, and with it new tf.Variables" in said
+    assert "construct the BottleNeck layer(s) once, in DenseBlock.__init__" in said
+
+
+def test_add_weight_in_call_is_named_at_its_line() -> None:
+    # Hirosora/LightCTR#5: CrossNetwork calls self.add_weight in call (tf-keras).
+    module = fixture_module("variables_in_call")
+    report = gradcheck.check(module.cross_network, *module.cross_network_inputs, compiled=False)
+    [found] = [c for c in report.checks if isinstance(c.evidence, VariableInCall)]
+    assert found.status == Status.WARN and found.location is not None
+    assert found.location.line == 158  # the first self.add_weight in the loop
+    said = " ".join(str(report).split())
+    assert "CrossNetwork.call creates a new tf.Variable" in said
+    assert "in CrossNetwork.build (or __init__) with self.add_weight" in said
+
+
+def test_layers_made_in_call_explain_every_failure() -> None:
+    # Nikolai10/scrabble-gan#2: NonLocalBlock makes its Conv2D layers in call; their new random
+    # kernels make f another function on every call, so sigma's failures are theirs.
+    module = fixture_module("variables_in_call")
+    report = gradcheck.check(module.non_local_block, *module.non_local_block_inputs,
+                             wrt="variables", compiled=False)
+    [found] = [c for c in report.checks if isinstance(c.evidence, VariableInCall)]
+    assert found.location is not None and found.location.line == 217  # the first Conv2D
+    said = " ".join(str(report).split())
+    assert "NonLocalBlock.call constructs a new Conv2D layer" in said
+    failed = [c for c in report.checks if c.failed]
+    assert failed and all(c.attributed_to is not None and c.location == found.location
+                          for c in failed)

@@ -28,18 +28,21 @@ def variable_in_call_results(recording: Recording, results: Sequence[CheckResult
                              ) -> list[CheckResult]:
     """A warning at the line in a layer's call that creates a tf.Variable on every call, and
     the results, with the failures of a weight of that name (the first call's copy, which
-    tf-keras tracks and no later call reads) explained by it."""
+    tf-keras tracks and no later call reads) explained by it; when call constructs a new layer,
+    every failure (its new random weights make f another function on every call)."""
     if recording.created_in_call is None:
         return list(results)
-    layer_class, layer = recording.created_in_call
+    at_work = recording.created_in_call
+    layer_class, made = at_work.layer_class, at_work.made
     names = tuple(dict.fromkeys(name.rsplit("/", 1)[-1] for name in recording.created_names))
     cause = Cause(Mistake.VARIABLE_IN_CALL, f"{layer_class}.call", recording.created_at,
-                  CreatedInCall(layer_class, names))
+                  CreatedInCall(layer_class, names, made))
     found = CheckResult(Kind.CONNECTED, Status.WARN, location=recording.created_at,
-                        evidence=VariableInCall(layer, layer_class, names), cause=cause)
+                        evidence=VariableInCall(at_work.layer, layer_class, names, made),
+                        cause=cause)
     return [found] + [
         replace(r, attributed_to=Attribution(Relation.CREATED_IN_CALL, cause,
                                              earlier=r.attributed_to),
                 location=r.location or recording.created_at)
         if r.failed and r.check in EXPLAINED and r.input is not None
-        and r.input.rsplit("/", 1)[-1] in names else r for r in results]
+        and (made is not None or r.input.rsplit("/", 1)[-1] in names) else r for r in results]

@@ -213,7 +213,9 @@ class UnusedLayer(Facts):
 
 @dataclasses.dataclass(frozen=True)
 class CreatedInCall(Facts):
-    """The `call` of Keras layer class `layer` creates tf.Variable(s) `variables` each call."""
+    """The `call` of Keras layer class `layer` creates tf.Variable(s) `variables` each call
+    (they belong to a new layer of class `made` when it constructs one there)."""
 
     layer: str
     variables: tuple[str, ...]
+    made: str | None = None

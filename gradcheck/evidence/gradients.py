@@ -105,3 +105,4 @@ class VariableInCall(Evidence):
     layer: str
     layer_class: str = internal("")
     variables: tuple[str, ...] = ()
+    made: str | None = internal(None)  # the class of a layer call constructs every time

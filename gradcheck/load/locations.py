@@ -54,7 +54,10 @@ _QUOTED_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 def exception_location(exc: BaseException) -> Location | None:
     """The place of the innermost user frame of an exception's traceback (or, for an error
-    from traced code, of the frames its message quotes)."""
+    from traced code, of the frames its message quotes; or the one it carries)."""
+    carried = getattr(exc, "location", None)
+    if isinstance(carried, Location):
+        return carried
     found = innermost_user_frame(traceback.extract_tb(exc.__traceback__))
     if found is not None:
         return found

@@ -6,11 +6,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gradcheck.evidence.notes import CalledTraining, FactoryPolicy, Note
-from gradcheck.tf.program import function_raised
+from gradcheck.tf.program import Program, function_raised
 
 
 def is_layer(obj: Any) -> bool:
@@ -38,14 +39,63 @@ def _name(layer: Any) -> str:
     return str(getattr(layer, "name", type(layer).__name__))
 
 
-def calling_layer() -> tuple[str, str] | None:
-    """The Keras layer whose `call` (the user's, not a library's) is running: (its class, its
-    name), innermost first; None outside any."""
+def program_layers(program: Program) -> list[Any]:
+    """Every Keras layer f is or is given (a model TARGET, a model passed to a loss), once."""
+    candidates = [getattr(program.function, "layer", program.function)]
+    candidates += [slot.value for slot in program.slots if not slot.differentiable]
+    found: list[Any] = []
+    for candidate in candidates:
+        flatten = getattr(candidate, "_flatten_layers", None)
+        if callable(flatten):
+            found += [layer for layer in flatten(include_self=True)
+                      if all(layer is not known for known in found)]
+    return found
+
+
+@dataclass(frozen=True)
+class LayerAtWork:
+    """The user's Keras layer (`layer_class`, `layer`) running when a tf.Variable is made, the
+    innermost line of its own code on the stack (`line`: its call, or a method it calls), and
+    the layer class it is making anew (`made`) when the variable belongs to a layer created
+    during this call (a layer constructed in call, not in __init__)."""
+
+    layer_class: str
+    layer: str
+    line: tuple[str, int] | None = None
+    made: str | None = None
+
+
+def _stack_layers(frame: Any) -> Iterator[tuple[Any, Any]]:
+    """(layer, frame) for every frame on the stack from `frame` outwards whose `self` is a
+    Keras layer, innermost first."""
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if owner is not None and is_layer(owner):
+            yield owner, frame
+        frame = frame.f_back
+
+
+def layer_at_work(known: Sequence[Any] = ()) -> LayerAtWork | None:
+    """The user's Keras layer whose code is running (innermost first; with `known`, the
+    layers f had before this call, the innermost of them), or None outside any."""
     from gradcheck.tf.site_lines import is_library
 
-    return next(((type(layer).__name__, _name(layer))
-                 for layer, filename in _running_layers(sys._getframe(1))
-                 if not is_library(filename)), None)
+    here = sys._getframe(1)
+    running = [layer for layer, filename in _running_layers(here) if not is_library(filename)]
+    if known:
+        running = [layer for layer in running if any(layer is k for k in known)] or running
+    if not running:
+        return None
+    culprit = running[0]
+    stack = list(_stack_layers(here))
+    own = next((frame for layer, frame in stack
+                if layer is culprit and not is_library(frame.f_code.co_filename)), None)
+    # Layers inside the culprit's code that f did not have before the call: made in it.
+    cut = next((i for i, (layer, _) in enumerate(stack) if layer is culprit), len(stack))
+    fresh = [layer for layer, _ in stack[:cut] if known and all(layer is not k for k in known)]
+    made = type(fresh[-1]).__name__ if fresh else None
+    line = None if own is None else (own.f_code.co_filename, own.f_lineno)
+    return LayerAtWork(type(culprit).__name__, _name(culprit), line, made)
 
 
 def layer_scope() -> str:

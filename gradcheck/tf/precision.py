@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.tf.arrays import as_array
-from gradcheck.tf.keras import compute_dtype
+from gradcheck.tf.keras import compute_dtype, program_layers
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import tensorflow
 
@@ -32,23 +32,11 @@ class PrecisionGradients:
     values: tuple[float, float] = (0.0, 0.0)  # f's (summed) value in each precision
 
 
-def _layers(program: Program) -> list[Any]:
-    """Every Keras layer f is or is given (a model TARGET, a model passed to a loss)."""
-    candidates = [getattr(program.function, "layer", program.function)]
-    candidates += [slot.value for slot in program.slots if not slot.differentiable]
-    found: list[Any] = []
-    for candidate in candidates:
-        flatten = getattr(candidate, "_flatten_layers", None)
-        if callable(flatten):
-            found += [layer for layer in flatten(include_self=True) if layer not in found]
-    return found
-
-
 def low_precision(program: Program, outputs: Sequence[Any]) -> str | None:
     """The low precision f computes in: its arguments', its outputs', or its Keras layers'."""
     dtypes = [slot.dtype for slot in program.slots if slot.differentiable]
     dtypes += [str(getattr(getattr(o, "dtype", None), "name", "")) for o in outputs]
-    dtypes += [d for d in map(compute_dtype, _layers(program)) if d]
+    dtypes += [d for d in map(compute_dtype, program_layers(program)) if d]
     return next((d for d in LOW_PRECISION if d in dtypes), None)
 
 
@@ -98,7 +86,7 @@ def precision_gradients(program: Program, diff_outputs: Sequence[int],
     casts = {i: tf.cast(s.value, tf.float32) for i, s in enumerate(program.slots)
              if s.differentiable and s.argument and s.dtype in LOW_PRECISION}
     try:
-        with _float32_layers(_layers(program)):
+        with _float32_layers(program_layers(program)):
             reference, dtypes, reference_value = _gradients(program, diff_outputs, upstreams,
                                                             1.0, casts)
     except Exception:  # f fixes low-precision constants of its own: float32 arguments clash

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import FunctionError, InputError, Phase
+from gradcheck.evidence import Location
 from gradcheck.evidence.notes import Note
 from gradcheck.load.locations import exception_location
 from gradcheck.load.named import OutputPath
@@ -130,6 +131,23 @@ def _autographed_call() -> Any:
 
 
 @dataclass(frozen=True)
+class Untraceable:
+    """Why f must never run inside a tf.function trace, and the user's line that makes it so."""
+
+    reason: str
+    location: Location | None = None
+
+
+class NotTraceable(ValueError):
+    """f is not run inside a tf.function trace: tracing it would fail (see Program); the
+    error carries the user's line (exception_location reads it)."""
+
+    def __init__(self, untraceable: Untraceable) -> None:
+        super().__init__(untraceable.reason)
+        self.location = untraceable.location
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """How the checks evaluate f, set once from the options; a dtype fallback is a new one."""
 
@@ -154,6 +172,8 @@ class Program:
     function: Callable[..., Any]
     slots: tuple[Slot, ...]
     evaluation: Evaluation
+    # Why f must never run inside a tf.function trace (found in its eager calls), or None.
+    untraceable: Untraceable | None = None
 
     @property
     def compute_dtype(self) -> str:
@@ -173,14 +193,21 @@ class Program:
     def call(self, replacements: dict[int, Any] | None = None, fresh: bool = False) -> Any:
         """f(*args, **kwargs), with `replacements` for some arguments (index -> value);
         `fresh`: the replacements are tensors made for this call (see `arguments`)."""
+        self._refuse_trace()
         args, kwargs = self.arguments(replacements, fresh)
         with variable_scope_kept():
             return self.function(*args, **kwargs)
+
+    def _refuse_trace(self) -> None:
+        """Raises NotTraceable inside a tf.function trace of an untraceable f."""
+        if self.untraceable is not None and tensorflow().inside_function():
+            raise NotTraceable(self.untraceable)
 
     def call_converted(self, replacements: dict[int, Any] | None = None) -> Any:
         """`call` inside a tf.function traced without AutoGraph, f converted by AutoGraph as
         tf.function would convert it (a Python `if` on a tensor becomes tf.cond), but not
         gradcheck's code around it: converting that costs about a second in a new process."""
+        self._refuse_trace()
         args, kwargs = self.arguments(replacements)
         try:
             with variable_scope_kept():

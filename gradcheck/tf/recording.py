@@ -14,14 +14,15 @@ from gradcheck.errors import Phase
 from gradcheck.evidence import Location
 from gradcheck.evidence.notes import FreshTapes, JacobianByRows, Note, WhileLoopJacobian
 from gradcheck.load.inputs import ones_like
-from gradcheck.load.locations import exception_location
+from gradcheck.load.locations import exception_location, format_location
 from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
-from gradcheck.tf.keras import calling_layer
+from gradcheck.tf.keras import LayerAtWork, layer_at_work, program_layers
 from gradcheck.tf.pfor import while_loop_note
 from gradcheck.tf.program import (
     OutputLeaf,
     Program,
     Slot,
+    Untraceable,
     first_line,
     flatten_outputs,
     function_raised,
@@ -82,8 +83,8 @@ class Recording:
     # user's line that created the first.
     created_variables: int = 0
     created_at: Location | None = None
-    # The Keras layer (class, name) whose call created them, and their names.
-    created_in_call: tuple[str, str] | None = None
+    # The Keras layer whose call created them (and the layer it made anew), and their names.
+    created_in_call: LayerAtWork | None = None
     created_names: tuple[str, ...] = ()
     # f entered a ForwardAccumulator of its own inside forward_jvp's (forward over forward).
     nested_forward: bool = False
@@ -378,13 +379,16 @@ def record(program: Program) -> Recording:
     tf = tensorflow()
     created: list[Any] = []
     created_at: list[Location | None] = []
-    in_call: list[tuple[str, str]] = []
+    in_call: list[LayerAtWork] = []
+    known = program_layers(program)
 
     def noting(next_creator: Any, **kwargs: Any) -> Any:
         variable = next_creator(**kwargs)
         if not created:
-            created_at.append(caller_location())
-            in_call.extend(found for found in [calling_layer()] if found is not None)
+            at_work = layer_at_work(known)
+            line = None if at_work is None else at_work.line
+            created_at.append(caller_location() if line is None else format_location(*line))
+            in_call.extend(found for found in [at_work] if found is not None)
         created.append(variable)
         return variable
 
@@ -398,6 +402,12 @@ def record(program: Program) -> Recording:
             raise function_raised(program.function, exc, _when_taped(program, tape)) from exc
         seconds = time.perf_counter() - start
         outputs = flatten_outputs(result, output_base(program))  # complex parts on the tape
+    if in_call:
+        # A Keras layer's call makes them on a call after the first, so on every call:
+        # tf.function cannot trace f, and a failed trace may leave the layer's Python state
+        # half-updated (a list holding a graph tensor) for every later call: never traced.
+        program = replace(program, untraceable=Untraceable(
+            f"{in_call[0].layer_class}.call creates tf.Variables on every call", created_at[0]))
     # Variables f creates on each call are copies of values, not parameters to train.
     read = [v for v in tape.watched_variables() if not any(v is c for c in created)]
     slots, notes = variable_slots(program, read)

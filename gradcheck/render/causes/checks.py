@@ -109,8 +109,15 @@ def _unused_layer(facts: UnusedLayer, mistake: Mistake) -> WhatAndFix:
 @words.register
 def _created_in_call(facts: CreatedInCall, mistake: Mistake) -> WhatAndFix:
     names = ", ".join(facts.variables)
+    consequence = (" so the variable a training step updates is not the one the next call reads"
+                   " (Keras: 'Gradients do not exist for variables', or a weight that never"
+                   " changes)")
+    if facts.made is not None:
+        return (f"{facts.layer}.call constructs a new {facts.made} layer, and with it new"
+                f" tf.Variables ({names}), every time it is called,{consequence}",
+                f"construct the {facts.made} layer(s) once, in {facts.layer}.__init__ (self.…"
+                " = ...), and only call them in call")
     return (f"{facts.layer}.call creates a new tf.Variable ({names}) every time it is called,"
-            " so the variable a training step updates is not the one the next call reads"
-            " (Keras: 'Gradients do not exist for variables', or a weight that never changes)",
+            f"{consequence}",
             f"create it once, in {facts.layer}.build (or __init__) with self.add_weight, and"
             " only read it in call")

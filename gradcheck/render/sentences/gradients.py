@@ -151,7 +151,9 @@ def _unbuilt(evidence: UnbuiltLayer, result: CheckResult) -> str:
 
 @clause.register
 def _variable_in_call_clause(evidence: VariableInCall, result: CheckResult) -> str:
-    return (f"layer {evidence.layer} ({evidence.layer_class}) creates a new tf.Variable"
+    made = f" {evidence.made} layer, and with it new tf.Variables" if evidence.made else (
+        " tf.Variable")
+    return (f"layer {evidence.layer} ({evidence.layer_class}) creates a new{made}"
             f" ({', '.join(evidence.variables)}) every time it is called")
 
 
