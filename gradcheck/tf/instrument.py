@@ -19,6 +19,7 @@ from typing import Any
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import ContractSlip
 from gradcheck.load.locations import format_location
+from gradcheck.tf.generic_wrappers import wrapped_gradient
 from gradcheck.tf.observer import (
     ACTIVE,
     Observer,
@@ -112,7 +113,8 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
 
 def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., Any],
                       keywords: tuple[str, ...] = ()) -> Callable[..., Any]:
-    site.grad_fn_location = site.grad_fn_location or return_location(grad_fn)
+    user_gradient = wrapped_gradient(site.forward, grad_fn)
+    site.grad_fn_location = site.grad_fn_location or return_location(user_gradient or grad_fn)
     site.grad_fn_accepts_variables = accepts_variables(grad_fn)
 
     def grad_wrapper(*upstreams: Any, variables: Any = None) -> Any:
