@@ -103,3 +103,12 @@ def test_a_published_model_that_runs_functions_eagerly_is_checked() -> None:
     report = gradcheck.check(fixture_target("eager_functions_at_import", "mms2v"))
     assert report.ok, str(report)
     assert {c.status for c in report.checks if c.check == "compiled"} == {"pass"}
+
+
+@pytest.mark.usefixtures("functions_run_eagerly")
+def test_a_numpy_integrand_that_runs_only_eagerly_is_cut_at_its_line() -> None:
+    report = gradcheck.check(fixture_target("eager_functions_at_import", "symgauss_sigmoid"))
+    [cut] = [c for c in report.checks if c.check == "graph-break"]
+    assert cut.status == "fail" and str(cut.location).endswith("eager_functions_at_import.py:64")
+    compiled = [c for c in report.checks if c.check == "compiled"]
+    assert compiled and all("tf.function cannot trace f" in c.message for c in compiled)
