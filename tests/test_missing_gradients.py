@@ -211,8 +211,8 @@ REAL_INTEGER = [
                         "input2": (34, "HistogramFixedWidth")}, "fail", 1),
     ("argmax_crossentropy", {"logits": (45, "tf.argmax")}, "fail", 1),
     # keras.ops.argmax in a Lambda: its own Equal and Bitcast are not named beside ArgMax.
-    ("lambda_argmax", {"x": (62, "tf.argmax"), "dense/kernel": (62, "tf.argmax"),
-                       "dense/bias": (62, "tf.argmax")}, "warn", 0),
+    ("lambda_argmax", {"x": (62, "tf.argmax"), "probabilities/kernel": (62, "tf.argmax"),
+                       "probabilities/bias": (62, "tf.argmax")}, "warn", 0),
 ]
 
 
