@@ -389,8 +389,10 @@ def test_isolate_from_a_script_says_when_it_needs_a_main_guard(call: str, expect
 
 
 # devices_at_import: every tf.distribute example; dtensor_at_import: the DTensor guide's eight
-# virtual CPUs and initialize_accelerator_system() at import.
-@pytest.mark.parametrize("module", ["devices_at_import", "dtensor_at_import"])
+# virtual CPUs and initialize_accelerator_system() at import; mixed_policy_at_import: the mixed
+# precision guide's global policy and model, set up at import.
+@pytest.mark.parametrize("module", ["devices_at_import", "dtensor_at_import",
+                                    "mixed_policy_at_import"])
 def test_a_module_that_sets_up_logical_devices_at_import_is_checked(module: str,
                                                                     tmp_path: Path) -> None:
     """Every tf.distribute example configures its devices when imported, which TensorFlow
