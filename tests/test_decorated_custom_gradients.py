@@ -98,6 +98,7 @@ def test_a_library_wrapper_names_the_users_function_and_gradient(function: str, 
         if result.failed:
             assert result.location is not None and result.location.line == line, str(report)
     assert f"custom_gradient {site}" in failed[0].message
+    assert failed[0].input == "x"  # named as the user's function names it, not args[0]
     assert_no_contradiction(report)
 
 

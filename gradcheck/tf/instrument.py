@@ -18,8 +18,8 @@ from typing import Any
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import ContractSlip
+from gradcheck.load.generic_wrappers import wrapped_gradient
 from gradcheck.load.locations import format_location
-from gradcheck.tf.generic_wrappers import wrapped_gradient
 from gradcheck.tf.observer import (
     ACTIVE,
     Observer,

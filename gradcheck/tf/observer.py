@@ -11,8 +11,8 @@ from typing import Any
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import ContractSlip
+from gradcheck.load.generic_wrappers import wrapped_forward
 from gradcheck.spelling import Spelled
-from gradcheck.tf.generic_wrappers import wrapped_forward
 from gradcheck.tf.site_lines import is_installed, is_library, source_location
 
 

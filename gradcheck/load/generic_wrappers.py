@@ -10,13 +10,13 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gradcheck.tf.site_lines import is_library
+from gradcheck.load.locations import is_user_file
 
 
 def _user_function(value: Any) -> Callable[..., Any] | None:
     function = inspect.unwrap(value) if callable(value) else None
     code = getattr(function, "__code__", None)
-    if not inspect.isfunction(function) or code is None or is_library(code.co_filename):
+    if not inspect.isfunction(function) or code is None or not is_user_file(code.co_filename):
         return None
     return function
 
