@@ -64,15 +64,17 @@ def _functions(values: dict[str, Any]) -> Iterator[Callable[..., Any]]:
                 yield function
 
 
-def wrapped_gradient(f: Callable[..., Any], grad_fn: Callable[..., Any]
-                     ) -> Callable[..., Any] | None:
-    """The user's gradient function that a generic wrapper's grad_fn calls (from grad_fn's
-    closure, else the wrapper's), None when f is not a generic wrapper."""
+def wrapped_gradients(f: Callable[..., Any], grad_fn: Callable[..., Any]
+                      ) -> list[Callable[..., Any]]:
+    """The user's gradient functions that a generic wrapper's grad_fn calls (from grad_fn's
+    closure, else the wrapper's), in order; [] when f is not a generic wrapper."""
     forward = wrapped_forward(f)
     if forward is None:
-        return None
+        return []
     wrapper = inspect.unwrap(f)
-    for function in (*_functions(_closure(grad_fn)), *_functions(_closure(wrapper))):
-        if function is not forward and function is not wrapper:
-            return function
-    return None
+    for values in (_closure(grad_fn), _closure(wrapper)):
+        found = [function for function in _functions(values)
+                 if function is not forward and function is not wrapper]
+        if found:
+            return found
+    return []

@@ -45,6 +45,8 @@ class Site:
     forward: Callable[..., Any]
     definition: Location | None
     grad_fn_location: Location | None = None
+    # A library's wrapper with one user gradient function per input: each input's own line.
+    input_grad_locations: dict[str, Location] = field(default_factory=dict)
     grad_fn_accepts_variables: bool = False
     # Concrete arguments of the first eager calls: what the per-site value check replays.
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
