@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import os
+import sys
 
-from gradcheck.report import VERSION as __version__
+if sys.argv[:1] == ["-m"] and sys.path and sys.path[0] in ("", os.getcwd()):
+    # `python -m gradcheck` puts the current folder first on sys.path: a typing.py or
+    # inspect.py there would shadow the standard library for gradcheck's own imports. It
+    # stays on the path, last.
+    sys.path.append(sys.path.pop(0))
+
+try:
+    from typing import TYPE_CHECKING, Any
+
+    from gradcheck.report import VERSION as __version__
+except (ImportError, AttributeError) as exc:  # a user's file shadowing what gradcheck needs
+    from gradcheck.shadowing import explain_import_failure
+
+    explain_import_failure(exc)
+    raise
 
 if TYPE_CHECKING:
     from gradcheck.api import assert_gradients, check

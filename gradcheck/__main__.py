@@ -1,13 +1,6 @@
-"""`python -m gradcheck`."""
+"""`python -m gradcheck` (gradcheck/__init__.py moves the current folder, which `python -m`
+puts first on sys.path, to the end)."""
 
-import os
-import sys
-
-# `python -m` puts the current folder first on sys.path: a json.py there would shadow the
-# standard library's json for gradcheck's own imports. It stays on the path, last.
-if sys.path and sys.path[0] in ("", os.getcwd()):
-    sys.path.append(sys.path.pop(0))
-
-from gradcheck.cli import main  # noqa: E402
+from gradcheck.cli import main
 
 main()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import signal
-import sys
 import sysconfig
 import traceback
 from dataclasses import dataclass
@@ -45,24 +44,17 @@ def is_stdlib_file(filename: str) -> bool:
         marker in resolved for marker in ("site-packages", "dist-packages"))
 
 
-def _shadows(filename: str | None) -> bool:
-    return bool(filename) and Path(str(filename)).stem in sys.stdlib_module_names \
-        and not is_stdlib_file(str(filename)) and is_user_file(str(filename))
-
-
 def shadowing_note(exc: BaseException) -> str:
     """"; X.py shadows the standard library's module X: rename it" when a file of the user's
-    named like a standard-library module is in the traceback, or was imported as that module
-    (a json.py in the current folder breaks whatever imports json after it), else ""."""
-    files = [frame.filename for frame in traceback.extract_tb(exc.__traceback__)]
-    files += [getattr(module, "__file__", None) or "" for name, module in list(sys.modules.items())
-              if name in sys.stdlib_module_names]
-    for filename in files:
-        if _shadows(filename):
-            where = format_location(filename, None)
-            stem = Path(filename).stem
-            return f"; {where} shadows the standard library's module {stem}: rename it"
-    return ""
+    named like a standard-library module (or TensorFlow, NumPy, Keras; a package by its
+    folder) is in the traceback, or was imported as that module (a json.py in the current
+    folder breaks whatever imports json after it), else ""."""
+    from gradcheck.shadowing import sentence, shadowing_file
+
+    found = shadowing_file(exc)
+    if found is None or not is_user_file(found[0]):
+        return ""
+    return f"; {sentence(*found)}"
 
 
 def signal_name(signum: int) -> str:

@@ -71,3 +71,50 @@ def test_invariant_catches_the_false_pass() -> None:
         for c in report.checks)
     with pytest.raises(AssertionError):
         assert_no_contradiction(dataclasses.replace(report, checks=forged))
+
+
+GENERIC = "generic_custom_gradient_wrappers"
+# A library's decorator factory (geomstats) hands TensorFlow its own (*args) wrapper: the site
+# is the user's function, and the line the user's gradient function, not the library's.
+# (function, the site's name and line, the grad_fn line the failures name)
+GENERIC_WRONG = [("made_up", "made_up (line 57)", {"x": 53}),
+                 ("two_made_up", "two_made_up (line 80)", {"x": 72, "y": 76}),
+                 ("half_sin", "half_sin (line 94)", {"x": 90}),
+                 ("weighted_normalized", "normalized (line 128)", {"x": 133})]
+
+
+def _generic_report(function: str) -> Report:
+    module = fixture_module(GENERIC)
+    inputs = [np.asarray(v, np.float64) for v in getattr(module, f"{function}_inputs")]
+    return gradcheck.check(getattr(module, function), *inputs, compiled=False)
+
+
+@pytest.mark.parametrize(("function", "site", "lines"), GENERIC_WRONG)
+def test_a_library_wrapper_names_the_users_function_and_gradient(
+        function: str, site: str, lines: dict[str, int]) -> None:
+    report = _generic_report(function)
+    failed = [c for c in report.checks if c.check == "custom-gradient"]
+    assert failed and all(c.failed for c in failed), str(report)
+    # Each input's own gradient function (geomstats takes one per input).
+    assert {c.input: c.location.line for c in failed if c.location} == lines, str(report)
+    for result in report.checks:
+        if result.failed:
+            assert result.location is not None, str(report)
+            assert result.location.line in lines.values(), str(report)
+    assert f"custom_gradient {site}" in failed[0].message
+    assert failed[0].input == "x"  # named as the user's function names it, not args[0]
+    assert_no_contradiction(report)
+
+
+def test_sites_made_by_one_library_wrapper_stay_apart() -> None:
+    report = _generic_report("both")
+    sites = {c.message.split(":")[0]: c.status for c in report.checks
+             if c.check == "custom-gradient"}
+    assert sites == {"custom_gradient made_up (line 57)": "fail",
+                     "custom_gradient squared_norm (line 66)": "pass"}, str(report)
+
+
+@pytest.mark.parametrize("function", ["squared_norm", "log1pexp"])
+def test_right_gradients_behind_library_wrappers_pass(function: str) -> None:
+    report = _generic_report(function)
+    assert report.ok, str(report)

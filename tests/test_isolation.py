@@ -388,7 +388,13 @@ def test_isolate_from_a_script_says_when_it_needs_a_main_guard(call: str, expect
     assert "bootstrapping" not in done.stderr
 
 
-def test_a_module_that_sets_up_logical_devices_at_import_is_checked(tmp_path: Path) -> None:
+# devices_at_import: every tf.distribute example; dtensor_at_import: the DTensor guide's eight
+# virtual CPUs and initialize_accelerator_system() at import; mixed_policy_at_import: the mixed
+# precision guide's global policy and model, set up at import.
+@pytest.mark.parametrize("module", ["devices_at_import", "dtensor_at_import",
+                                    "mixed_policy_at_import"])
+def test_a_module_that_sets_up_logical_devices_at_import_is_checked(module: str,
+                                                                    tmp_path: Path) -> None:
     """Every tf.distribute example configures its devices when imported, which TensorFlow
     refuses once it has started: the worker starts it only after the user's module (a fresh
     `gradcheck check`, as a user runs it)."""
@@ -397,7 +403,7 @@ def test_a_module_that_sets_up_logical_devices_at_import_is_checked(tmp_path: Pa
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "gradcheck", "check", str(FIXTURES / "devices_at_import.py") + ":f",
+        [sys.executable, "-m", "gradcheck", "check", str(FIXTURES / f"{module}.py") + ":f",
          "-i", "[1.0, 2.0]", "-q", "--no-compiled"], capture_output=True, text=True,
         timeout=300, check=False, cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})

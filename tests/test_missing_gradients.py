@@ -201,6 +201,35 @@ def test_an_integer_result_of_argsort_names_the_op_without_a_gradient(name: str,
     assert report.exit_code == 1 and report.outputs[0].dtype == "int32"
 
 
+# Users' reports (fixtures/real_integer_results.py): (function, {input: (line, op words)},
+# status, exit code); an integer result or an integer path inside f, never an input error.
+REAL_INTEGER = [
+    ("not_use_cast", {"a": (12, "tf.argmax")}, "fail", 1),
+    ("use_cast", {"a": (17, "tf.argmax")}, "fail", 1),
+    ("argmax_int64", {"x": (25, "tf.argmax")}, "fail", 1),
+    ("histogram_loss", {"input1": (33, "HistogramFixedWidth"),
+                        "input2": (34, "HistogramFixedWidth")}, "fail", 1),
+    ("argmax_crossentropy", {"logits": (45, "tf.argmax")}, "fail", 1),
+    # keras.ops.argmax in a Lambda: its own Equal and Bitcast are not named beside ArgMax.
+    ("lambda_argmax", {"x": (62, "tf.argmax"), "probabilities/kernel": (62, "tf.argmax"),
+                       "probabilities/bias": (62, "tf.argmax")}, "warn", 0),
+]
+
+
+@pytest.mark.parametrize(("name", "expected", "status", "code"), REAL_INTEGER)
+def test_users_integer_results_name_the_op_its_line_and_a_relaxation(
+        name: str, expected: dict[str, tuple[int, str]], status: str, code: int) -> None:
+    report = _check("real_integer_results", name)
+    cuts = _found(report, "graph-break")
+    assert {c.input: _line(c) for c in cuts} == {k: v[0] for k, v in expected.items()}, \
+        str(report)
+    assert len(cuts) == len(expected), str(report)
+    for cut in cuts:
+        assert cut.status == status and expected[cut.input or ""][1] in cut.message
+        assert "smooth relaxation" in cut.message
+    assert report.exit_code == code
+
+
 def test_tensorflows_own_gradient_raising_names_the_op_and_its_line() -> None:
     module = fixture_module("tensorflow_gradient_raises")
     report = gradcheck.check(module.gather_scalar, *module.gather_scalar_inputs)

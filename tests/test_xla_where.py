@@ -5,6 +5,8 @@ spelling passes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 import gradcheck
@@ -69,3 +71,44 @@ def test_off_the_tie_the_same_where_passes_compiled() -> None:
     compiled = [c for c in report.checks if c.check == "compiled"]
     assert len(compiled) == 2 and all(c.status == "pass" for c in compiled), [
         c.message for c in compiled]
+
+
+@pytest.fixture
+def functions_run_eagerly() -> Iterator[None]:
+    """As a module that calls tf.config.run_functions_eagerly(True) at import leaves it."""
+    import tensorflow as tf
+
+    fixture_target("eager_functions_at_import", "sqrt_guard")
+    tf.config.run_functions_eagerly(True)
+    try:
+        yield
+    finally:
+        tf.config.run_functions_eagerly(False)
+
+
+@pytest.mark.usefixtures("functions_run_eagerly")
+def test_compiled_checks_compile_where_the_module_runs_functions_eagerly() -> None:
+    import tensorflow as tf
+
+    report = gradcheck.check(fixture_target("eager_functions_at_import", "sqrt_guard"),
+                             dtype="float32")
+    compiled = _xla(report)
+    assert compiled.status == "fail", str(report)
+    assert str(compiled.location).endswith("eager_functions_at_import.py:45")
+    assert tf.config.functions_run_eagerly()  # the module's own setting is left as it was
+
+
+@pytest.mark.usefixtures("functions_run_eagerly")
+def test_a_published_model_that_runs_functions_eagerly_is_checked() -> None:
+    report = gradcheck.check(fixture_target("eager_functions_at_import", "mms2v"))
+    assert report.ok, str(report)
+    assert {c.status for c in report.checks if c.check == "compiled"} == {"pass"}
+
+
+@pytest.mark.usefixtures("functions_run_eagerly")
+def test_a_numpy_integrand_that_runs_only_eagerly_is_cut_at_its_line() -> None:
+    report = gradcheck.check(fixture_target("eager_functions_at_import", "symgauss_sigmoid"))
+    [cut] = [c for c in report.checks if c.check == "graph-break"]
+    assert cut.status == "fail" and str(cut.location).endswith("eager_functions_at_import.py:64")
+    compiled = [c for c in report.checks if c.check == "compiled"]
+    assert compiled and all("tf.function cannot trace f" in c.message for c in compiled)

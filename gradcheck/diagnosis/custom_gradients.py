@@ -109,7 +109,9 @@ def translate(site: Site, report: Report, probe: Probe) -> list[CheckResult]:
         Kind.VJP, Kind.SECOND_ORDER, Kind.HESSIAN)}
     results = [translated for result in report.checks if result.failed
                and not (result.check == Kind.VJP and result.input in wrong)
-               and (translated := _translated(site, result, location, probe))]
+               and (translated := _translated(
+                   site, result, site.input_grad_locations.get(result.input or "", location),
+                   probe))]
     if not results and not site.violations:
         results.append(CheckResult(Kind.CUSTOM_GRADIENT, Status.PASS,
                                    evidence=SiteCorrect(site_label(site)),

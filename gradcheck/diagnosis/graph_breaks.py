@@ -38,11 +38,23 @@ def _cut_findings(program: Program, index: int, lost: bool,
         return [CheckResult(Kind.GRAPH_BREAK, Status.WARN, evidence=CutNotFound(note or None),
                             input=slot.name)]
     found = []
-    for cut in cuts:
+    for cut in _named_at_each_line(cuts):
         cause = cause_of(cut, slot.name)
         found.append(CheckResult(Kind.GRAPH_BREAK, status, evidence=CutFound(),
                                  input=slot.name, location=cut.location, cause=cause))
     return found
+
+
+# Cuts that an op named for what it does (ArgMax, Round, an integer cast) often makes with
+# helpers of its own at the same line (keras.ops.argmax's Equal and Bitcast): left out there.
+_HELPER_KINDS = frozenset({"comparison", "integer-output"})
+
+
+def _named_at_each_line(cuts: Sequence[CutSite]) -> list[CutSite]:
+    """The cuts, without a comparison's or an integer output's where a named cut shares its
+    line (one user call, one finding)."""
+    named = {cut.location for cut in cuts if cut.kind not in _HELPER_KINDS}
+    return [cut for cut in cuts if cut.kind not in _HELPER_KINDS or cut.location not in named]
 
 
 def _no_gradient_sources(program: Program, checks: Sequence[CheckResult]) -> set[str]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from gradcheck.errors import InputError, LoadError
 from gradcheck.load.arrays import numeric, read_array_file
+from gradcheck.load.generic_wrappers import wrapped_forward
 from gradcheck.load.named import NamedArgument, OutputPath
 from gradcheck.options import memory_cap_rule
 from gradcheck.spelling import format_size
@@ -234,12 +235,14 @@ def _naming_signature(function: Callable[..., Any],
     named_kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     generic = signature is not None and not any(
         p.kind in named_kinds for p in signature.parameters.values())
-    call = getattr(function, "call", None)
-    if generic and callable(call):
-        try:
-            return inspect.signature(call)
-        except (TypeError, ValueError):
-            pass
+    # A custom gradient made by a library's generic (*args) wrapper: the user's function's.
+    call = getattr(function, "call", None) if generic else None
+    for named in (call, wrapped_forward(function) if generic else None):
+        if callable(named):
+            try:
+                return inspect.signature(named)
+            except (TypeError, ValueError):
+                pass
     return signature
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import ContractSlip
+from gradcheck.load.generic_wrappers import wrapped_gradients
 from gradcheck.load.locations import format_location
 from gradcheck.tf.observer import (
     ACTIVE,
@@ -112,7 +113,14 @@ def _repair(site: Site, args: tuple[Any, ...], grads: Any, eager: bool,
 
 def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., Any],
                       keywords: tuple[str, ...] = ()) -> Callable[..., Any]:
-    site.grad_fn_location = site.grad_fn_location or return_location(grad_fn)
+    user_gradients = wrapped_gradients(site.forward, grad_fn)
+    site.grad_fn_location = site.grad_fn_location or return_location(
+        user_gradients[0] if user_gradients else grad_fn)
+    if len(user_gradients) == len(site.parameter_names) > 1 and not site.input_grad_locations:
+        site.input_grad_locations = {
+            name: location for name, gradient in zip(site.parameter_names, user_gradients,
+                                                     strict=True)
+            if (location := return_location(gradient)) is not None}
     site.grad_fn_accepts_variables = accepts_variables(grad_fn)
 
     def grad_wrapper(*upstreams: Any, variables: Any = None) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import ContractSlip
+from gradcheck.load.generic_wrappers import wrapped_forward
 from gradcheck.spelling import Spelled
 from gradcheck.tf.site_lines import is_installed, is_library, source_location
 
@@ -44,6 +45,8 @@ class Site:
     forward: Callable[..., Any]
     definition: Location | None
     grad_fn_location: Location | None = None
+    # A library's wrapper with one user gradient function per input: each input's own line.
+    input_grad_locations: dict[str, Location] = field(default_factory=dict)
     grad_fn_accepts_variables: bool = False
     # Concrete arguments of the first eager calls: what the per-site value check replays.
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
@@ -78,14 +81,15 @@ class Observer:
 
     def site_for(self, f: Callable[..., Any]) -> Site | None:
         """The site of a decorated function (one per definition), None for TensorFlow's own."""
-        code = getattr(inspect.unwrap(f), "__code__", None)
+        user = site_function(f)
+        code = getattr(user, "__code__", None)
         if code is not None and is_library(code.co_filename):
             return None
         key = code if code is not None else f
         site = next((s for s in self.sites if s.key is key), None)
         if site is None:
-            site = Site(getattr(f, "__name__", "custom_gradient"), f, source_location(f),
-                        parameter_names=_parameter_names(f), key=key)
+            site = Site(getattr(user, "__name__", "custom_gradient"), f, source_location(user),
+                        parameter_names=_parameter_names(user), key=key)
             self.sites.append(site)
         return site
 
@@ -145,8 +149,14 @@ def installed(site: Site) -> bool:
 
 def defines(site: Site, function: Callable[..., Any]) -> bool:
     """Whether `function` is the site itself (f is a custom gradient)."""
-    code = getattr(inspect.unwrap(function), "__code__", None)
+    code = getattr(site_function(function), "__code__", None)
     return code is not None and code is site.key
+
+
+def site_function(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The user's function a custom gradient's site is named and keyed by: f unwrapped, or
+    the function a generic wrapper f calls (one site per decorated function)."""
+    return wrapped_forward(f) or inspect.unwrap(f)
 
 
 @contextlib.contextmanager

@@ -139,3 +139,19 @@ def tensorflow(threads: int | None = None) -> Any:
             tf.constant(0.0) + 0.0
         _started = True
     return tf
+
+
+@contextlib.contextmanager
+def functions_traced() -> Iterator[None]:
+    """tf.function traces inside the block even where f's module called
+    tf.config.run_functions_eagerly(True) at import (a debugging switch under which a compiled
+    check would compare the eager VJP with itself and always pass)."""
+    tf = sys.modules["tensorflow"]
+    eagerly = tf.config.functions_run_eagerly()
+    if eagerly:
+        tf.config.run_functions_eagerly(False)
+    try:
+        yield
+    finally:
+        if eagerly:
+            tf.config.run_functions_eagerly(True)

@@ -1,0 +1,80 @@
+"""The user's functions behind a generic custom-gradient wrapper: a decorator factory (as
+geomstats' `autodiff.custom_gradient(*grad_funcs)`) hands tf.custom_gradient a closure
+`(*args, **kwargs)` that calls the user's function, and a grad_fn that calls the user's
+gradient functions; the site is the user's function, its grad_fn line the user's gradient."""
+
+from __future__ import annotations
+
+import dis
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from gradcheck.load.locations import is_user_file
+
+
+def _user_function(value: Any) -> Callable[..., Any] | None:
+    function = inspect.unwrap(value) if callable(value) else None
+    code = getattr(function, "__code__", None)
+    if not inspect.isfunction(function) or code is None or not is_user_file(code.co_filename):
+        return None
+    return function
+
+
+def _closure(function: Callable[..., Any]) -> dict[str, Any]:
+    code = getattr(function, "__code__", None)
+    cells = getattr(function, "__closure__", None) or ()
+    if code is None:
+        return {}
+    values = {}
+    for name, cell in zip(code.co_freevars, cells, strict=False):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    return values
+
+
+def _generic(function: Callable[..., Any]) -> bool:
+    code = getattr(function, "__code__", None)
+    return code is not None and bool(code.co_flags & inspect.CO_VARARGS) and bool(
+        getattr(function, "__closure__", None))
+
+
+def wrapped_forward(f: Callable[..., Any]) -> Callable[..., Any] | None:
+    """The user's function that a generic wrapper f calls first (the first function of its
+    closure that its own code reads), None when f is not such a wrapper."""
+    wrapper = inspect.unwrap(f)
+    if not _generic(wrapper):
+        return None
+    closure = _closure(wrapper)
+    for instruction in dis.get_instructions(wrapper):
+        if instruction.opname == "LOAD_DEREF" and instruction.argval in closure:
+            function = _user_function(closure[instruction.argval])
+            if function is not None and function is not wrapper:
+                return function
+    return None
+
+
+def _functions(values: dict[str, Any]) -> Iterator[Callable[..., Any]]:
+    for value in values.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            function = _user_function(item)
+            if function is not None:
+                yield function
+
+
+def wrapped_gradients(f: Callable[..., Any], grad_fn: Callable[..., Any]
+                      ) -> list[Callable[..., Any]]:
+    """The user's gradient functions that a generic wrapper's grad_fn calls (from grad_fn's
+    closure, else the wrapper's), in order; [] when f is not a generic wrapper."""
+    forward = wrapped_forward(f)
+    if forward is None:
+        return []
+    wrapper = inspect.unwrap(f)
+    for values in (_closure(grad_fn), _closure(wrapper)):
+        found = [function for function in _functions(values)
+                 if function is not forward and function is not wrapper]
+        if found:
+            return found
+    return []
