@@ -81,3 +81,21 @@ def test_layers_made_in_call_explain_every_failure() -> None:
     failed = [c for c in report.checks if c.failed]
     assert failed and all(c.attributed_to is not None and c.location == found.location
                           for c in failed)
+
+
+def test_tf_keras_imported_after_the_first_question_is_still_a_library() -> None:
+    """Whether a frame is the user's was decided once per process, from the libraries loaded
+    then: a worker that asked before importing tf_keras took tf_keras's add_weight for the
+    user's line (the CrossNetwork case above, depending on test order)."""
+    import subprocess
+    import sys
+
+    script = ("import sys; from gradcheck.tf.site_lines import is_library\n"
+              "assert 'tf_keras' not in sys.modules\n"
+              "assert not is_library('user.py')\n"
+              "import tf_keras\n"
+              "print(is_library(tf_keras.__file__))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "True"

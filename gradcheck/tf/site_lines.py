@@ -68,11 +68,19 @@ def _code_lines(code: Any) -> tuple[list[str], int]:
         return lines[start - 1:start], start
 
 
-@functools.cache
+_LIBRARIES = ("tensorflow", "keras", "tf_keras", "gradcheck")
+
+
 def _library_directories() -> tuple[str, ...]:
-    """Where TensorFlow's own code lives (its custom gradients are not the user's)."""
+    """Where TensorFlow's own code lives (its custom gradients are not the user's), for the
+    libraries imported so far (tf_keras may be imported after the first question)."""
+    return _directories_of(tuple(name for name in _LIBRARIES if name in sys.modules))
+
+
+@functools.cache
+def _directories_of(names: tuple[str, ...]) -> tuple[str, ...]:
     found = []
-    for name in ("tensorflow", "keras", "tf_keras", "gradcheck"):
+    for name in names:
         module = sys.modules.get(name)
         path = getattr(module, "__file__", None)
         if path:
