@@ -11,6 +11,8 @@ import sys
 PACKAGES = ("tensorflow", "numpy", "keras")
 _STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 _INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+# gradcheck's own tf/keras.py and render/html.py, in a source or editable install.
+_GRADCHECK = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def shadowed_name(filename: str | None) -> str | None:
@@ -19,7 +21,7 @@ def shadowed_name(filename: str | None) -> str | None:
     if not filename or filename.startswith("<"):
         return None
     path = os.path.abspath(filename)
-    if path.startswith(_STDLIB) or any(marker in path for marker in _INSTALLED):
+    if path.startswith((_STDLIB, _GRADCHECK)) or any(marker in path for marker in _INSTALLED):
         return None
     stem = os.path.splitext(os.path.basename(path))[0]
     if stem == "__init__":

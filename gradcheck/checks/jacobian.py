@@ -88,10 +88,13 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
                   **where)
         return found
     _settle_doubts(ctx, analysis, k, block)
-    analysis.fd[k] = with_crossed_kinks(ctx, analysis.fd[k], analysis.evaluator.slot_index,
-                                        analysis.steps, bool(analysis.precise), k, block)
-    kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], output, slot, analysis.probe,
-                                   functools.partial(_kink_site, ctx, analysis))
+    fd = analysis.fd[k]
+    plain = judging.compare(block, fd.jacobian, ctx.fd_tolerance, fd.error_estimate)
+    if not plain.ok:  # crossed kinks only mark elements, so `plain` stands
+        analysis.fd[k] = with_crossed_kinks(ctx, fd, analysis.evaluator.slot_index,
+                                            analysis.steps, bool(analysis.precise), k, block)
+    kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], plain, output, slot,
+                                   analysis.probe, functools.partial(_kink_site, ctx, analysis))
     analysis.kink_masks[k] = kinks
     found.extend(judged)
     if ctx.settings.keep_blocks:
@@ -157,12 +160,12 @@ def _kinks(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
            plain: judging.Comparison) -> np.ndarray:
     """Elements at a kink that explain a failure (none when the block passes anyway, but for
     jumps of f itself, whose differences also make a passing block inconclusive)."""
+    marked = fd.kink if not plain.ok else fd.jump if fd.jump is not None else None
+    if marked is None or not np.any(marked):
+        return np.zeros(block.shape, dtype=bool)
     # A NaN or inf from autodiff is a finding even at a kink.
-    differ = np.isfinite(block) & ~np.isclose(
+    return marked & np.isfinite(block) & ~np.isclose(
         block, fd.jacobian, rtol=ctx.fd_tolerance.rtol, atol=ctx.fd_tolerance.atol)
-    if plain.ok:
-        return differ & (False if fd.jump is None else fd.jump)
-    return fd.kink & differ
 
 
 def _kink_site(ctx: CheckContext, analysis: SourceAnalysis, index: tuple[int, ...],
@@ -214,13 +217,14 @@ def _jump(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, jumps: np.
 
 
 def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
-                   output: OutputLeaf, slot: Slot, probe: symmetric.SymmetricProbe | None,
-                   site_of: KinkSiteFinder) -> tuple[np.ndarray, Findings]:
-    """Judge one block; return the mask of elements at kinks (excluded from the verdict)."""
+                   plain: judging.Comparison, output: OutputLeaf, slot: Slot,
+                   probe: symmetric.SymmetricProbe | None, site_of: KinkSiteFinder
+                   ) -> tuple[np.ndarray, Findings]:
+    """Judge one block, given its `plain` comparison with fd (kinks not excluded); return the
+    mask of elements at kinks (excluded from the verdict)."""
     found = Findings()
     where = {"input": slot.name, "output": output.name}
     tolerance = ctx.fd_tolerance
-    plain = judging.compare(block, fd.jacobian, tolerance, fd.error_estimate)
     kinks = _kinks(ctx, block, fd, plain)
     comparison = plain
     if np.any(kinks):

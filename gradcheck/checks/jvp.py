@@ -67,8 +67,7 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
     tangent = rng.standard_normal(slot.shape)
     where: dict[str, Any] = {
         "input": slot.name, "output": ctx.outputs[outputs[0]].name if len(outputs) == 1 else None}
-    reverse = ctx.recording.gradient(outputs, slot, ctx.upstreams if ctx.random_upstreams
-                                     else upstreams)
+    reverse = ctx.recording.gradient(outputs, slot, upstreams)
     if reverse.error is not None or (reverse.value is not None and reverse.shape != slot.shape):
         found.add(Kind.JVP, Status.SKIP, evidence=NoReverseVJP(slot.name), **where)
         return found

@@ -126,31 +126,27 @@ def compare(
     actual = np.asarray(actual, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
     abs_err = _abs_difference(actual, expected)
-    if not np.all(np.isfinite(abs_err)):
-        abs_err[~np.isfinite(actual)] = np.inf
-    excess = np.zeros_like(abs_err)
-    scale = block_scale(expected, actual) if tolerance.scale_rtol else 0.0
+    scale = block_scale(expected, actual)
+    excess = _allowed(expected, tolerance, error_estimate,
+                      scale if tolerance.scale_rtol else 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        np.divide(abs_err, _allowed(expected, tolerance, error_estimate, scale), out=excess,
-                  where=abs_err != 0)
+        np.divide(abs_err, excess, out=excess)
     if ignore is not None:
         excess[ignore] = 0.0
         abs_err[ignore] = 0.0
     size = int(excess.size)
     worst, n_bad, largest = None, 0, 0.0
     if size:
-        if np.all(np.isfinite(excess)):
-            flat = int(np.argmax(excess))
-            n_bad = int(np.count_nonzero(excess > 1.0))
-            largest = float(excess.reshape(-1)[flat])
-        else:  # NaN or inf in either side is never a match (NaN > 1 would be False)
-            ranked = np.where(np.isfinite(excess), excess, np.inf)
-            flat = int(np.argmax(ranked))
-            n_bad = int(np.count_nonzero(ranked > 1.0))
-            largest = float(ranked.reshape(-1)[flat])
+        if not np.all(np.isfinite(excess)):
+            excess[abs_err == 0.0] = 0.0  # over an allowance of 0 or NaN: still a match
+            # NaN or inf in either side is never a match (NaN > 1 would be False).
+            abs_err[~np.isfinite(actual) & (excess != 0.0)] = np.inf
+            excess[~np.isfinite(excess)] = np.inf
+        flat = int(np.argmax(excess))
+        largest = float(excess.reshape(-1)[flat])
+        n_bad = int(np.count_nonzero(excess > 1.0)) if largest > 1.0 else 0
         worst = tuple(int(i) for i in np.unravel_index(flat, excess.shape))
     max_abs = float(np.max(abs_err)) if size else 0.0
-    scale = block_scale(expected, actual)
     estimate = np.asarray(error_estimate, dtype=np.float64)
     return Comparison(
         ok=n_bad == 0,

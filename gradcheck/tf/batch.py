@@ -241,7 +241,7 @@ class BatchEvaluator:
                 bucket.append(values)
             if progress is not None:
                 progress(min(index.size, start + per_chunk), index.size)
-        return [np.concatenate(p) if p else np.zeros((0, *c.shape))
+        return [p[0] if len(p) == 1 else np.concatenate(p) if p else np.zeros((0, *c.shape))
                 for p, c in zip(parts, self.centre_outputs)]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from gradcheck.tf.arrays import as_array
 from gradcheck.tf.program import Program, flatten_outputs
-from gradcheck.tf.runtime import functions_traced, silenced_stderr_fd, tensorflow
+from gradcheck.tf.runtime import functions_eager, silenced_stderr_fd, tensorflow
 from gradcheck.tf.traces import first_traced
 
 
@@ -102,7 +102,7 @@ def _vjp(program: Program, output_indices: Sequence[int], upstreams: Sequence[np
         attempts = [(("vjp", tuple(output_indices), jit, tuple(dtypes), converted),
                      _vjp_body(tuple(output_indices), len(values), converted))
                     for converted in (False, True)]
-        with silenced_stderr_fd(), functions_traced():
+        with silenced_stderr_fd(), functions_eager(False):
             grads = first_traced(program, attempts, values + us, jit_compile=jit,
                                  autograph=False)
     shapes = [program.slots[i].shape for i in sources]

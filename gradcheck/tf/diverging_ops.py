@@ -1,6 +1,7 @@
 """The first op of f whose value under XLA differs from the eager one while its inputs agree
 to within rounding (a kernel XLA computes otherwise, or an ill-conditioned op amplifying
-rounding): its line, the element and both values. Facts only; checks/compiled.py words them."""
+rounding): its line, the element and both values. Facts only; render/sentences/compiled.py
+words them."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from gradcheck.tf.wrong_gradients import XLA_UNCONJUGATED_KERNELS
 
 # Values this many epsilons of their tensor's scale apart are rounding (XLA reassociates).
 ROUNDING_EPSILONS = 64.0
+# The gradient kernels themselves (raw ops fuzzing reports call): XLA leaves out the conjugate.
 _UNCONJUGATED = frozenset(XLA_UNCONJUGATED_KERNELS.values())
 
 
@@ -35,7 +37,9 @@ def _agrees(eager: TracedValues, xla: TracedValues, tensor: Any, atol: float) ->
     if before is None or after is None:
         return True  # not fetched (an integer index): the same in both
     differs = _differs(before, after, atol)
-    return differs is not None and not differs.any()
+    if differs is None:  # a boolean mask, say: compared exactly
+        return before.shape == after.shape and bool(np.array_equal(before, after))
+    return not differs.any()
 
 
 def first_diverged(eager: TracedValues, xla: TracedValues, atol: float) -> OpDiverged | None:

@@ -133,25 +133,25 @@ def tensorflow(threads: int | None = None) -> Any:
     if _started:
         return sys.modules["tensorflow"]
     tf = imported()
-    if not _started:
-        configure(threads)
-        with silenced_stderr_fd():
-            tf.constant(0.0) + 0.0
-        _started = True
+    configure(threads)
+    with silenced_stderr_fd():
+        tf.constant(0.0) + 0.0
+    _started = True
     return tf
 
 
 @contextlib.contextmanager
-def functions_traced() -> Iterator[None]:
-    """tf.function traces inside the block even where f's module called
-    tf.config.run_functions_eagerly(True) at import (a debugging switch under which a compiled
-    check would compare the eager VJP with itself and always pass)."""
-    tf = sys.modules["tensorflow"]
-    eagerly = tf.config.functions_run_eagerly()
-    if eagerly:
-        tf.config.run_functions_eagerly(False)
+def functions_eager(eager: bool) -> Iterator[None]:
+    """tf.function bodies run eagerly (True: custom gradients inside them see concrete
+    tensors) or are traced (False: even where f's module called
+    tf.config.run_functions_eagerly(True) at import, under which a compiled check would compare
+    the eager VJP with itself) inside the block; the setting is restored afterwards."""
+    tf = tensorflow()
+    previous = tf.config.functions_run_eagerly()
+    if previous != eager:
+        tf.config.run_functions_eagerly(eager)
     try:
         yield
     finally:
-        if eagerly:
-            tf.config.run_functions_eagerly(True)
+        if previous != eager:
+            tf.config.run_functions_eagerly(previous)

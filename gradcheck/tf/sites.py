@@ -4,7 +4,7 @@ Jacobian of its forward pass by central differences (its own autodiff may be cut
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -12,7 +12,7 @@ import numpy as np
 from gradcheck.numerics import differences, tolerances
 from gradcheck.tf.arrays import as_array
 from gradcheck.tf.instrument import Site
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.tf.runtime import functions_eager, tensorflow
 
 # Above this many input elements, the forward's Jacobian is not computed element by element.
 FORWARD_JACOBIAN_SIZE = 256
@@ -100,22 +100,9 @@ def forward_jacobian(site: Site, args: list[Any], index: int, out_shape: tuple[i
     return None, 0.0
 
 
-@contextlib.contextmanager
-def functions_run_eagerly() -> Iterator[None]:
-    """tf.function bodies run eagerly inside the block (so that custom gradients inside them
-    see concrete tensors), restored afterwards."""
-    tf = tensorflow()
-    previous = tf.config.functions_run_eagerly()
-    tf.config.run_functions_eagerly(True)
-    try:
-        yield
-    finally:
-        tf.config.run_functions_eagerly(previous)
-
-
 def eager_call(call: Callable[[], Any]) -> None:
     """Run `call` once with tf.functions eager; its errors are not ours to report."""
-    with functions_run_eagerly(), contextlib.suppress(Exception):
+    with functions_eager(True), contextlib.suppress(Exception):
         call()
 
 

@@ -278,6 +278,8 @@ class TraceCache:
             if found is not None and found[0].alive:
                 self._entries.move_to_end(key.value)
                 return found[1]
+            if found is not None:  # its function is gone: let its graph go now
+                del self._entries[key.value]
         made = make()
         self.put(key, made)
         return made
