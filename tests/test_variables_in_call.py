@@ -99,3 +99,15 @@ def test_tf_keras_imported_after_the_first_question_is_still_a_library() -> None
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_the_compiled_check_tells_the_same_fix_for_f_it_cannot_trace() -> None:
+    module = fixture_module("variables_in_call")
+    report = gradcheck.check(module.noisy_net, *module.noisy_net_inputs,
+                             kinds=frozenset({"compiled"}))
+    [warned] = [c for c in report.checks if c.check == Kind.COMPILED and c.status == Status.WARN]
+    assert warned.location is not None and warned.location.line == 21
+    assert "cannot trace f (NoisyDense.call creates tf.Variables on every call)" in warned.message
+    assert "create it once, in NoisyDense.build (or __init__) with self.add_weight" in (
+        warned.message)
+    assert "keep tensors in TensorFlow" not in warned.message

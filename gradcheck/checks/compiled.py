@@ -10,6 +10,7 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.verdicts import comparison_fields
+from gradcheck.checks.weights import variable_in_call_cause
 from gradcheck.evidence.causes import Compiled, NotCompiled
 from gradcheck.evidence.compiled import (
     CompiledDiffers,
@@ -32,7 +33,7 @@ from gradcheck.numerics.tolerances import Tolerance, machine_eps, tolerance_for
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.compiled import CompiledVJP, compiled_vjp, eager_vjp
 from gradcheck.tf.culprits import failing_node_site
-from gradcheck.tf.program import first_line
+from gradcheck.tf.program import NotTraceable, first_line
 from gradcheck.tf.where_flips import xla_difference
 
 MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
@@ -41,10 +42,14 @@ MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
 REASSOCIATION = 64.0
 
 
-def _trace_failure(mode: str, exc: BaseException, jit: bool
+def _trace_failure(ctx: CheckContext, mode: str, exc: BaseException, jit: bool
                    ) -> tuple[Status, XlaUnsupported | Untraceable, Cause]:
     """Why the compiled VJP could not run: XLA lacking an op or a feature (skip: tf.function
-    traced f already), or f not traceable at all (warn)."""
+    traced f already), or f not traceable at all (warn): a Keras layer creating variables in
+    call, which gradcheck never traces, or what tracing raised."""
+    created_in_call = variable_in_call_cause(ctx.recording)
+    if isinstance(exc, NotTraceable) and created_in_call is not None:
+        return Status.WARN, Untraceable(mode, str(exc)), created_in_call
     text, error = str(exc), first_line(exc)
     if jit and not ("unsupported operations" in text or "failed to lift" in text.lower()):
         return (Status.SKIP, XlaUnsupported(error=error),
@@ -60,7 +65,7 @@ def _trace_failure(mode: str, exc: BaseException, jit: bool
 
 def _not_compiled(ctx: CheckContext, mode: str, exc: BaseException, jit: bool) -> CheckResult:
     """A compiled VJP that could not run, at the line of f that made it so."""
-    status, evidence, cause = _trace_failure(mode, exc, jit)
+    status, evidence, cause = _trace_failure(ctx, mode, exc, jit)
     if isinstance(evidence, Untraceable):
         location = exception_location(exc)
     else:

@@ -24,19 +24,32 @@ def unbuilt_layer_results(recording: Recording) -> list[CheckResult]:
             for layer in recording.unbuilt_layers]
 
 
+def _created_names(recording: Recording) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(name.rsplit("/", 1)[-1] for name in recording.created_names))
+
+
+def variable_in_call_cause(recording: Recording) -> Cause | None:
+    """A Keras layer's call creating tf.Variables on every call, at that line (also why
+    tf.function cannot trace f), else None."""
+    at_work = recording.created_in_call
+    if at_work is None:
+        return None
+    return Cause(Mistake.VARIABLE_IN_CALL, f"{at_work.layer_class}.call", recording.created_at,
+                 CreatedInCall(at_work.layer_class, _created_names(recording), at_work.made))
+
+
 def variable_in_call_results(recording: Recording, results: Sequence[CheckResult]
                              ) -> list[CheckResult]:
     """A warning at the line in a layer's call that creates a tf.Variable on every call, and
     the results, with the failures of a weight of that name (the first call's copy, which
     tf-keras tracks and no later call reads) explained by it; when call constructs a new layer,
     every failure (its new random weights make f another function on every call)."""
-    if recording.created_in_call is None:
+    cause = variable_in_call_cause(recording)
+    if recording.created_in_call is None or cause is None:
         return list(results)
     at_work = recording.created_in_call
     layer_class, made = at_work.layer_class, at_work.made
-    names = tuple(dict.fromkeys(name.rsplit("/", 1)[-1] for name in recording.created_names))
-    cause = Cause(Mistake.VARIABLE_IN_CALL, f"{layer_class}.call", recording.created_at,
-                  CreatedInCall(layer_class, names, made))
+    names = _created_names(recording)
     found = CheckResult(Kind.CONNECTED, Status.WARN, location=recording.created_at,
                         evidence=VariableInCall(at_work.layer, layer_class, names, made),
                         cause=cause)

@@ -47,13 +47,13 @@ def _cut_findings(program: Program, index: int, lost: bool,
 
 # Cuts that an op named for what it does (ArgMax, Round, an integer cast) often makes with
 # helpers of its own at the same line (keras.ops.argmax's Equal and Bitcast): left out there.
-_HELPER_KINDS = frozenset({"comparison", "integer-output"})
+_HELPER_KINDS = frozenset({Mistake.COMPARISON.value, Mistake.INTEGER_OUTPUT.value})
 
 
 def _named_at_each_line(cuts: Sequence[CutSite]) -> list[CutSite]:
     """The cuts, without a comparison's or an integer output's where a named cut shares its
     line (one user call, one finding)."""
-    named = {cut.location for cut in cuts if cut.kind not in _HELPER_KINDS}
+    named = {cut.location for cut in cuts if cut.kind not in _HELPER_KINDS} - {None}
     return [cut for cut in cuts if cut.kind not in _HELPER_KINDS or cut.location not in named]
 
 

@@ -6,8 +6,10 @@ gradient functions; the site is the user's function, its grad_fn line the user's
 from __future__ import annotations
 
 import dis
+import functools
 import inspect
 from collections.abc import Callable, Iterator
+from types import CodeType
 from typing import Any
 
 from gradcheck.load.locations import is_user_file
@@ -41,6 +43,14 @@ def _generic(function: Callable[..., Any]) -> bool:
         getattr(function, "__closure__", None))
 
 
+@functools.lru_cache(maxsize=256)
+def _free_names_read(code: CodeType) -> tuple[str, ...]:
+    """The closure variables `code` reads, in order (disassembled once per code object: a
+    wrapper is looked through on every call of its custom gradient)."""
+    return tuple(instruction.argval for instruction in dis.get_instructions(code)
+                 if instruction.opname == "LOAD_DEREF")
+
+
 def wrapped_forward(f: Callable[..., Any]) -> Callable[..., Any] | None:
     """The user's function that a generic wrapper f calls first (the first function of its
     closure that its own code reads), None when f is not such a wrapper."""
@@ -48,9 +58,9 @@ def wrapped_forward(f: Callable[..., Any]) -> Callable[..., Any] | None:
     if not _generic(wrapper):
         return None
     closure = _closure(wrapper)
-    for instruction in dis.get_instructions(wrapper):
-        if instruction.opname == "LOAD_DEREF" and instruction.argval in closure:
-            function = _user_function(closure[instruction.argval])
+    for name in _free_names_read(wrapper.__code__):
+        if name in closure:
+            function = _user_function(closure[name])
             if function is not None and function is not wrapper:
                 return function
     return None
