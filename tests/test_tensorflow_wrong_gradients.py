@@ -55,3 +55,13 @@ def test_cli_json_names_the_op_and_workaround(run_cli: Callable[..., Result]) ->
 
 def test_unique_indices_pass() -> None:
     assert gradcheck.check(fixture_target(MODULE, "scatter_unique"), compiled=False).ok
+
+
+def test_every_op_found_wrong_has_its_words_and_workaround() -> None:
+    from gradcheck.evidence.causes import WrongGradientReason
+    from gradcheck.render.causes import gradients as words
+    from gradcheck.tf import wrong_gradients as found
+
+    assert set(words._COMPLEX_WRONG) == found._COMPLEX_WRONG_OPS
+    assert set(words._XLA_EXACT) == set(found.XLA_UNCONJUGATED_KERNELS)
+    assert set(words._WRONG_TENSORFLOW_GRADIENTS) == set(WrongGradientReason)

@@ -13,6 +13,7 @@ from gradcheck.evidence.causes import (
     NonFiniteOp,
     NoNonFiniteOp,
     TensorFlowGradientOp,
+    WrongGradientReason,
 )
 from gradcheck.evidence.compiled import CompiledNotFinite
 from gradcheck.evidence.jvp import ModeNotFinite
@@ -33,7 +34,6 @@ from gradcheck.tf.non_finite import (
     eager_non_finite,
 )
 from gradcheck.tf.program import Program
-from gradcheck.tf.wrong_gradients import XLA_UNTAKEN_BRANCH
 
 # The findings a non-finite value explains (their numbers are NaN against something).
 SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.COMPILED, Kind.JVP,
@@ -153,7 +153,7 @@ def _xla_where(cause: Cause) -> Cause | None:
     if not isinstance(facts, FirstNonFinite) or not facts.first.xla:
         return None
     return Cause(Mistake.TENSORFLOW_GRADIENT, "tf.where", facts.first.branch,
-                 TensorFlowGradientOp(facts.first.op, XLA_UNTAKEN_BRANCH))
+                 TensorFlowGradientOp(facts.first.op, WrongGradientReason.XLA_UNTAKEN_BRANCH))
 
 
 def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> list[CheckResult]:

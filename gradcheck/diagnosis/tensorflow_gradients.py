@@ -31,7 +31,7 @@ def _under_xla(check: CheckResult) -> bool:
 
 def _cause(check: CheckResult, found: Sequence[WrongTensorFlowGradient]) -> Cause | None:
     """The first op whose gradient is wrong where the check ran (an XLA-only one: under XLA)."""
-    first = next((w for w in found if not w.xla_only or _under_xla(check)), None)
+    first = next((w for w in found if not w.reason.xla_only or _under_xla(check)), None)
     return None if first is None else Cause(
         Mistake.TENSORFLOW_GRADIENT, location=first.location,
         facts=TensorFlowGradientOp(first.op, first.reason))

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 from gradcheck.evidence.location import Location
+from gradcheck.spelling import Spelled
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,13 +95,33 @@ class CutOp(Facts):
     dtype: str | None = None
 
 
+class WrongGradientReason(Spelled):
+    """Why TensorFlow's own gradient of an op is wrong at f's values."""
+
+    # Repeated indices: the value keeps the last write, the gradient reaches every one.
+    DUPLICATE_INDICES = "duplicate-indices"
+    # A TensorFlow function's own tf.custom_gradient leaves out the conjugate (tf.nn.silu).
+    COMPLEX_CUSTOM_GRADIENT = "complex-custom-gradient"
+    # The op's registered gradient is wrong for complex inputs, eagerly too.
+    COMPLEX_GRADIENT = "complex-gradient"
+    # XLA multiplies a tf.where's zero upstream by an infinite local derivative.
+    XLA_UNTAKEN_BRANCH = "xla-untaken-branch"
+    # XLA's gradient kernel leaves out the conjugate the eager one applies.
+    XLA_UNCONJUGATED = "xla-unconjugated"
+
+    @property
+    def xla_only(self) -> bool:
+        return self in (WrongGradientReason.XLA_UNTAKEN_BRANCH,
+                        WrongGradientReason.XLA_UNCONJUGATED)
+
+
 @dataclasses.dataclass(frozen=True)
 class TensorFlowGradientOp(Facts):
     """TensorFlow's own registered gradient of op type `op` is wrong at f's values, for
-    `reason` (duplicate-indices)."""
+    `reason`."""
 
     op: str
-    reason: str
+    reason: WrongGradientReason
 
 
 @dataclasses.dataclass(frozen=True)

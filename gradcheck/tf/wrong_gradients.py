@@ -12,25 +12,20 @@ from typing import Any
 import numpy as np
 
 from gradcheck.evidence import Location
+from gradcheck.evidence.causes import WrongGradientReason
 from gradcheck.tf.cut_ops import frames_location
 from gradcheck.tf.program import Program
 from gradcheck.tf.recorded import RecordedOp, ops_on_path
 
-DUPLICATE_INDICES = "duplicate-indices"
-# XLA multiplies a tf.where's zero upstream by an infinite local derivative (eager gives 0).
-XLA_UNTAKEN_BRANCH = "xla-untaken-branch"
-COMPLEX_CUSTOM_GRADIENT = "complex-custom-gradient"
 # TensorFlow's registered gradients of these ops are wrong for complex inputs, eagerly too
 # (they leave out a conjugate, or assume a real upstream; measured against finite differences
 # on TF 2.21: tensorflow/tensorflow#49946, #127713).
-COMPLEX_GRADIENT = "complex-gradient"
 _COMPLEX_WRONG_OPS = frozenset({
     "MatrixDeterminant", "LogMatrixDeterminant", "MatrixSquareRoot", "SquaredDifference",
     "Xlogy", "Xlog1py", "Xdivy", "MulNoNan", "Cumprod", "UnsortedSegmentProd"})
 # XLA's kernels for these ops' gradients leave out the conjugate that the eager kernels apply
 # to complex inputs (measured on TF 2.21, tensorflow/tensorflow#62263, #62268; tf.pow and
 # division are right under XLA): op -> its gradient's kernel.
-XLA_UNCONJUGATED = "xla-unconjugated"
 XLA_UNCONJUGATED_KERNELS = {"Sqrt": "SqrtGrad", "Rsqrt": "RsqrtGrad",
                             "Reciprocal": "ReciprocalGrad", "Inv": "InvGrad"}
 # TensorFlow's own functions whose gradient is a tf.custom_gradient of TensorFlow's that leaves
@@ -41,13 +36,11 @@ _UNCONJUGATED_CUSTOM_GRADIENTS = {("nn_impl.py", "swish_impl"): "tf.nn.silu (tf.
 
 @dataclass(frozen=True)
 class WrongTensorFlowGradient:
-    """TensorFlow's gradient of op type `op` is wrong at this call, for `reason` (under XLA
-    only when `xla_only`)."""
+    """TensorFlow's gradient of op type `op` is wrong at this call, for `reason`."""
 
     op: str
-    reason: str
+    reason: WrongGradientReason
     location: Location | None
-    xla_only: bool = False
 
 
 def _duplicate_rows(indices: Any) -> bool:
@@ -77,25 +70,24 @@ def _unconjugated_custom_gradient(op: RecordedOp) -> str | None:
                      os.path.join("tensorflow", "python", "ops", file))), None)
 
 
-def _wrong_here(op: RecordedOp) -> tuple[str, str] | None:
+def _wrong_here(op: RecordedOp) -> tuple[str, WrongGradientReason] | None:
     """(The op as named, the reason) when TensorFlow's gradient of it is wrong here."""
     if op.type == "TensorScatterUpdate" and _duplicate_rows(op.inputs[1]):
-        return op.type, DUPLICATE_INDICES
+        return op.type, WrongGradientReason.DUPLICATE_INDICES
     if op.type in ("DynamicStitch", "ParallelDynamicStitch") and _stitched_duplicates(op):
-        return op.type, DUPLICATE_INDICES
+        return op.type, WrongGradientReason.DUPLICATE_INDICES
     if (public := _unconjugated_custom_gradient(op)) is not None:
-        return public, COMPLEX_CUSTOM_GRADIENT
+        return public, WrongGradientReason.COMPLEX_CUSTOM_GRADIENT
     if op.type in _COMPLEX_WRONG_OPS and _complex(op):
-        return op.type, COMPLEX_GRADIENT
+        return op.type, WrongGradientReason.COMPLEX_GRADIENT
     if op.type in XLA_UNCONJUGATED_KERNELS and _complex(op):
-        return op.type, XLA_UNCONJUGATED
+        return op.type, WrongGradientReason.XLA_UNCONJUGATED
     return None
 
 
 def wrong_tensorflow_gradients(program: Program, slot_index: int
                                ) -> list[WrongTensorFlowGradient]:
     """The ops on the path from one source whose TensorFlow gradient is wrong here."""
-    return [WrongTensorFlowGradient(found[0], found[1], frames_location(op.traceback),
-                                    found[1] == XLA_UNCONJUGATED)
+    return [WrongTensorFlowGradient(found[0], found[1], frames_location(op.traceback))
             for op in ops_on_path(program, slot_index)
             if (found := _wrong_here(op)) is not None]

@@ -8,6 +8,7 @@ from gradcheck.evidence.causes import (
     ReturnedValues,
     TensorFlowGradientOp,
     UpstreamProbe,
+    WrongGradientReason,
 )
 from gradcheck.render.causes.dispatch import WhatAndFix, words
 from gradcheck.render.causes.paths import SPELLINGS
@@ -98,26 +99,26 @@ def _upstream_probe(facts: UpstreamProbe, mistake: Mistake) -> WhatAndFix:
 
 
 # Why TensorFlow's own gradient of an op is wrong, and how to step around it, per reason.
-_WRONG_TENSORFLOW_GRADIENTS: dict[str, WhatAndFix] = {
-    "duplicate-indices": (
+_WRONG_TENSORFLOW_GRADIENTS: dict[WrongGradientReason, WhatAndFix] = {
+    WrongGradientReason.DUPLICATE_INDICES: (
         "TensorFlow's own gradient of {op} is wrong here: its indices repeat, so only the last"
         " write of each index reaches the output, but TensorFlow's gradient gives the upstream"
         " to every write (tensorflow/tensorflow#56961, #7397)",
         "make the indices unique before writing (keep the last write of each index, e.g. with"
         " tf.unique on the reversed indices), or sum duplicates deliberately with"
         " tf.tensor_scatter_nd_add"),
-    "complex-custom-gradient": (
+    WrongGradientReason.COMPLEX_CUSTOM_GRADIENT: (
         "TensorFlow's own gradient of {op} is wrong for complex inputs: {op} computes its"
         " gradient with a tf.custom_gradient of TensorFlow's (not yours) that leaves out the"
         " conjugate TensorFlow's complex gradients need (tensorflow/tensorflow#57357)",
         "write it out for complex inputs (x * tf.math.sigmoid(x), whose gradient TensorFlow"
         " derives op by op), or keep {op} to real inputs"),
-    "complex-gradient": (
+    WrongGradientReason.COMPLEX_GRADIENT: (
         "TensorFlow's own gradient of {called} is wrong for complex inputs ({source}): it"
         " differs from finite differences of the values TensorFlow computes, so TensorFlow is"
         " at fault, not your code; the {called}",
         "{exact}"),
-    "xla-untaken-branch": (
+    WrongGradientReason.XLA_UNTAKEN_BRANCH: (
         "TensorFlow's gradient under XLA (jit_compile=True) is at fault, not your code:"
         " tf.where sends a zero upstream into the branch it does not take at those elements,"
         " which holds {op}; TensorFlow's eager gradient of {op} gives 0 for it, XLA's multiplies"
@@ -126,7 +127,7 @@ _WRONG_TENSORFLOW_GRADIENTS: dict[str, WhatAndFix] = {
         "guard the branch's input with an inner tf.where, so the branch not taken is finite"
         " under XLA too: tf.where(c, {spelled}, other), with a safe value where c is False"
         " (e.g. 1.0)"),
-    "xla-unconjugated": (
+    WrongGradientReason.XLA_UNCONJUGATED: (
         "TensorFlow's gradient under XLA (jit_compile=True) is at fault, not your code: for a"
         " complex input, XLA's kernel for the gradient of {called} leaves out the conjugate"
         " that TensorFlow's eager kernel applies, as TensorFlow's convention (∂L/∂Re z + i"
@@ -183,7 +184,7 @@ def _tensorflow_gradient(facts: TensorFlowGradientOp, mistake: Mistake) -> WhatA
     spelled = SPELLINGS.get(facts.op, f"{facts.op}({{v}})").format(v="tf.where(c, v, safe)")
     called, exact, cut = _XLA_EXACT.get(facts.op, (facts.op, facts.op, ""))
     source = ""
-    if facts.reason == "complex-gradient":
+    if facts.reason == WrongGradientReason.COMPLEX_GRADIENT:
         called, source, exact = _COMPLEX_WRONG.get(
             facts.op, (facts.op, "", f"compute it without {facts.op}"))
     named = {"op": facts.op, "called": called, "exact": exact, "cut": cut, "source": source}
