@@ -161,12 +161,9 @@ def _values_differ(ctx: CheckContext, outputs: list[np.ndarray],
     for position, (k, compiled) in enumerate(zip(ctx.diff_outputs, outputs)):
         eager = np.asarray(ctx.outputs[k].tensor if eager_outputs is None
                            else eager_outputs[position], dtype=np.float64)
-        scale = float(np.max(np.abs(eager), initial=0.0, where=np.isfinite(eager)))
-        if compiled.shape != eager.shape:
-            return ctx.outputs[k].name
-        with np.errstate(invalid="ignore"):  # inf - inf: the same infinity is no change
-            close = np.abs(compiled - eager) <= ctx.tolerance.atol + ctx.tolerance.rtol * scale
-        if not np.all(close | (compiled == eager) | (np.isnan(compiled) & np.isnan(eager))):
+        if compiled.shape != eager.shape or np.any(judging.differ_beyond(
+                compiled, eager, ctx.tolerance.atol
+                + ctx.tolerance.rtol * judging.finite_scale(eager))):
             return ctx.outputs[k].name
     return None
 

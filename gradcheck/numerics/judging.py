@@ -40,16 +40,16 @@ def noisy_columns(fd: FiniteDifference, tolerance: Tolerance, in_size: int,
     jacobian, estimate = _columns((fd.jacobian, fd.error_estimate), in_size, columns)
     scale = np.maximum(np.max(jacobian, axis=0), -np.min(jacobian, axis=0))
     if tolerance.resolution < NOISY_FRACTION:  # retry coarse columns too, against the block
-        scale = np.minimum(NOISY_FRACTION * scale, tolerance.resolution * _scale(fd.jacobian))
+        scale = np.minimum(NOISY_FRACTION * scale, tolerance.resolution * finite_scale(fd.jacobian))
     else:
         scale = NOISY_FRACTION * scale
     return _listed(np.flatnonzero(
         np.max(estimate, axis=0) > np.maximum(scale, tolerance.atol)), columns)
 
 
-def _scale(expected: np.ndarray) -> float:
+def finite_scale(expected: np.ndarray) -> float:
     """The largest finite |entry| (0 for none)."""
-    finite = np.abs(np.asarray(expected, dtype=np.float64))
+    finite = np.abs(np.asarray(expected)).astype(np.float64, copy=False)  # complex too
     return float(np.max(finite[np.isfinite(finite)], initial=0.0))
 
 
@@ -64,6 +64,14 @@ def _allowed(expected: np.ndarray, tolerance: Tolerance,
     if estimate.ndim or float(estimate) != 0.0:
         allowed += ERROR_ESTIMATE_SAFETY * estimate
     return allowed
+
+
+def differ_beyond(a: np.ndarray, b: np.ndarray, allowed: float) -> np.ndarray:
+    """Where two arrays of one shape differ by more than `allowed` (the same infinity, or
+    NaN in both, is no difference)."""
+    with np.errstate(invalid="ignore"):
+        close = np.abs(a - b) <= allowed
+    return ~(close | (a == b) | (np.isnan(a) & np.isnan(b)))
 
 
 def _abs_difference(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
@@ -83,7 +91,7 @@ def in_doubt(autodiff: np.ndarray, fd: FiniteDifference, tolerance: Tolerance,
     """
     block, jacobian, estimate = _columns((autodiff, fd.jacobian, fd.error_estimate), in_size,
                                          columns)
-    scale = _scale(fd.jacobian) if tolerance.scale_rtol else 0.0
+    scale = finite_scale(fd.jacobian) if tolerance.scale_rtol else 0.0
     agrees = _abs_difference(block, jacobian) <= _allowed(jacobian, tolerance, estimate, scale)
     return _listed(np.flatnonzero(~np.all(agrees, axis=0)), columns)
 

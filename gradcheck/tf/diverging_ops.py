@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.evidence.compiled import OpDiverged
+from gradcheck.numerics.judging import differ_beyond, finite_scale
 from gradcheck.tf.culprits import is_random_op
 from gradcheck.tf.values import TracedValues, op_location
 from gradcheck.tf.wrong_gradients import XLA_UNCONJUGATED_KERNELS
@@ -25,11 +26,7 @@ def _differs(eager: np.ndarray, xla: np.ndarray, atol: float) -> np.ndarray | No
     if eager.shape != xla.shape or eager.dtype.kind not in "fc":
         return None
     eps = float(np.finfo(eager.dtype).eps)
-    finite = np.isfinite(eager)
-    scale = float(np.max(np.abs(eager), initial=0.0, where=finite))
-    with np.errstate(invalid="ignore"):
-        close = np.abs(xla - eager) <= atol + ROUNDING_EPSILONS * eps * scale
-    return ~(close | (xla == eager) | (np.isnan(xla) & np.isnan(eager)))
+    return differ_beyond(xla, eager, atol + ROUNDING_EPSILONS * eps * finite_scale(eager))
 
 
 def _agrees(eager: TracedValues, xla: TracedValues, tensor: Any, atol: float) -> bool:
