@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,14 +25,9 @@ def is_layer(obj: Any) -> bool:
         return True
 
 
-def _running_layers(frame: Any) -> Iterator[tuple[Any, str]]:
-    """The Keras layers whose `call` is running on the stack from `frame` outwards, innermost
-    first, each with the file of its `call`."""
-    while frame is not None:
-        owner = frame.f_locals.get("self") if frame.f_code.co_name == "call" else None
-        if owner is not None and is_layer(owner):
-            yield owner, frame.f_code.co_filename
-        frame = frame.f_back
+def _running_layers(stack: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
+    """Of `_stack_layers`, the Keras layers whose `call` is running."""
+    return ((layer, frame) for layer, frame in stack if frame.f_code.co_name == "call")
 
 
 def _name(layer: Any) -> str:
@@ -80,14 +75,14 @@ def layer_at_work(known: Sequence[Any] = ()) -> LayerAtWork | None:
     layers f had before this call, the innermost of them), or None outside any."""
     from gradcheck.tf.site_lines import is_library
 
-    here = sys._getframe(1)
-    running = [layer for layer, filename in _running_layers(here) if not is_library(filename)]
+    stack = list(_stack_layers(sys._getframe(1)))
+    running = [layer for layer, frame in _running_layers(stack)
+               if not is_library(frame.f_code.co_filename)]
     if known:
         running = [layer for layer in running if any(layer is k for k in known)] or running
     if not running:
         return None
     culprit = running[0]
-    stack = list(_stack_layers(here))
     own = next((frame for layer, frame in stack
                 if layer is culprit and not is_library(frame.f_code.co_filename)), None)
     # Layers inside the culprit's code that f did not have before the call: made in it.
@@ -102,7 +97,7 @@ def layer_scope() -> str:
     """The Keras layers whose `call` is running, outermost first, as a name scope
     (functional/simple_rnn/simple_rnn_cell); "" outside any."""
     names: list[str] = []
-    for layer, _ in _running_layers(sys._getframe(1)):
+    for layer, _ in _running_layers(_stack_layers(sys._getframe(1))):
         if not names or names[-1] != _name(layer):
             names.append(_name(layer))
     return "/".join(reversed(names))
