@@ -55,14 +55,17 @@ def finite_scale(expected: np.ndarray) -> float:
 
 def _allowed(expected: np.ndarray, tolerance: Tolerance,
              error_estimate: np.ndarray | float, scale: float = 0.0) -> np.ndarray:
-    """atol + rtol*|expected| + scale_rtol*scale + safety*error_estimate, as a new array (few
-    passes: blocks of full mode have millions of elements)."""
+    """atol + rtol*|expected| + scale_rtol*scale + safety*error_estimate, as a new array (in
+    one buffer: blocks of full mode have millions of elements)."""
     allowed = np.asarray(np.abs(expected))
-    allowed *= tolerance.rtol
-    allowed += tolerance.atol + tolerance.scale_rtol * scale
     estimate = np.asarray(error_estimate, dtype=np.float64)
     if estimate.ndim or float(estimate) != 0.0:
-        allowed += ERROR_ESTIMATE_SAFETY * estimate
+        allowed *= tolerance.rtol / ERROR_ESTIMATE_SAFETY
+        allowed += estimate
+        allowed *= ERROR_ESTIMATE_SAFETY
+    else:
+        allowed *= tolerance.rtol
+    allowed += tolerance.atol + tolerance.scale_rtol * scale
     return allowed
 
 
