@@ -225,3 +225,21 @@ def test_a_failing_block_reads_as_before_with_its_first_clause_as_headline() -> 
     assert cut.message == cut.headline == (
         "the gradient path from x to y is cut: autodiff returns None, but central differences"
         " along random directions show y depends on x (around [0]..[1] (2 elements))")
+
+
+def test_a_nan_loss_is_one_skip_without_narrowing_down_its_slices() -> None:
+    # A NaN loss fails every slice of every weight: bisecting them cost a Watch diagnosis of
+    # a small RNN 30 s of calls of f, to report what the non-finite check already names.
+    import tensorflow as tf
+
+    calls: list[int] = []
+
+    def loss(w, v):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return tf.reduce_sum(tf.math.log(w - 10.0)) + tf.reduce_sum(v * v)
+
+    report = gradcheck.check(loss, np.ones(64), np.ones(8), mode="fast", compiled=False,
+                             kinds=frozenset({"fast", "non-finite"}))
+    assert [c.status for c in _by_kind(report, "fast")] == ["skip"]
+    assert "f's output y is NaN" in _by_kind(report, "fast")[0].message
+    assert len(calls) < 40, len(calls)

@@ -308,10 +308,13 @@ class FastChecker:
                     findings.add(Kind.CONNECTED, Status.PASS, input=name,
                                  evidence=ProjectedUnconnected(input=name))
             return
-        blocks = self.narrow(probe)
+        failed = probe.result
+        # Not finite: narrowing would only find where, which the non-finite check names (and
+        # the values of a NaN loss fail every slice, each costing evaluations of f).
+        finite = bool(np.isfinite(failed.autodiff) and np.isfinite(failed.finite_difference))
+        blocks = self.narrow(probe) if finite else []
         run = self._run(results, worst)
         if not blocks:
-            failed = probe.result
             findings.add(Kind.FAST, Status.FAIL, input=single_input, max_abs_err=failed.error,
                          evidence=ProbeFailed(**run, autodiff=failed.autodiff,
                                               finite_difference=failed.finite_difference,

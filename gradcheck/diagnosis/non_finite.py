@@ -161,9 +161,21 @@ def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> l
         return list(checks)
     annotated = []
     for check in checks:
-        match = next((f for f in found if f.cause and f.location and (
+        explaining = next((f for f in found if f.cause and (
             f.output is not None or f.input == check.input or (
                 check.input is None and check.check in SECOND_ORDERS))), None)
+        seen = explaining.evidence if explaining is not None else None
+        if (isinstance(seen, NonFiniteSeen) and not seen.gradient and check.failed
+                and check.check in COMPARED and not check.location):
+            # f's own value is NaN or inf: comparing its gradients with its differences says
+            # nothing more than the non-finite finding (whose op may be a library's).
+            assert explaining is not None
+            annotated.append(CheckResult(
+                check.check, Status.SKIP, input=check.input, output=check.output,
+                location=explaining.location, evidence=NoVerdictAtNonFinite(
+                    str(check.check), seen.name, seen.produced)))
+            continue
+        match = explaining if explaining is not None and explaining.location else None
         if match is not None and isinstance(check.evidence, ModeNotFinite) and not check.location:
             # Forward or reverse mode is NaN or infinite: the jvp check has no verdict, and
             # the op that makes the value so is its line.
@@ -178,15 +190,6 @@ def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> l
             # XLA's gradient of the user's tf.where, not the user's code: at the tf.where.
             annotated.append(attribute(check, Attribution(Relation.TENSORFLOW_GRADIENT, blamed),
                                        location=blamed.location, cause=blamed))
-            continue
-        seen = match.evidence
-        if isinstance(seen, NonFiniteSeen) and not seen.gradient and check.check in COMPARED:
-            # f's own value is NaN or inf: comparing its gradients with its differences says
-            # nothing more than the non-finite finding.
-            annotated.append(CheckResult(
-                check.check, Status.SKIP, input=check.input, output=check.output,
-                location=match.location, evidence=NoVerdictAtNonFinite(
-                    str(check.check), seen.name, seen.produced)))
             continue
         annotated.append(attribute(check, Attribution(Relation.NON_FINITE, match.cause),
                                    location=match.location, cause=match.cause))
