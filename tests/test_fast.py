@@ -229,7 +229,8 @@ def test_a_failing_block_reads_as_before_with_its_first_clause_as_headline() -> 
 
 def test_a_nan_loss_is_one_skip_without_narrowing_down_its_slices() -> None:
     # A NaN loss fails every slice of every weight: bisecting them cost a Watch diagnosis of
-    # a small RNN 30 s of calls of f, to report what the non-finite check already names.
+    # a small RNN 30 s of calls of f, to report what the non-finite check already names;
+    # each input's block is still told apart (one evaluation of f each).
     import tensorflow as tf
 
     calls: list[int] = []
@@ -240,6 +241,16 @@ def test_a_nan_loss_is_one_skip_without_narrowing_down_its_slices() -> None:
 
     report = gradcheck.check(loss, np.ones(64), np.ones(8), mode="fast", compiled=False,
                              kinds=frozenset({"fast", "non-finite"}))
-    assert [c.status for c in _by_kind(report, "fast")] == ["skip"]
-    assert "f's output y is NaN" in _by_kind(report, "fast")[0].message
-    assert len(calls) < 40, len(calls)
+    fast = _by_kind(report, "fast")
+    assert [(c.status, c.input) for c in fast] == [("skip", "w"), ("skip", "v")]
+    assert all("f's output y is NaN" in c.message for c in fast)
+    assert len(calls) < 80, len(calls)  # 252 when every slice was bisected
+
+
+def test_a_gradient_inf_in_one_input_is_narrowed_to_that_input_at_the_ops_line() -> None:
+    report = gradcheck.check(fixture_target("non_finite_gradient_inputs", "loss"),
+                             mode="fast", compiled=False)
+    [fast] = _by_kind(report, "fast")
+    assert fast.status == "fail" and fast.input == "w"
+    assert fast.location is not None and fast.location.line == 10
+    assert "non-finite values from Sqrt" in fast.message

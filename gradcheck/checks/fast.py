@@ -238,7 +238,8 @@ class FastChecker:
                                   {i: self._block_gradient(k, upstream, i)})
                     block = self.project(along)
                 if not block.ok:
-                    blocks.append((k, i, block, self._bisect(along, block)))
+                    blocks.append((k, i, block, self._bisect(along, block) if _finite(block)
+                                   else [(0, direction.size)]))
         return blocks
 
     def _bisect(self, along: Along, block: Projection) -> list[Span]:
@@ -308,13 +309,10 @@ class FastChecker:
                     findings.add(Kind.CONNECTED, Status.PASS, input=name,
                                  evidence=ProjectedUnconnected(input=name))
             return
-        failed = probe.result
-        # Not finite: narrowing would only find where, which the non-finite check names (and
-        # the values of a NaN loss fail every slice, each costing evaluations of f).
-        finite = bool(np.isfinite(failed.autodiff) and np.isfinite(failed.finite_difference))
-        blocks = self.narrow(probe) if finite else []
+        blocks = self.narrow(probe)
         run = self._run(results, worst)
         if not blocks:
+            failed = probe.result
             findings.add(Kind.FAST, Status.FAIL, input=single_input, max_abs_err=failed.error,
                          evidence=ProbeFailed(**run, autodiff=failed.autodiff,
                                               finite_difference=failed.finite_difference,
@@ -341,6 +339,13 @@ class FastChecker:
             return
         self.findings.add(Kind.FAST, Status.FAIL, evidence=evidence, worst_index=first,
                           max_abs_err=block.error, **where)
+
+
+def _finite(block: Projection) -> bool:
+    """Whether bisecting a failing block can tell its slices apart: a NaN or inf projection
+    (a NaN loss) fails every slice, each costing evaluations of f, to find where, which the
+    non-finite check names."""
+    return bool(np.isfinite(block.autodiff) and np.isfinite(block.finite_difference))
 
 
 def _within(array: np.ndarray, span: Span | None) -> np.ndarray:
