@@ -47,8 +47,8 @@ def _trace_failure(ctx: CheckContext, mode: str, exc: BaseException, jit: bool
     """Why the compiled VJP could not run: XLA lacking an op or a feature (skip: tf.function
     traced f already), or f not traceable at all (warn): a Keras layer creating variables in
     call, which gradcheck never traces, or what tracing raised."""
-    created_in_call = variable_in_call_cause(ctx.recording)
-    if isinstance(exc, NotTraceable) and created_in_call is not None:
+    if isinstance(exc, NotTraceable) and (
+            created_in_call := variable_in_call_cause(ctx.recording)) is not None:
         return Status.WARN, Untraceable(mode, str(exc)), created_in_call
     text, error = str(exc), first_line(exc)
     if jit and not ("unsupported operations" in text or "failed to lift" in text.lower()):

@@ -44,10 +44,9 @@ def variable_in_call_results(recording: Recording, results: Sequence[CheckResult
     the results, with the failures of a weight of that name (the first call's copy, which
     tf-keras tracks and no later call reads) explained by it; when call constructs a new layer,
     every failure (its new random weights make f another function on every call)."""
-    cause = variable_in_call_cause(recording)
-    if recording.created_in_call is None or cause is None:
+    at_work, cause = recording.created_in_call, variable_in_call_cause(recording)
+    if at_work is None or cause is None:
         return list(results)
-    at_work = recording.created_in_call
     layer_class, made = at_work.layer_class, at_work.made
     names = _created_names(recording)
     found = CheckResult(Kind.CONNECTED, Status.WARN, location=recording.created_at,

@@ -165,11 +165,10 @@ def _annotated(checks: Sequence[CheckResult], found: Sequence[CheckResult]) -> l
             f.output is not None or f.input == check.input or (
                 check.input is None and check.check in SECOND_ORDERS))), None)
         seen = explaining.evidence if explaining is not None else None
-        if (isinstance(seen, NonFiniteSeen) and not seen.gradient and check.failed
-                and check.check in COMPARED and not check.location):
+        if (explaining is not None and isinstance(seen, NonFiniteSeen) and not seen.gradient
+                and check.failed and check.check in COMPARED and not check.location):
             # f's own value is NaN or inf: comparing its gradients with its differences says
             # nothing more than the non-finite finding (whose op may be a library's).
-            assert explaining is not None
             annotated.append(CheckResult(
                 check.check, Status.SKIP, input=check.input, output=check.output,
                 location=explaining.location, evidence=NoVerdictAtNonFinite(
