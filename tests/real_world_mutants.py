@@ -229,9 +229,18 @@ def expected_defects(case: Any, outcome: Outcome) -> set[tuple[str, str]]:
     (check, input) always, (check, input, "float64") only when checked in float64,
     (check, input, "float64-arguments") only when the arguments themselves are float64 (a
     check gradcheck reruns in the arguments' own dtype when its float64 promotion decides it)."""
-    return {(entry[0], entry[1]) for entry in getattr(case, "defect", ())
+    return _applying(getattr(case, "defect", ()), outcome)
+
+
+def _applying(entries: Any, outcome: Outcome) -> set[tuple[str, str]]:
+    return {(entry[0], entry[1]) for entry in entries
             if len(entry) == 2 or entry[2] in outcome.checked_in
             or (entry[2] == "float64-arguments" and outcome.mode == "float64")}
+
+
+def defect_failures(outcome: Outcome, case: Any) -> set[tuple[str, str]]:
+    """`failing`, less the failures the case's defect makes on some runs only."""
+    return failing(outcome) - _applying(getattr(case, "defect_on_some_runs", ()), outcome)
 
 
 def false_alarm(case: Any, outcome: Outcome) -> bool:
@@ -239,7 +248,7 @@ def false_alarm(case: Any, outcome: Outcome) -> bool:
     (or the defect not reported as recorded). Crashes are counted apart."""
     if outcome.exception is not None:
         return False
-    return failing(outcome) != expected_defects(case, outcome)
+    return defect_failures(outcome, case) != expected_defects(case, outcome)
 
 
 FD_CHECKS = frozenset({"jacobian", "vjp", "fast"})

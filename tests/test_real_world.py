@@ -25,7 +25,14 @@ from typing import Any
 import pytest
 
 from tests.real_world_catalogue import CATALOGUE, CORE, Case, by_name, mutant_subset
-from tests.real_world_mutants import MODES, Outcome, Runner, expected_defects, failing
+from tests.real_world_mutants import (
+    MODES,
+    Outcome,
+    Runner,
+    defect_failures,
+    expected_defects,
+    failing,
+)
 
 FULL = os.environ.get("GRADCHECK_REAL_WORLD", "") == "full"
 CASES = CATALOGUE if FULL else CORE
@@ -47,7 +54,7 @@ def _params(cases: list[Case]) -> list[Any]:
 def _assert_correct(case: Case, outcome: Outcome) -> None:
     assert outcome.exception is None, outcome.describe()
     if case.defect:  # a genuine library defect: exactly those findings, nothing else
-        assert failing(outcome) == expected_defects(case, outcome), (
+        assert defect_failures(outcome, case) == expected_defects(case, outcome), (
             f"{outcome.describe()}\nexpected only the known defect {case.defect}:"
             f" {case.evidence}")
     else:
