@@ -233,8 +233,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
           " Jacobians.", config_key=None, rule=_memory, metavar="SIZE", show_default=True,
           flag_default="1GiB",
           parse=parse_size),
-    _spec("timeout", float, None, "Kill the check (exit code 3) if it runs longer;"
-          " TensorFlow's start-up does not count.", rule=_timeout, metavar="SECONDS"),
+    _spec("timeout", float, None, "Kill the check (exit code 3) after SECONDS of"
+          " waiting, TensorFlow's start-up in the worker included.", rule=_timeout,
+          metavar="SECONDS"),
     _spec("wrt", str, "all", "Sources: the arguments, the trainable variables f reads, both, or"
           " one of them by name (e.g. dense/kernel).", rule=_name,
           metavar="inputs|variables|all|NAME", show_default=True),

@@ -16,7 +16,6 @@ from gradcheck.options import DEFAULT_MAX_MEMORY
 from gradcheck.report import CheckOutcome, RunResult
 from gradcheck.run_settings import RunSettings
 from gradcheck.spelling import format_size
-from gradcheck.workers import status_kib
 
 _SESSIONS = itertools.count()
 # What a worker that has imported TensorFlow and run a small check holds (measured: 380 MiB).
@@ -55,11 +54,6 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to new processes (Linux's MemAvailable), or None."""
-    return status_kib("", "MemAvailable", "/proc/meminfo")
 
 
 def parse_jobs(text: str) -> int:

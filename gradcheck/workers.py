@@ -39,6 +39,32 @@ def status_kib(pid: int | str, key: str, path: str = "/proc/{pid}/status") -> in
     return None
 
 
+# Linux says how much memory a process holds in /proc; elsewhere (macOS, Windows) psutil says
+# it, a dependency on those platforms only (pyproject.toml), so the memory cap holds there too.
+READS_PROC = sys.platform == "linux"
+
+
+def resident_memory(pid: int, from_proc: bool = READS_PROC) -> int | None:
+    """Process `pid`'s resident memory in bytes, or None when it has ended."""
+    if from_proc:
+        return status_kib(pid, "VmRSS")
+    import psutil
+
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return None
+
+
+def available_memory(from_proc: bool = READS_PROC) -> int | None:
+    """Bytes of memory available to new processes (Linux's MemAvailable), or None."""
+    if from_proc:
+        return status_kib("", "MemAvailable", "/proc/meminfo")
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
 def context() -> Any:
     """The fork server's context, its preloading set (workers start in a fraction of a second
     after the first), or "spawn" where fork servers do not exist."""
@@ -209,8 +235,8 @@ class WorkerProcess:
         return self.sent_at - self.clock_from
 
     def memory(self) -> int | None:
-        """Resident memory in bytes (Linux), or None."""
-        return None if self.process.pid is None else status_kib(self.process.pid, "VmRSS")
+        """Resident memory in bytes, or None."""
+        return None if self.process.pid is None else resident_memory(self.process.pid)
 
     def crash(self) -> failures.Crash:
         exitcode = self.process.exitcode or 0

@@ -18,13 +18,14 @@ from gradcheck.report import CheckResult, Report
 from gradcheck.tf.runtime import TENSORFLOW_MISSING
 
 ROOT = Path(__file__).resolve().parent.parent
+DEVELOPER_TOOLS = ("ruff", "mypy", "import-linter", "hatchling")
 TENSORFLOWS = ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly", "tf_nightly")
 
 
 @pytest.fixture(scope="module")
 def wheel_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    # Without build isolation: hatchling comes with the test extra, so no download is needed.
+    # Without build isolation: hatchling comes with the dev group, so no download is needed.
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(out), str(ROOT)], check=True, capture_output=True)
     (path,) = out.glob("gradcheck-*.whl")
@@ -50,15 +51,17 @@ def test_the_wheel_carries_the_license_and_py_typed(wheel: zipfile.ZipFile) -> N
     assert metadata["License-Expression"] == "MIT"
 
 
-def test_metadata_has_classifiers_urls_and_no_tensorflow_requirement(
+def test_metadata_has_classifiers_no_placeholders_and_no_tensorflow_requirement(
         wheel: zipfile.ZipFile) -> None:
     metadata = _metadata(wheel)
     classifiers = metadata.get_all("Classifier") or []
     assert "Typing :: Typed" in classifiers and "Framework :: Pytest" in classifiers
     assert any(c.startswith("Programming Language :: Python :: 3.1") for c in classifiers)
-    urls = dict(u.split(", ", 1) for u in metadata.get_all("Project-URL") or [])
-    assert {"Homepage", "Source", "Issues"} <= set(urls)
+    # No address that does not exist yet (an OWNER placeholder) is published.
+    assert "OWNER" not in str(metadata)
     requires = metadata.get_all("Requires-Dist") or []
+    # The repository's own tools are a dependency group (PEP 735), never a published extra.
+    assert not [r for r in requires if r.split(">")[0].strip() in DEVELOPER_TOOLS]
     unconditional = [r for r in requires if "extra ==" not in r]
     assert not [r for r in unconditional if r.split(">")[0].split(";")[0].strip() in TENSORFLOWS]
     extras = set(metadata.get_all("Provides-Extra") or [])
