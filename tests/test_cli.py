@@ -115,6 +115,14 @@ def test_output_file_written_only_with_a_report(run_cli: Run, tmp_path: Path) ->
     assert bad.exit_code == 2 and not missing.exists()
 
 
+def test_output_file_gets_the_table_instead_of_stdout(run_cli: Run, tmp_path: Path) -> None:
+    out = tmp_path / "report.txt"
+    result = run_cli(["check", fixture_target("custom_gradient_full_jacobian"), "-o", str(out)])
+    assert result.exit_code == 1 and result.stdout == ""
+    written = out.read_text()
+    assert "grad-shape" in written and written.rstrip().splitlines()[-1].startswith("FAILED")
+
+
 @pytest.mark.parametrize("output_format", ["junit", "json"])
 def test_output_file_gets_the_report_alone_and_the_error_document_on_errors(
         run_cli: Run, tmp_path: Path, output_format: str) -> None:

@@ -51,3 +51,15 @@ def test_checks_run_in_a_worker_so_the_command_line_never_imports_tensorflow() -
 def test_the_probe_can_see_a_tensorflow_import() -> None:
     stdout, last = _run("--version", PROBE_IMPORTS_TENSORFLOW="1")
     assert last == "EXIT 0 TF True"
+
+
+def test_version_names_the_python_tensorflow_and_keras_it_sees_without_importing_them() -> None:
+    from importlib import metadata
+
+    stdout, last = _run("--version")
+    assert last == "EXIT 0 TF False"
+    lines = stdout.splitlines()
+    assert lines[0].startswith("gradcheck ")
+    assert lines[1].startswith(f"Python {sys.version.split()[0]}")
+    assert lines[2] == f"TensorFlow: tensorflow {metadata.version('tensorflow')}"
+    assert f"keras {metadata.version('keras')}" in lines[3]

@@ -25,6 +25,7 @@ from gradcheck.cli.formats import JSON, TABLE, OutputFormat, OutputOptions, repo
 from gradcheck.cli.group import GradcheckGroup
 from gradcheck.cli.output import annotate_run_for_github, make_console, write_artifacts
 from gradcheck.cli.paths import guard_run, guard_single
+from gradcheck.cli.version import version_option
 from gradcheck.errors import (
     ExitCode,
     GradcheckError,
@@ -35,7 +36,6 @@ from gradcheck.errors import (
 )
 from gradcheck.options import SPECS
 from gradcheck.render.files import write_file
-from gradcheck.report import VERSION
 
 if TYPE_CHECKING:
     from gradcheck.options import CheckOptions
@@ -46,7 +46,7 @@ LISTED_NAMES = 10
 
 
 @click.group(cls=GradcheckGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(VERSION, prog_name="gradcheck")
+@version_option
 def cli() -> None:
     """Diagnose TensorFlow gradients: Jacobians, VJPs, custom_gradient contracts, graph breaks.
 

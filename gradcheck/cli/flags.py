@@ -86,7 +86,7 @@ OUTPUT_OPTIONS: tuple[Decorator, ...] = (
     click.option("--format", "output_format", type=click.Choice(tuple(FORMATS)), default="table",
                  show_default=True),
     click.option("-o", "--output", "output_file", type=click.Path(dir_okay=False),
-                 help="Also write the report (in --format) to FILE."),
+                 help="Write the report (in --format) to FILE instead of stdout."),
     click.option("-q", "--quiet", is_flag=True, help="Only the summary line."),
     click.option("--traceback", "show_traceback", is_flag=True,
                  help="Show the user's traceback for errors."),

@@ -63,7 +63,7 @@ class OutputFormat:
 
 
 class TableFormat(OutputFormat):
-    """The rich table on the console (the text table in the -o file)."""
+    """The rich table on the console, or the text table in the -o file instead."""
 
     name = "table"
     annotations_on_stderr = False
@@ -89,6 +89,9 @@ class TableFormat(OutputFormat):
         return render_run_text(result)
 
     def show(self, report: Report, text: str, command: str, output: OutputOptions) -> None:
+        if output.file:  # the text table went to the file, instead of stdout
+            super().show(report, text, command, output)
+            return
         from gradcheck.render.table import render_table
 
         console = make_console(output.no_color)
@@ -107,6 +110,8 @@ class TableFormat(OutputFormat):
             console.print(render_explanation(report.explain))
 
     def show_run(self, result: RunResult, text: str, output: OutputOptions) -> None:
+        if output.file:
+            return
         from gradcheck.render.summary import render_run
 
         make_console(output.no_color).print(
