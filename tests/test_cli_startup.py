@@ -63,3 +63,12 @@ def test_version_names_the_python_tensorflow_and_keras_it_sees_without_importing
     assert lines[1].startswith(f"Python {sys.version.split()[0]}")
     assert lines[2] == f"TensorFlow: tensorflow {metadata.version('tensorflow')}"
     assert f"keras {metadata.version('keras')}" in lines[3]
+
+
+def test_check_help_says_what_target_is_with_examples_and_that_timeout_counts_start_up() -> None:
+    stdout, last = _run("check", "--help", COLUMNS="200")
+    assert last == "EXIT 0 TF False"
+    assert "TARGET is the function to check: path/to/file.py:function" in stdout
+    assert "gradcheck check my_ops.py:f -i '[1.0, -2.0, 3.0]'" in stdout
+    assert "TensorFlow's start-up in the worker included" in stdout
+    assert "instead of stdout" in stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import sys
 import time
 from collections.abc import Iterator
@@ -55,6 +56,27 @@ def cli() -> None:
     130 interrupted (Ctrl-C or SIGTERM; what had finished is still reported).
     Each check runs in a worker process that imports TensorFlow.
     """
+
+
+# What TARGET is, with examples, under each checking command's --help.
+TARGET_HELP = """TARGET is the function to check: path/to/file.py:function or
+package.module:function (also module:Class.method, a Keras layer or model, or a zero-argument
+factory returning one; a SavedModel directory or a .keras file). Its arguments come from -i
+(repeatable, in order), --shape, --inputs MOD:ATTR, or a `<function>_inputs` value in its
+module.
+
+\b
+Examples:
+  gradcheck {command} my_ops.py:f -i '[1.0, -2.0, 3.0]'
+  gradcheck {command} my_ops.py:f --shape 1000
+  gradcheck {command} mypkg.layers:attention -i q=q.npy -i k=k.npy
+"""
+
+
+def _checking_command(function: Any) -> Any:
+    """A command that checks one TARGET: its --help says what TARGET is, with examples."""
+    target_help = TARGET_HELP.format(command=function.__name__)
+    return cli.command(help=f"{inspect.cleandoc(function.__doc__)}\n\n{target_help}")(function)
 
 
 def _validated(command: str, target: str, options: CommandOptions
@@ -158,7 +180,7 @@ def _explain_wanted(command: str, options: CommandOptions) -> bool:
     return command == "vjp" and not options.output.quiet and options.output.format.explains
 
 
-@cli.command()
+@_checking_command
 @input_options
 @check_options
 @output_options
@@ -167,7 +189,7 @@ def jacobian(target: str, **options: Any) -> None:
     _run_single("jacobian", target, CommandOptions.from_click(options))
 
 
-@cli.command()
+@_checking_command
 @input_options
 @upstream_option
 @check_options
@@ -178,7 +200,7 @@ def vjp(target: str, **options: Any) -> None:
     _run_single("vjp", target, CommandOptions.from_click(options))
 
 
-@cli.command()
+@_checking_command
 @input_options
 @upstream_option
 @check_options
@@ -188,7 +210,7 @@ def check(target: str, **options: Any) -> None:
     _run_single("check", target, CommandOptions.from_click(options))
 
 
-@cli.command()
+@_checking_command
 @input_options
 @check_options
 @output_options
