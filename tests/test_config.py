@@ -172,3 +172,29 @@ def test_surrogate_names_are_read() -> None:
         " integer")
     assert error_of(config({"target": "ops:f", "surrogate": ["ste_round", 3]})) == (
         "tool.gradcheck.check[0].surrogate[1]: expected a string, got 3 (integer)")
+
+
+def _project(tmp_path: Path, top: str) -> Path:
+    """A project whose module lives in src/, and a folder below it to run from."""
+    (tmp_path / "pyproject.toml").write_text(f"[tool.gradcheck]\n{top}\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "mymod.py").write_text(
+        "import tensorflow as tf\n\n\ndef f(x):\n    return tf.sin(x)\n")
+    (tmp_path / "docs").mkdir()
+    return tmp_path / "docs"
+
+
+def test_check_takes_path_from_tool_gradcheck_as_run_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Any) -> None:
+    monkeypatch.chdir(_project(tmp_path, 'path = "src"\ntimeout = 600'))
+    result = run_cli(["check", "mymod:f", "-i", "[1.0, 2.0]", "-q"])
+    assert result.exit_code == 0, result.output
+    assert run_cli(["check", "mymod:f", "--path", ".", "-q"]).exit_code == 2  # the flag wins
+
+
+def test_check_reads_the_timeout_of_tool_gradcheck_and_its_errors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Any) -> None:
+    monkeypatch.chdir(_project(tmp_path, "timeout = -1"))
+    result = run_cli(["check", "mymod:f", "--path", "../src"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: tool.gradcheck.timeout: ")

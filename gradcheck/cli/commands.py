@@ -44,11 +44,14 @@ if TYPE_CHECKING:
 
 # `-k` that matches nothing lists this many of the configured checks' names.
 LISTED_NAMES = 10
+# The commands that check one TARGET (made by _checking_command).
+CHECKING: set[str] = set()
 
 
 @click.group(cls=GradcheckGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @version_option
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Diagnose TensorFlow gradients: Jacobians, VJPs, custom_gradient contracts, graph breaks.
 
     Exit codes: 0 all checks passed, 1 a check failed, 2 usage/loading/input error,
@@ -56,6 +59,17 @@ def cli() -> None:
     130 interrupted (Ctrl-C or SIGTERM; what had finished is still reported).
     Each check runs in a worker process that imports TensorFlow.
     """
+    if ctx.invoked_subcommand in CHECKING:  # [tool.gradcheck]'s path and timeout, as for run
+        from pathlib import Path
+
+        from gradcheck.load.config import command_defaults
+
+        try:
+            defaults = command_defaults(Path.cwd())
+        except UsageError as error:
+            raise click.UsageError(error.message) from error
+        ctx.default_map = {ctx.invoked_subcommand: {
+            SPECS[name].parameter: value for name, value in defaults.items()}}
 
 
 # What TARGET is, with examples, under each checking command's --help.
@@ -75,6 +89,7 @@ Examples:
 
 def _checking_command(function: Any) -> Any:
     """A command that checks one TARGET: its --help says what TARGET is, with examples."""
+    CHECKING.add(function.__name__)
     target_help = TARGET_HELP.format(command=function.__name__)
     return cli.command(help=f"{inspect.cleandoc(function.__doc__)}\n\n{target_help}")(function)
 

@@ -300,13 +300,35 @@ def parse_config(data: dict[str, Any], source: Path) -> RunConfig:
     return RunConfig(source, checks, defaults.get("timeout"))
 
 
-def find_pyproject(start: Path) -> Path:
-    """The nearest pyproject.toml in START or a parent folder."""
+def _nearest_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml in START or a parent folder, if any."""
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             return candidate
-    raise ConfigError(f"no pyproject.toml in {str(start)!r} or its parents; give --config FILE")
+    return None
+
+
+def find_pyproject(start: Path) -> Path:
+    """The nearest pyproject.toml in START or a parent folder."""
+    source = _nearest_pyproject(start)
+    if source is None:
+        raise ConfigError(f"no pyproject.toml in {str(start)!r} or its parents; give --config FILE")
+    return source
+
+
+def _read_toml(source: Path, source_name: str) -> dict[str, Any]:
+    try:
+        with source.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"cannot parse {source_name} as TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"cannot parse {source_name} as TOML: it is nested too deeply") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot parse {source_name} as TOML: it is not UTF-8 text") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {source_name}: {exc.strerror or exc}") from exc
 
 
 def load_config(config_file: str | None = None, start: Path | None = None) -> RunConfig:
@@ -318,16 +340,21 @@ def load_config(config_file: str | None = None, start: Path | None = None) -> Ru
         why = not_a_regular_file(source)
         if why is not None:
             raise ConfigError(f"config file {config_file!r} {why}")
-    source_name = config_file or relative_path(source)
-    try:
-        with source.open("rb") as handle:
-            data = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"cannot parse {source_name} as TOML: {exc}") from exc
-    except RecursionError as exc:
-        raise ConfigError(f"cannot parse {source_name} as TOML: it is nested too deeply") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"cannot parse {source_name} as TOML: it is not UTF-8 text") from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read {source_name}: {exc.strerror or exc}") from exc
-    return parse_config(data, source)
+    return parse_config(_read_toml(source, config_file or relative_path(source)), source)
+
+
+def command_defaults(start: Path) -> dict[str, Any]:
+    """The defaults `gradcheck check` (jacobian, vjp, hessian) takes from the nearest
+    pyproject.toml's [tool.gradcheck], as `gradcheck run` does: its `path` (anchored at that
+    file's folder) and `timeout`, by option name; none without such a table."""
+    source = _nearest_pyproject(start)
+    if source is None:
+        return {}
+    tool = _read_toml(source, relative_path(source)).get("tool", {})
+    section = tool.get("gradcheck") if isinstance(tool, dict) else None
+    if not isinstance(section, dict):
+        return {}
+    defaults = _defaults(section)
+    if "path" in defaults:
+        defaults["path"] = _anchor(defaults["path"], source.resolve().parent)
+    return {OPTION_KEYS[key].name: value for key, value in defaults.items()}
