@@ -349,3 +349,15 @@ def test_a_bug_of_gradcheck_in_the_command_line_is_exit_4(
     assert result.exit_code == 4
     assert result.stderr == "Error: internal error: KeyError: 'status'; please report it\n"
     assert not (tmp_path / "o").exists()
+
+
+def test_an_80_column_table_keeps_the_location_whole(run_cli: Run) -> None:
+    """The numbers' columns make room (the findings below still give them), not the location."""
+    result = run_cli(["check", fixture_target("custom_gradient_mistakes", "transposed")],
+                     env={"COLUMNS": "80"})
+    assert result.exit_code == 1
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│FAIL")]
+    assert rows and all(len(line) <= 80 for line in result.stdout.splitlines()[:10])
+    assert all(line.endswith("custom_gradient_mistakes.py:13│") for line in rows)
+    wide = run_cli(["check", fixture_target("custom_gradient_mistakes", "transposed")])
+    assert "max rel" in wide.stdout.splitlines()[1]  # 200 columns: every column

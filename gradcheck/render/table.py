@@ -59,6 +59,9 @@ COLUMNS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("message", {"no_wrap": True, "overflow": "ellipsis", "min_width": 20}),
 )
 MESSAGE_COLUMN = len(COLUMNS) - 1
+# Left out in this order when the table would not fit (an 80-column terminal), so that the
+# location stays whole: worst, max rel, max abs, err/allowed (the findings below give them).
+NARROW_DROPS = (7, 5, 4, 6)
 # Below this width locations are shown as file:line.
 ROOMY_WIDTH = 150
 MIN_MESSAGE_WIDTH = 30
@@ -93,10 +96,18 @@ class ChecksTable:
         rows = [_row(result, roomy) for result in self.report.sorted_checks()]
         keep = [i for i in range(len(COLUMNS))
                 if i in (0, 1) or (i != MESSAGE_COLUMN and any(str(r[i]) for r in rows))]
-        # The message takes whatever the other columns leave (each costs its text + 3), and
-        # is left out when that is too little: the findings below carry every message.
-        used = 1 + sum(3 + max(len(COLUMNS[i][0]), *(len(str(r[i])) for r in rows))
-                       for i in keep)
+
+        def width(columns: list[int]) -> int:  # each column costs its widest text + 3
+            return 1 + sum(3 + max(len(COLUMNS[i][0]), *(len(str(r[i])) for r in rows))
+                           for i in columns)
+
+        for dropped in NARROW_DROPS:
+            if width(keep) <= options.max_width:
+                break
+            keep = [i for i in keep if i != dropped]
+        # The message takes whatever the other columns leave, and is left out when that is
+        # too little: the findings below carry every message.
+        used = width(keep)
         if options.max_width - used - 3 >= MIN_MESSAGE_WIDTH:
             keep.append(MESSAGE_COLUMN)
         table = Table(show_header=True, header_style="bold", expand=False, pad_edge=False)
