@@ -49,7 +49,9 @@ def test_the_html_table_from_a_hand_built_report() -> None:
     assert "y[&#x27;mean&#x27;]" in html and "<code>ops.py:9</code>" in html
     assert "<th" in html and ">worst</th>" in html and ">[0,1]<" in html
     # The block as matrices: the worst element [0, 1] and the other wrong one [1, 0] marked.
-    matrices = html.split("finite differences</th>")[1]
+    # Next to each other while the cell is wide enough, wrapped below each other when not.
+    assert 'style="display:flex;flex-wrap:wrap' in html
+    matrices = html.split(">autodiff (tape.jacobian)</div>")[1]
     marked = [cell.split(">")[1].split("<")[0] for cell in matrices.split("<td ")[1:]
               if "background:" in cell.split(">")[0]]
     assert marked == ["-3", "2", "2", "-3"]
@@ -75,6 +77,9 @@ CELLS = {
     # ... but the user's own retracing is still reported
     "own-retracing": "g = tf.function(lambda x: 2.0 * x)\nfor n in range(1, 7):\n"
                      "    g(tf.ones(n))",
+    # a function defined in a cell is located in the cell, as IPython's tracebacks say it
+    "in-a-cell": "def cut(x):\n    copy = tf.Variable(x)\n    return copy * 2.0\n\n"
+                 "print(gradcheck.check(cut, tf.constant([1.0, 2.0])))",
 }
 
 
@@ -117,11 +122,22 @@ def test_print_shows_the_text_table(executed: dict[str, Any]) -> None:
 
 
 def test_plot_and_show_display_the_pictures_inline(executed: dict[str, Any]) -> None:
-    html = _outputs(executed["plot"], "execute_result")[0].data["text/html"]
+    (picture,) = _outputs(executed["plot"], "display_data")
+    assert picture.data["image/png"].startswith("iVBORw0KGgo")  # a PNG, base64
+    html = picture.data["text/html"]
     assert html.count("<img") == 1 and "data:image/png;base64," in html
     shown = [o.data["text/html"] for o in _outputs(executed["show"], "display_data")]
     assert len(shown) == 2 and shown[0].startswith('<div class="gradcheck-report">')
     assert shown[1].count("<img") == 1
+
+
+def test_a_function_in_a_cell_is_located_as_ipython_names_the_cell(
+        executed: dict[str, Any]) -> None:
+    printed = "".join(o.text for o in _outputs(executed["in-a-cell"], "stream")
+                      if o.name == "stdout")
+    number = list(CELLS).index("in-a-cell") + 1  # the cells' execution counts
+    assert f"Cell In[{number}], line 2" in printed, printed
+    assert "ipykernel" not in printed
 
 
 def _streams(cell: Any) -> str:
@@ -131,7 +147,7 @@ def _streams(cell: Any) -> str:
 
 def test_no_warnings_of_gradcheck_in_the_cells(executed: dict[str, Any]) -> None:
     for name, cell in executed.items():
-        if name not in ("print", "own-retracing"):
+        if name not in ("print", "own-retracing", "in-a-cell"):
             assert _streams(cell) == "", name
     assert "WARNING" not in _streams(executed["print"])
     assert "triggered tf.function retracing" in _streams(executed["own-retracing"])

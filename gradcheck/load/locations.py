@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
@@ -38,9 +39,20 @@ def is_user_file(filename: str) -> bool:
     return not any(marker in resolved for marker in _LIBRARY_MARKERS)
 
 
+def notebook_cell(filename: str) -> int | None:
+    """The execution count of the Jupyter cell IPython compiled as `filename` (a file such as
+    /tmp/ipykernel_1234/2891.py), when this process runs IPython; else None."""
+    get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)
+    shell = get_ipython()
+    label = getattr(getattr(shell, "compile", None), "format_code_name", lambda _: None)(filename)
+    found = re.fullmatch(r"In\[(\d+)\]", label[1]) if label else None
+    return int(found.group(1)) if found else None
+
+
 def format_location(filename: str, line: int | None) -> Location:
-    """The place `filename`:`line` (relative to the current directory when under it)."""
-    return Location(relative_path(filename), line or None)
+    """The place `filename`:`line` (relative to the current directory when under it; a
+    notebook cell's as the cell)."""
+    return Location(relative_path(filename), line or None, notebook_cell(filename))
 
 
 def innermost_user_frame(frames: Iterable[traceback.FrameSummary]) -> Location | None:

@@ -70,13 +70,25 @@ class Pictures(Sequence[Any]):
         return f"<{len(self)} gradcheck pictures: {', '.join(p.stem for p in self)}>"
 
     def _repr_html_(self) -> str:
-        shown = []
+        return "".join(_figure(picture) for picture in self._pictures)
+
+    def _ipython_display_(self) -> None:
+        """In Jupyter, one output per picture: its image/png, and beside it the picture with
+        its caption as HTML (which a notebook shows; viewers that take only images, the PNG)."""
+        from IPython.display import display
+
         for picture in self._pictures:
-            data = base64.b64encode(picture.png).decode("ascii")
-            shown.append(f'<figure style="margin:4px 0"><img alt="{escape(picture.stem)}"'
-                         f' src="data:image/png;base64,{data}" style="max-width:100%">'
-                         f"<figcaption>{escape(picture.stem)}.png</figcaption></figure>")
-        return "".join(shown)
+            display({"image/png": base64.b64encode(picture.png).decode("ascii"),
+                     "text/html": _figure(picture), "text/plain": f"{picture.stem}.png"},
+                    raw=True)
+
+
+def _figure(picture: Any) -> str:
+    """A picture, inline, with its file name as the caption."""
+    data = base64.b64encode(picture.png).decode("ascii")
+    return (f'<figure style="margin:4px 0"><img alt="{escape(picture.stem)}"'
+            f' src="data:image/png;base64,{data}" style="max-width:100%">'
+            f"<figcaption>{escape(picture.stem)}.png</figcaption></figure>")
 
 
 def plot(report: Report) -> Pictures:

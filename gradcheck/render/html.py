@@ -155,18 +155,20 @@ def matrices(report: Report) -> str:
         of = result.output if result.check == Kind.JACOBIAN else f"({result.output})"
         title = escape(f"d{of}/d{result.input}  shape {tuple(judged.shape)}")
         pair = _side_by_side(MATRIX_KINDS[result.check], autodiff, reference, bad, worst)
-        shown.append('<div style="display:inline-block;margin:4px 16px 4px 0;'
+        shown.append('<div style="display:inline-block;max-width:100%;margin:4px 16px 4px 0;'
                      f'vertical-align:top"><b>{title}</b>{pair}</div>')
     return "".join(shown)
 
 
 def _side_by_side(label: str, autodiff: np.ndarray, reference: np.ndarray, bad: np.ndarray,
                   worst: tuple[int, int] | None) -> str:
-    head = "".join(f'<th style="{CELL}">{escape(t)}</th>'
-                   for t in (label, "finite differences"))
-    body = "".join(f'<td style="vertical-align:top;padding:0 8px 0 0">{_grid(m, bad, worst)}</td>'
-                   for m in (autodiff, reference))
-    return f"<table><tr>{head}</tr><tr>{body}</tr></table>"
+    """The two matrices next to each other while the cell is wide enough, one below the other
+    when not; a matrix wider than the cell scrolls inside it."""
+    panes = "".join(f'<div style="margin:0 8px 4px 0;max-width:100%;overflow-x:auto">'
+                    f'<div style="{CELL};font-weight:bold">{escape(title)}</div>'
+                    f"{_grid(matrix, bad, worst)}</div>"
+                    for title, matrix in ((label, autodiff), ("finite differences", reference)))
+    return f'<div style="display:flex;flex-wrap:wrap;align-items:flex-start">{panes}</div>'
 
 
 def _paragraphs(lines: Iterable[str], style: str) -> str:

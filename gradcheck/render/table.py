@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -82,7 +83,8 @@ def _short_location(location: Location) -> str:
     """file:line, without the file's directories."""
     if location.line is None:
         return str(location)
-    return str(Location(location.path.replace("\\", "/").rsplit("/", 1)[-1], location.line))
+    return str(dataclasses.replace(location,
+                                   path=location.path.replace("\\", "/").rsplit("/", 1)[-1]))
 
 
 class ChecksTable:
