@@ -18,6 +18,23 @@ from gradcheck.render.sentences.notes import note_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
+# The modules whose tests take minutes between them: real training runs, a pytest or Jupyter
+# process per test, native crashes and hangs, building the wheel, functions of real libraries.
+# `pytest -m "not slow"` (the inner loop) leaves them out; `.ci/run` runs every test.
+SLOW_MODULES = frozenset({
+    "test_watch", "test_strategy", "test_accumulation", "test_precision", "test_saved_models",
+    "test_backward_determinism", "test_pytest_plugin", "test_notebook", "test_isolation",
+    "test_cli_processes", "test_spawned_processes", "test_packaging", "test_real_world",
+    "test_real_custom_gradients", "test_real_dtypes_keywords_kinks",
+    "test_real_low_precision_models",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def started_tensorflow() -> None:
