@@ -129,3 +129,16 @@ def test_every_command_shown_runs_and_finds_what_is_shown(where: str, command: s
     missing = [f"{status} {kind}" for status, kind in FINDING.findall(shown)
                if f"{status} {kind}" not in done.stdout]
     assert not missing, f"{where}: {command} no longer finds {missing}:\n{done.stdout}"
+
+
+@pytest.mark.parametrize("folder", ["gradcheck", "tests", "tools", "benchmarks"])
+def test_every_module_has_the_docstring_the_module_map_is_made_of(folder: str) -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from module_map import first_sentence
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    missing = [_name(path) for path in sorted((ROOT / folder).rglob("*.py"))
+               if path.name != "__init__.py" or folder == "gradcheck"
+               if first_sentence(path) is None]
+    assert not missing
