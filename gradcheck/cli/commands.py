@@ -346,7 +346,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     except GradcheckError as error:
         sys.exit(report_error(error, output, None, error_file))
     output_format.show_run(result, text, output)
-    annotate_run_for_github(result, err=output_format.annotations_on_stderr)
+    annotate_run_for_github(result, err=output_format.annotations_on_stderr or bool(output.file))
     if result.exit_code == ExitCode.INTERRUPTED:
         unfinished = [o for o in result.outcomes if o.exit_code == ExitCode.INTERRUPTED]
         reason = (unfinished[0].error or "").removeprefix("not finished: ")
