@@ -1,6 +1,6 @@
 """The command line: a thin layer over the pipeline that prints, writes files and exits
-(commands, group: errors and signals), with its options (flags), what it prints (output)
-and the checks on the paths it writes (paths)."""
+(commands, group: errors and signals), with its options (flags), what it prints (output),
+the checks on the paths it writes (paths) and what --version names (version)."""
 
 try:
     from gradcheck.cli.commands import cli, main
