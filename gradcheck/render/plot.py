@@ -23,7 +23,7 @@ from gradcheck.render.pooling import drawn_matrices, tile_of
 from gradcheck.report import Report
 from gradcheck.spelling import format_index
 
-PLOT_MISSING = "--plot needs matplotlib: pip install 'gradcheck[plot]'"
+PLOT_MISSING = "--plot needs matplotlib: pip install matplotlib (or gradcheck's plot extra)"
 PANELS = ("autodiff", "finite_difference", "excess")
 # Blocks up to this many rows and columns get every index as a tick and values in the cells.
 LABEL_EVERY = 16

@@ -13,9 +13,9 @@ from typing import Any
 from gradcheck.errors import UsageError
 
 TENSORFLOW_MISSING = (
-    "gradcheck needs TensorFlow, which is not installed here: pip install 'gradcheck[tensorflow]'"
-    " (or 'gradcheck[tensorflow-cpu]'), or install any TensorFlow distribution yourself"
-    " (tensorflow, tensorflow-cpu, tensorflow-macos, tf-nightly)")
+    "gradcheck needs TensorFlow, which is not installed here: pip install tensorflow (or"
+    " tensorflow-cpu, tensorflow-macos, tf-nightly), or install gradcheck with its tensorflow"
+    " extra (pip install '.[tensorflow]' in its clone)")
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
