@@ -27,6 +27,10 @@ SLOW_MODULES = frozenset({
     "test_cli_processes", "test_spawned_processes", "test_packaging", "test_real_world",
     "test_real_custom_gradients", "test_real_dtypes_keywords_kinks",
     "test_real_low_precision_models",
+    # the heaviest of the rest (measured: half of the "not slow" time between them)
+    "test_keras", "test_non_finite", "test_stdlib_shadowing", "test_float16_head",
+    "test_pfor_fallback", "test_custom_gradient_discovery", "test_harness_transparency",
+    "test_entry_points", "test_compiled_cache", "test_low_precision_kinks",
 })
 
 
