@@ -59,7 +59,7 @@ def patched_module(monkeypatch: pytest.MonkeyPatch) -> Any:
     import tensorflow as tf
 
     monkeypatch.setattr(tf, "custom_gradient", tf.custom_gradient)  # restored afterwards
-    return fixture_module("patched_custom_gradient")
+    return fixture_module("patched/custom_gradient_at_import")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
