@@ -88,3 +88,35 @@ def wrapped_gradients(f: Callable[..., Any], grad_fn: Callable[..., Any]
         if found:
             return found
     return []
+
+
+_CONSTANTS = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _layers(f: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
+    """f and the functions it wraps (functools.wraps' `__wrapped__` chain), outermost first."""
+    seen: set[int] = set()
+    layer: Any = f
+    while layer is not None and id(layer) not in seen:
+        seen.add(id(layer))
+        yield layer
+        layer = getattr(layer, "__wrapped__", None)
+
+
+def wrapper_variant(f: Callable[..., Any]) -> tuple[Any, ...]:
+    """What tells apart two functions handed to tf.custom_gradient that are named by the same
+    user function: the code of each function their wrappers call from their closures (a
+    decorator without functools.wraps around different functions) and the constants the
+    wrappers of f hold (`scale(-1.0)` around the one `scale(1.0)` wraps). A function's own
+    constants are not compared: one defined inside f may capture a value per call."""
+    layers = list(_layers(f))
+    variant: list[Any] = []
+    for depth, layer in enumerate(layers):
+        for name, value in sorted(_closure(layer).items()):
+            function = _user_function(value)
+            if function is not None and function is not layer:
+                variant.append((depth, name, function.__code__))
+            elif depth < len(layers) - 1 and isinstance(value, _CONSTANTS):
+                variant.append((depth, name, value))
+    return tuple(variant)
+

@@ -171,15 +171,22 @@ def _record() -> Any:
     return importlib.import_module("tensorflow.python.eager.record")
 
 
+def _custom_gradient_module() -> Any:
+    import importlib
+
+    return importlib.import_module("tensorflow.python.ops.custom_gradient")
+
+
 def _note_call(observer: Observer, site: Site, f: Callable[..., Any], args: tuple[Any, ...],
                kwargs: dict[str, Any], eager: bool) -> tuple[str, ...]:
     """Record a call: its arguments (eager ones), which of them f differentiates (seen under
     a tape, eager or traced), and tensors of f passed by keyword (which TensorFlow does not
     treat as inputs); returns the keywords."""
-    tf = tensorflow()
     if eager and len(site.calls) < MAX_CALLS_KEPT:
         if not site.calls:
-            site.forward, site.decorated = f, tf.custom_gradient(f)
+            # TensorFlow's own decorator, not `tf.custom_gradient` (a user may have replaced it
+            # at import with a wrapper that would wrap f a second time).
+            site.forward, site.decorated = f, _custom_gradient_module().custom_gradient(f)
         site.calls.append((_snapshot(args), _snapshot(kwargs)))
     if not observer.replaying and _record().could_possibly_record():
         # Only a tape watching some argument tells (a forward accumulator alone tells nothing).
@@ -231,9 +238,7 @@ def _observed(original: Callable[..., Any], eager: bool) -> Callable[..., Any]:
 def observing_custom_gradients(enabled: bool = True) -> Iterator[Observer]:
     """Observe every custom gradient called inside the block (a fresh observer each time),
     with TensorFlow's two implementations wrapped while any observer is active."""
-    import importlib
-
-    module: Any = importlib.import_module("tensorflow.python.ops.custom_gradient")
+    module = _custom_gradient_module()
     observer = Observer(enabled=enabled)
     if not enabled and not ACTIVE:
         yield observer

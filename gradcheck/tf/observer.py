@@ -11,7 +11,7 @@ from typing import Any
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import ContractSlip
-from gradcheck.load.generic_wrappers import wrapped_forward
+from gradcheck.load.generic_wrappers import wrapped_forward, wrapper_variant
 from gradcheck.spelling import Spelled
 from gradcheck.tf.site_lines import is_installed, is_library, source_location
 
@@ -61,6 +61,8 @@ class Site:
     # Which positional arguments f's sources flow into (seen under a tape), once one was seen.
     differentiated: set[int] | None = None
     key: Any = None
+    # What tells apart functions named by one user function (see wrapper_variant).
+    variant: tuple[Any, ...] = ()
     # The line of the first call that passed keyword arguments.
     keyword_call: Location | None = None
     # f called it only inside a tf.function: its calls were recorded by an eager replay.
@@ -86,10 +88,11 @@ class Observer:
         if code is not None and is_library(code.co_filename):
             return None
         key = code if code is not None else f
-        site = next((s for s in self.sites if s.key is key), None)
+        variant = wrapper_variant(f)
+        site = next((s for s in self.sites if s.key is key and s.variant == variant), None)
         if site is None:
             site = Site(getattr(user, "__name__", "custom_gradient"), f, source_location(user),
-                        parameter_names=_parameter_names(user), key=key)
+                        parameter_names=_parameter_names(user), key=key, variant=variant)
             self.sites.append(site)
         return site
 
