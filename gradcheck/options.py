@@ -17,6 +17,8 @@ from gradcheck.spelling import format_size
 ALL_KINDS = frozenset(Kind) - {Kind.HESSIAN}
 JACOBIAN_KINDS = frozenset({Kind.JACOBIAN, Kind.GRAD_SHAPE, Kind.CONNECTED, Kind.CUSTOM_GRADIENT,
                             Kind.KINK, Kind.FAST, Kind.NON_FINITE})
+# What the fast or full mode's sweep over the inputs finds (a non-finite-only diagnosis needs none).
+SWEPT_KINDS = JACOBIAN_KINDS - {Kind.NON_FINITE} | {Kind.VJP}
 COMMAND_KINDS = {
     "jacobian": JACOBIAN_KINDS,
     "hessian": JACOBIAN_KINDS | {Kind.HESSIAN},

@@ -6,7 +6,7 @@ these functions in the jobs it sends to worker processes."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -202,94 +202,3 @@ def _built_in_float64(notes: Sequence[Note]) -> bool:
     from gradcheck.evidence.notes import FactoryPolicy
 
     return any(isinstance(note, FactoryPolicy) and note.float64 for note in notes)
-
-
-def snapshot_options(mode: str = "fast", timeout: float | None = None,
-                     loss_scale: bool = False) -> CheckOptions:
-    """What a training step's diagnosis checks: the trainable weights, in fast mode (a model
-    has thousands of them), without the XLA comparison (not the question at a failing step);
-    `loss_scale`: the gradient as the model's LossScaleOptimizer scales it."""
-    from gradcheck.options import ALL_KINDS, CheckOptions
-
-    return CheckOptions(kinds=ALL_KINDS, wrt="variables", mode=mode, training=True,
-                        compiled=False, timeout=timeout, loss_scale="auto" if loss_scale else None)
-
-
-def _user_module(entry: Mapping[str, Any], search_path: str) -> Any:
-    """The user's module a snapshot names: by name, or by its file (a script run as
-    __main__, imported under its file's name so that its main block does not run)."""
-    import os
-
-    from gradcheck.errors import LoadError
-    from gradcheck.load.target import import_module
-
-    file = entry.get("file")
-    if entry["module"] != "__main__":
-        try:
-            return import_module(entry["module"], search_path)
-        except LoadError:
-            if not file or not os.path.isfile(file):
-                raise
-    if not file or not os.path.isfile(file):
-        raise LoadError(f"the snapshot needs the user's module {entry['module']!r}, whose file"
-                        f" {file!r} is not here")
-    return import_module(file, search_path)
-
-
-def check_snapshot(directory: str, path: str, options: CheckOptions,
-                   settings: RunSettings = DEFAULT_RUN) -> Report:
-    """The training loss at a snapshot's batch and weights, checked as `gradcheck check` would:
-    its model reloaded in safe mode, the user's modules imported by name (never code from the
-    snapshot itself)."""
-    from pathlib import Path
-
-    from gradcheck.errors import LoadError
-    from gradcheck.load.inputs import Arguments
-    from gradcheck.load.snapshot import (
-        BATCH_FILE,
-        HEALTH_FILE,
-        MODEL_FILE,
-        load_arrays,
-        read_snapshot,
-        unflatten_batch,
-    )
-    from gradcheck.load.target import resolve_attribute
-    from gradcheck.tf.keras_snapshot import load_model, training_loss
-    from gradcheck.tf.runtime import tensorflow
-
-    snapshot = read_snapshot(directory)
-    if MODEL_FILE not in snapshot.files:
-        raise LoadError(f"snapshot {directory} has no model to rebuild: it could not be saved"
-                        f" as .keras in training ({snapshot.diagnosis.get('model', 'unknown')})")
-    tensorflow()
-    modules = {entry["module"]: _user_module(entry, path) for entry in snapshot.modules}
-    custom: dict[str, Any] = {}
-    for name, spec in snapshot.custom_objects.items():
-        module_name, _, qualname = spec.partition(":")
-        if module_name in modules:
-            custom[name] = resolve_attribute(modules[module_name], module_name, qualname)
-    try:
-        model = load_model(snapshot.keras, Path(directory) / MODEL_FILE, custom)
-    except Exception as exc:
-        raise LoadError(f"snapshot {directory}: its model could not be reloaded"
-                        f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
-                        ) from None
-    arrays = load_arrays(Path(directory) / BATCH_FILE)
-    batch = unflatten_batch(snapshot.batch_keys, arrays)
-    loss = snapshot.loss
-    if loss.get("kind") == "function":
-        function = resolve_attribute(modules[loss["module"]], loss["module"], loss["qualname"])
-        arguments = Arguments((model, *batch), {}, "snapshot")
-    else:
-        function = training_loss
-        arguments = Arguments((model,), dict(zip(snapshot.batch_keys, batch)), "snapshot")
-    label = f"{directory} (step {snapshot.step}: {snapshot.trigger.message})"
-    report = check_callable(function, lambda: arguments, options, settings, label)
-    if HEALTH_FILE not in snapshot.files:
-        return report
-    from gradcheck.checks.health import health_results
-
-    health = load_arrays(Path(directory) / HEALTH_FILE)
-    found = health_results([str(n) for n in health["names"].tolist()], health["norms"],
-                           health["zeros"])
-    return replace(report, checks=report.checks + tuple(found))

@@ -1,28 +1,31 @@
-"""One training snapshot written: its arrays and model, the manifest, and the diagnosis by a
-fresh `gradcheck replay` process; renamed into place only once complete, the newest kept."""
+"""One training snapshot written and published before anything slow runs: its batch, its model
+(`model.keras`, else the weights), the manifest; then its diagnosis stored beside it. Only the
+snapshots this run wrote are pruned, the newest never."""
 
 from __future__ import annotations
 
 import inspect
-import json
 import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradcheck.load import snapshot as format_
 from gradcheck.load.snapshot import Snapshot, Trigger
+
+if TYPE_CHECKING:
+    from gradcheck.report import Report
+
+LIBRARIES = ("keras", "tf_keras", "tensorflow", "builtins", "gradcheck")
 
 
 @dataclass(frozen=True)
 class Capture:
     """What a trigger caught: why, at which step and where in the epoch, the batch (fit's x, y,
-    sample_weight, or a loss_fn's arguments: `structure` "xy" or "args"), how the loss is
-    rebuilt, and the recorded health arrays (health=True)."""
+    sample_weight, or a loss_fn's arguments: `structure` "xy" or "args"), how the loss was
+    computed, and the recorded health arrays (health=True)."""
 
     trigger: Trigger
     step: int
@@ -36,94 +39,99 @@ class Capture:
 
 @dataclass(frozen=True)
 class SnapshotWriter:
-    """Where and how snapshots are written: at most `keep`, each diagnosed (unless `diagnose`
-    is False) within `timeout` seconds; what happens is told to `log`."""
+    """Snapshots of one run in `directory` (created at the first), at most `keep` of them
+    kept; names never taken from another run's."""
 
     directory: Path
     keep: int
-    diagnose: bool
-    timeout: float
     log: Callable[[str], Any]
+    run_id: str = field(default_factory=lambda: os.urandom(4).hex())
+    written: list[Path] = field(default_factory=list)
 
     def write(self, model: Any, capture: Capture) -> Path:
-        """DIRECTORY/step-NNNNNN for this capture; nothing is left behind when it fails."""
-        from gradcheck.tf.keras_snapshot import keras_package, versions, weight_arrays
+        """Publish the snapshot of this capture; nothing is left behind when it fails."""
+        from gradcheck.tf.keras_snapshot import (
+            batch_arrays,
+            keras_package,
+            versions,
+            weight_arrays,
+        )
 
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._clean_leftovers()
         package = keras_package(model)
-        final = self.directory / format_.step_directory_name(capture.step)
-        partial = self.directory / f".{final.name}.partial-{os.getpid()}"
+        partial = format_.partial_directory(self.directory, capture.step, self.run_id)
         partial.mkdir()
         try:
-            keys, arrays = _batch_arrays(capture.batch, capture.structure)
+            keys, arrays = batch_arrays(capture.batch, capture.structure)
             format_.save_arrays(partial / format_.BATCH_FILE, arrays)
-            format_.save_arrays(partial / format_.WEIGHTS_FILE, weight_arrays(model))
+            unsaved = _saved(model, partial / format_.MODEL_FILE)
+            if unsaved:  # the weights alone, once, readable without Keras
+                format_.save_arrays(partial / format_.WEIGHTS_FILE, weight_arrays(model))
             if capture.health:
                 format_.save_arrays(partial / format_.HEALTH_FILE, capture.health)
-            unsaved = _saved(model, partial / format_.MODEL_FILE)
-            if unsaved:
-                self.log(f"gradcheck.Watch: warning: the model could not be saved as .keras"
-                         f" ({unsaved}); the snapshot keeps its weights and batch, undiagnosed")
             custom, modules = _user_objects(model, capture.loss)
-            snap = format_.write_manifest(partial, Snapshot(
+            format_.write_manifest(partial, Snapshot(
                 step=capture.step, epoch=capture.epoch, batch=capture.batch_index,
                 trigger=capture.trigger, keras=package, loss=capture.loss, batch_keys=keys,
                 batch_structure=capture.structure, modules=tuple(modules),
                 custom_objects=custom, versions=versions(package),
                 diagnosis={"model": unsaved} if unsaved else {}))
-            bad_data = _non_finite_data(arrays)
-            if bad_data:
-                self.log(f"gradcheck.Watch: {bad_data}")
-                format_.write_report_files(partial, json.dumps(
-                    {"ok": False, "exit_code": 2, "error": bad_data}) + "\n", bad_data + "\n")
-            elif self.diagnose and not unsaved:
-                self._diagnose(partial, snap)
-            format_.publish(partial, final)
+            final = format_.publish(partial, capture.step, self.run_id)
         except BaseException:
-            import shutil
-
             shutil.rmtree(partial, ignore_errors=True)
             raise
-        format_.prune(self.directory, self.keep)
+        self.written.append(final)
+        self._prune()
         return final
 
-    def _diagnose(self, directory: Path, snap: Snapshot) -> None:
-        """`gradcheck replay DIR --write-reports` in a fresh process, bounded by `timeout`."""
-        self.log(f"gradcheck.Watch: diagnosing step {snap.step} in a worker process...")
-        started = time.monotonic()
-        command = [sys.executable, "-m", "gradcheck", "replay", str(directory), "-q",
-                   "--write-reports"]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout,
-                                  start_new_session=True, cwd=os.getcwd())
-        except subprocess.TimeoutExpired:
-            self.log(f"gradcheck.Watch: warning: the diagnosis of step {snap.step} did not finish"
-                     f" in {self.timeout:g}s; run `gradcheck replay {directory.name}` later")
-            return
-        if not (directory / format_.REPORT_JSON).is_file():
-            error = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            self.log(f"gradcheck.Watch: warning: the diagnosis of step {snap.step} failed"
-                     f" (exit {done.returncode}): {error}")
-            return
-        self.log(f"gradcheck.Watch: diagnosis done in {time.monotonic() - started:.1f}s")
+    def existing(self) -> list[Path]:
+        """This run's snapshots that are still there, oldest first."""
+        return [path for path in self.written if (path / format_.MANIFEST).is_file()]
+
+    def _prune(self) -> None:
+        mine = self.existing()
+        for old in mine[:-self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        self.written[:] = mine[-self.keep:]
+
+    def _clean_leftovers(self) -> None:
+        for left in format_.leftover_partials(self.directory, _alive):
+            shutil.rmtree(left, ignore_errors=True)
+            self.log(f"gradcheck.Watch: removed {left.name}, a snapshot left unfinished by a"
+                     " process that was killed while writing it")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
-def module_of(obj: Any) -> dict[str, Any] | None:
-    """How replay imports the user's module that defines obj: by name, or by file for a script
-    run as __main__ (imported under its file's name, so its `if __name__ == "__main__"` block
-    does not run)."""
+
+def loss_record(loss_fn: Callable[..., Any] | None) -> dict[str, Any]:
+    """How the step computed its loss, as a snapshot records it: the model's compiled loss, or
+    a function by module and qualified name (no file path: a snapshot is shared)."""
+    if loss_fn is None:
+        return {"kind": "compiled"}
+    module = getattr(loss_fn, "__module__", None) or ""
+    return {"kind": "function", "module": module,
+            "qualname": getattr(loss_fn, "__qualname__", type(loss_fn).__qualname__)}
+
+
+def _user_module(obj: Any) -> str | None:
     module = getattr(obj, "__module__", None) or getattr(type(obj), "__module__", None)
-    if not module or module.partition(".")[0] in ("keras", "tf_keras", "tensorflow",
-                                                  "builtins", "gradcheck"):
+    if not module or module.partition(".")[0] in LIBRARIES:
         return None
-    source = sys.modules.get(module)
-    file = getattr(source, "__file__", None)
-    return {"module": module, "file": os.path.abspath(file) if file else None}
+    return str(module)
 
 
 def _saved(model: Any, path: Path) -> str | None:
     """Save the model as .keras; why not, when it cannot be (a subclassed model without
-    get_config)."""
+    get_config, a tf.Module)."""
     from gradcheck.tf.keras_snapshot import save_model
 
     try:
@@ -132,26 +140,6 @@ def _saved(model: Any, path: Path) -> str | None:
         path.unlink(missing_ok=True)
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return None
-
-
-def _batch_arrays(batch: Sequence[Any], structure: str) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """The batch's names (x, y, sample_weight for fit; arg0, arg1... for a loss_fn's) and its
-    arrays by key (a dict of named inputs as x/name)."""
-    import numpy as np
-
-    from gradcheck.tf.arrays import as_array
-
-    names = ("x", "y", "sample_weight") if structure == "xy" else tuple(
-        f"arg{i}" for i in range(len(batch)))
-    def arrays(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key: arrays(item) for key, item in value.items()}
-        if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
-            return type(value)(arrays(item) for item in value)
-        return as_array(value)
-
-    named = {name: arrays(value) for name, value in zip(names, batch) if value is not None}
-    return tuple(named), format_.flatten_batch(named)
 
 
 def _user_objects(model: Any, loss: dict[str, Any]) -> tuple[dict[str, str], list[dict[str, Any]]]:
@@ -169,45 +157,55 @@ def _user_objects(model: Any, loss: dict[str, Any]) -> tuple[dict[str, str], lis
     custom: dict[str, str] = {}
     modules: list[dict[str, Any]] = []
     for obj in objects:
-        module = module_of(obj)
+        module = _user_module(obj)
         if module is None:
             continue
-        custom[obj.__name__] = f"{module['module']}:{obj.__qualname__}"
-        if module not in modules:
-            modules.append(module)
-    if loss.get("module") and {"module": loss["module"], "file": loss.get("file")} not in modules:
-        modules.append({"module": loss["module"], "file": loss.get("file")})
+        custom[obj.__name__] = f"{module}:{obj.__qualname__}"
+        if {"module": module} not in modules:
+            modules.append({"module": module})
+    if loss.get("module") and {"module": loss["module"]} not in modules:
+        modules.append({"module": loss["module"]})
     return custom, modules
 
 
-def _non_finite_data(arrays: dict[str, Any]) -> str | None:
-    """The batch itself holding NaN or inf: then the data, not a gradient, is at fault."""
-    import numpy as np
+def report_files(report: Report | None, error: str | None,
+                 health: Mapping[str, Any] | None) -> dict[str, bytes]:
+    """What a snapshot stores of its diagnosis: report.json and report.txt (as `gradcheck
+    replay --format json` and its table show them, or the error that stopped it) and, with
+    recorded health, health.png."""
+    from gradcheck.render.health_plot import plot_health
+    from gradcheck.render.json_format import render_error_json, render_json
+    from gradcheck.render.text import render_text
 
-    for name, array in arrays.items():
-        if np.issubdtype(array.dtype, np.floating) or array.dtype.name == "bfloat16":
-            bad = ~np.isfinite(array.astype(np.float64))
-            if bad.any():
-                where = [int(i) for i in np.argwhere(bad)[0]]
-                return (f"the batch's {name} is not finite in {int(bad.sum())} element(s)"
-                        f" (first {array.astype(np.float64)[tuple(where)]} at {where}): the data,"
-                        " not a gradient, is at fault; clean the input pipeline (drop or impute"
-                        " the row; tf.debugging.check_numerics on the dataset finds them all)")
-    return None
+    if report is not None:
+        files = {format_.REPORT_JSON: render_json(report) + "\n",
+                 format_.REPORT_TEXT: render_text(report)}
+    else:
+        files = {format_.REPORT_JSON: render_error_json(error or "", 2) + "\n",
+                 format_.REPORT_TEXT: f"Error: {error}\n"}
+    found = {name: text.encode() for name, text in files.items()}
+    if health is not None:
+        png = plot_health([str(n) for n in health["names"].tolist()], health["steps"],
+                          health["norms"], int(health["failing_step"]))
+        if png is not None:
+            found[format_.HEALTH_PLOT] = png
+    return found
 
 
-def finding(path: Path) -> str:
-    """The diagnosis in a few words: the first failing finding, its location and message."""
-    try:
-        data = json.loads((path / format_.REPORT_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "not diagnosed (run `gradcheck replay` on it)"
-    if data.get("error"):
-        return str(data["error"]).split(":")[0]
+def step_finding(report: Report | None, error: str | None, trigger: str) -> str:
+    """The diagnosis in a line: the first failing finding, where, and its message; never "all
+    is well" for a step that triggered."""
+    if report is None:
+        return error or "not diagnosed"
     for status in ("fail", "warn"):
-        for check in data.get("checks", []):
-            if check.get("status") == status:
-                where = f" at {check['location']}" if check.get("location") else ""
-                message = (check.get("message") or "").split("\n")[0]
-                return f"{status.upper()} {check['check']}{where}: {message}"
-    return "the diagnosis found nothing wrong at this step"
+        for check in report.sorted_checks():
+            if check.status == status:
+                where = f" at {check.location}" if check.location else ""
+                message = check.message.split("\n")[0]
+                return f"{status.upper()} {check.check}{where}: {message}"
+    if trigger.startswith("non-finite"):
+        return ("recomputed eagerly at the same weights and batch, the loss and its gradients"
+                " are finite: the non-finite value comes from what the training step does not"
+                " repeat here (a random draw such as dropout's mask, the compiled step's XLA or"
+                " float16 kernels); train with jit_compile=False, or the same seed, to pin it")
+    return "the diagnosis found no cause at the step's batch and weights"

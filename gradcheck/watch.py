@@ -1,5 +1,5 @@
 """gradcheck.Watch: a Keras callback (and one call per step of a custom loop) that catches the
-step where training breaks, keeps a snapshot of it and has it diagnosed in a worker process."""
+step where training breaks, keeps a snapshot of it and diagnoses it on the live model."""
 
 from __future__ import annotations
 
@@ -8,12 +8,19 @@ import contextlib
 import importlib.util
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from gradcheck.load.snapshot import Trigger
-from gradcheck.snapshot_writer import Capture, SnapshotWriter, finding, module_of
+from gradcheck.snapshot_writer import (
+    Capture,
+    SnapshotWriter,
+    loss_record,
+    report_files,
+    step_finding,
+)
 
 # Consecutive steps a LossScaleOptimizer may skip before the run is said to be stuck, and the
 # scale below which loss scaling no longer helps (the unscaled gradient itself overflows).
@@ -33,16 +40,14 @@ def _stderr(line: str) -> None:
 
 
 def _writable_directory(directory: str | os.PathLike[str]) -> Path:
+    """The snapshot folder, checked now and created at the first snapshot."""
     path = Path(directory)
     if path.exists() and not path.is_dir():
         raise ValueError(f"gradcheck.Watch: directory {str(path)!r} exists and is not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ValueError(f"gradcheck.Watch: cannot create directory {str(path)!r}:"
-                         f" {exc.strerror or exc}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ValueError(f"gradcheck.Watch: directory {str(path)!r} is not writable")
+    existing = next(p for p in (path, *path.absolute().parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"gradcheck.Watch: directory {str(path)!r} cannot be created or written"
+                         f" ({str(existing)!r} is not a writable directory)")
     return path
 
 
@@ -59,6 +64,7 @@ class Watch:
 
     def __init__(self, directory: str | os.PathLike[str] = "gradcheck-snapshots", stop: bool = True,
                  keep: int = 5, health: bool = False, tensorboard: str | None = None,
+                 verbose: int = 1, loss_fn: Callable[..., Any] | None = None,
                  diagnose: bool = True, timeout: float = DIAGNOSIS_TIMEOUT,
                  log: Callable[[str], Any] = _stderr) -> None:
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
@@ -73,7 +79,9 @@ class Watch:
                              " (pip install tensorboard, or 'gradcheck[tensorboard]')")
         self.directory = _writable_directory(directory)
         self.stop, self.keep, self.diagnose, self.timeout = stop, keep, diagnose, timeout
-        self._writer = SnapshotWriter(self.directory, keep, diagnose, timeout, log)
+        self.verbose, self.loss_fn = verbose, loss_fn
+        self.last_report: Any = None  # the Report of the last diagnosis, for a notebook
+        self._writer = SnapshotWriter(self.directory, keep, self._say)
         self.health, self.tensorboard = health, tensorboard
         self._history: collections.deque[tuple[int, Any, Any]] = collections.deque(
             maxlen=HEALTH_STEPS)
@@ -81,8 +89,8 @@ class Watch:
         self._loop_gate: Any = None  # a custom loop's step traced in a tf.function
         self._names: tuple[str, ...] = ()
         self.log = log
-        self.snapshots: list[Path] = []
         self.stopped = False
+        self._after_bar = False
         self.model: Any = None
         self.params: dict[str, Any] = {}
         self._fit: Any = None  # the fit under way
@@ -97,6 +105,22 @@ class Watch:
         # tf-keras's CallbackList reads these of every callback.
         self._supports_tf_logs = True
         self._chief_worker_only = None
+
+    @property
+    def snapshots(self) -> list[Path]:
+        """The snapshots this Watch wrote that still exist, oldest first."""
+        return self._writer.existing()
+
+    def _say(self, message: str, finding: bool = False) -> None:
+        """A line as Keras prints its callbacks' (after the progress bar's line, never inside
+        it); under verbose=0 (Watch's or fit's) only the finding."""
+        in_fit = self._fit is not None
+        quiet = self.verbose == 0 or (in_fit and self.params.get("verbose", 1) == 0)
+        if quiet and not finding:
+            return
+        bar = in_fit and self.params.get("verbose", 1) == 1 and self._after_bar
+        self._after_bar = False
+        self.log(("\n" if bar else "") + f"gradcheck.Watch: {message}")
 
     # Keras callback protocol (duck-typed, so that one class serves Keras 3 and tf-keras).
     def set_params(self, params: dict[str, Any]) -> None:
@@ -120,7 +144,7 @@ class Watch:
         raise AttributeError(name)
 
     def on_train_begin(self, logs: Any = None) -> None:
-        from gradcheck.tf.variables import weight_path
+        from gradcheck.tf.variables import weight_path_in
         from gradcheck.tf.watched_fit import WatchedFit
 
         self.stopped = False
@@ -133,7 +157,7 @@ class Watch:
             self._watched = WatchedFit(self.model, health=self.health)
         self._fit = self._watched
         self._fit.install(self._steps)
-        self._names = tuple(weight_path(v) for v in self.model.trainable_weights)
+        self._names = tuple(weight_path_in(v, self.model) for v in self.model.trainable_weights)
 
     def on_train_end(self, logs: Any = None) -> None:
         from gradcheck.tf.arrays import as_array
@@ -156,6 +180,7 @@ class Watch:
         fit = self._fit
         if fit is None:
             return
+        self._after_bar = True  # fit's progress bar has just written its line, unended
         if self.health and fit.gate.norms is not None:
             step = int(as_array(fit.gate.steps)) - 1
             self._recorded(step, as_array(fit.gate.norms), as_array(fit.gate.zeros))
@@ -170,7 +195,6 @@ class Watch:
     def _look(self, batch: int) -> None:
         """Read the gate: snapshot the step it stopped, or watch the loss scale."""
         from gradcheck.tf.training import TRIGGER_KINDS, loss_scale
-        from gradcheck.tf.variables import weight_path
 
         fit = self._fit
         if self.stopped:
@@ -179,14 +203,14 @@ class Watch:
         if found is not None:
             code, step, first_bad = found
             weights = self.model.trainable_weights
-            bad = (weight_path(weights[first_bad]),) if 0 <= first_bad < len(weights) else ()
+            bad = self._named(weights, first_bad)
             if code == 3:
                 bad = fit.without_gradient
             trigger = Trigger(TRIGGER_KINDS[code], _trigger_message(TRIGGER_KINDS[code], bad),
                               bad)
             x, y, sample_weight = _unpack(fit.gate.kept_batch())
             self._caught(trigger, step, step - self._epoch_start, (x, y, sample_weight),
-                         {"kind": "compiled"}, "xy")
+                         self.loss_fn, "xy")
             if self.stop:
                 self.model.stop_training = self.stopped = True
             else:
@@ -222,13 +246,13 @@ class Watch:
         fit = self._fit
         recorded = fit.gate.last_recorded() if fit is not None else None
         if fit is None or recorded is None:
-            self.log(f"gradcheck.Watch: {message}")
+            self._say(message, finding=True)
         else:
             x, y, sample_weight = _unpack(fit.gate.kept_batch())
             step = recorded[1]
             self._caught(Trigger("loss-scale", message + f"; the last skipped step was {step}"),
                          step, step - self._epoch_start, (x, y, sample_weight),
-                         {"kind": "compiled"}, "xy")
+                         self.loss_fn, "xy")
         if self.stop:
             self.model.stop_training = True
 
@@ -242,33 +266,30 @@ class Watch:
         tf.function, a boolean tensor: read `watch.stopped` after the call)."""
         from gradcheck.tf.keras_snapshot import eager_health
         from gradcheck.tf.training import TRIGGER_KINDS, custom_loop_verdict, in_graph
-        from gradcheck.tf.variables import weight_path
+        from gradcheck.tf.variables import weight_path_in
 
         self.model = model
-        loss_spec = ({"kind": "function", **(module_of(loss_fn) or {}),
-                      "qualname": getattr(loss_fn, "__qualname__", "")}
-                     if loss_fn is not None else {"kind": "compiled"})
         structure = "args" if loss_fn is not None else "xy"
         if in_graph():
-            return self._step_in_graph(model, optimizer, tape, loss, batch, loss_spec, structure)
+            return self._step_in_graph(model, optimizer, tape, loss, batch, loss_fn, structure)
         weights = model.trainable_variables
         gradients = tape.gradient(loss, weights)
         code, index = custom_loop_verdict(loss, gradients)
         if self.health:
-            self._names = tuple(weight_path(v) for v in weights)
+            self._names = tuple(weight_path_in(v, self.model) for v in weights)
             self._recorded(self._steps, *eager_health(gradients))
         if code == 0 or (code == 3 and self._missing_told):
             self._steps += 1
             optimizer.apply_gradients((g, v) for g, v in zip(gradients, weights)
                                       if g is not None)
             return True
-        names = ((weight_path(weights[index]),) if code != 3 else
-                 tuple(weight_path(v) for v, g in zip(weights, gradients) if g is None))
+        names = (self._named(weights, index) if code != 3 else
+                 tuple(weight_path_in(v, model) for v, g in zip(weights, gradients) if g is None))
         kind = TRIGGER_KINDS[code]
         step = self._steps
         self._steps += 1
         self._caught(Trigger(kind, _trigger_message(kind, names), names), step, None,
-                     tuple(batch), loss_spec, structure)
+                     tuple(batch), loss_fn, structure)
         if code == 3:
             self._missing_told = True  # a missing gradient is told once
             if not self.stop:
@@ -279,12 +300,13 @@ class Watch:
         return not self.stop
 
     def _step_in_graph(self, model: Any, optimizer: Any, tape: Any, loss: Any,
-                       batch: Sequence[Any], loss_spec: dict[str, Any], structure: str) -> Any:
+                       batch: Sequence[Any], loss_fn: Callable[..., Any] | None,
+                       structure: str) -> Any:
         """watch.step traced in a tf.function: gated in-graph; the snapshot is written from a
         tf.py_function on the step that fires (not under XLA). Returns a boolean tensor; the
         loop reads watch.stopped."""
         from gradcheck.tf.training import TRIGGER_KINDS, Gate, gated_graph_step, in_xla
-        from gradcheck.tf.variables import weight_path
+        from gradcheck.tf.variables import weight_path_in
 
         if in_xla():
             raise ValueError(
@@ -302,35 +324,78 @@ class Watch:
             if found is None:
                 return
             code, step, first_bad = found
-            names = (weight_path(weights[first_bad]),) if 0 <= first_bad < len(weights) else ()
+            names = self._named(weights, first_bad)
             kind = TRIGGER_KINDS[code]
             self._caught(Trigger(kind, _trigger_message(kind, names), names), step, None,
-                         tuple(values), loss_spec, structure)
+                         tuple(values), loss_fn, structure)
             if self.stop:
                 self.stopped = True
             else:
                 gate.resume()
 
-        self._names = tuple(weight_path(v) for v in weights)
+        self._names = tuple(weight_path_in(v, self.model) for v in weights)
         return gated_graph_step(gate, model, optimizer, tape, loss, tuple(batch), report,
                                 self._recorded if self.health else None)
 
     def _caught(self, trigger: Trigger, step: int, batch_index: int | None,
-                batch: Sequence[Any], loss: dict[str, Any], structure: str) -> None:
-        where = f"step {step}" + (f" (epoch {self._epoch}, batch {batch_index})"
-                                  if self._epoch is not None and batch_index is not None else "")
-        self.log(f"gradcheck.Watch: {where}: {trigger.message}; update not applied")
-        capture = Capture(trigger, step, self._epoch, batch_index, batch, loss, structure,
-                          self._health_arrays(step) if self._history else None)
+                batch: Sequence[Any], loss_fn: Callable[..., Any] | None, structure: str) -> None:
+        """Publish the step's snapshot, then diagnose the live step and store the report."""
+        # Epochs and batches as Keras shows them, from 1; steps from 0 (the optimizer's count).
+        epoch = None if self._epoch is None else self._epoch + 1
+        number = None if batch_index is None else batch_index + 1
+        where = f"step {step}" + (f" (epoch {epoch}, batch {number})"
+                                  if epoch is not None and number is not None else "")
+        self._say(f"{where}: {trigger.message}; update not applied")
+        health = self._health_arrays(step) if self._history else None
+        capture = Capture(trigger, step, epoch, number, batch, loss_record(loss_fn), structure,
+                          health)
+        path: Path | None = None
         try:
             path = self._writer.write(self.model, capture)
         except Exception as exc:
-            self.log(f"gradcheck.Watch: warning: could not write the snapshot of step {step}:"
-                     f" {type(exc).__name__}: {exc}")
-            return
-        self.snapshots = [p for p in self.snapshots if p.exists() and p != path] + [path]
-        self.log(f"gradcheck.Watch: snapshot {path}: {finding(path)}"
-                 + ("; training stopped with the weights before this step" if self.stop else ""))
+            self._say(f"warning: could not write the snapshot of step {step}:"
+                      f" {type(exc).__name__}: {exc}", finding=True)
+        found = "not diagnosed (Watch(diagnose=False))"
+        if self.diagnose:
+            report, error = self._diagnosis(trigger, where, batch, loss_fn, structure, health)
+            self.last_report = report
+            found = step_finding(report, error, trigger.kind)
+            if path is not None:
+                from gradcheck.load.snapshot import write_report_files
+
+                try:
+                    write_report_files(path, report_files(report, error, health))
+                except Exception as exc:
+                    self._say(f"warning: could not store the diagnosis in {path}:"
+                              f" {type(exc).__name__}: {exc}", finding=True)
+        kept = f"snapshot {path}: " if path is not None else ""
+        self._say(f"{kept}{found}" + ("; training stopped with the weights before this step"
+                                      if self.stop else ""), finding=True)
+
+    def _diagnosis(self, trigger: Trigger, where: str, batch: Sequence[Any],
+                   loss_fn: Callable[..., Any] | None, structure: str,
+                   health: dict[str, Any] | None) -> tuple[Any, str | None]:
+        """The live step's report (or why there is none), the model left as it was."""
+        from gradcheck.errors import GradcheckError
+        from gradcheck.training_step import check_step, step_options
+
+        started = time.monotonic()
+        try:
+            report = check_step(self.model, loss_fn, batch, structure,
+                                step_options(trigger.kind), f"the training loss at {where}",
+                                health)
+        except GradcheckError as error:
+            return None, error.message
+        except Exception as exc:
+            return None, f"the diagnosis failed: {type(exc).__name__}: {exc}"
+        self._say(f"diagnosed in {time.monotonic() - started:.1f}s")
+        return report, None
+
+    def _named(self, weights: Sequence[Any], index: int) -> tuple[str, ...]:
+        """The weight a trigger names (by its path in the model), if it names one."""
+        from gradcheck.tf.variables import weight_path_in
+
+        return (weight_path_in(weights[index], self.model),) if 0 <= index < len(weights) else ()
 
     def _health_arrays(self, failing: int) -> dict[str, Any]:
         import numpy as np

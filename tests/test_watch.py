@@ -49,14 +49,19 @@ def test_fit_is_stopped_before_the_nan_update_with_a_diagnosed_snapshot(caught):
     watch, model = caught
     [snapshot] = watch.snapshots
     assert snapshot.name == "step-000002"
-    saved = np.load(snapshot / "weights.npz")
+    assert not (snapshot / "weights.npz").exists()  # the weights are stored once, in the model
+    import keras
+
+    saved = keras.models.load_model(snapshot / "model.keras", custom_objects={
+        "euclidean_loss": euclidean_loss.euclidean_loss})
     [kernel] = model.get_weights()
     assert np.isfinite(kernel).all()
-    np.testing.assert_array_equal(kernel, next(iter(saved.values())))
+    np.testing.assert_array_equal(kernel, saved.get_weights()[0])
     batch = np.load(snapshot / "batch.npz", allow_pickle=False)
     assert batch["x"].shape == (16, 3) and not batch["x"][FAILING_ROW - 32].any()
     manifest = read_snapshot(snapshot)
-    assert (manifest.step, manifest.epoch, manifest.batch) == (2, 0, 2)
+    assert (manifest.step, manifest.epoch, manifest.batch) == (2, 1, 3)  # as Keras counts
+    assert "/" not in json.dumps(manifest.as_json()["modules"])  # no path of this machine
     assert manifest.trigger.kind == "non-finite-gradient"
     report = json.loads((snapshot / "report.json").read_text())
     [finding] = [c for c in report["checks"] if c["check"] == "non-finite"]
@@ -68,12 +73,20 @@ def test_fit_is_stopped_before_the_nan_update_with_a_diagnosed_snapshot(caught):
                for line in watch.lines)
 
 
-def test_replay_repeats_the_diagnosis_from_the_snapshot_alone(caught):
+def test_replay_repeats_the_diagnosis_only_with_the_code_the_user_names(caught):
     snapshot = caught[0].snapshots[0]
-    done = subprocess.run([sys.executable, "-m", "gradcheck", "replay", str(snapshot),
-                           "--format", "json"], capture_output=True, text=True, cwd="/")
+    replay = [sys.executable, "-m", "gradcheck", "replay", str(snapshot), "--format", "json"]
+    refused = subprocess.run(replay, capture_output=True, text=True, cwd="/")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "euclidean_loss" in refused.stderr and "--trust" in refused.stderr
+    assert f"{snapshot}/report.txt" in refused.stderr  # the diagnosis made in training
+    done = subprocess.run(replay + ["--trust", "--path", str(TRAINING)], capture_output=True,
+                          text=True)
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
+    live = json.loads((snapshot / "report.json").read_text())
+    assert [(c["check"], c["status"], c["location"], c["message"]) for c in report["checks"]] \
+        == [(c["check"], c["status"], c["location"], c["message"]) for c in live["checks"]]
     assert any(c["check"] == "non-finite" and c["status"] == "fail"
                and c["location"].endswith(f"euclidean_loss.py:{SQRT_LINE}")
                for c in report["checks"])
@@ -194,7 +207,7 @@ def test_a_snapshot_that_cannot_be_written_warns_and_leaves_nothing_partial(tmp_
     watch.model = euclidean_loss.make_model()
     batch = (np.zeros((2, 3), object), None)  # an array snapshots cannot hold
     watch._caught(gradcheck.watch.Trigger("non-finite-loss", "the loss is not finite"), 0, 0,
-                  batch, {"kind": "compiled"}, "xy")
+                  batch, None, "xy")
     assert watch.snapshots == [] and list(tmp_path.iterdir()) == []
     assert any("warning: could not write the snapshot" in line for line in lines)
 
@@ -315,8 +328,8 @@ def test_a_model_with_named_inputs_keeps_its_dict_batch(tmp_path):
     [snapshot] = watch.snapshots
     batch = np.load(snapshot / "batch.npz")
     assert sorted(batch.files) == ["x/a", "x/b", "y"] and not batch["x/a"][4].any()
-    done = subprocess.run([sys.executable, "-m", "gradcheck", "replay", str(snapshot), "-q"],
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "gradcheck", "replay", str(snapshot), "-q",
+                           "--trust", "--path", str(TRAINING)], capture_output=True, text=True)
     assert done.returncode == 1 and "FAILED" in done.stdout, done.stderr
 
 

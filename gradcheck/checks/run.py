@@ -45,7 +45,7 @@ from gradcheck.numerics.rounding import (
     tiny_move_resolved,
 )
 from gradcheck.numerics.tolerances import tolerance_for
-from gradcheck.options import CheckOptions
+from gradcheck.options import SWEPT_KINDS, CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, TensorInfo
 from gradcheck.run_settings import RunSettings
 from gradcheck.tf.binding import prepare
@@ -268,13 +268,15 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
     if changed is not None:
         found.results.append(changed)
     else:
-        choice = choose_mode(options, program, [ctx.outputs[k].shape for k in ctx.diff_outputs],
-                             recording.call_seconds)
-        if choice.mode is Mode.FAST:
-            found.extend(run_fast(ctx, choice.reason))
-        else:
-            full, analyses = _full_mode(ctx)
-            found.extend(full)
+        if options.kinds & SWEPT_KINDS:
+            choice = choose_mode(options, program,
+                                 [ctx.outputs[k].shape for k in ctx.diff_outputs],
+                                 recording.call_seconds)
+            if choice.mode is Mode.FAST:
+                found.extend(run_fast(ctx, choice.reason))
+            else:
+                full, analyses = _full_mode(ctx)
+                found.extend(full)
         if ctx.wants(Kind.JVP):
             found.extend(check_jvp(ctx))
         if ctx.wants(Kind.COMPILED) and options.compiled:

@@ -22,10 +22,10 @@ from gradcheck.cli.flags import (
     run_timeout_option,
     upstream_option,
 )
-from gradcheck.cli.formats import JSON, TABLE, OutputFormat, OutputOptions, report_error
+from gradcheck.cli.formats import OutputFormat, OutputOptions, report_error
 from gradcheck.cli.group import GradcheckGroup
 from gradcheck.cli.output import annotate_run_for_github, make_console, write_artifacts
-from gradcheck.cli.paths import guard_run, guard_single
+from gradcheck.cli.paths import guard_replay, guard_run, guard_single
 from gradcheck.cli.version import version_option
 from gradcheck.errors import (
     ExitCode,
@@ -168,17 +168,6 @@ def _run_single(command: str, target: str, options: CommandOptions) -> None:
     sys.exit(int(report.exit_code))
 
 
-def _plot_health(snapshot: Any) -> None:
-    """health.png beside the reports, when the snapshot recorded health and matplotlib is here."""
-    from gradcheck.load.snapshot import HEALTH_FILE, HEALTH_PLOT, load_arrays
-    from gradcheck.render.health_plot import plot_health
-
-    if (snapshot / HEALTH_FILE).is_file():
-        health = load_arrays(snapshot / HEALTH_FILE)
-        plot_health(snapshot / HEALTH_PLOT, health["names"].tolist(), health["steps"],
-                    health["norms"], int(health["failing_step"]))
-
-
 def _progress_bar(output_format: OutputFormat, no_color: bool) -> Any:
     """A rich bar on stderr for long work: only for tables, only on a terminal."""
     if not output_format.shows_progress() or not sys.stderr.isatty():
@@ -237,30 +226,46 @@ def hessian(target: str, **options: Any) -> None:
 
 @cli.command()
 @click.argument("snapshot", metavar="SNAPSHOT")
+@click.option("--trust", is_flag=True,
+              help="A snapshot you made: import the modules it names and load its Lambda"
+                   " layers (never for a snapshot you received).")
+@click.option("--model", "model_spec", metavar="MODULE:FUNCTION",
+              help="A function that builds the model (subclassed, tf.Module, Lambda layers);"
+                   " the snapshot's weights are put into it.")
+@click.option("--loss", "loss_spec", metavar="MODULE:FUNCTION",
+              help="The loss as the training loop computed it: loss(model, *batch).")
 @click.option("--path", default=".", show_default=True, metavar="DIR",
-              help="Put DIR first on sys.path to import the modules the snapshot names.")
-@click.option("--mode", type=click.Choice(("fast", "full", "auto")), default="fast",
-              show_default=True, help="full: the whole Jacobian of the loss (slow for a model).")
+              help="Put DIR first on sys.path to import --model, --loss (and, with --trust,"
+                   " the modules the snapshot names).")
+@click.option("--mode", type=click.Choice(("fast", "full")), default=None,
+              help="Every check of the weights, not only what the trigger asks (a non-finite"
+                   " step: the op that made it); full: the whole Jacobian (slow for a model).")
 @option(SPECS["timeout"])
 @click.option("--write-reports", is_flag=True,
-              help="Also store report.json and report.txt in the snapshot.")
+              help="Also store report.json and report.txt in the snapshot (where it has none).")
 @output_options
-def replay(snapshot: str, path: str, mode: str, timeout: float | None, write_reports: bool,
+def replay(snapshot: str, trust: bool, model_spec: str | None, loss_spec: str | None,
+           path: str, mode: str | None, timeout: float | None, write_reports: bool,
            **output_flags: Any) -> None:
-    """The diagnosis of a snapshot that gradcheck.Watch wrote, again, in a fresh process."""
+    """The diagnosis of a snapshot that gradcheck.Watch wrote, again, in a fresh process. It
+    runs no code the snapshot names unless you pass --trust."""
     output = OutputOptions.from_click(output_flags)
     output_format = output.format
     try:
+        from pathlib import Path
+
         from gradcheck import isolation
         from gradcheck.load.snapshot import read_snapshot
-        from gradcheck.pipeline import check_snapshot, snapshot_options
+        from gradcheck.training_step import Replay, check_snapshot, step_options
 
         manifest = read_snapshot(snapshot)  # missing, partial or altered: exit 2 at once
-        check_options = snapshot_options(mode, timeout,
-                                         loss_scale=manifest.trigger.kind == "loss-scale")
+        guard_replay(Path(snapshot), output.file, model_spec, loss_spec, path)
+        check_options = step_options(manifest.trigger.kind, mode, timeout)
         isolation.prestart(1)
-        job = isolation.Job(check_snapshot, (snapshot, path), check_options,
-                            name="training loss", target=snapshot, timeout=timeout,
+        job = isolation.Job(check_snapshot,
+                            (Replay(snapshot, path, trust, model_spec, loss_spec),),
+                            check_options, name="training loss", target=snapshot,
+                            timeout=timeout,
                             memory_limit=isolation.memory_cap(check_options.max_memory))
         output_format.warm_up()
         result = isolation.run_jobs([job])[0]
@@ -272,13 +277,12 @@ def replay(snapshot: str, path: str, mode: str, timeout: float | None, write_rep
         if output.file:
             write_file(output.file, text.encode())
         if write_reports:
-            from pathlib import Path
+            from gradcheck.load.snapshot import HEALTH_FILE, load_arrays, write_report_files
+            from gradcheck.snapshot_writer import report_files
 
-            from gradcheck.load.snapshot import write_report_files
-
-            write_report_files(Path(snapshot), JSON.report(report, "replay"),
-                               TABLE.report(report, "replay"))
-            _plot_health(Path(snapshot))
+            health = (load_arrays(Path(snapshot) / HEALTH_FILE)
+                      if HEALTH_FILE in manifest.files else None)
+            write_report_files(Path(snapshot), report_files(report, None, health))
     except GradcheckError as error:
         sys.exit(report_error(error, output, snapshot, output.file))
     output_format.show(report, text, "replay", output)

@@ -113,3 +113,16 @@ def guard_run(config: Any, selected: Any, output_file: str | None,
         reads += [(path, f"a file check {check.name!r} reads")
                   for path in value_files((*check.input, *check.upstream))]
     guard_outputs(reads, [("-o", output_file)], ("--plot", plot_dir), plot_subfolders=True)
+
+
+def guard_replay(snapshot: Path, output_file: str | None, model_spec: str | None,
+                 loss_spec: str | None, path: str) -> None:
+    """-o never names a file of the snapshot (its reports included), nor --model's or
+    --loss's source."""
+    from gradcheck.load.snapshot import DATA_FILES, MANIFEST, REPORT_JSON, REPORT_TEXT
+
+    reads = [(str(snapshot / name), f"the snapshot's {name}")
+             for name in (MANIFEST, *DATA_FILES, REPORT_JSON, REPORT_TEXT)]
+    reads += [(file, "the source of --model or --loss")
+              for spec in (model_spec, loss_spec) for file in target_files(spec, path)]
+    guard_outputs(reads, [("-o", output_file)])

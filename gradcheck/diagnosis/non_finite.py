@@ -119,8 +119,8 @@ def non_finite_results(program: Program, checks: Sequence[CheckResult], options:
                        ) -> tuple[list[CheckResult], list[CheckResult]]:
     """`non-finite` findings (only when something is NaN or infinite), and the checks, with
     the symptoms they explain located at the op."""
-    if Kind.NON_FINITE not in options.kinds or all(
-            c.status in (Status.PASS, Status.SKIP) for c in checks):
+    if Kind.NON_FINITE not in options.kinds or (options.kinds & SYMPTOMS and all(
+            c.status in (Status.PASS, Status.SKIP) for c in checks)):
         return [], list(checks)
     outputs = differentiable_outputs(program)
     found: list[CheckResult] = []

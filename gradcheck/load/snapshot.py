@@ -1,5 +1,6 @@
 """The on-disk form of a training snapshot (gradcheck.Watch writes it, `gradcheck replay` reads
-it): `snapshot.json` and its arrays, checksummed, written under a temporary name and renamed."""
+it): `snapshot.json` and its arrays, checksummed, written under a temporary name and published
+under a name no other run holds; a snapshot names no code to run and no path of its machine."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import hashlib
 import json
 import os
 import re
-import shutil
-from collections.abc import Mapping
+import zipfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ import numpy as np
 
 from gradcheck.errors import LoadError
 
-FORMAT = 1
+FORMAT = 2
+READABLE_FORMATS = (1, 2)  # format 1 also recorded absolute paths, which are now ignored
 MANIFEST = "snapshot.json"
 MODEL_FILE = "model.keras"
 BATCH_FILE = "batch.npz"
@@ -26,7 +28,11 @@ HEALTH_FILE = "health.npz"  # per-weight gradient norms of the last steps (healt
 HEALTH_PLOT = "health.png"
 DATA_FILES = (MODEL_FILE, BATCH_FILE, WEIGHTS_FILE, HEALTH_FILE)
 REPORT_JSON, REPORT_TEXT = "report.json", "report.txt"
-_STEP_NAME = re.compile(r"^step-(\d{6,})$")
+MAX_MANIFEST_BYTES = 1 << 20
+KERAS_PACKAGES = ("keras", "tf_keras")  # the only packages a snapshot's model is loaded with
+# step-000345, or step-000345-<run id> when another run already holds that step's name.
+_STEP_NAME = re.compile(r"^step-(\d{6,})(?:-[0-9a-f]{8}(?:-\d+)?)?$")
+_PARTIAL_NAME = re.compile(r"^\.step-\d{6,}\.partial-(\d+)-[0-9a-f]{8}$")
 
 
 def step_directory_name(step: int) -> str:
@@ -53,13 +59,14 @@ class Snapshot:
     batch: int | None
     trigger: Trigger
     keras: str  # the package that trained: "keras" (Keras 3) or "tf_keras"
-    # How the loss is rebuilt: {"kind": "compiled"} (the model's compiled loss) or
-    # {"kind": "function", "module": ..., "qualname": ..., "file": ...} (loss_fn(model, *batch)).
+    # How the loss was computed: {"kind": "compiled"} (the model's compiled loss) or
+    # {"kind": "function", "module": ..., "qualname": ...} (loss_fn(model, *batch)); a record,
+    # which replay imports only when the user says so (--trust).
     loss: Mapping[str, Any]
     batch_keys: tuple[str, ...]  # the batch's arrays in order: x, y, sample_weight or x0, x1...
     batch_structure: str  # "xy": (x, y[, sample_weight]) for fit; "args": loss_fn's arguments
     # Modules of the user's own classes and functions the model and loss need, each as
-    # {"module": name, "file": path or None}, imported (never read from the snapshot) on replay.
+    # {"module": name}: imported on replay only with --trust (never read from the snapshot).
     modules: tuple[Mapping[str, Any], ...] = ()
     custom_objects: Mapping[str, str] = field(default_factory=dict)  # name -> module:qualname
     versions: Mapping[str, str] = field(default_factory=dict)
@@ -136,9 +143,48 @@ def _unflatten(key: str, arrays: Mapping[str, np.ndarray]) -> Any:
     return {part: _unflatten(prefix + part, arrays) for part in parts}
 
 
+def non_finite_data(arrays: Mapping[str, np.ndarray]) -> str | None:
+    """The batch itself holding NaN or inf (flattened as flatten_batch does): then the data,
+    not a gradient, is at fault."""
+    for name, array in arrays.items():
+        if np.issubdtype(array.dtype, np.floating) or array.dtype.name == "bfloat16":
+            values = array.astype(np.float64)
+            bad = ~np.isfinite(values)
+            if bad.any():
+                where = [int(i) for i in np.argwhere(bad)[0]]
+                return (f"the batch's {name} is not finite in {int(bad.sum())} element(s)"
+                        f" (first {values[tuple(where)]} at {where}): the data, not a"
+                        " gradient, is at fault; clean the input pipeline (drop or impute the"
+                        " row; tf.debugging.check_numerics on the dataset finds them all)")
+    return None
+
+
 def load_arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
-        return {key: data[key] for key in data.files}
+    """A snapshot's .npz, numbers only (no pickle), each array's header checked against the
+    bytes the file holds before anything is allocated; a LoadError (exit 2) for a damaged one."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.infolist():
+                with archive.open(member) as stream:
+                    _check_header(stream, member.file_size)
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, MemoryError) as exc:
+        raise LoadError(f"{path} is damaged or not a snapshot's array file"
+                        f" ({type(exc).__name__}: {exc})") from None
+
+
+def _check_header(stream: Any, size: int) -> None:
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+    else:
+        shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+    if dtype.hasobject:
+        raise ValueError("it holds an object array")
+    if int(np.prod(shape, dtype=np.float64)) * dtype.itemsize > size:
+        raise ValueError(f"an array header declares {shape} of {dtype}, more than the"
+                         f" {size} bytes stored")
 
 
 def write_manifest(directory: Path, snapshot: Snapshot) -> Snapshot:
@@ -156,38 +202,75 @@ def _write_text(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
-def write_report_files(directory: Path, json_text: str, table_text: str) -> None:
-    _write_text(directory / REPORT_JSON, json_text)
-    _write_text(directory / REPORT_TEXT, table_text)
+def write_report_files(directory: Path, files: Mapping[str, bytes]) -> None:
+    """A snapshot's reports (report.json, report.txt, health.png), each created anew: never
+    through a symlink, never over a file that is already there (a LoadError names it)."""
+    for name in files:
+        if os.path.lexists(directory / name):
+            raise LoadError(f"{directory / name} already exists: gradcheck writes a snapshot's"
+                            " report only where there is none (remove it, or use -o)")
+    for name, data in files.items():
+        _create(directory / name, data)
 
 
-def publish(partial: Path, final: Path) -> None:
-    """Rename a complete snapshot into place (an older one of the same step is replaced)."""
-    if final.exists():
-        stale = final.with_name(final.name + f".stale-{os.getpid()}")
-        os.replace(final, stale)
-        shutil.rmtree(stale, ignore_errors=True)
-    os.replace(partial, final)
+def _create(target: Path, data: bytes) -> None:
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                         | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(data)
+        os.link(partial, target)  # fails, rather than replaces, if the name was taken meanwhile
+    except FileExistsError:
+        raise LoadError(f"{target} appeared while it was written; left as it is") from None
+    finally:
+        os.unlink(partial)
+
+
+def partial_directory(directory: Path, step: int, run_id: str) -> Path:
+    """Where a snapshot is written before it is published (named by this process)."""
+    return directory / f".{step_directory_name(step)}.partial-{os.getpid()}-{run_id}"
+
+
+def publish(partial: Path, step: int, run_id: str) -> Path:
+    """Move a complete snapshot to a name no other snapshot holds: step-NNNNNN, else
+    step-NNNNNN-<run id>(-n). The name is claimed by mkdir (atomic) and the manifest moved
+    last, so that a reader sees the snapshot complete or not at all."""
+    base = step_directory_name(step)
+    names = [base, f"{base}-{run_id}", *(f"{base}-{run_id}-{n}" for n in range(2, 1000))]
+    for name in names:
+        final = partial.parent / name
+        try:
+            final.mkdir()
+        except FileExistsError:
+            continue
+        for item in sorted(partial.iterdir(), key=lambda p: p.name == MANIFEST):
+            os.replace(item, final / item.name)
+        partial.rmdir()
+        return final
+    raise LoadError(f"no free name for step {step}'s snapshot in {partial.parent}")
+
+
+def leftover_partials(directory: Path, alive: Callable[[int], bool]) -> list[Path]:
+    """Temporary snapshot folders whose writing process is gone (killed while it wrote)."""
+    if not directory.is_dir():
+        return []
+    return [p for p in directory.iterdir()
+            if (m := _PARTIAL_NAME.match(p.name)) and not alive(int(m.group(1)))]
 
 
 def snapshots_in(directory: Path) -> list[Path]:
     """The complete snapshots in a Watch directory, oldest step first."""
     if not directory.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in directory.iterdir()
+    found = [(int(m.group(1)), p.stat().st_mtime, p) for p in directory.iterdir()
              if (m := _STEP_NAME.match(p.name)) and (p / MANIFEST).is_file()]
-    return [path for _, path in sorted(found)]
-
-
-def prune(directory: Path, keep: int) -> None:
-    """Remove all but the newest `keep` snapshots."""
-    for old in snapshots_in(directory)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
+    return [path for _, _, path in sorted(found)]
 
 
 def read_snapshot(directory: str | Path) -> Snapshot:
     """snapshot.json of a complete, unaltered snapshot; a LoadError (exit 2) in one line for a
-    missing, partial or altered one."""
+    missing, partial, altered or malformed one."""
     path = Path(directory)
     if not path.exists():
         raise LoadError(f"snapshot {directory} does not exist")
@@ -198,34 +281,87 @@ def read_snapshot(directory: str | Path) -> Snapshot:
     if not manifest.is_file():
         raise LoadError(f"snapshot {directory} is partial or not a snapshot: it has no {MANIFEST}")
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-        snapshot = _from_json(data)
-    except (ValueError, KeyError, TypeError) as exc:
+        if manifest.stat().st_size > MAX_MANIFEST_BYTES:
+            raise ValueError(f"{manifest.stat().st_size} bytes")
+        snapshot = _from_json(json.loads(manifest.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise LoadError(f"snapshot {directory}: {MANIFEST} is not a gradcheck snapshot"
                         f" manifest ({type(exc).__name__}: {exc})") from None
-    for name in (BATCH_FILE,):
-        if name not in snapshot.files:
-            raise LoadError(f"snapshot {directory} is partial: its manifest lists no {name}")
+    if BATCH_FILE not in snapshot.files:
+        raise LoadError(f"snapshot {directory} is partial: its manifest lists no {BATCH_FILE}")
     for name, digest in snapshot.files.items():
-        if not (path / name).is_file():
-            raise LoadError(f"snapshot {directory} is partial: {name} is missing")
-        if _sha256(path / name) != digest:
+        if name not in DATA_FILES:
+            raise LoadError(f"snapshot {directory}: its manifest lists {name!r}, not a"
+                            " snapshot's file")
+        file = path / name
+        if file.is_symlink() or not file.is_file():
+            raise LoadError(f"snapshot {directory} is partial: {name} is missing"
+                            + (" (a symlink)" if file.is_symlink() else ""))
+        if _sha256(file) != digest:
             raise LoadError(f"snapshot {directory} was altered: {name} does not match the"
                             f" checksum in {MANIFEST}")
     return snapshot
 
 
-def _from_json(data: Mapping[str, Any]) -> Snapshot:
-    if data.get("format") != FORMAT:
+def _text(value: Any, field_name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{field_name} is {type(value).__name__}, not text")
+    return value
+
+
+def _optional_int(value: Any, field_name: str) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise TypeError(f"{field_name} is {type(value).__name__}, not a number")
+    return value
+
+
+def _texts(values: Any, field_name: str) -> tuple[str, ...]:
+    if not isinstance(values, list):
+        raise TypeError(f"{field_name} is {type(values).__name__}, not a list")
+    return tuple(_text(v, field_name) for v in values)
+
+
+def _text_map(value: Any, field_name: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise TypeError(f"{field_name} is {type(value).__name__}, not an object")
+    return {_text(k, field_name): _text(v, field_name) for k, v in value.items()}
+
+
+def _from_json(data: Any) -> Snapshot:
+    if not isinstance(data, dict):
+        raise TypeError(f"it is a JSON {type(data).__name__}, not an object")
+    if data.get("format") not in READABLE_FORMATS:
         raise ValueError(f"format {data.get('format')!r}, expected {FORMAT}")
     trigger = data["trigger"]
+    if not isinstance(trigger, dict):
+        raise TypeError("trigger is not an object")
+    step = _optional_int(data["step"], "step")
+    if step is None or step < 0:
+        raise ValueError(f"step {step!r}")
+    structure = _text(data["batch_structure"], "batch_structure")
+    if structure not in ("xy", "args"):
+        raise ValueError(f"batch_structure {structure!r}")
+    loss = data["loss"]
+    if not isinstance(loss, dict) or loss.get("kind") not in ("compiled", "function"):
+        raise ValueError(f"loss {loss!r}")
+    keras = _text(data["keras"], "keras")
+    if keras not in KERAS_PACKAGES:
+        raise ValueError(f"keras {keras!r}, not one of {', '.join(KERAS_PACKAGES)}")
+    modules = data.get("modules", [])
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise TypeError("modules is not a list of objects")
+    diagnosis = data.get("diagnosis", {})
     return Snapshot(
-        step=int(data["step"]), epoch=data.get("epoch"), batch=data.get("batch"),
-        trigger=Trigger(str(trigger["kind"]), str(trigger["message"]),
-                        tuple(trigger.get("weights", ()))),
-        keras=str(data["keras"]), loss=dict(data["loss"]),
-        batch_keys=tuple(data["batch_keys"]), batch_structure=str(data["batch_structure"]),
-        modules=tuple(dict(m) for m in data.get("modules", ())),
-        custom_objects=dict(data.get("custom_objects", {})),
-        versions=dict(data.get("versions", {})), files=dict(data["files"]),
-        diagnosis=dict(data.get("diagnosis", {})))
+        step=step, epoch=_optional_int(data.get("epoch"), "epoch"),
+        batch=_optional_int(data.get("batch"), "batch"),
+        trigger=Trigger(_text(trigger["kind"], "trigger.kind"),
+                        _text(trigger["message"], "trigger.message"),
+                        _texts(trigger.get("weights", []), "trigger.weights")),
+        keras=keras,
+        loss={k: _text(v, "loss") for k, v in loss.items() if k != "file"},
+        batch_keys=_texts(data["batch_keys"], "batch_keys"), batch_structure=structure,
+        modules=tuple({"module": _text(m["module"], "modules")} for m in modules),
+        custom_objects=_text_map(data.get("custom_objects", {}), "custom_objects"),
+        versions=_text_map(data.get("versions", {}), "versions"),
+        files=_text_map(data["files"], "files"),
+        diagnosis=diagnosis if isinstance(diagnosis, dict) else {})

@@ -3,22 +3,22 @@ failing step marked (matplotlib, when installed)."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 
-def plot_health(path: Path, names: Sequence[str], steps: np.ndarray, norms: np.ndarray,
-                failing_step: int) -> bool:
-    """Write the PNG; False when matplotlib is not installed."""
+def plot_health(names: Sequence[str], steps: np.ndarray, norms: np.ndarray,
+                failing_step: int) -> bytes | None:
+    """The PNG; None when matplotlib is not installed."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return False
+        return None
     figure, axes = plt.subplots(figsize=(8, 4.5))
     for index, name in enumerate(names):
         values = np.asarray(norms[:, index], np.float64)
@@ -29,8 +29,7 @@ def plot_health(path: Path, names: Sequence[str], steps: np.ndarray, norms: np.n
     axes.set_title("per-weight gradient norms before the failing step")
     axes.legend(fontsize="x-small", loc="best")
     figure.tight_layout()
-    partial = path.with_name(path.name + ".partial")
-    figure.savefig(partial, format="png", dpi=100)
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=100)
     plt.close(figure)
-    partial.replace(path)
-    return True
+    return png.getvalue()

@@ -29,14 +29,61 @@ def save_model(model: Any, path: Path) -> None:
 
 
 def weight_arrays(model: Any) -> dict[str, np.ndarray]:
-    """Every weight's value by path (readable without Keras)."""
+    """Every variable's value by path (readable without Keras), in the model's order: a Keras
+    model's weights, a tf.Module's variables."""
+    from gradcheck.tf.step_state import model_variables
+
     arrays: dict[str, np.ndarray] = {}
-    for variable in model.weights:
+    for variable in model_variables(model, metrics=False):
         name = weight_path(variable)
         while name in arrays:
             name += "_"
         arrays[name] = as_array(variable)
     return arrays
+
+
+def assign_weights(model: Any, arrays: dict[str, np.ndarray]) -> None:
+    """weight_arrays' values put into a model built again by the user's code: by path, else in
+    order; a ValueError (what differs) when the model is not the one that trained."""
+    from gradcheck.tf.step_state import model_variables
+
+    variables = model_variables(model, metrics=False)
+    names = list(weight_arrays(model))
+    if sorted(names) != sorted(arrays) and len(variables) != len(arrays):
+        raise ValueError(f"the model has {len(variables)} variable(s), the snapshot"
+                         f" {len(arrays)}")
+    values = [arrays[n] for n in names] if sorted(names) == sorted(arrays) else list(
+        arrays.values())
+    for variable, name, value in zip(variables, names, values):
+        if tuple(variable.shape) != value.shape:
+            raise ValueError(f"{name} has shape {tuple(variable.shape)}, the snapshot's"
+                             f" {value.shape}")
+    for variable, value in zip(variables, values):
+        variable.assign(value)
+
+
+def load_weights(model: Any, path: Path) -> None:
+    """The weights of a snapshot's model.keras into a model built again by the user's code."""
+    model.load_weights(str(path))
+
+
+def batch_arrays(batch: Sequence[Any], structure: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The batch's names (x, y, sample_weight for fit; arg0, arg1... for a loss_fn's) and its
+    arrays by key (a dict of named inputs as x/name)."""
+    from gradcheck.load.snapshot import flatten_batch
+
+    names = ("x", "y", "sample_weight") if structure == "xy" else tuple(
+        f"arg{i}" for i in range(len(batch)))
+
+    def arrays(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: arrays(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
+            return type(value)(arrays(item) for item in value)
+        return as_array(value)
+
+    named = {name: arrays(value) for name, value in zip(names, batch) if value is not None}
+    return tuple(named), flatten_batch(named)
 
 
 def versions(package: str) -> dict[str, str]:
@@ -50,11 +97,18 @@ def versions(package: str) -> dict[str, str]:
     return found
 
 
-def load_model(package: str, path: Path, custom_objects: dict[str, Any]) -> Any:
-    """A snapshot's .keras file in safe mode (no lambda code is deserialised)."""
-    keras = __import__(package)
-    return keras.models.load_model(str(path), custom_objects=custom_objects, safe_mode=True,
-                                   compile=True)
+def load_model(package: str, path: Path, custom_objects: dict[str, Any],
+               safe_mode: bool = True) -> Any:
+    """A snapshot's .keras file, in safe mode (no Lambda layer's code is deserialised) unless
+    the user trusts the snapshot."""
+    keras = __import__("tf_keras" if package == "tf_keras" else "keras")
+    return keras.models.load_model(str(path), custom_objects=custom_objects,
+                                   safe_mode=safe_mode, compile=True)
+
+
+def compiled_loss(model: Any) -> bool:
+    """Whether fit's loss can be computed: a Keras model compiled with a loss."""
+    return callable(getattr(model, "compute_loss", None)) and bool(getattr(model, "loss", None))
 
 
 def training_loss(model: Any, x: Any, y: Any = None, sample_weight: Any = None) -> Any:

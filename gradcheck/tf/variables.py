@@ -33,7 +33,8 @@ def weight_path(weight: Any) -> str:
     return str(getattr(weight, "path", None) or weight.name).split(":")[0]
 
 
-def _keras_path(weight: Any, function: Any) -> str:
+def weight_path_in(weight: Any, function: Any) -> str:
+    """A weight's path inside the model (or layer) `function` that holds it: dense/kernel."""
     path = weight_path(weight)
     prefix = f"{getattr(function, 'name', '')}/"
     return path[len(prefix):] if path.startswith(prefix) else path
@@ -75,18 +76,21 @@ def _module_path(module: Any, variable: Any) -> str | None:
 
 
 class VariableNames:
-    """How the user's code names each variable f reads: dense/kernel for a Keras weight (the
-    model's own name left out), the Python name of a variable f's code reaches, the attribute
-    path inside a tf.Module it reaches (model.kernel.variance), else the variable's own name."""
+    """How the user's code names each variable f reads: dense/kernel for a Keras weight of f or
+    of a model among its `arguments` (the model's own name left out, so that a model reloaded
+    names it alike), the Python name of a variable f's code reaches, the attribute path inside a
+    tf.Module it reaches (model.kernel.variance), else the variable's own name."""
 
-    def __init__(self, function: Any) -> None:
+    def __init__(self, function: Any, arguments: Sequence[Any] = ()) -> None:
         self.function = function
+        self.models = [function, *(a for a in arguments if _keras_weights(a))]
         self.names = _python_names(function)
 
     def __call__(self, variable: Any) -> str:
-        for weight in _keras_weights(self.function):
-            if _tf_variable(weight) is variable:
-                return _keras_path(weight, self.function)
+        for model in self.models:
+            for weight in _keras_weights(model):
+                if _tf_variable(weight) is variable:
+                    return weight_path_in(weight, model)
         for name, value in self.names:
             if value is variable:
                 return name
@@ -116,7 +120,7 @@ def variable_slots(program: Program, read: Sequence[Any]) -> tuple[list[Slot], l
     it did not read under the tape) that are not its arguments; notes for the others
     (non-trainable: listed, not checked)."""
     arguments = [slot.value for slot in program.slots if slot.is_variable]
-    variable_name = VariableNames(program.function)
+    variable_name = VariableNames(program.function, [slot.value for slot in program.slots])
     slots: list[Slot] = []
     notes: list[Note] = []
     taken: set[str] = set()

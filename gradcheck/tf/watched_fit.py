@@ -11,7 +11,7 @@ from typing import Any
 
 from gradcheck.tf.runtime import tensorflow
 from gradcheck.tf.training import Gate, is_loss_scale_optimizer
-from gradcheck.tf.variables import weight_path
+from gradcheck.tf.variables import weight_path_in
 
 
 @dataclass
@@ -77,7 +77,8 @@ class WatchedFit:
         @functools.wraps(apply_gradients)
         def watched_apply(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
             pairs = list(grads_and_vars)
-            self.without_gradient = tuple(weight_path(v) for g, v in pairs if g is None)
+            self.without_gradient = tuple(weight_path_in(v, self.model) for g, v in pairs
+                                          if g is None)
             loss = self._loss[-1] if self._loss else None
             if _in_replica_of_a_strategy():
                 self._fired.append(self._gated_across_replicas(pairs, loss, apply_gradients,

@@ -1,0 +1,236 @@
+"""A training step's diagnosis, the same for gradcheck.Watch (on the live model, in the process
+that trains) and `gradcheck replay` (on a snapshot, rebuilt only from code the user names)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gradcheck.run_settings import DEFAULT_RUN, RunSettings
+
+if TYPE_CHECKING:
+    from gradcheck.load.snapshot import Snapshot
+    from gradcheck.options import CheckOptions
+    from gradcheck.report import Report
+
+XY = ("x", "y", "sample_weight")
+
+
+def step_options(trigger: str, mode: str | None = None,
+                 timeout: float | None = None) -> CheckOptions:
+    """What a step's diagnosis checks, by what triggered it. A non-finite step: the first op
+    that turns finite values into non-finite ones (one forward and backward pass, whatever the
+    model's size). Otherwise, or with a `mode` (fast, full), every check of the trainable
+    weights; a stuck loss scale: of the gradient as the LossScaleOptimizer scales it."""
+    from gradcheck.options import ALL_KINDS, CheckOptions
+    from gradcheck.report import Kind
+
+    kinds = (frozenset({Kind.NON_FINITE}) if mode is None and trigger.startswith("non-finite")
+             else ALL_KINDS)
+    return CheckOptions(kinds=kinds, wrt="variables", mode=mode or "fast", training=True,
+                        compiled=False, timeout=timeout,
+                        loss_scale="auto" if trigger == "loss-scale" else None)
+
+
+def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[Any],
+               structure: str, options: CheckOptions, label: str,
+               health: Mapping[str, Any] | None = None,
+               settings: RunSettings = DEFAULT_RUN) -> Report:
+    """The step's loss (`loss_fn(model, *batch)`, or the model's compiled loss at fit's x, y,
+    sample_weight) at its batch and the model's weights as they are. Afterwards the model's
+    variables, its metrics' and the random number generators are bitwise as they were. A
+    batch holding NaN or inf is an InputError that names it (the data is at fault)."""
+    from gradcheck.errors import InputError
+    from gradcheck.load.inputs import Arguments
+    from gradcheck.load.snapshot import non_finite_data
+    from gradcheck.pipeline import check_callable
+    from gradcheck.tf.keras_snapshot import batch_arrays, compiled_loss, training_loss
+    from gradcheck.tf.step_state import preserved
+
+    bad_data = non_finite_data(batch_arrays(batch, structure)[1])
+    if bad_data:
+        raise InputError(bad_data)
+    if loss_fn is None and not compiled_loss(model):
+        raise InputError("the model has no compiled loss to diagnose the step with: give the"
+                         " loss as the step computes it, loss_fn(model, *batch), to"
+                         " gradcheck.Watch(loss_fn=...) or watch.step(..., loss_fn=...)")
+    if loss_fn is None:
+        function: Callable[..., Any] = training_loss
+        arguments = Arguments((model,), {name: value for name, value in zip(XY, batch)
+                                         if value is not None}, "step")
+    else:
+        function, arguments = loss_fn, Arguments((model, *batch), {}, "step")
+    with preserved(model):
+        report = check_callable(function, lambda: arguments, options, settings, label)
+    report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)))
+    if health is None:
+        return report
+    from gradcheck.checks.health import health_results
+
+    found = health_results([str(n) for n in health["names"].tolist()], health["norms"],
+                           health["zeros"])
+    return replace(report, checks=report.checks + tuple(found))
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A snapshot to replay and the code the user names to rebuild its step: `model` and `loss`
+    (MODULE:FUNCTION, imported from `path`), or `trust` in what the snapshot names."""
+
+    snapshot: str
+    path: str = "."
+    trust: bool = False
+    model: str | None = None
+    loss: str | None = None
+
+
+def _machinery(note: Any) -> bool:
+    """Notes on how gradcheck called the loss (the batch not differentiated, the model passed
+    through, the dtype and mode it chose): a step's report speaks of the model and its weights."""
+    from gradcheck.evidence import notes
+
+    return isinstance(note, (notes.LeftOut, notes.PassedThrough, notes.ReturnsLower,
+                             notes.RoundsToFloat32, notes.ModeReason, notes.FastModeUsed,
+                             notes.CalledTraining, notes.PointByPoint))
+
+
+def check_snapshot(replay: Replay, options: CheckOptions,
+                   settings: RunSettings = DEFAULT_RUN) -> Report:
+    """A snapshot's step checked as Watch checked it live: the model from the user's factory,
+    else its model.keras in Keras' safe mode (with the user's classes and its Lambda layers only
+    when trusted); the loss from the user's function, the compiled loss, or (when trusted) the
+    function the snapshot names. No file of the snapshot names code that runs."""
+    from gradcheck.load.snapshot import (
+        BATCH_FILE,
+        HEALTH_FILE,
+        load_arrays,
+        read_snapshot,
+        unflatten_batch,
+    )
+
+    directory, path, trust = replay.snapshot, replay.path, replay.trust
+    snapshot = read_snapshot(directory)
+    folder = Path(directory)
+    batch = unflatten_batch(snapshot.batch_keys, load_arrays(folder / BATCH_FILE))
+    if snapshot.batch_structure == "xy":
+        named = dict(zip(snapshot.batch_keys, batch))
+        batch = [named.get(name) for name in XY]
+    loss_fn = _loss(snapshot, folder, path, trust, replay.loss)
+    model = _model(snapshot, folder, path, trust, replay.model, batch)
+    health = load_arrays(folder / HEALTH_FILE) if HEALTH_FILE in snapshot.files else None
+    label = f"{directory} (step {snapshot.step}: {snapshot.trigger.message})"
+    return check_step(model, loss_fn, batch, snapshot.batch_structure, options, label, health,
+                      settings)
+
+
+def _refusal(folder: Path, what: str) -> Exception:
+    from gradcheck.errors import LoadError
+    from gradcheck.load.snapshot import REPORT_TEXT
+
+    report = folder / REPORT_TEXT
+    made = f"; the diagnosis made in training is in {report}" if report.is_file() else ""
+    return LoadError(f"snapshot {folder}: {what}{made}")
+
+
+def _loss(snapshot: Snapshot, folder: Path, path: str, trust: bool,
+          loss_spec: str | None) -> Callable[..., Any] | None:
+    from gradcheck.load.target import load_attribute
+
+    if loss_spec is not None:
+        function: Callable[..., Any] = load_attribute(loss_spec, path)
+        return function
+    loss = snapshot.loss
+    if loss.get("kind") == "compiled":
+        return None
+    module, qualname = str(loss.get("module", "")), str(loss.get("qualname", ""))
+    if _unimportable(module, qualname):
+        raise _refusal(folder, f"its loss {qualname or '?'} was defined {_where(module, qualname)},"
+                               " which replay cannot import without running the training: pass"
+                               " --loss MODULE:FUNCTION, a loss_fn(model, *batch) defined in a"
+                               " module that does not train when imported")
+    if not trust:
+        raise _refusal(folder, f"its loss is {module}:{qualname}, code replay runs only when you"
+                               f" say so: pass --loss {module}:{qualname} (or --trust, for a"
+                               " snapshot you made)")
+    function = load_attribute(f"{module}:{qualname}", path)
+    return function
+
+
+def _unimportable(module: str, qualname: str) -> bool:
+    return (not module or module == "__main__" or "<" in qualname
+            or not all(part.isidentifier() for part in module.split(".")))
+
+
+def _where(module: str, qualname: str) -> str:
+    if "<lambda>" in qualname:
+        return "as a lambda"
+    if "<locals>" in qualname:
+        return "inside a function"
+    if module == "__main__":
+        return "in the script or notebook that trained (__main__)"
+    return f"in {module!r}"
+
+
+def _model(snapshot: Snapshot, folder: Path, path: str, trust: bool, model_spec: str | None,
+           batch: Sequence[Any]) -> Any:
+    from gradcheck.errors import LoadError
+    from gradcheck.load.snapshot import MODEL_FILE, WEIGHTS_FILE, load_arrays
+    from gradcheck.load.target import load_attribute
+    from gradcheck.tf.keras_snapshot import assign_weights, load_model, load_weights
+
+    if model_spec is not None:
+        model = load_attribute(model_spec, path)()
+        if snapshot.batch_structure == "xy" and not getattr(model, "built", True):
+            model(batch[0])  # a subclassed model builds its weights at its first call
+        try:
+            if WEIGHTS_FILE in snapshot.files:
+                assign_weights(model, load_arrays(folder / WEIGHTS_FILE))
+            else:
+                load_weights(model, folder / MODEL_FILE)
+        except (ValueError, KeyError) as exc:
+            raise LoadError(f"snapshot {folder}: the model {model_spec} builds is not the one"
+                            f" that trained ({exc})") from None
+        return model
+    if MODEL_FILE not in snapshot.files:
+        why = snapshot.diagnosis.get("model", "a subclassed model or a tf.Module")
+        raise _refusal(folder, f"its model could not be saved as .keras in training ({why}):"
+                               " pass --model"
+                               " MODULE:FUNCTION, a function that builds it (its weights are"
+                               f" in {WEIGHTS_FILE})")
+    custom = _custom_objects(snapshot, folder, path, trust)
+    try:
+        return load_model(snapshot.keras, folder / MODEL_FILE, custom, safe_mode=not trust)
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        if "safe_mode" in str(exc) or "lambda" in str(exc).lower():
+            raise _refusal(folder, "its model has a Lambda layer, whose code Keras' safe mode"
+                                   " does not load: pass --trust (for a snapshot you made) or"
+                                   " --model MODULE:FUNCTION") from None
+        raise _refusal(folder, f"its model could not be reloaded ({type(exc).__name__}:"
+                               f" {first}); pass --model MODULE:FUNCTION, a function that"
+                               " builds it") from None
+
+
+def _custom_objects(snapshot: Snapshot, folder: Path, path: str, trust: bool) -> dict[str, Any]:
+    """The user's classes the model.keras names, imported only for a trusted snapshot."""
+    from gradcheck.load.target import load_attribute
+
+    if not snapshot.custom_objects:
+        return {}
+    modules = sorted({spec.partition(":")[0] for spec in snapshot.custom_objects.values()})
+    if not trust:
+        raise _refusal(folder, f"its model uses the user's classes or functions"
+                               f" {', '.join(sorted(snapshot.custom_objects))} (from"
+                               f" {', '.join(modules)}): pass --trust to import them (for a"
+                               " snapshot you made) or --model MODULE:FUNCTION")
+    custom: dict[str, Any] = {}
+    for name, spec in snapshot.custom_objects.items():
+        module, _, qualname = spec.partition(":")
+        if _unimportable(module, qualname):
+            raise _refusal(folder, f"its model's {name} was defined {_where(module, qualname)}:"
+                                   " pass --model MODULE:FUNCTION, a function that builds the"
+                                   " model, from a module that does not train when imported")
+        custom[name] = load_attribute(spec, path)
+    return custom
