@@ -138,7 +138,11 @@ def _saved(model: Any, path: Path) -> str | None:
         save_model(model, path)
     except Exception as exc:
         path.unlink(missing_ok=True)
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        paragraph = " ".join(str(exc).strip().split("\n\n")[0].split())
+        why = paragraph or (
+            f"{type(model).__name__} has no get_config()" if isinstance(exc, NotImplementedError)
+            else "no message")
+        return f"{type(exc).__name__}: {why}"
     return None
 
 
@@ -146,10 +150,13 @@ def _user_objects(model: Any, loss: dict[str, Any]) -> tuple[dict[str, str], lis
     """The user's own classes and functions in the model (custom layers, the model class, a
     layer's activation, its loss) by name, and the modules that define them."""
     objects: list[Any] = [type(model)]
+    code_of: list[Any] = []  # functions a Lambda layer's saved code calls by their module
     for layer in getattr(model, "_flatten_layers", lambda: [])():
         objects.append(type(layer))
         if inspect.isfunction(getattr(layer, "activation", None)):
             objects.append(layer.activation)
+        if inspect.isfunction(getattr(layer, "function", None)):
+            code_of.append(layer.function)
     compiled_loss = getattr(model, "loss", None)
     if callable(compiled_loss):
         objects.append(compiled_loss if inspect.isfunction(compiled_loss)
@@ -163,8 +170,9 @@ def _user_objects(model: Any, loss: dict[str, Any]) -> tuple[dict[str, str], lis
         custom[obj.__name__] = f"{module}:{obj.__qualname__}"
         if {"module": module} not in modules:
             modules.append({"module": module})
-    if loss.get("module") and {"module": loss["module"]} not in modules:
-        modules.append({"module": loss["module"]})
+    for module in [*map(_user_module, code_of), loss.get("module")]:
+        if module and {"module": module} not in modules:
+            modules.append({"module": module})
     return custom, modules
 
 

@@ -64,7 +64,8 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
         function, arguments = loss_fn, Arguments((model, *batch), {}, "step")
     with preserved(model):
         report = check_callable(function, lambda: arguments, options, settings, label)
-    report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)))
+    report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)),
+                     checks=tuple(_of_the_loss(c) for c in report.checks))
     if health is None:
         return report
     from gradcheck.checks.health import health_results
@@ -84,6 +85,16 @@ class Replay:
     trust: bool = False
     model: str | None = None
     loss: str | None = None
+
+
+def _of_the_loss(result: Any) -> Any:
+    """A finding about the function's output speaks of the step's loss."""
+    from gradcheck.evidence.non_finite import NonFiniteSeen
+
+    evidence = result.evidence
+    if isinstance(evidence, NonFiniteSeen) and not evidence.gradient:
+        return replace(result, evidence=replace(evidence, name="the loss"))
+    return result
 
 
 def _machinery(note: Any) -> bool:
@@ -177,8 +188,13 @@ def _model(snapshot: Snapshot, folder: Path, path: str, trust: bool, model_spec:
            batch: Sequence[Any]) -> Any:
     from gradcheck.errors import LoadError
     from gradcheck.load.snapshot import MODEL_FILE, WEIGHTS_FILE, load_arrays
-    from gradcheck.load.target import load_attribute
-    from gradcheck.tf.keras_snapshot import assign_weights, load_model, load_weights
+    from gradcheck.load.target import import_module, load_attribute
+    from gradcheck.tf.keras_snapshot import (
+        assign_weights,
+        load_model,
+        load_weights,
+        rebind_lambdas,
+    )
 
     if model_spec is not None:
         model = load_attribute(model_spec, path)()
@@ -200,8 +216,10 @@ def _model(snapshot: Snapshot, folder: Path, path: str, trust: bool, model_spec:
                                " MODULE:FUNCTION, a function that builds it (its weights are"
                                f" in {WEIGHTS_FILE})")
     custom = _custom_objects(snapshot, folder, path, trust)
+    modules = [import_module(entry["module"], path) for entry in snapshot.modules
+               if trust and not _unimportable(entry["module"], "")]
     try:
-        return load_model(snapshot.keras, folder / MODEL_FILE, custom, safe_mode=not trust)
+        model = load_model(snapshot.keras, folder / MODEL_FILE, custom, safe_mode=not trust)
     except Exception as exc:
         first = str(exc).splitlines()[0] if str(exc) else ""
         if "safe_mode" in str(exc) or "lambda" in str(exc).lower():
@@ -211,6 +229,12 @@ def _model(snapshot: Snapshot, folder: Path, path: str, trust: bool, model_spec:
         raise _refusal(folder, f"its model could not be reloaded ({type(exc).__name__}:"
                                f" {first}); pass --model MODULE:FUNCTION, a function that"
                                " builds it") from None
+    missing = rebind_lambdas(model, modules)
+    if missing:
+        raise _refusal(folder, f"its Lambda layer calls {', '.join(sorted(set(missing)))},"
+                               " which no module the snapshot names defines (a notebook's or"
+                               " the training script's): pass --model MODULE:FUNCTION")
+    return model
 
 
 def _custom_objects(snapshot: Snapshot, folder: Path, path: str, trust: bool) -> dict[str, Any]:

@@ -102,6 +102,8 @@ class Watch:
         self._last_scale: float | None = None
         self._loss_scale_told = False
         self._missing_told = False  # a custom loop's missing gradient, told once
+        self._last_trigger: tuple[str, tuple[str, ...], int] | None = None
+        self._repeated = 0  # steps in a row that repeated the last snapshot's trigger
         # tf-keras's CallbackList reads these of every callback.
         self._supports_tf_logs = True
         self._chief_worker_only = None
@@ -164,6 +166,7 @@ class Watch:
 
         if self._fit is not None:
             self._look(-1)
+            self._tell_repeated()
             self._steps = int(as_array(self._fit.gate.steps))
             self._fit.uninstall()
             self._fit = None
@@ -339,7 +342,10 @@ class Watch:
 
     def _caught(self, trigger: Trigger, step: int, batch_index: int | None,
                 batch: Sequence[Any], loss_fn: Callable[..., Any] | None, structure: str) -> None:
-        """Publish the step's snapshot, then diagnose the live step and store the report."""
+        """Publish the step's snapshot, then diagnose the live step and store the report; a
+        trigger that repeats the previous step's (stop=False) is counted, not kept again."""
+        if self._repeats(trigger, step):
+            return
         # Epochs and batches as Keras shows them, from 1; steps from 0 (the optimizer's count).
         epoch = None if self._epoch is None else self._epoch + 1
         number = None if batch_index is None else batch_index + 1
@@ -371,6 +377,22 @@ class Watch:
         kept = f"snapshot {path}: " if path is not None else ""
         self._say(f"{kept}{found}" + ("; training stopped with the weights before this step"
                                       if self.stop else ""), finding=True)
+
+    def _repeats(self, trigger: Trigger, step: int) -> bool:
+        last = self._last_trigger
+        self._last_trigger = (trigger.kind, trigger.weights, step)
+        if last is not None and last[:2] == (trigger.kind, trigger.weights) and (
+                step == last[2] + 1):
+            self._repeated += 1
+            return True
+        self._tell_repeated()
+        return False
+
+    def _tell_repeated(self) -> None:
+        if self._repeated:
+            self._say(f"the same trigger fired at {self._repeated} more step(s) in a row after"
+                      " the last snapshot (counted, not kept)", finding=True)
+        self._repeated = 0
 
     def _diagnosis(self, trigger: Trigger, where: str, batch: Sequence[Any],
                    loss_fn: Callable[..., Any] | None, structure: str,

@@ -32,6 +32,7 @@ MAX_MANIFEST_BYTES = 1 << 20
 KERAS_PACKAGES = ("keras", "tf_keras")  # the only packages a snapshot's model is loaded with
 # step-000345, or step-000345-<run id> when another run already holds that step's name.
 _STEP_NAME = re.compile(r"^step-(\d{6,})(?:-[0-9a-f]{8}(?:-\d+)?)?$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _PARTIAL_NAME = re.compile(r"^\.step-\d{6,}\.partial-(\d+)-[0-9a-f]{8}$")
 
 
@@ -128,7 +129,11 @@ def _flatten_into(flat: dict[str, np.ndarray], key: str, value: Any) -> None:
 
 
 def unflatten_batch(names: tuple[str, ...], arrays: Mapping[str, np.ndarray]) -> list[Any]:
-    """flatten_batch undone, in the order of `names` (sequences come back as lists)."""
+    """flatten_batch undone, in the order of `names` (sequences come back as lists); a
+    LoadError when the arrays miss one of the names."""
+    for name in names:
+        if name not in arrays and not any(key.startswith(name + "/") for key in arrays):
+            raise LoadError(f"the snapshot's batch has no array for {name!r}")
     return [_unflatten(name, arrays) for name in names]
 
 
@@ -304,9 +309,10 @@ def read_snapshot(directory: str | Path) -> Snapshot:
 
 
 def _text(value: Any, field_name: str) -> str:
+    """A manifest's text, its terminal control characters escaped (it is printed)."""
     if not isinstance(value, str):
         raise TypeError(f"{field_name} is {type(value).__name__}, not text")
-    return value
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], value)
 
 
 def _optional_int(value: Any, field_name: str) -> int | None:
@@ -341,6 +347,10 @@ def _from_json(data: Any) -> Snapshot:
     structure = _text(data["batch_structure"], "batch_structure")
     if structure not in ("xy", "args"):
         raise ValueError(f"batch_structure {structure!r}")
+    keys = _texts(data["batch_keys"], "batch_keys")
+    if not keys or any(k not in ("x", "y", "sample_weight") if structure == "xy"
+                       else not re.fullmatch(r"arg\d{1,3}", k) for k in keys):
+        raise ValueError(f"batch_keys {list(keys)!r} for batch_structure {structure!r}")
     loss = data["loss"]
     if not isinstance(loss, dict) or loss.get("kind") not in ("compiled", "function"):
         raise ValueError(f"loss {loss!r}")
@@ -359,7 +369,7 @@ def _from_json(data: Any) -> Snapshot:
                         _texts(trigger.get("weights", []), "trigger.weights")),
         keras=keras,
         loss={k: _text(v, "loss") for k, v in loss.items() if k != "file"},
-        batch_keys=_texts(data["batch_keys"], "batch_keys"), batch_structure=structure,
+        batch_keys=keys, batch_structure=structure,
         modules=tuple({"module": _text(m["module"], "modules")} for m in modules),
         custom_objects=_text_map(data.get("custom_objects", {}), "custom_objects"),
         versions=_text_map(data.get("versions", {}), "versions"),

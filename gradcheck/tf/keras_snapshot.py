@@ -106,6 +106,36 @@ def load_model(package: str, path: Path, custom_objects: dict[str, Any],
                                    safe_mode=safe_mode, compile=True)
 
 
+def rebind_lambdas(model: Any, modules: Sequence[Any]) -> list[str]:
+    """Give each reloaded Lambda layer's code the globals of the user's module that defines the
+    names it calls (Keras reloads a lambda with globals of its own); the names no module has."""
+    import builtins
+    import types
+
+    missing: list[str] = []
+    for layer in getattr(model, "_flatten_layers", lambda: [])():
+        function = getattr(layer, "function", None)
+        if not isinstance(function, types.LambdaType) or function.__name__ != "<lambda>":
+            continue
+        names = [n for n in _global_names(function.__code__)
+                 if n not in function.__globals__ and not hasattr(builtins, n)]
+        home = next((m for m in modules if all(hasattr(m, n) for n in names)), None)
+        if names and home is None:
+            missing += names
+        elif names:
+            layer.function = types.FunctionType(function.__code__, vars(home), function.__name__,
+                                                function.__defaults__, function.__closure__)
+    return missing
+
+
+def _global_names(code: Any) -> list[str]:
+    names = list(code.co_names)
+    for constant in code.co_consts:
+        if hasattr(constant, "co_names"):
+            names += _global_names(constant)
+    return names
+
+
 def compiled_loss(model: Any) -> bool:
     """Whether fit's loss can be computed: a Keras model compiled with a loss."""
     return callable(getattr(model, "compute_loss", None)) and bool(getattr(model, "loss", None))

@@ -14,6 +14,7 @@ from gradcheck.report import CheckResult
 
 def _seen(evidence: NonFiniteSeen, result: CheckResult) -> str:
     which = (f"the gradient for {evidence.name}" if evidence.gradient
+             else evidence.name if evidence.name.startswith("the ")  # "the loss" of a step
              else f"f's output {evidence.name}")
     if evidence.order == 2:
         which = (f"the second derivative for {evidence.name} (the gradient, which is finite,"
