@@ -30,8 +30,8 @@ sys.path.insert(0, str(TRAINING))
 
 import live_models  # noqa: E402
 
-CANARY = "import pathlib\npathlib.Path(__file__).with_name('RAN').write_text('ran')\n" \
-         "def boom(*args, **kwargs):\n    pathlib.Path(__file__).with_name('RAN').write_text('ran')\n"
+RAN = "pathlib.Path(__file__).with_name('RAN').write_text('ran')\n"
+CANARY = f"import pathlib\n{RAN}def boom(*args, **kwargs):\n    {RAN}"
 
 
 def _watched_fit(directory: Path, keep: int = 5, diagnose: bool = False) -> gradcheck.Watch:
