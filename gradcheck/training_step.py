@@ -61,7 +61,10 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
         arguments = Arguments((model,), {name: value for name, value in zip(XY, batch)
                                          if value is not None}, "step")
     else:
-        function, arguments = loss_fn, Arguments((model, *batch), {}, "step")
+        given = list(batch)
+        while structure == "xy" and given and given[-1] is None:  # fit's y, sample_weight
+            given.pop()
+        function, arguments = loss_fn, Arguments((model, *given), {}, "step")
     with preserved(model):
         report = check_callable(function, lambda: arguments, options, settings, label)
     report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)),

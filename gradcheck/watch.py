@@ -4,7 +4,6 @@ step where training breaks, keeps a snapshot of it and diagnoses it on the live 
 from __future__ import annotations
 
 import collections
-import contextlib
 import importlib.util
 import os
 import sys
@@ -147,12 +146,12 @@ class Watch:
 
     def on_train_begin(self, logs: Any = None) -> None:
         from gradcheck.tf.variables import weight_path_in
-        from gradcheck.tf.watched_fit import WatchedFit
+        from gradcheck.tf.watched_fit import WatchedFit, build_optimizer
 
         self.stopped = False
         if self.model.optimizer is None:
             raise ValueError("gradcheck.Watch: the model has no optimizer; compile it first")
-        _build_optimizer(self.model)
+        build_optimizer(self.model.optimizer, self.model.trainable_weights)
         cached = self._watched
         if cached is None or cached.model is not self.model or (
                 cached.optimizer is not self.model.optimizer):
@@ -268,7 +267,7 @@ class Watch:
         rebuilds the loss for the diagnosis. Returns False when training should stop (inside a
         tf.function, a boolean tensor: read `watch.stopped` after the call)."""
         from gradcheck.tf.keras_snapshot import eager_health
-        from gradcheck.tf.training import TRIGGER_KINDS, custom_loop_verdict, in_graph
+        from gradcheck.tf.training import TRIGGER_KINDS, applied, custom_loop_verdict, in_graph
         from gradcheck.tf.variables import weight_path_in
 
         self.model = model
@@ -281,10 +280,10 @@ class Watch:
         if self.health:
             self._names = tuple(weight_path_in(v, self.model) for v in weights)
             self._recorded(self._steps, *eager_health(gradients))
+        update = applied(optimizer.apply_gradients, list(zip(gradients, weights)))
         if code == 0 or (code == 3 and self._missing_told):
             self._steps += 1
-            optimizer.apply_gradients((g, v) for g, v in zip(gradients, weights)
-                                      if g is not None)
+            update()
             return True
         names = (self._named(weights, index) if code != 3 else
                  tuple(weight_path_in(v, model) for v, g in zip(weights, gradients) if g is None))
@@ -296,8 +295,7 @@ class Watch:
         if code == 3:
             self._missing_told = True  # a missing gradient is told once
             if not self.stop:
-                optimizer.apply_gradients((g, v) for g, v in zip(gradients, weights)
-                                          if g is not None)
+                update()
         if self.stop:
             self.stopped = True
         return not self.stop
@@ -430,16 +428,6 @@ class Watch:
 
 def _ignore(*args: Any, **kwargs: Any) -> None:
     return None
-
-
-def _build_optimizer(model: Any) -> None:
-    """Create the optimizer's slots before fit traces (they are created inside the gated update
-    otherwise)."""
-    optimizer = model.optimizer
-    build = getattr(optimizer, "build", None)
-    if callable(build) and not getattr(optimizer, "built", True) and model.trainable_weights:
-        with contextlib.suppress(Exception):  # tf-keras builds in apply_gradients anyway
-            build(model.trainable_weights)
 
 
 def _trigger_message(kind: str, weights: Sequence[str]) -> str:

@@ -18,6 +18,7 @@ import gradcheck
 TRAINING = Path(__file__).resolve().parent.parent / "fixtures" / "training"
 sys.path.insert(0, str(TRAINING))
 
+import gan  # noqa: E402
 import live_models  # noqa: E402
 
 
@@ -194,3 +195,53 @@ def test_a_script_without_a_main_guard_is_diagnosed_once_and_never_rerun(tmp_pat
     assert "--model MODULE:FUNCTION" in refused.stderr
     assert sorted(p.name for p in (tmp_path / "snapshots").iterdir()) == ["step-000002"]
     assert _processes_with(str(script)) == []
+
+
+def test_a_gans_two_optimizers_are_both_gated_and_its_step_loss_diagnosed(tmp_path):
+    for fixed in (False, True):
+        model = gan.make(fixed)
+        watch = gradcheck.Watch(tmp_path / str(fixed), loss_fn=gan.step_loss,
+                                log=lambda line: None)
+        model.fit(gan.images(), batch_size=16, epochs=1, shuffle=False, verbose=0,
+                  callbacks=[watch])
+        steps = (int(model.d_optimizer.iterations), int(model.g_optimizer.iterations))
+        if fixed:
+            assert watch.snapshots == [] and steps == (4, 4)
+            continue
+        assert [p.name for p in watch.snapshots] == ["step-000001"] and steps == (1, 1)
+        assert all(np.isfinite(w.numpy()).all() for w in model.trainable_weights)
+        found = _finding(json.loads((watch.snapshots[0] / "report.json").read_text()))
+        assert found["location"].endswith(f"gan.py:{gan.LOG_LINE}") and "Log(0)" in found[
+            "message"]
+
+
+def test_no_gradient_for_any_weight_is_a_trigger_not_kerass_error(tmp_path):
+    """"No gradients provided for any variable" (the loss goes through tf.argmax): a snapshot
+    with the cut located, in fit and in a custom loop."""
+    import keras
+    import tensorflow as tf
+
+    def argmax_loss(y_true, y_pred):
+        return tf.reduce_mean(tf.cast(tf.argmax(y_pred, -1), tf.float32) - y_true)
+
+    x, y = live_models.data()
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss=argmax_loss)
+    watch = gradcheck.Watch(tmp_path / "fit", log=lambda line: None)
+    model.fit(x, y[:, 0], batch_size=16, epochs=1, verbose=0, callbacks=[watch])
+    [snapshot] = watch.snapshots
+    assert snapshot.name == "step-000000"
+    report = json.loads((snapshot / "report.json").read_text())
+    assert any(c["check"] == "graph-break" and "ArgMax" in c["message"]
+               for c in report["checks"]), report["checks"]
+    loop = gradcheck.Watch(tmp_path / "loop", log=lambda line: None)
+    optimizer = keras.optimizers.SGD(0.1)
+
+    def loss_fn(model, x, y):  # type: ignore[no-untyped-def]
+        return argmax_loss(y, model(x))
+
+    with tf.GradientTape() as tape:
+        loss = loss_fn(model, x[:16], y[:16, 0])
+    assert loop.step(model, optimizer, tape, loss, (x[:16], y[:16, 0]), loss_fn=loss_fn) is False
+    assert [p.name for p in loop.snapshots] == ["step-000000"]

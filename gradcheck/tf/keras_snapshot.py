@@ -25,7 +25,11 @@ def keras_package(model: Any) -> str:
 
 
 def save_model(model: Any, path: Path) -> None:
-    model.save(str(path))
+    import warnings
+
+    with warnings.catch_warnings():  # Keras' own about the model's state: not the user's
+        warnings.simplefilter("ignore")
+        model.save(str(path))
 
 
 def weight_arrays(model: Any) -> dict[str, np.ndarray]:

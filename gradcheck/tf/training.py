@@ -199,6 +199,16 @@ def _after(done: Any, fires: Any) -> Any:
         return tf.identity(fires)
 
 
+def applied(apply_gradients: Callable[..., Any], pairs: Sequence[tuple[Any, Any]],
+            *args: Any, **kwargs: Any) -> Callable[[], Any]:
+    """The optimizer's update of the weights that have a gradient; none when no weight has one
+    (Keras raises "No gradients provided for any variable": Watch reports it instead)."""
+    present = [(g, v) for g, v in pairs if g is not None]
+    if not present:
+        return lambda: tensorflow().no_op()
+    return lambda: apply_gradients(present, *args, **kwargs)
+
+
 def custom_loop_verdict(loss: Any, gradients: Sequence[Any]) -> tuple[int, int]:
     """(trigger code, first non-finite gradient's index) of an eager custom-loop step."""
     if loss is not None and not np.all(np.isfinite(np.asarray(as_array(loss), np.float64))):
@@ -251,7 +261,7 @@ def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: An
         tf.py_function(eager_health, [gate.steps, *health_tensors(gradients)], Tout=[])
     code, first_bad = gate.verdict(loss, gradients)
     pairs = [(g, v) for g, v in zip(gradients, weights) if g is not None]
-    fires = gate.guarded(code, first_bad, lambda: optimizer.apply_gradients(pairs))
+    fires = gate.guarded(code, first_bad, applied(optimizer.apply_gradients, pairs))
     leaves = tf.nest.flatten(batch)
 
     def call_back() -> Any:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.training import Gate, is_loss_scale_optimizer
+from gradcheck.tf.training import Gate, applied, is_loss_scale_optimizer
 from gradcheck.tf.variables import weight_path_in
 
 
@@ -43,11 +43,12 @@ class WatchedFit:
         """Wrap the model for a fit; the watched step is traced once per model and optimizer,
         then reused by later fits."""
         self.gate.reset(first_step)
-        model, optimizer = self.model, self.optimizer
-        compute_loss, apply_gradients = model.compute_loss, optimizer.apply_gradients
+        model = self.model
+        compute_loss = model.compute_loss
         train_step = model.train_step
         self._patch(model, "compute_loss", self._watched_loss(compute_loss))
-        self._patch(optimizer, "apply_gradients", self._watched_apply(apply_gradients))
+        for each in step_optimizers(model):  # a GAN's train_step updates with two
+            self._patch(each, "apply_gradients", self._watched_apply(each))
         self._patch(model, "train_step", self._watched_step(train_step))
         if self._jit:
             self._patch(model, "jit_compile", False)
@@ -69,14 +70,15 @@ class WatchedFit:
 
         return watched_loss
 
-    def _watched_apply(self, apply_gradients: Any) -> Any:
+    def _watched_apply(self, optimizer: Any) -> Any:
         """apply_gradients behind the gate: the update runs only on a step that does not
         trigger (a LossScaleOptimizer's always runs; the gate then only records)."""
-        optimizer, gate = self.optimizer, self.gate
+        gate, apply_gradients = self.gate, optimizer.apply_gradients
 
         @functools.wraps(apply_gradients)
         def watched_apply(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
             pairs = list(grads_and_vars)
+            build_optimizer(optimizer, [v for _, v in pairs])
             self.without_gradient = tuple(weight_path_in(v, self.model) for g, v in pairs
                                           if g is None)
             loss = self._loss[-1] if self._loss else None
@@ -88,7 +90,7 @@ class WatchedFit:
             if self.health:
                 gate.record_health([g for g, _ in pairs])
             self._fired.append(gate.guarded(
-                code, first_bad, lambda: apply_gradients(pairs, *args, **kwargs)))
+                code, first_bad, applied(apply_gradients, pairs, *args, **kwargs)))
             return optimizer.iterations
 
         return watched_apply
@@ -103,7 +105,8 @@ class WatchedFit:
             self._loss.clear()
             self._fired.clear()
             logs = train_step(data)
-            return logs, self._fired[-1] if self._fired else tf.constant(False)
+            return logs, tf.reduce_any(tf.stack(self._fired)) if self._fired else (
+                tf.constant(False))
 
         step = tf.function(inner, jit_compile=True) if self._jit else inner
 
@@ -170,6 +173,25 @@ class WatchedFit:
                     delattr(patch.owner, patch.name)
         self._patches.clear()
         self.model.train_function = self._unwatched_function
+
+
+def step_optimizers(model: Any) -> list[Any]:
+    """The optimizers a model's train_step may update with: model.optimizer and every other
+    one it holds as an attribute (a GAN's d_optimizer and g_optimizer)."""
+    found = [model.optimizer] if model.optimizer is not None else []
+    for value in list(vars(model).values()):
+        if (callable(getattr(value, "apply_gradients", None)) and hasattr(value, "iterations")
+                and not any(value is known for known in found)):
+            found.append(value)
+    return found
+
+
+def build_optimizer(optimizer: Any, variables: list[Any]) -> None:
+    """Create an optimizer's slots now (inside the gated update, a tf.cond, they cannot be)."""
+    build = getattr(optimizer, "build", None)
+    if callable(build) and not getattr(optimizer, "built", True) and variables:
+        with contextlib.suppress(Exception):  # tf-keras builds in apply_gradients anyway
+            build(variables)
 
 
 def _in_replica_of_a_strategy() -> bool:
