@@ -99,6 +99,7 @@ class Watch:
         self._steps = 0  # training steps run (by fit or step()), skipped ones included
         self._skipped = 0
         self._last_scale: float | None = None
+        self._last_skipped = -2  # the last step a LossScaleOptimizer skipped
         self._loss_scale_told = False
         self._missing_told = False  # a custom loop's missing gradient, told once
         self._last_trigger: tuple[str, tuple[str, ...], int] | None = None
@@ -232,21 +233,28 @@ class Watch:
             self._board.write(step, self._names, norms, zeros)
 
     def _watch_loss_scale(self, scale: float, batch: int) -> None:
-        if self._last_scale is not None and scale < self._last_scale:
-            self._skipped += 1
-        elif self._last_scale is not None:
-            self._skipped = 0
-        self._last_scale = scale
-        stuck = self._skipped >= MAX_SKIPPED_STEPS or scale < LOSS_SCALE_FLOOR
-        if not stuck or self._loss_scale_told:
-            return
-        self._loss_scale_told = True
-        message = (f"the LossScaleOptimizer skipped {self._skipped} steps in a row; its loss"
-                   f" scale fell to {scale:g}" if self._skipped >= MAX_SKIPPED_STEPS else
-                   f"the loss scale fell to {scale:g}, below {LOSS_SCALE_FLOOR:g}: the gradient"
-                   " overflows even unscaled")
+        """Count the steps a LossScaleOptimizer skips in a row; stuck when they are many, or
+        when it skips at its floor (tf-keras' stops at 1: every step is then skipped)."""
+        from gradcheck.tf.arrays import as_array
+
         fit = self._fit
         recorded = fit.gate.last_recorded() if fit is not None else None
+        current = int(as_array(fit.gate.steps)) - 1 if fit is not None else -1
+        skipped = recorded is not None and recorded[1] == current
+        if skipped and current != self._last_skipped:
+            self._skipped = self._skipped + 1 if current == self._last_skipped + 1 else 1
+            self._last_skipped = current
+        elif not skipped:
+            self._skipped = 0
+        self._last_scale = scale
+        at_floor = skipped and scale <= LOSS_SCALE_FLOOR
+        if not (self._skipped >= MAX_SKIPPED_STEPS or at_floor) or self._loss_scale_told:
+            return
+        self._loss_scale_told = True
+        message = (f"the loss scale is down to {scale:g} and the step still overflows: the"
+                   " gradient is not finite even unscaled" if at_floor else
+                   f"the LossScaleOptimizer skipped {self._skipped} steps in a row; its loss"
+                   f" scale fell to {scale:g}")
         if fit is None or recorded is None:
             self._say(message, finding=True)
         else:
