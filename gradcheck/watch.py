@@ -100,6 +100,7 @@ class Watch:
         self._skipped = 0
         self._last_scale: float | None = None
         self._last_skipped = -2  # the last step a LossScaleOptimizer skipped
+        self._blind_told = False  # a train_step that updates without apply_gradients
         self._loss_scale_told = False
         self._missing_told = False  # a custom loop's missing gradient, told once
         self._last_trigger: tuple[str, tuple[str, ...], int] | None = None
@@ -184,6 +185,12 @@ class Watch:
         if fit is None:
             return
         self._after_bar = True  # fit's progress bar has just written its line, unended
+        if not fit.saw_update and not self._blind_told:
+            self._blind_told = True
+            self._say("this model's train_step updates its weights without an optimizer's"
+                      " apply_gradients, so Watch sees no update and gates none; use"
+                      " optimizer.apply_gradients in train_step, or watch.step in a custom"
+                      " loop", finding=True)
         if self.health and fit.gate.norms is not None:
             step = int(as_array(fit.gate.steps)) - 1
             self._recorded(step, as_array(fit.gate.norms), as_array(fit.gate.zeros))

@@ -165,13 +165,15 @@ def test_a_custom_loop_is_caught_at_the_log_of_a_negative_variance(tmp_path):
 
 
 def test_stop_false_goes_on_and_keep_bounds_the_snapshots(tmp_path):
-    watch = gradcheck.Watch(tmp_path, stop=False, keep=1, diagnose=False, log=lambda line: None)
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path, stop=False, keep=1, diagnose=False, log=lines.append)
     model = euclidean_loss.make_model()
-    x, y = euclidean_loss.data()
-    x[53], y[53] = 0.0, 0.0  # step 3 fails too
-    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[watch])
-    assert [p.name for p in watch.snapshots] == ["step-000003"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000003"]
+    x, y = euclidean_loss.data()  # step 2 fails, and step 6 (the same batch, epoch 2)
+    x[53], y[53] = 0.0, 0.0  # step 3 fails too, right after step 2: counted, not kept
+    model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0, callbacks=[watch])
+    assert [p.name for p in watch.snapshots] == ["step-000006"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000006"]
+    assert sum("fired at 1 more step(s) in a row" in line for line in lines) == 2
     assert all(np.isfinite(w).all() for w in model.get_weights())
 
 

@@ -199,14 +199,14 @@ def _after(done: Any, fires: Any) -> Any:
         return tf.identity(fires)
 
 
-def applied(apply_gradients: Callable[..., Any], pairs: Sequence[tuple[Any, Any]],
-            *args: Any, **kwargs: Any) -> Callable[[], Any]:
+def applied(update: Callable[[list[Any]], Any], pairs: Sequence[tuple[Any, Any]]
+            ) -> Callable[[], Any]:
     """The optimizer's update of the weights that have a gradient; none when no weight has one
     (Keras raises "No gradients provided for any variable": Watch reports it instead)."""
     present = [(g, v) for g, v in pairs if g is not None]
     if not present:
         return lambda: tensorflow().no_op()
-    return lambda: apply_gradients(present, *args, **kwargs)
+    return lambda: update(present)
 
 
 def custom_loop_verdict(loss: Any, gradients: Sequence[Any]) -> tuple[int, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ class WatchedFit:
         self._loss: list[Any] = []
         self._fired: list[Any] = []
         self.without_gradient: tuple[str, ...] = ()  # seen when fit's step was traced
+        self.saw_update = False  # an optimizer's apply_gradients was traced in the step
         self._jit = _jit_compiled(model)
         self._watched_function: Any = None
         self._unwatched_function: Any = None
@@ -48,7 +50,7 @@ class WatchedFit:
         train_step = model.train_step
         self._patch(model, "compute_loss", self._watched_loss(compute_loss))
         for each in step_optimizers(model):  # a GAN's train_step updates with two
-            self._patch(each, "apply_gradients", self._watched_apply(each))
+            self._patch(each, *self._watched_apply(each))
         self._patch(model, "train_step", self._watched_step(train_step))
         if self._jit:
             self._patch(model, "jit_compile", False)
@@ -70,30 +72,47 @@ class WatchedFit:
 
         return watched_loss
 
-    def _watched_apply(self, optimizer: Any) -> Any:
-        """apply_gradients behind the gate: the update runs only on a step that does not
-        trigger (a LossScaleOptimizer's always runs; the gate then only records)."""
-        gate, apply_gradients = self.gate, optimizer.apply_gradients
+    def _watched_apply(self, optimizer: Any) -> tuple[str, Any]:
+        """The optimizer's update behind the gate: Keras 3's `apply` (which apply_gradients and
+        a train_step calling `optimizer.apply` both reach), tf-keras' apply_gradients."""
+        if type(optimizer).__module__.partition(".")[0] == "keras":
+            apply = optimizer.apply
+
+            @functools.wraps(apply)
+            def watched(grads: Any, trainable_variables: Any = None) -> Any:
+                variables = list(trainable_variables if trainable_variables is not None
+                                 else optimizer._trainable_variables)
+                self._gated(optimizer, list(zip(grads, variables)), lambda pairs: apply(
+                    [g for g, _ in pairs], [v for _, v in pairs]))
+
+            return "apply", watched
+        apply_gradients = optimizer.apply_gradients
 
         @functools.wraps(apply_gradients)
         def watched_apply(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
-            pairs = list(grads_and_vars)
-            build_optimizer(optimizer, [v for _, v in pairs])
-            self.without_gradient = tuple(weight_path_in(v, self.model) for g, v in pairs
-                                          if g is None)
-            loss = self._loss[-1] if self._loss else None
-            if _in_replica_of_a_strategy():
-                self._fired.append(self._gated_across_replicas(pairs, loss, apply_gradients,
-                                                               args, kwargs))
-                return optimizer.iterations
-            code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
-            if self.health:
-                gate.record_health([g for g, _ in pairs])
-            self._fired.append(gate.guarded(
-                code, first_bad, applied(apply_gradients, pairs, *args, **kwargs)))
+            self._gated(optimizer, list(grads_and_vars),
+                        lambda pairs: apply_gradients(pairs, *args, **kwargs))
             return optimizer.iterations
 
-        return watched_apply
+        return "apply_gradients", watched_apply
+
+    def _gated(self, optimizer: Any, pairs: list[Any], update: Callable[[list[Any]], Any]
+               ) -> None:
+        """`update(pairs)` run only on a step that does not trigger (a LossScaleOptimizer's
+        always runs; the gate then only records)."""
+        gate = self.gate
+        self.saw_update = True
+        build_optimizer(optimizer, [v for _, v in pairs])
+        self.without_gradient = tuple(weight_path_in(v, self.model) for g, v in pairs
+                                      if g is None)
+        loss = self._loss[-1] if self._loss else None
+        if _in_replica_of_a_strategy():
+            self._fired.append(self._gated_across_replicas(pairs, loss, update))
+            return
+        code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
+        if self.health:
+            gate.record_health([g for g, _ in pairs])
+        self._fired.append(gate.guarded(code, first_bad, applied(update, pairs)))
 
     def _watched_step(self, train_step: Any) -> Any:
         """train_step (XLA-compiled when the model is), then, outside XLA, the batch kept when
@@ -124,8 +143,8 @@ class WatchedFit:
 
         return watched_step
 
-    def _gated_across_replicas(self, pairs: list[Any], loss: Any, apply_gradients: Any,
-                               args: Any, kwargs: Any) -> Any:
+    def _gated_across_replicas(self, pairs: list[Any], loss: Any,
+                               update: Callable[[list[Any]], Any]) -> Any:
         """The gate under a tf.distribute strategy: the optimizer's update synchronises the
         replicas, so the cond around it must run in the cross-replica context (as
         LossScaleOptimizer's does), on the worst verdict of any replica."""
@@ -141,7 +160,7 @@ class WatchedFit:
             code = tf.reduce_max(tf.stack(distribution.experimental_local_results(codes)))
 
             def apply(gradients: Any) -> None:
-                apply_gradients(list(zip(gradients, [v for _, v in pairs])), *args, **kwargs)
+                update(list(zip(gradients, [v for _, v in pairs])))
 
             fired = gate.guarded(code, lambda: tf.constant(-1), lambda: (
                 distribution.extended.call_for_each_replica(apply, args=(gradients,))))
