@@ -65,7 +65,9 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
         while structure == "xy" and given and given[-1] is None:  # fit's y, sample_weight
             given.pop()
         function, arguments = loss_fn, Arguments((model, *given), {}, "step")
-    with preserved(model):
+    from gradcheck.options import SWEPT_KINDS
+
+    with preserved(model, moves_weights=bool(options.kinds & SWEPT_KINDS)):
         report = check_callable(function, lambda: arguments, options, settings, label)
     report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)),
                      checks=tuple(_of_the_loss(c) for c in report.checks))

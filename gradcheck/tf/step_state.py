@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,18 +56,35 @@ def _random_states() -> list[tuple[Any, Any]]:
     return states
 
 
+class WeightsChanged(RuntimeError):
+    """The diagnosis's call of the loss assigned trainable weights it was trusted to only read."""
+
+
+def _fingerprint(variable: Any) -> int:
+    return zlib.crc32(np.ascontiguousarray(variable.numpy()).data)
+
+
 @contextlib.contextmanager
-def preserved(model: Any) -> Iterator[None]:
+def preserved(model: Any, moves_weights: bool = True) -> Iterator[None]:
     """Run the body; afterwards the model's and its metrics' variables and the random number
-    generators are as they were, bit for bit (one copy of the variables is held meanwhile)."""
+    generators are as they were, bit for bit. One copy of the variables is held meanwhile; of
+    the trainable ones only when the body `moves_weights` (finite differences): otherwise
+    their fingerprints, checked after (WeightsChanged if the body assigned one)."""
     tensorflow()
     variables = model_variables(model)
-    values = [variable.numpy() for variable in variables]
+    trainable = {id(v) for v in model_variables(model, metrics=False)
+                 if getattr(v, "trainable", False)} if not moves_weights else set()
+    kept = [(v, v.numpy()) for v in variables if id(v) not in trainable]
+    checked = [(v, _fingerprint(v)) for v in variables if id(v) in trainable]
     randoms = _random_states()
     try:
         yield
     finally:
-        for variable, value in zip(variables, values):
+        for variable, value in kept:
             variable.assign(value)
         for restore, state in randoms:
             restore(state)
+    changed = [v.name for v, fingerprint in checked if _fingerprint(v) != fingerprint]
+    if changed:
+        raise WeightsChanged(f"the loss assigned the trainable weight(s) {', '.join(changed)}"
+                             " while it was diagnosed")
