@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from gradcheck.report import Report
 
 XY = ("x", "y", "sample_weight")
+# A weight this large was driven there by updates (initialisers give values near 1).
+DIVERGED = 1e6
 
 
 def step_options(trigger: str, mode: str | None = None,
@@ -37,7 +39,7 @@ def step_options(trigger: str, mode: str | None = None,
 def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[Any],
                structure: str, options: CheckOptions, label: str,
                health: Mapping[str, Any] | None = None,
-               settings: RunSettings = DEFAULT_RUN) -> Report:
+               settings: RunSettings = DEFAULT_RUN, optimizer: Any = None) -> Report:
     """The step's loss (`loss_fn(model, *batch)`, or the model's compiled loss at fit's x, y,
     sample_weight) at its batch and the model's weights as they are. Afterwards the model's
     variables, its metrics' and the random number generators are bitwise as they were. A
@@ -45,32 +47,43 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
     from gradcheck.errors import InputError
     from gradcheck.load.inputs import Arguments
     from gradcheck.load.snapshot import non_finite_data
+    from gradcheck.options import SWEPT_KINDS
     from gradcheck.pipeline import check_callable
-    from gradcheck.tf.keras_snapshot import batch_arrays, compiled_loss, training_loss
+    from gradcheck.tf.keras_snapshot import (
+        batch_arrays,
+        compiled_loss,
+        own_train_step,
+        training_loss,
+    )
     from gradcheck.tf.step_state import preserved
+    from gradcheck.tf.training import train_step_loss
 
     bad_data = non_finite_data(batch_arrays(batch, structure)[1])
     if bad_data:
         raise InputError(bad_data)
+    if loss_fn is None and own_train_step(model):
+        loss_fn = train_step_loss  # the loss the user's train_step differentiates
     if loss_fn is None and not compiled_loss(model):
         raise InputError("the model has no compiled loss to diagnose the step with: give the"
                          " loss as the step computes it, loss_fn(model, *batch), to"
                          " gradcheck.Watch(loss_fn=...) or watch.step(..., loss_fn=...)")
     if loss_fn is None:
-        function: Callable[..., Any] = training_loss
-        arguments = Arguments((model,), {name: value for name, value in zip(XY, batch)
-                                         if value is not None}, "step")
+        named = {name: value for name, value in zip(XY, batch) if value is not None}
+        nested = {name: value for name, value in named.items()
+                  if isinstance(value, (list, tuple))}
+        function: Callable[..., Any] = _bound(training_loss, nested)
+        arguments = Arguments((model,), {name: value for name, value in named.items()
+                                         if name not in nested}, "step")
     else:
         given = list(batch)
         while structure == "xy" and given and given[-1] is None:  # fit's y, sample_weight
             given.pop()
         function, arguments = loss_fn, Arguments((model, *given), {}, "step")
-    from gradcheck.options import SWEPT_KINDS
-
     with preserved(model, moves_weights=bool(options.kinds & SWEPT_KINDS)):
         report = check_callable(function, lambda: arguments, options, settings, label)
+    diverged = _diverged(model, optimizer)
     report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)),
-                     checks=tuple(_of_the_loss(c) for c in report.checks))
+                     checks=tuple(_of_the_loss(c, diverged) for c in report.checks))
     if health is None:
         return report
     from gradcheck.checks.health import health_results
@@ -92,13 +105,51 @@ class Replay:
     loss: str | None = None
 
 
-def _of_the_loss(result: Any) -> Any:
-    """A finding about the function's output speaks of the step's loss."""
+def _bound(function: Callable[..., Any], fixed: Mapping[str, Any]) -> Callable[..., Any]:
+    """`function` with a multi-input model's [left, right] batch bound as it is (passed as an
+    argument, a list of equal arrays would be read as one array)."""
+    if not fixed:
+        return function
+
+    def bound(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **fixed, **kwargs)
+
+    bound.__name__ = bound.__qualname__ = function.__name__
+    return bound
+
+
+def _diverged(model: Any, optimizer: Any) -> Any:
+    """The trainable weight of largest magnitude, when earlier updates made it huge."""
+    from gradcheck.evidence.causes import DivergedWeight
+    from gradcheck.tf.keras_snapshot import largest_weight
+
+    found = largest_weight(model)
+    if found is None or not found[1] >= DIVERGED:
+        return None
+    optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+    rate = getattr(optimizer, "learning_rate", None)
+    try:
+        learning_rate = float(rate) if rate is not None else None
+    except (TypeError, ValueError):  # a schedule
+        learning_rate = None
+    return DivergedWeight(found[0], found[1], type(optimizer).__name__ if optimizer else "",
+                          learning_rate)
+
+
+def _of_the_loss(result: Any, diverged: Any) -> Any:
+    """A finding about the function's output speaks of the step's loss; a non-finite value
+    made from a huge argument, when a weight is huge, names it and the optimizer behind it."""
+    from gradcheck.evidence.causes import FirstNonFinite
     from gradcheck.evidence.non_finite import NonFiniteSeen
 
     evidence = result.evidence
     if isinstance(evidence, NonFiniteSeen) and not evidence.gradient:
-        return replace(result, evidence=replace(evidence, name="the loss"))
+        result = replace(result, evidence=replace(evidence, name="the loss"))
+    facts = result.cause.facts if result.cause is not None else None
+    if diverged is not None and isinstance(facts, FirstNonFinite) and any(
+            abs(a) >= DIVERGED for a in facts.first.arguments):
+        result = replace(result, cause=replace(result.cause,
+                                               facts=replace(facts, diverged=diverged)))
     return result
 
 

@@ -101,6 +101,7 @@ class Watch:
         self._last_scale: float | None = None
         self._last_skipped = -2  # the last step a LossScaleOptimizer skipped
         self._blind_told = False  # a train_step that updates without apply_gradients
+        self._optimizer: Any = None  # a custom loop's (fit's is the model's)
         self._loss_scale_told = False
         self._missing_told = False  # a custom loop's missing gradient, told once
         self._last_trigger: tuple[str, tuple[str, ...], int] | None = None
@@ -285,7 +286,7 @@ class Watch:
         from gradcheck.tf.training import TRIGGER_KINDS, applied, custom_loop_verdict, in_graph
         from gradcheck.tf.variables import weight_path_in
 
-        self.model = model
+        self.model, self._optimizer = model, optimizer
         structure = "args" if loss_fn is not None else "xy"
         if in_graph():
             return self._step_in_graph(model, optimizer, tape, loss, batch, loss_fn, structure)
@@ -418,7 +419,7 @@ class Watch:
         try:
             report = check_step(self.model, loss_fn, batch, structure,
                                 step_options(trigger.kind), f"the training loss at {where}",
-                                health)
+                                health, optimizer=self._optimizer)
         except GradcheckError as error:
             return None, error.message
         except Exception as exc:

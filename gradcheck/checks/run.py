@@ -262,6 +262,8 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
         OutputNotChecked(o.name, o.reason or "") for o in recording.outputs
         if not o.differentiable])
     changed = changed_between_calls(prepared.result, recording, ctx.diff_outputs, name)
+    if options.kinds <= {Kind.NON_FINITE}:
+        changed = None  # one evaluation locates the op: random draws do not stand in its way
     if changed is None and ctx.wants(Kind.NONDETERMINISM):
         changed = backward_changed(recording, ctx.diff_outputs, ctx.upstreams, name)
     analyses: list[tuple[SourceAnalysis, GradientOutcome]] = []

@@ -65,7 +65,8 @@ def _facts(origin: Origin, jit: bool = False) -> NonFiniteOp:
                        untaken=branch is not None and branch.untaken,
                        branch=branch.location if branch is not None else None,
                        branch_library=branch.library if branch is not None else None,
-                       second=origin.second, xla=_xla_branch(origin, jit))
+                       second=origin.second, xla=_xla_branch(origin, jit),
+                       fed_by=origin.fed_by)
 
 
 def _mistake(origin: Origin) -> Mistake:

@@ -143,6 +143,19 @@ class NonFiniteOp:
     branch_library: str | None = None  # the package whose code has that tf.where
     second: bool = False  # its second derivative (made differentiating the gradient)
     xla: bool = False  # the untaken branch's NaN is XLA's gradient only (eagerly finite)
+    # What feeds it: Softmax, Sigmoid, "1+Exp" (a stable primitive's pattern) or f's argument.
+    fed_by: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class DivergedWeight:
+    """A training step's weight that earlier updates drove to `magnitude` (its largest |value|),
+    and the optimizer that made them (its class and learning rate, when known)."""
+
+    weight: str
+    magnitude: float
+    optimizer: str = ""
+    learning_rate: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +168,7 @@ class FirstNonFinite(Facts):
     gradient: bool = False
     dtype: str | None = None
     order: int = 1  # 2: the value is a second derivative (the gradient itself is finite)
+    diverged: DivergedWeight | None = None  # in training: the weight behind the huge argument
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy as np
 
 from gradcheck.tf.arrays import as_array, dense_values
 from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.variables import weight_path
+from gradcheck.tf.variables import weight_path, weight_path_in
 
 
 def keras_package(model: Any) -> str:
@@ -44,6 +44,23 @@ def weight_arrays(model: Any) -> dict[str, np.ndarray]:
             name += "_"
         arrays[name] = as_array(variable)
     return arrays
+
+
+def largest_weight(model: Any) -> tuple[str, float] | None:
+    """The trainable weight of largest |value| (non-finite values left out), and that value."""
+    from gradcheck.tf.step_state import model_variables
+
+    tf = tensorflow()
+    found: tuple[str, float] | None = None
+    for variable in model_variables(model, metrics=False):
+        if not getattr(variable, "trainable", False) or not tf.as_dtype(
+                variable.dtype).is_floating:
+            continue
+        values = tf.abs(tf.cast(variable, tf.float32))
+        largest = float(tf.reduce_max(tf.where(tf.math.is_finite(values), values, 0.0)))
+        if found is None or largest > found[1]:
+            found = (weight_path_in(variable, model), largest)
+    return found
 
 
 def assign_weights(model: Any, arrays: dict[str, np.ndarray]) -> None:
@@ -138,6 +155,13 @@ def _global_names(code: Any) -> list[str]:
         if hasattr(constant, "co_names"):
             names += _global_names(constant)
     return names
+
+
+def own_train_step(model: Any) -> bool:
+    """Whether the model's class overrides Keras' train_step (a GAN's, a custom loss's)."""
+    step = getattr(type(model), "train_step", None)
+    module = getattr(step, "__module__", "") or ""
+    return step is not None and module.partition(".")[0] not in ("keras", "tf_keras")
 
 
 def compiled_loss(model: Any) -> bool:

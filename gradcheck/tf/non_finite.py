@@ -5,7 +5,7 @@ diagnosis/non_finite.py words them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,6 +51,9 @@ class Origin:
     branch: Branch | None
     kernel: str  # the graph op that produced it (SqrtGrad, Reciprocal, Log...)
     second: bool = False  # made while differentiating the gradient (a second derivative)
+    # What feeds the op, through ops that only pass values on: Softmax, Sigmoid, "1+Exp" (the
+    # patterns a stable primitive replaces), or the name of f's argument it is ("y").
+    fed_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,47 @@ def _select_branch(traced: TracedValues, select: Any, first: bool,
     return Branch(op_location(select), untaken, library_of(select))
 
 
-def _origin(traced: TracedValues, op: Any) -> Origin:
+# Ops that hand a value on unchanged in what matters here (its sign, its range).
+_PASSING = frozenset({"Identity", "IdentityN", "Cast", "Reshape", "ExpandDims", "Squeeze",
+                      "StridedSlice", "ReadVariableOp", "Snapshot", "GatherV2"})
+
+
+def _fed_by(traced: TracedValues, forward: Any, arguments: Mapping[str, np.ndarray]) -> str:
+    """What feeds `forward`'s argument (xlogy's second), through ops that only pass it on."""
+    inputs = [t for t in forward.inputs if t.dtype.is_floating]
+    if not inputs:
+        return ""
+    # Of a division, the denominator; of xlogy(x, y), the log's y.
+    tensor = inputs[-1] if forward.type in ("Xlogy", "RealDiv", "Div", "DivNoNan") else inputs[0]
+    for _ in range(16):
+        op = tensor.op
+        if op.type in ("Softmax", "Sigmoid"):
+            return str(op.type)
+        if op.type in ("AddV2", "Add") and any(t.op.type == "Exp" for t in op.inputs):
+            return "1+Exp"
+        if op.type == "Sub" and _fed_by_op(op.inputs[1]) == "Sigmoid":
+            return "1-Sigmoid"  # log(1 - sigmoid(z))
+        if op.type == "MatMul" or (op.type in ("AddV2", "Add", "BiasAdd") and any(
+                _fed_by_op(t) == "MatMul" for t in op.inputs)):
+            return "linear"  # a Dense layer's output, unbounded
+        if op.type in ("Const", "Placeholder"):
+            value = traced.value(tensor)
+            return next((name for name, array in arguments.items() if value is not None
+                         and array.shape == value.shape
+                         and np.allclose(array, value, equal_nan=True)), "")
+        if op.type not in _PASSING or not op.inputs:
+            return ""
+        tensor = op.inputs[0]
+    return ""
+
+
+def _fed_by_op(tensor: Any) -> str:
+    while tensor.op.type in _PASSING and tensor.op.inputs:
+        tensor = tensor.op.inputs[0]
+    return str(tensor.op.type)
+
+
+def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) -> Origin:
     forward = traced.forward_op(op)
     value = traced.value(op.outputs[0]) if op.outputs else None
     bad = value if value is not None else np.asarray(np.nan)
@@ -180,11 +223,12 @@ def _origin(traced: TracedValues, op: Any) -> Origin:
         produced=_describe(bad), kernel=op.type,
         arguments=_arguments(traced, forward, bad) if forward is not None else (),
         branch=_branch(traced, forward, bad) if forward is not None else None,
-        second=traced.order(op) == 2)
+        second=traced.order(op) == 2,
+        fed_by=_fed_by(traced, forward, arguments) if forward is not None else "")
 
 
-def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool
-           ) -> NonFiniteValue | None:
+def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
+           arguments: Mapping[str, np.ndarray]) -> NonFiniteValue | None:
     array = traced.values.get(tensor_name)
     if not _bad(array):
         return None
@@ -194,7 +238,7 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool
     for op in _origin_ops(traced, tensor):
         if op.type in _CONTROL_FLOW and traced.forward_op(op) is None:
             continue
-        found = _origin(traced, op)
+        found = _origin(traced, op, arguments)
         origins.setdefault((found.op, found.location, found.backward), found)
     mask = ~np.isfinite(array)
     return NonFiniteValue(name, gradient, _describe(array), int(mask.sum()), int(array.size),
@@ -212,9 +256,12 @@ def analyse_non_finite(program: Program, output_indices: Sequence[int],
         dtype = own.pop()
     if traced is None:
         return None
-    found = [_made_in_a_loop(program, _value(traced, name, tensor, False))
+    arguments = {slot.name: np.asarray(as_array(slot.value)) for slot in program.slots
+                 if slot.argument and not slot.differentiable and slot.value is not None
+                 and not callable(slot.value) and hasattr(slot.value, "dtype")}
+    found = [_made_in_a_loop(program, _value(traced, name, tensor, False, arguments))
              for name, tensor in traced.outputs]
-    found += [_value(traced, name, tensor, True) for name, tensor in traced.gradients
+    found += [_value(traced, name, tensor, True, arguments) for name, tensor in traced.gradients
               if tensor is not None]
     return NonFiniteAnalysis(tuple(v for v in found if v is not None), traced.seconds, jit,
                              dtype, order)

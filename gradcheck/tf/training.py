@@ -5,7 +5,8 @@ a LossScaleOptimizer holds. Keras fit's step is wrapped around the Gate in tf/wa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -275,3 +276,65 @@ def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: An
     with tf.control_dependencies([reported]):
         gate.steps.assign_add(1)
         return tf.logical_not(gate.halted.read_value())
+
+
+@contextlib.contextmanager
+def losses_recorded(losses: list[Any]) -> Iterator[None]:
+    """While fit's step is traced, the scalar each tape.gradient differentiates is recorded:
+    a custom train_step's loss, which it never hands to compute_loss (a GAN's d_loss)."""
+    tf = tensorflow()
+    original = tf.GradientTape.gradient
+
+    def recorded(tape: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+        if tf.is_tensor(target) and target.shape.rank == 0:
+            losses.append(target)
+        return original(tape, target, *args, **kwargs)
+
+    tf.GradientTape.gradient = recorded
+    try:
+        yield
+    finally:
+        tf.GradientTape.gradient = original
+
+
+def step_optimizers(model: Any) -> list[Any]:
+    """The optimizers a model's train_step may update with: model.optimizer and every other
+    one it holds as an attribute (a GAN's d_optimizer and g_optimizer)."""
+    found = [model.optimizer] if model.optimizer is not None else []
+    for value in list(vars(model).values()):
+        if (callable(getattr(value, "apply_gradients", None)) and hasattr(value, "iterations")
+                and not any(value is known for known in found)):
+            found.append(value)
+    return found
+
+
+@contextlib.contextmanager
+def updates_withheld(model: Any) -> Iterator[None]:
+    """While the body runs, no optimizer of the model's step updates a weight."""
+    optimizers = step_optimizers(model)
+    patched = [(o, name, name in vars(o)) for o in optimizers
+               for name in ("apply_gradients", "apply") if callable(getattr(o, name, None))]
+    saved = [(o, name, vars(o).get(name)) for o, name, _ in patched]
+    for optimizer, name, _ in patched:
+        setattr(optimizer, name, lambda *args, **kwargs: None)
+    try:
+        yield
+    finally:
+        for (optimizer, name, had), (_, _, previous) in zip(patched, saved):
+            if had:
+                setattr(optimizer, name, previous)
+            else:
+                delattr(optimizer, name)
+
+
+def train_step_loss(model: Any, x: Any, y: Any = None, sample_weight: Any = None) -> Any:
+    """The loss a model's own train_step differentiates at a batch (its first tape target:
+    a GAN's discriminator loss), the step run with its updates withheld."""
+    tf = tensorflow()
+    data = (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
+    losses: list[Any] = []
+    with losses_recorded(losses), updates_withheld(model):
+        type(model).train_step(model, data if len(data) > 1 else x)  # not Watch's wrapper
+    if not losses:
+        raise ValueError("the model's train_step differentiates no scalar loss")
+    return tf.identity(losses[0])

@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.training import Gate, applied, is_loss_scale_optimizer
+from gradcheck.tf.training import (
+    Gate,
+    applied,
+    is_loss_scale_optimizer,
+    losses_recorded,
+    step_optimizers,
+)
 from gradcheck.tf.variables import weight_path_in
 
 
@@ -123,7 +129,8 @@ class WatchedFit:
         def inner(data: Any) -> Any:
             self._loss.clear()
             self._fired.clear()
-            logs = train_step(data)
+            with losses_recorded(self._loss):
+                logs = train_step(data)
             return logs, tf.reduce_any(tf.stack(self._fired)) if self._fired else (
                 tf.constant(False))
 
@@ -192,17 +199,6 @@ class WatchedFit:
                     delattr(patch.owner, patch.name)
         self._patches.clear()
         self.model.train_function = self._unwatched_function
-
-
-def step_optimizers(model: Any) -> list[Any]:
-    """The optimizers a model's train_step may update with: model.optimizer and every other
-    one it holds as an attribute (a GAN's d_optimizer and g_optimizer)."""
-    found = [model.optimizer] if model.optimizer is not None else []
-    for value in list(vars(model).values()):
-        if (callable(getattr(value, "apply_gradients", None)) and hasattr(value, "iterations")
-                and not any(value is known for known in found)):
-            found.append(value)
-    return found
 
 
 def build_optimizer(optimizer: Any, variables: list[Any]) -> None:

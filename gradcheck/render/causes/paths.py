@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from gradcheck.evidence.causes import CutOp, FirstNonFinite, NonFiniteOp, NoNonFiniteOp
+from gradcheck.evidence.causes import (
+    CutOp,
+    DivergedWeight,
+    FirstNonFinite,
+    NonFiniteOp,
+    NoNonFiniteOp,
+)
 from gradcheck.render.causes.dispatch import WhatAndFix, words
 from gradcheck.report import Mistake
 
@@ -96,7 +102,56 @@ SAFE_FIXES = {
     "Div": "keep the denominator away from 0, or use tf.math.divide_no_nan",
     "Reciprocal": "keep its argument away from 0, or use tf.math.divide_no_nan(1.0, v)",
     "Pow": "keep the base positive where the exponent is fractional or negative",
+    "Acos": "keep its argument strictly inside (-1, 1), where its derivative is finite:"
+            " tf.acos(tf.clip_by_value(v, -1 + eps, 1 - eps))",
+    "Asin": "keep its argument strictly inside (-1, 1), where its derivative is finite:"
+            " tf.asin(tf.clip_by_value(v, -1 + eps, 1 - eps))",
 }
+
+
+# A stable primitive for what feeds the op (before any clipping, which changes the loss).
+STABLE_FIXES = {
+    ("Log", "Softmax"): "compute it in log space: tf.nn.log_softmax(logits) instead of"
+                        " tf.math.log(tf.nn.softmax(logits)); a cross-entropy as"
+                        " tf.nn.softmax_cross_entropy_with_logits (in Keras, from_logits=True"
+                        " on the layer's logits)",
+    ("Log", "Sigmoid"): "compute it in log space: tf.math.log_sigmoid(z) instead of"
+                        " tf.math.log(tf.sigmoid(z)), and log(1 - sigmoid(z)) as"
+                        " tf.math.log_sigmoid(-z) (in Keras, BinaryCrossentropy(from_logits=True)"
+                        " on the logits)",
+    ("Log", "1-Sigmoid"): "compute it in log space: log(1 - sigmoid(z)) is"
+                          " tf.math.log_sigmoid(-z), and log(sigmoid(z)) is"
+                          " tf.math.log_sigmoid(z) (in Keras, BinaryCrossentropy(from_logits=True)"
+                          " on the logits)",
+    ("Log", "linear"): "its argument is a layer's linear output, which nothing keeps"
+                       " positive: give that layer a sigmoid (a probability) or softplus (a"
+                       " positive value) activation, or compute the loss on logits"
+                       " (tf.math.log_sigmoid, from_logits=True)",
+    ("Sqrt", "linear"): "its argument is a layer's linear output, which nothing keeps"
+                        " positive: give that layer a softplus activation",
+    ("Log", "1+Exp"): "use tf.math.softplus(v), which is log(1 + exp(v)) without overflowing",
+    ("Exp", "1+Exp"): "use tf.math.softplus(v), which is log(1 + exp(v)) without overflowing",
+}
+LABELS = frozenset({"y", "y_true", "labels", "label", "target", "targets"})
+# What feeds an op that is an op, not an argument of f (see gradcheck.tf.non_finite).
+PATTERNS = frozenset({"", "Softmax", "Sigmoid", "1+Exp", "1-Sigmoid", "linear"})
+
+
+def _fed_fix(origin: NonFiniteOp) -> str | None:
+    """The fix that follows from what feeds the op: a stable primitive, or the batch itself."""
+    stable = STABLE_FIXES.get((origin.op, origin.fed_by))
+    if stable is not None:
+        return stable
+    if origin.fed_by in LABELS:
+        return (f"{origin.op}'s argument is the batch's labels ({origin.fed_by}, y_true) as they"
+                " are: a Keras loss is called as loss(y_true, y_pred), so a loss written as"
+                " loss(y_pred, y_true) has its arguments swapped; swap them (clipping would"
+                " only train a wrong loss)")
+    if origin.fed_by not in PATTERNS and not origin.backward:
+        return (f"{origin.op}'s argument is {origin.fed_by} itself, unchanged (in training, the"
+                f" batch's): the data is outside {origin.op}'s domain; transform or clean it"
+                " before it reaches the loss")
+    return None
 
 
 def _call(origin: NonFiniteOp) -> str:
@@ -162,8 +217,9 @@ def _fix(origin: NonFiniteOp) -> str:
         return (f"make the branch's input safe with an inner tf.where, so both branches are"
                 f" finite: tf.where(c, {spelled.format(v='tf.where(c, v, safe)')}, other), with"
                 " a safe value where c is False (e.g. 1.0)")
-    return SAFE_FIXES.get(origin.op, f"keep the inputs of {spelled.format(v='v')} inside the"
-                          " range where it and its derivative are finite")
+    return _fed_fix(origin) or SAFE_FIXES.get(
+        origin.op, f"keep the inputs of {spelled.format(v='v')} inside the range where it and"
+        " its derivative are finite")
 
 
 @words.register
@@ -181,7 +237,22 @@ def _first_non_finite(facts: FirstNonFinite, mistake: Mistake) -> WhatAndFix:
     if facts.dtype:
         said += (f"; traced in {facts.dtype}, the arguments' own dtype, as f does not"
                  " trace with promoted float64 inputs")
+    if facts.diverged is not None:
+        return said + _diverged_words(facts.diverged), _diverged_fix(facts.diverged)
     return said, _fix(first)
+
+
+def _diverged_words(diverged: DivergedWeight) -> str:
+    return (f"; its huge argument comes from the weights: {diverged.weight} reaches"
+            f" {diverged.magnitude:.3g}, driven there by the updates before this step")
+
+
+def _diverged_fix(diverged: DivergedWeight) -> str:
+    setting = (f" ({diverged.optimizer}, learning_rate={diverged.learning_rate:g})"
+               if diverged.learning_rate is not None else "")
+    return (f"training diverged: lower the learning rate{setting}, clip the gradients"
+            " (clipnorm=1.0 on the optimizer) or normalise the inputs; clipping this op's"
+            " input would only hide the divergence")
 
 
 @words.register
