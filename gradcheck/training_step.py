@@ -71,14 +71,15 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
         named = {name: value for name, value in zip(XY, batch) if value is not None}
         nested = {name: value for name, value in named.items()
                   if isinstance(value, (list, tuple))}
-        function: Callable[..., Any] = _bound(training_loss, nested)
+        function: Callable[..., Any] = _bound(training_loss, nested, model)
         arguments = Arguments((model,), {name: value for name, value in named.items()
                                          if name not in nested}, "step")
     else:
         given = list(batch)
         while structure == "xy" and given and given[-1] is None:  # fit's y, sample_weight
             given.pop()
-        function, arguments = loss_fn, Arguments((model, *given), {}, "step")
+        function = _bound(loss_fn, {}, model)
+        arguments = Arguments((model, *given), {}, "step")
     with preserved(model, moves_weights=bool(options.kinds & SWEPT_KINDS)):
         report = check_callable(function, lambda: arguments, options, settings, label)
     diverged = _diverged(model, optimizer)
@@ -105,17 +106,29 @@ class Replay:
     loss: str | None = None
 
 
-def _bound(function: Callable[..., Any], fixed: Mapping[str, Any]) -> Callable[..., Any]:
-    """`function` with a multi-input model's [left, right] batch bound as it is (passed as an
+def _bound(function: Callable[..., Any], fixed: Mapping[str, Any], model: Any
+           ) -> Callable[..., Any]:
+    """The step's loss, its weights named inside `model` (as replay's reloaded model names
+    them), with a multi-input model's [left, right] batch bound as it is (passed as an
     argument, a list of equal arrays would be read as one array)."""
-    if not fixed:
-        return function
+    from gradcheck.tf.variables import STEP_MODEL
 
     def bound(*args: Any, **kwargs: Any) -> Any:
         return function(*args, **fixed, **kwargs)
 
-    bound.__name__ = bound.__qualname__ = function.__name__
+    bound.__name__ = bound.__qualname__ = getattr(function, "__name__", "loss")
+    bound.__signature__ = _without(function, fixed)  # type: ignore[attr-defined]
+    bound.__wrapped__ = function  # type: ignore[attr-defined]
+    setattr(bound, STEP_MODEL, model)
     return bound
+
+
+def _without(function: Callable[..., Any], fixed: Mapping[str, Any]) -> Any:
+    import inspect
+
+    signature = inspect.signature(function)
+    return signature.replace(parameters=[p for name, p in signature.parameters.items()
+                                         if name not in fixed])
 
 
 def _diverged(model: Any, optimizer: Any) -> Any:

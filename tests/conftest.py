@@ -31,6 +31,7 @@ SLOW_MODULES = frozenset({
     "test_keras", "test_non_finite", "test_stdlib_shadowing", "test_float16_head",
     "test_pfor_fallback", "test_custom_gradient_discovery", "test_harness_transparency",
     "test_entry_points", "test_compiled_cache", "test_low_precision_kinks",
+    "test_watch_live", "test_watch_reports",
 })
 
 

@@ -75,15 +75,20 @@ def _module_path(module: Any, variable: Any) -> str | None:
     return ".".join(public or parts)
 
 
+# The attribute of a training step's loss that holds its model, whose weights are then named
+# inside it (dense/kernel, as a model reloaded from a snapshot names them too).
+STEP_MODEL = "__gradcheck_step_model__"
+
+
 class VariableNames:
     """How the user's code names each variable f reads: dense/kernel for a Keras weight of f or
-    of a model among its `arguments` (the model's own name left out, so that a model reloaded
-    names it alike), the Python name of a variable f's code reaches, the attribute path inside a
-    tf.Module it reaches (model.kernel.variance), else the variable's own name."""
+    of a training step's model (the model's own name left out), the Python name of a variable
+    f's code reaches, the attribute path inside a tf.Module it reaches (model.kernel.variance),
+    else the variable's own name."""
 
-    def __init__(self, function: Any, arguments: Sequence[Any] = ()) -> None:
+    def __init__(self, function: Any) -> None:
         self.function = function
-        self.models = [function, *(a for a in arguments if _keras_weights(a))]
+        self.models = [function, getattr(function, STEP_MODEL, None)]
         self.names = _python_names(function)
 
     def __call__(self, variable: Any) -> str:
@@ -120,7 +125,7 @@ def variable_slots(program: Program, read: Sequence[Any]) -> tuple[list[Slot], l
     it did not read under the tape) that are not its arguments; notes for the others
     (non-trainable: listed, not checked)."""
     arguments = [slot.value for slot in program.slots if slot.is_variable]
-    variable_name = VariableNames(program.function, [slot.value for slot in program.slots])
+    variable_name = VariableNames(program.function)
     slots: list[Slot] = []
     notes: list[Note] = []
     taken: set[str] = set()
