@@ -151,9 +151,20 @@ def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,
         found.add(Kind.CONNECTED, Status.PASS, evidence=Independent(), **where)
         return found
     found.add(Kind.CONNECTED, Status.FAIL, evidence=CutPath(
-        shown(fd.jacobian), float(np.max(np.abs(fd.jacobian))),
-        None if output.origin == "tensor" else output.origin), **where)
+        shown(fd.jacobian), _slope(ctx, fd), None if output.origin == "tensor"
+        else output.origin), **where)
     return found
+
+
+def _slope(ctx: CheckContext, fd: FiniteDifference) -> float:
+    """The largest slope finite differences see where they are finite; NaN when only their
+    non-finite elements (f NaN or infinite around the point) suggest a dependence."""
+    finite = np.isfinite(fd.jacobian)
+    slopes = np.where(finite, fd.jacobian, 0.0)
+    if not finite.all() and judging.is_negligible(
+            slopes, np.where(finite, fd.error_estimate, 0.0), ctx.tolerance):
+        return float("nan")
+    return float(np.max(np.abs(slopes), initial=0.0))
 
 
 def _kinks(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
