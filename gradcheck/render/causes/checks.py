@@ -39,7 +39,7 @@ SECOND_ORDER = {
 
 @words.register
 def _kinked(facts: Kinked, mistake: Mistake) -> WhatAndFix:
-    return f"{facts.name} {kink_place(facts.tie)}", None
+    return f"{facts.name} {kink_place(facts.tie, facts.name)}", None
 
 
 @words.register
