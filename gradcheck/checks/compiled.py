@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import replace
 from typing import Any
@@ -33,6 +34,7 @@ from gradcheck.numerics.tolerances import Tolerance, machine_eps, tolerance_for
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.compiled import CompiledVJP, compiled_vjp, eager_vjp
 from gradcheck.tf.culprits import failing_node_site
+from gradcheck.tf.graph import graph_cuts
 from gradcheck.tf.program import NotTraceable, first_line
 from gradcheck.tf.where_flips import xla_difference
 
@@ -187,6 +189,23 @@ def _non_finite(mode: str, name: str, eager: np.ndarray, compiled: np.ndarray, j
         cause=Cause(Mistake.COMPILED_NON_FINITE, facts=Compiled(mode)))
 
 
+def _none_only(ctx: CheckContext, mode: str, name: str, eagerly: bool) -> CheckResult:
+    """The gradient for `name` is None on one side only: under `mode`, at the op of the traced
+    graph that cuts its path (a loop over a tf.data.Dataset becomes a dataset reduce there)."""
+    cut = None
+    if not eagerly:
+        index = next(i for i, slot in enumerate(ctx.program.slots) if slot.name == name)
+        with contextlib.suppress(Exception):  # where is a detail; the verdict stands without
+            cut = next(iter(graph_cuts(ctx.program, index, none=True)[0]), None)
+    op = cut.detail or None if cut is not None else None
+    location = cut.location if cut is not None else None
+    return CheckResult(
+        Kind.COMPILED, Status.FAIL, input=name, location=location,
+        evidence=NoneOnly(mode, name, eagerly=eagerly, cut=op,
+                          dataset=op is not None and op.endswith("Dataset"), location=location),
+        cause=Cause(Mistake.COMPILED_NONE, op, location, facts=Compiled(mode, eagerly=eagerly)))
+
+
 def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
            compiled: np.ndarray | None, jit: bool = False) -> CheckResult:
     where: dict[str, Any] = {"input": name}
@@ -194,10 +213,7 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
         if eager is None and compiled is None:
             return CheckResult(Kind.COMPILED, Status.PASS,
                                evidence=NoGradientEither(mode, name), **where)
-        return CheckResult(Kind.COMPILED, Status.FAIL,
-                           evidence=NoneOnly(mode, name, eagerly=compiled is None), **where,
-                           cause=Cause(Mistake.COMPILED_NONE,
-                                       facts=Compiled(mode, eagerly=compiled is None)))
+        return _none_only(ctx, mode, name, eagerly=eager is None)
     if (non_finite := _non_finite(mode, name, eager, compiled, jit)) is not None:
         return non_finite
     # Compiled kernels reassociate sums and may use other algorithms (XLA's eigensolver):

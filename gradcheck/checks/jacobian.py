@@ -94,7 +94,7 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
         analysis.fd[k] = with_crossed_kinks(ctx, fd, analysis.evaluator.slot_index,
                                             analysis.steps, bool(analysis.precise), k, block)
     kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], plain, output, slot,
-                                   analysis.probe, functools.partial(_kink_site, ctx, analysis))
+                                   analysis.probe, functools.partial(_kink_site, ctx, analysis, k))
     analysis.kink_masks[k] = kinks
     found.extend(judged)
     if ctx.settings.keep_blocks:
@@ -151,9 +151,20 @@ def _disconnected(ctx: CheckContext, analysis: SourceAnalysis, k: int,
         found.add(Kind.CONNECTED, Status.PASS, evidence=Independent(), **where)
         return found
     found.add(Kind.CONNECTED, Status.FAIL, evidence=CutPath(
-        shown(fd.jacobian), float(np.max(np.abs(fd.jacobian))),
-        None if output.origin == "tensor" else output.origin), **where)
+        shown(fd.jacobian), _slope(ctx, fd), None if output.origin == "tensor"
+        else output.origin), **where)
     return found
+
+
+def _slope(ctx: CheckContext, fd: FiniteDifference) -> float:
+    """The largest slope finite differences see where they are finite; NaN when only their
+    non-finite elements (f NaN or infinite around the point) suggest a dependence."""
+    finite = np.isfinite(fd.jacobian)
+    slopes = np.where(finite, fd.jacobian, 0.0)
+    if not finite.all() and judging.is_negligible(
+            slopes, np.where(finite, fd.error_estimate, 0.0), ctx.tolerance):
+        return float("nan")
+    return float(np.max(np.abs(slopes), initial=0.0))
 
 
 def _kinks(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
@@ -168,19 +179,20 @@ def _kinks(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
         block, fd.jacobian, rtol=ctx.fd_tolerance.rtol, atol=ctx.fd_tolerance.atol)
 
 
-def _kink_site(ctx: CheckContext, analysis: SourceAnalysis, index: tuple[int, ...],
+def _kink_site(ctx: CheckContext, analysis: SourceAnalysis, k: int, index: tuple[int, ...],
                rank: int) -> Site | None:
-    """The op whose kink sits at this block element: the one f's input lies on, else the one
-    the element's own steps carry across (a kink too shallow to show at the point itself)."""
-    slot = analysis.slot
-    site = kink_site(ctx.program, ctx.diff_outputs, (index[rank:], slot.shape))
+    """The op whose kink sits at this block element of output `k`: of the ops that output is
+    computed from, the one f's input lies on, else the one the element's own steps carry
+    across (a kink too shallow to show at the point itself)."""
+    slot, output = analysis.slot, ctx.outputs[k].name
+    site = kink_site(ctx.program, ctx.diff_outputs, (index[rank:], slot.shape), output)
     if site is not None:
         return site
     element = int(np.ravel_multi_index(index[rank:], slot.shape)) if slot.shape else 0
     factors = float32.FACTORS if analysis.precise else differences.STEP_FACTORS
     reach = max(factors) * float(analysis.steps.reshape(-1)[element])
     return crossed_kink_site(ctx.program, ctx.diff_outputs, analysis.evaluator.slot_index,
-                             element, reach)
+                             element, reach, output)
 
 
 def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.ndarray,

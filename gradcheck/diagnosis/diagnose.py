@@ -3,6 +3,7 @@ and f's failures attributed to them."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -15,13 +16,19 @@ from gradcheck.diagnosis.non_finite import non_finite_results
 from gradcheck.diagnosis.sites import record_eager_calls, site_results
 from gradcheck.diagnosis.tensorflow_gradients import tensorflow_gradient_causes
 from gradcheck.errors import InputError
-from gradcheck.evidence.diagnosis import SiteMistake
+from gradcheck.evidence.diagnosis import CutNotFound, SiteMistake
+from gradcheck.evidence.gradients import CutPath
+from gradcheck.evidence.jacobian import Disagreement
+from gradcheck.evidence.non_finite import NonFiniteSeen, NoVerdictAtNonFinite
 from gradcheck.evidence.precision import PrecisionLoss
 from gradcheck.load.named import NamedArgument
 from gradcheck.options import CheckOptions
-from gradcheck.report import CheckResult, Kind, Report
+from gradcheck.report import CheckResult, Kind, Report, Status
 from gradcheck.run_settings import RunSettings
 from gradcheck.tf.observer import Observer, defines
+
+# The findings made of finite differences of f's values.
+BUILT_ON_VALUES = frozenset({Kind.CONNECTED, Kind.JACOBIAN, Kind.VJP, Kind.FAST})
 
 
 def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
@@ -61,6 +68,8 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
     breaks, core = graph_break_results(program, core, explained)
     non_finite, core = non_finite_results(program, core, options)
     core = _overflows_located(core, non_finite)
+    core = _not_built_on_non_finite(core, non_finite)
+    breaks = _unfounded_searches(breaks, core)
     core = tensorflow_gradient_causes(program, core)
     return replace(report, checks=tuple(sites + breaks + non_finite + core))
 
@@ -74,6 +83,45 @@ def _overflows_located(checks: Sequence[CheckResult], non_finite: Sequence[Check
             and where is not None and isinstance(c.evidence, PrecisionLoss)
             and c.evidence.overflow > 0 and c.location is None
             else c for c in checks]
+
+
+def _non_finite_evidence(result: CheckResult) -> bool:
+    """A finding whose own numbers are NaN or infinite: a dependence seen only where finite
+    differences are, or a comparison whose worst reference value is."""
+    evidence = result.evidence
+    if isinstance(evidence, CutPath):
+        return not math.isfinite(evidence.magnitude)
+    disagreement = getattr(evidence, "disagreement", None)
+    return isinstance(disagreement, Disagreement) and not math.isfinite(disagreement.expected)
+
+
+def _not_built_on_non_finite(checks: Sequence[CheckResult], non_finite: Sequence[CheckResult]
+                             ) -> list[CheckResult]:
+    """Once f's own value is found NaN or infinite, a connected, jacobian or vjp finding whose
+    evidence is finite differences of those values says nothing more: no verdict, at the
+    non-finite finding's line (whatever else had located it)."""
+    seen = next((f for f in non_finite if isinstance(f.evidence, NonFiniteSeen)
+                 and not f.evidence.gradient), None)
+    if seen is None:
+        return list(checks)
+    assert isinstance(seen.evidence, NonFiniteSeen)
+    name, produced = seen.evidence.name, seen.evidence.produced
+    return [CheckResult(c.check, Status.SKIP, input=c.input, output=c.output,
+                        location=seen.location,
+                        evidence=NoVerdictAtNonFinite(str(c.check), name, produced))
+            if c.failed and c.check in BUILT_ON_VALUES and _non_finite_evidence(c) else c
+            for c in checks]
+
+
+def _unfounded_searches(breaks: Sequence[CheckResult], checks: Sequence[CheckResult]
+                        ) -> list[CheckResult]:
+    """A search for the cut that found none stands on a connected finding: when that finding
+    has no verdict (its dependence was seen only in non-finite values), neither has it."""
+    cut = {c.input for c in checks if c.check == Kind.CONNECTED and c.failed}
+    unjudged = {c.input for c in checks if c.check == Kind.CONNECTED
+                and isinstance(c.evidence, NoVerdictAtNonFinite)}
+    return [b for b in breaks if not (isinstance(b.evidence, CutNotFound)
+                                      and b.input in unjudged - cut)]
 
 
 def _repeats_a_site_finding(result: CheckResult, sites: Sequence[CheckResult]) -> bool:

@@ -13,7 +13,8 @@ from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Rel
 from gradcheck.tf.program import Program
 from gradcheck.tf.wrong_gradients import WrongTensorFlowGradient, wrong_tensorflow_gradients
 
-SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.KINK, Kind.COMPILED, Kind.JVP})
+SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.KINK, Kind.COMPILED, Kind.JVP,
+                      Kind.GRAD_SHAPE})
 
 
 def _unexplained(check: CheckResult) -> bool:
@@ -30,8 +31,11 @@ def _under_xla(check: CheckResult) -> bool:
 
 
 def _cause(check: CheckResult, found: Sequence[WrongTensorFlowGradient]) -> Cause | None:
-    """The first op whose gradient is wrong where the check ran (an XLA-only one: under XLA)."""
-    first = next((w for w in found if not w.reason.xla_only or _under_xla(check)), None)
+    """The first op whose gradient is wrong where the check ran (an XLA-only one: under XLA),
+    in what the check sees (a wrong shape or wrong values)."""
+    shape = check.check == Kind.GRAD_SHAPE
+    first = next((w for w in found if w.reason.shape_only == shape
+                  and (not w.reason.xla_only or _under_xla(check))), None)
     return None if first is None else Cause(
         Mistake.TENSORFLOW_GRADIENT, location=first.location,
         facts=TensorFlowGradientOp(first.op, first.reason))

@@ -102,12 +102,20 @@ class WrongGradientReason(Spelled):
     DUPLICATE_INDICES = "duplicate-indices"
     # A TensorFlow function's own tf.custom_gradient leaves out the conjugate (tf.nn.silu).
     COMPLEX_CUSTOM_GRADIENT = "complex-custom-gradient"
+    # A TensorFlow function's own tf.custom_gradient returns gradients of the wrong shape
+    # where its inputs broadcast (tf.nn.silu with a tensor beta: beta's summed to a scalar).
+    BROADCAST_CUSTOM_GRADIENT = "broadcast-custom-gradient"
     # The op's registered gradient is wrong for complex inputs, eagerly too.
     COMPLEX_GRADIENT = "complex-gradient"
     # XLA multiplies a tf.where's zero upstream by an infinite local derivative.
     XLA_UNTAKEN_BRANCH = "xla-untaken-branch"
     # XLA's gradient kernel leaves out the conjugate the eager one applies.
     XLA_UNCONJUGATED = "xla-unconjugated"
+
+    @property
+    def shape_only(self) -> bool:
+        """The gradient's shape is wrong (a grad-shape finding), not its values."""
+        return self == WrongGradientReason.BROADCAST_CUSTOM_GRADIENT
 
     @property
     def xla_only(self) -> bool:

@@ -92,11 +92,16 @@ class NoGradientEither(Evidence):
 
 @dataclasses.dataclass(frozen=True)
 class NoneOnly(Evidence):
-    """The gradient for `input` is None only eagerly (`eagerly`) or only under `mode`."""
+    """The gradient for `input` is None only eagerly (`eagerly`) or only under `mode`; there,
+    the op `cut` of f's traced graph cuts the path (`dataset`: a tf.data op, such as the
+    reduce a Python loop over a dataset becomes), at `location`."""
 
     mode: str = internal("")
     input: str = internal("")
     eagerly: bool = internal(False)
+    cut: str | None = internal(None)
+    dataset: bool = internal(False)
+    location: Location | None = internal(None)
 
 
 @dataclasses.dataclass(frozen=True)

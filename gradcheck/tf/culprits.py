@@ -23,6 +23,9 @@ _RANDOM = re.compile(r"Random|TruncatedNormal|Multinomial|StatefulUniform|Statef
 # Ops with a kink at 0 of their (first) input, and those with one where two inputs tie.
 KINK_AT_ZERO = frozenset({"Abs", "Relu", "LeakyRelu", "Relu6", "Sign"})
 KINK_AT_TIE = frozenset({"Maximum", "Minimum", "Greater", "GreaterEqual", "Less", "LessEqual"})
+# Reductions with a kink where two of the elements they reduce tie for the extreme
+# (tf.reduce_max, tf.reduce_min): the op picks the largest (True) or smallest.
+REDUCTION_TIES = {"Max": True, "Min": False}
 # Ops whose value jumps: across the negative real axis of a complex input (the branch cut of
 # angle, log, sqrt), at atan2(y, x) with y = 0 < -x, and where floormod wraps.
 BRANCH_CUT = frozenset({"Angle", "Log", "Sqrt", "Rsqrt", "Pow", "Atan", "Atan2", "FloorMod"})
@@ -146,8 +149,36 @@ def failing_node_site(program: Program, output_indices: Sequence[int],
     return None
 
 
+def _reduced(op: Any, values: np.ndarray) -> np.ndarray | None:
+    """A reduction's input with the reduced axes flattened into the last one."""
+    axes = tensorflow().get_static_value(op.inputs[1])
+    if axes is None or values.ndim == 0:
+        return None
+    reduced = sorted({int(a) % values.ndim for a in np.atleast_1d(axes)})
+    kept = [a for a in range(values.ndim) if a not in reduced]
+    moved = np.transpose(values, kept + reduced)
+    return moved.reshape(moved.shape[:len(kept)] + (-1,))
+
+
+def _reduction_gap(traced: TracedValues, op: Any) -> float | None:
+    """How close a tf.reduce_max (min) is to a tie for its extreme: the gap between the
+    largest (smallest) two elements of any slice it reduces, relative to their scale."""
+    found = traced.value(op.inputs[0])
+    if found is None:
+        return None
+    slices = _reduced(op, np.asarray(found, dtype=np.float64))
+    if slices is None or slices.shape[-1] < 2 or slices.size == 0:
+        return None
+    ordered = np.sort(slices, axis=-1)
+    gaps = (ordered[..., -1] - ordered[..., -2] if REDUCTION_TIES[op.type]
+            else ordered[..., 1] - ordered[..., 0])
+    return float(np.min(gaps)) / max(1.0, float(np.max(np.abs(slices))))
+
+
 def _distance_to_kink(traced: TracedValues, op: Any,
                       element: tuple[tuple[int, ...], tuple[int, ...]] | None) -> float | None:
+    if op.type in REDUCTION_TIES:
+        return _reduction_gap(traced, op)
     found = [traced.value(t) for t in op.inputs]
     values = [v for v in found if v is not None]
     if len(values) != len(found) or not values:
@@ -175,17 +206,40 @@ def _distance_to_kink(traced: TracedValues, op: Any,
     return float(np.min(gaps)) / scale
 
 
+def _feeding(traced: TracedValues, output: str | None) -> set[str] | None:
+    """The names of the ops the output leaf `output` is computed from (None: every op)."""
+    tensor = next((name for leaf, name in traced.outputs if leaf == output), None)
+    if tensor is None:
+        return None
+    start = tensor.rsplit(":", 1)[0]
+    if start not in traced.index:
+        return None
+    seen: set[str] = set()
+    stack = [traced.ops[traced.index[start]]]
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        stack += [t.op for t in op.inputs]
+    return seen
+
+
 def kink_site(program: Program, output_indices: Sequence[int],
-              element: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> Site | None:
+              element: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
+              output: str | None = None) -> Site | None:
     """The op of f whose input sits (within finite differences' reach) on its kink: Abs or
-    Relu at 0, a Maximum/Minimum or a tf.where comparison at a tie; the closest one (at the
-    input's `element`, (index, shape), for ops on tensors of the input's shape)."""
+    Relu at 0, a Maximum/Minimum, a tf.where comparison or a tf.reduce_max/min at a tie; the
+    closest one (at the input's `element`, (index, shape), for ops on tensors of the input's
+    shape) among the ops the output leaf `output` is computed from."""
     traced = trace_values(program, output_indices, gradients=False)
     if traced is None:
         return None
+    feeding = _feeding(traced, output)
     best: tuple[float, Any] | None = None
     for op in traced.ops:
-        if op.type not in KINK_AT_ZERO | KINK_AT_TIE:
+        if op.type not in KINK_AT_ZERO | KINK_AT_TIE | REDUCTION_TIES.keys() or (
+                feeding is not None and op.name not in feeding):
             continue
         distance = _distance_to_kink(traced, op, element)
         if distance is not None and distance <= KINK_REACH and (
@@ -232,10 +286,11 @@ def jump_site(program: Program, output_indices: Sequence[int]) -> Site | None:
 
 
 def crossed_kink_site(program: Program, output_indices: Sequence[int], slot_index: int,
-                      element: int, reach: float) -> Site | None:
+                      element: int, reach: float, output: str | None = None) -> Site | None:
     """The first kink op of f that one input element, moved by ±reach, carries across its kink:
     a Relu-like op whose input changes sign, a Maximum/Minimum or comparison whose inputs swap,
-    a MaxPool whose window maximum moves to another element."""
+    a MaxPool or tf.reduce_max/min whose maximum (minimum) moves to another element; among the
+    ops the output leaf `output` is computed from."""
     ends = []
     for move in (-reach, reach):
         with moved_program(program, slot_index, element, move) as moved:
@@ -243,14 +298,29 @@ def crossed_kink_site(program: Program, output_indices: Sequence[int], slot_inde
     low, high = ends
     if low is None or high is None or len(low.ops) != len(high.ops):
         return None
+    feeding = _feeding(low, output)
+    kinds = KINK_AT_ZERO | KINK_AT_TIE | REDUCTION_TIES.keys() | {"MaxPool"}
     for op, other in zip(low.ops, high.ops):
-        if op.type in KINK_AT_ZERO | KINK_AT_TIE | {"MaxPool"} and _crosses(op, low, other,
-                                                                             high):
+        if op.type in kinds and (feeding is None or op.name in feeding) and _crosses(
+                op, low, other, high):
             return _site(low, op, tie=op.type not in KINK_AT_ZERO)
     return None
 
 
+def _winner_moved(op: Any, before: np.ndarray | None, after: np.ndarray | None) -> bool:
+    """A tf.reduce_max (min) whose extreme is another element on either side."""
+    if before is None or after is None:
+        return False
+    low, high = (_reduced(op, np.asarray(v)) for v in (before, after))
+    if low is None or high is None or low.shape != high.shape or low.size == 0:
+        return False
+    pick = np.argmax if REDUCTION_TIES[op.type] else np.argmin
+    return bool(np.any(pick(low, axis=-1) != pick(high, axis=-1)))
+
+
 def _crosses(op: Any, low: TracedValues, other: Any, high: TracedValues) -> bool:
+    if op.type in REDUCTION_TIES:
+        return _winner_moved(op, low.value(op.inputs[0]), high.value(other.inputs[0]))
     found = [low.value(t) for t in op.inputs] + [high.value(t) for t in other.inputs]
     if not op.inputs or any(v is None for v in found):
         return False

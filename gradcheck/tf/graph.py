@@ -5,6 +5,7 @@ diagnosis/graph_breaks.py words them."""
 from __future__ import annotations
 
 import contextlib
+import re
 import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -53,9 +54,37 @@ def variable_creations(program: Program, slot_index: int) -> list[CutSite]:
     return cuts
 
 
+# What the user wrote on the line where tracing failed: .numpy(), a Python number's
+# constructor (float(), int()), or NumPy.
+_NUMPY_METHOD = re.compile(r"\.numpy\(\s*\)")
+_PYTHON_NUMBER = re.compile(r"(?<![\w.])(float|int|bool|complex)\(")
+_NUMPY_CALL = re.compile(r"(?<![\w.])(np|numpy)\.")
+
+
+def _written(exc: BaseException) -> CutSite | None:
+    """The cut the user's own line wrote, where tracing failed: the innermost user frame's
+    source, so float() is not taken for .numpy() (which TensorFlow calls inside float())."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "__autograph_generated" not in str(f.filename)]
+    location = frames_location(frames)
+    line = next((f.line or "" for f in reversed(frames) if location is not None
+                 and f.lineno == location.line and f.filename.endswith(location.path)), "")
+    if _NUMPY_METHOD.search(line):
+        return CutSite("numpy-method", location)
+    if (number := _PYTHON_NUMBER.search(line)) is not None and not _NUMPY_CALL.search(line):
+        return CutSite("python-number", location, number.group(1))
+    if _NUMPY_CALL.search(line):
+        return CutSite("numpy", location)
+    return None
+
+
 def _trace_failure(exc: BaseException) -> CutSite | None:
     text = str(exc)
     location = frames_location(traceback.extract_tb(exc.__traceback__))
+    if (written := _written(exc)) is not None and (
+            "numpy" in text.lower() or "symbolic" in text.lower() or "__array__" in text
+            or "float()" in text or "int()" in text or "real number" in text):
+        return written
     if isinstance(exc, (AttributeError, NotImplementedError)) and "numpy" in text:
         return CutSite("numpy-method", location)
     if "symbolic" in text.lower() or "__array__" in text or "numpy array" in text.lower():

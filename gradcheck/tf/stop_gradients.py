@@ -41,9 +41,11 @@ def blocked_shares(program: Program, slot_index: int, seed: int = 0) -> dict[str
             norms, scale = traced() if slot.is_variable else traced(slot.value)
         except Exception:  # noqa: BLE001 - the next way of tracing, else no answer
             continue
-        size = float(scale)
+        size, blocked = float(scale), np.asarray(norms)
+        if not np.isfinite(size) or not np.all(np.isfinite(blocked)):
+            return None  # f or its gradient is NaN or infinite here: no share is measured
         return {name: float(norm) / size if size > 0 else 0.0
-                for name, norm in zip(names, np.asarray(norms))}
+                for name, norm in zip(names, blocked)}
     return None
 
 

@@ -32,6 +32,10 @@ XLA_UNCONJUGATED_KERNELS = {"Sqrt": "SqrtGrad", "Rsqrt": "RsqrtGrad",
 # out the conjugate, so it is wrong for complex inputs (tensorflow/tensorflow#57357, tf-keras
 # #455): (file, function inside which the forward ops run) -> the function the user called.
 _UNCONJUGATED_CUSTOM_GRADIENTS = {("nn_impl.py", "swish_impl"): "tf.nn.silu (tf.nn.swish)"}
+# tf.nn.silu's own tf.custom_gradient sums beta's gradient to a scalar and returns features'
+# at the broadcast shape, whatever their shapes (tensorflow/tensorflow#127690, measured on TF
+# 2.21): the product beta * features that feeds its sigmoid shows the shapes it was given.
+_BROADCAST_CUSTOM_GRADIENTS = {("nn_impl.py", "swish_impl"): "tf.nn.silu (tf.nn.swish)"}
 
 
 @dataclass(frozen=True)
@@ -59,19 +63,40 @@ def _complex(op: RecordedOp) -> bool:
     return any(getattr(t, "dtype", None) is not None and t.dtype.is_complex for t in op.inputs)
 
 
-def _unconjugated_custom_gradient(op: RecordedOp) -> str | None:
-    """The TensorFlow function (tf.nn.silu) whose own custom gradient, wrong for complex
-    inputs, the op runs inside of, when its inputs are complex."""
-    if not _complex(op):
-        return None
+def _inside(op: RecordedOp, functions: dict[tuple[str, str], str]) -> str | None:
+    """The TensorFlow function (as the user calls it) whose body, one of `functions`' (file,
+    function), runs the op."""
     return next((public for frame in op.traceback
-                 for (file, function), public in _UNCONJUGATED_CUSTOM_GRADIENTS.items()
+                 for (file, function), public in functions.items()
                  if frame.name == function and frame.filename.endswith(
                      os.path.join("tensorflow", "python", "ops", file))), None)
 
 
-def _wrong_here(op: RecordedOp) -> tuple[str, WrongGradientReason] | None:
-    """(The op as named, the reason) when TensorFlow's gradient of it is wrong here."""
+def _unconjugated_custom_gradient(op: RecordedOp) -> str | None:
+    """The TensorFlow function (tf.nn.silu) whose own custom gradient, wrong for complex
+    inputs, the op runs inside of, when its inputs are complex."""
+    return _inside(op, _UNCONJUGATED_CUSTOM_GRADIENTS) if _complex(op) else None
+
+
+def _broadcast_custom_gradient(op: RecordedOp, ops: list[RecordedOp]) -> str | None:
+    """The TensorFlow function (tf.nn.silu) whose own custom gradient returns the wrong shapes
+    for the shapes it was given: the op is its beta * features, feeding its sigmoid, and beta
+    is not a scalar or features is broadcast."""
+    if op.type != "Mul" or len(op.inputs) != 2 or not any(
+            other.type == "Sigmoid" and other.inputs and other.inputs[0] is op.outputs[0]
+            for other in ops):
+        return None
+    beta, features = op.inputs
+    if beta.shape.rank == 0 and features.shape == op.outputs[0].shape:
+        return None
+    return _inside(op, _BROADCAST_CUSTOM_GRADIENTS)
+
+
+def _wrong_here(op: RecordedOp, ops: list[RecordedOp]) -> tuple[str, WrongGradientReason] | None:
+    """(The op as named, the reason) when TensorFlow's gradient of it is wrong here (`ops`:
+    the others on the path)."""
+    if (public := _broadcast_custom_gradient(op, ops)) is not None:
+        return public, WrongGradientReason.BROADCAST_CUSTOM_GRADIENT
     if op.type == "TensorScatterUpdate" and _duplicate_rows(op.inputs[1]):
         return op.type, WrongGradientReason.DUPLICATE_INDICES
     if op.type in ("DynamicStitch", "ParallelDynamicStitch") and _stitched_duplicates(op):
@@ -88,6 +113,6 @@ def _wrong_here(op: RecordedOp) -> tuple[str, WrongGradientReason] | None:
 def wrong_tensorflow_gradients(program: Program, slot_index: int
                                ) -> list[WrongTensorFlowGradient]:
     """The ops on the path from one source whose TensorFlow gradient is wrong here."""
+    ops = ops_on_path(program, slot_index)
     return [WrongTensorFlowGradient(found[0], found[1], frames_location(op.traceback))
-            for op in ops_on_path(program, slot_index)
-            if (found := _wrong_here(op)) is not None]
+            for op in ops if (found := _wrong_here(op, ops)) is not None]

@@ -39,7 +39,7 @@ SECOND_ORDER = {
 
 @words.register
 def _kinked(facts: Kinked, mistake: Mistake) -> WhatAndFix:
-    return f"{facts.name} {kink_place(facts.tie)}", None
+    return f"{facts.name} {kink_place(facts.tie, facts.name)}", None
 
 
 @words.register
@@ -50,7 +50,7 @@ def _compiled(facts: Compiled, mistake: Mistake) -> WhatAndFix:
     if mistake == Mistake.COMPILED_NON_FINITE:
         return f"{mode} gives non-finite values", None
     if mistake == Mistake.COMPILED_NONE:
-        return "None " + ("eagerly" if facts.eagerly else f"under {mode}"), None
+        return ("None eagerly, not under " if facts.eagerly else "None under ") + mode, None
     return f"{mode} differs from eager", None
 
 

@@ -45,8 +45,16 @@ def _hand_worded(facts: Words, mistake: Mistake) -> WhatAndFix:
     return facts.what, facts.fix
 
 
-def kink_place(tie: bool) -> str:
-    """Where an op's kink is: where its two inputs tie (Maximum, a comparison), or at 0."""
+# Ops whose kink is a tie among the elements they pick an extreme of (reductions, pooling).
+_EXTREMES = {"Max": "maximum", "MaxPool": "maximum", "Min": "minimum"}
+
+
+def kink_place(tie: bool, name: str = "") -> str:
+    """Where an op's kink is: where its two inputs tie (Maximum, a comparison), where two of
+    the elements it reduces tie for their maximum (reduce_max, MaxPool), or at 0."""
+    extreme = _EXTREMES.get(name.split(" ", 1)[0])
+    if tie and extreme is not None:
+        return f"where two of the elements it reduces tie for the {extreme}"
     return "where its two inputs tie" if tie else "at 0"
 
 

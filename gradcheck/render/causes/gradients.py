@@ -113,6 +113,13 @@ _WRONG_TENSORFLOW_GRADIENTS: dict[WrongGradientReason, WhatAndFix] = {
         " conjugate TensorFlow's complex gradients need (tensorflow/tensorflow#57357)",
         "write it out for complex inputs (x * tf.math.sigmoid(x), whose gradient TensorFlow"
         " derives op by op), or keep {op} to real inputs"),
+    WrongGradientReason.BROADCAST_CUSTOM_GRADIENT: (
+        "TensorFlow's own gradient of {op} has the wrong shape here: {op} computes its gradient"
+        " with a tf.custom_gradient of TensorFlow's (not yours) that sums beta's gradient to a"
+        " scalar and returns features' at the broadcast shape, right only for a scalar beta"
+        " (tensorflow/tensorflow#127690)",
+        "write it out for a tensor beta: features * tf.math.sigmoid(beta * features), whose"
+        " gradient TensorFlow derives op by op"),
     WrongGradientReason.COMPLEX_GRADIENT: (
         "TensorFlow's own gradient of {called} is wrong for complex inputs ({source}): it"
         " differs from finite differences of the values TensorFlow computes, so TensorFlow is"

@@ -35,7 +35,7 @@ CUTS: dict[Mistake, tuple[str, str]] = {
         "a NumPy operation (np.*, np.asarray, float()) on a tensor computed from {input}"
         " leaves TensorFlow, so the result has no gradient", "use the tf.* equivalent"),
     Mistake.PYTHON_NUMBER: (
-        "float()/int() turns a tensor computed from {input} into a Python number, which has"
+        "{called} turns a tensor computed from {input} into a Python number, which has"
         " no gradient", "keep it a tensor (tf.cast to a float dtype if needed)"),
     Mistake.STOP_GRADIENT: (
         "tf.stop_gradient blocks the gradient from {input} on this path",
@@ -81,7 +81,9 @@ CUTS: dict[Mistake, tuple[str, str]] = {
 def _cut(facts: CutOp, mistake: Mistake) -> WhatAndFix:
     said, fixed = CUTS[mistake]
     alias = f" ({OP_NAMES[facts.op]})" if facts.op in OP_NAMES else ""
-    return said.format(input=facts.input, op=facts.op, dtype=facts.dtype, alias=alias), fixed
+    called = f"{facts.op}()" if facts.op else "float()/int()"
+    return said.format(input=facts.input, op=facts.op, dtype=facts.dtype, alias=alias,
+                       called=called), fixed
 
 
 # How the user wrote an op, with {v} for its (first) argument.

@@ -114,8 +114,23 @@ def _no_gradient_either(evidence: NoGradientEither, result: CheckResult) -> str:
 
 @sentence.register
 def _none_only(evidence: NoneOnly, result: CheckResult) -> str:
-    which = "eagerly" if evidence.eagerly else f"under {evidence.mode}"
-    return f"the gradient for {evidence.input} is None only {which}"
+    x, mode = evidence.input, evidence.mode
+    if evidence.eagerly:
+        return f"the gradient for {x} is None eagerly, but not under {mode}"
+    said = f"the gradient for {x} is None under {mode}, but not eagerly"
+    if evidence.cut is None:
+        return said
+    at = f" at {evidence.location}" if evidence.location else ""
+    said = (f"{said}: in f traced by {mode} the path from {x} is cut by {evidence.cut}{at},"
+            " which has no gradient")
+    if not evidence.dataset:
+        return f"{said}; compute it with ops TensorFlow differentiates inside {mode}"
+    return (f"{said}: {mode} turns a Python loop over a tf.data.Dataset into a dataset op, and"
+            f" TensorFlow does not differentiate through it, so {x}'s gradient is lost"
+            " (tensorflow/tensorflow#38453, #36306); fix: take the dataset's elements out"
+            " of f (iterate the dataset outside the tf.function and pass each batch in), or"
+            " loop over a tensor (for i in tf.range(n) over a stacked tensor), which"
+            f" {mode} differentiates")
 
 
 @sentence.register

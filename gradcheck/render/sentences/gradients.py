@@ -96,7 +96,8 @@ def _kink_clause(evidence: Kink, result: CheckResult) -> str:
 @sentence.register
 def _kink(evidence: Kink, result: CheckResult) -> str:
     site = evidence.site
-    at = f"; the kink: {site.name} {kink_place(site.tie)} at {site.location}" if site else ""
+    at = (f"; the kink: {site.name} {kink_place(site.tie, site.name)} at {site.location}"
+          if site else "")
     if evidence.weight:  # a weight's point is where training is, not the user's choice
         return (f"{_kink_clause(evidence, result)}{at}; harmless for training: autodiff gives"
                 " one side's derivative, as every optimiser step uses it; only finite"
