@@ -61,6 +61,12 @@ class Watch:
     `stop=True` training ends with the weights of the last good step.
     """
 
+    _keras = ""  # the package of the keras.callbacks.Callback this class also is
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Watch:
+        """A Watch that is also a keras.callbacks.Callback of the Keras that runs."""
+        return super().__new__(_as_callback(_running_keras()) if cls is Watch else cls)
+
     def __init__(self, directory: str | os.PathLike[str] = "gradcheck-snapshots", stop: bool = True,
                  keep: int = 5, health: bool = False, tensorboard: str | None = None,
                  verbose: int = 1, loss_fn: Callable[..., Any] | None = None,
@@ -126,11 +132,24 @@ class Watch:
         self._after_bar = False
         self.log(("\n" if bar else "") + f"gradcheck.Watch: {message}")
 
-    # Keras callback protocol (duck-typed, so that one class serves Keras 3 and tf-keras).
+    # Keras callback protocol (Keras 3's and tf-keras').
+    @property
+    def model(self) -> Any:
+        return self.__dict__.get("_watched_model")
+
+    @model.setter
+    def model(self, value: Any) -> None:
+        self.__dict__["_watched_model"] = value
+
     def set_params(self, params: dict[str, Any]) -> None:
         self.params = params
 
     def set_model(self, model: Any) -> None:
+        from gradcheck.tf.keras_snapshot import keras_package
+
+        package = keras_package(model)
+        if package != self._keras:  # fit of the other Keras: its Callback, then
+            self.__class__ = _as_callback(package)
         self.model = model
 
     def _implements_train_batch_hooks(self) -> bool:
@@ -444,6 +463,29 @@ class Watch:
 
 def _ignore(*args: Any, **kwargs: Any) -> None:
     return None
+
+
+_CALLBACK_CLASSES: dict[str, type[Watch]] = {}
+
+
+def _running_keras() -> str:
+    """tf_keras when TensorFlow is told to use it (or it alone is imported), else Keras 3."""
+    legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
+    alone = "tf_keras" in sys.modules and "keras" not in sys.modules
+    return "tf_keras" if legacy or alone else "keras"
+
+
+def _as_callback(package: str) -> type[Watch]:
+    """Watch as a subclass of `package`'s keras.callbacks.Callback (Watch alone without it)."""
+    if package not in _CALLBACK_CLASSES:
+        try:
+            base = importlib.import_module(f"{package}.callbacks").Callback
+        except ImportError:
+            return Watch
+        _CALLBACK_CLASSES[package] = type("Watch", (Watch, base), {
+            "__module__": __name__, "__qualname__": "Watch", "_keras": package,
+            "__doc__": Watch.__doc__})
+    return _CALLBACK_CLASSES[package]
 
 
 def _trigger_message(kind: str, weights: Sequence[str]) -> str:

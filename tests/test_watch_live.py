@@ -245,3 +245,16 @@ def test_no_gradient_for_any_weight_is_a_trigger_not_kerass_error(tmp_path):
         loss = loss_fn(model, x[:16], y[:16, 0])
     assert loop.step(model, optimizer, tape, loss, (x[:16], y[:16, 0]), loss_fn=loss_fn) is False
     assert [p.name for p in loop.snapshots] == ["step-000000"]
+
+
+def test_watch_is_a_callback_of_the_keras_that_trains(tmp_path):
+    import keras
+    import tf_keras
+
+    watch = gradcheck.Watch(tmp_path, log=lambda line: None)
+    assert isinstance(watch, keras.callbacks.Callback) and isinstance(watch, gradcheck.Watch)
+    model = live_models.lambda_model("tf_keras", fixed=True)
+    x, y = live_models.data()
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[watch])
+    assert isinstance(watch, tf_keras.callbacks.Callback) and watch.model is model
+    assert watch.snapshots == [] and not (tmp_path / "gradcheck-snapshots").exists()
