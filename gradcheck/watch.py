@@ -70,8 +70,12 @@ class Watch:
     def __init__(self, directory: str | os.PathLike[str] = "gradcheck-snapshots", stop: bool = True,
                  keep: int = 5, health: bool = False, tensorboard: str | None = None,
                  verbose: int = 1, loss_fn: Callable[..., Any] | None = None,
+                 log_freq: int = 100,
                  diagnose: bool = True, timeout: float = DIAGNOSIS_TIMEOUT,
                  log: Callable[[str], Any] = _stderr) -> None:
+        if not isinstance(log_freq, int) or isinstance(log_freq, bool) or log_freq < 1:
+            raise ValueError(f"gradcheck.Watch: log_freq must be a positive number of steps,"
+                             f" got {log_freq!r}")
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
             raise ValueError(f"gradcheck.Watch: keep must be a positive number, got {keep!r}")
         if not (isinstance(timeout, (int, float)) and timeout > 0):
@@ -84,7 +88,7 @@ class Watch:
                              " (pip install tensorboard, or 'gradcheck[tensorboard]')")
         self.directory = _writable_directory(directory)
         self.stop, self.keep, self.diagnose, self.timeout = stop, keep, diagnose, timeout
-        self.verbose, self.loss_fn = verbose, loss_fn
+        self.verbose, self.loss_fn, self.log_freq = verbose, loss_fn, log_freq
         self.last_report: Any = None  # the Report of the last diagnosis, for a notebook
         self._writer = SnapshotWriter(self.directory, keep, self._say)
         self.health, self.tensorboard = health, tensorboard
@@ -253,11 +257,14 @@ class Watch:
     def _recorded(self, step: int, norms: Any, zeros: Any) -> None:
         self._history.append((step, norms, zeros))
         if self.tensorboard is not None:
-            if self._board is None:
-                from gradcheck.tf.keras_snapshot import HealthBoard
+            self._tensorboard().write(step, self._names, norms, zeros)
 
-                self._board = HealthBoard(self.tensorboard)
-            self._board.write(step, self._names, norms, zeros)
+    def _tensorboard(self) -> Any:
+        if self._board is None:
+            from gradcheck.tf.keras_snapshot import HealthBoard
+
+            self._board = HealthBoard(str(self.tensorboard))
+        return self._board
 
     def _watch_loss_scale(self, scale: float, batch: int) -> None:
         """Count the steps a LossScaleOptimizer skips in a row; stuck when they are many, or
@@ -315,6 +322,8 @@ class Watch:
         if self.health:
             self._names = tuple(weight_path_in(v, self.model) for v in weights)
             self._recorded(self._steps, *eager_health(gradients))
+            if self.tensorboard is not None and self._steps % self.log_freq == 0:
+                self._tensorboard().histograms(self._steps, self._names, gradients)
         update = applied(optimizer.apply_gradients, list(zip(gradients, weights)))
         if code == 0 or (code == 3 and self._missing_told):
             self._steps += 1
@@ -407,6 +416,8 @@ class Watch:
                 except Exception as exc:
                     self._say(f"warning: could not store the diagnosis in {path}:"
                               f" {type(exc).__name__}: {exc}", finding=True)
+        if self.tensorboard is not None and self.diagnose:
+            self._tensorboard().diagnosis(step, f"step {step}: {trigger.message}\n\n{found}")
         kept = f"snapshot {path}: " if path is not None else ""
         self._say(f"{kept}{found}" + ("; training stopped with the weights before this step"
                                       if self.stop else ""), finding=True)

@@ -262,7 +262,25 @@ def test_health_names_dead_relu_weights_draws_them_and_writes_tensorboard(tmp_pa
     assert found[hidden]["status"] == "warn"
     assert "is dead: 50% of its gradient elements" in found[hidden]["message"]
     assert (snapshot / "health.png").stat().st_size > 0
-    assert list((tmp_path / "logs").glob("events.out.tfevents.*"))
+    tags = _summary_tags(tmp_path / "logs" / "gradcheck")
+    assert "gradcheck/diagnosis" in tags and f"gradient_norm/{hidden}" in tags
+
+
+def _summary_tags(logdir: Path) -> set[str]:
+    import tensorflow as tf
+
+    return {value.tag for events in logdir.glob("events.out.tfevents.*")
+            for event in tf.compat.v1.train.summary_iterator(str(events))
+            for value in event.summary.value}
+
+
+def test_a_custom_loop_writes_gradient_histograms_at_its_log_freq(tmp_path):
+    watch = gradcheck.Watch(tmp_path / "snapshots", health=True, log_freq=2,
+                            tensorboard=str(tmp_path / "logs"), log=lambda line: None)
+    gaussian_nll.train(watch)
+    tags = _summary_tags(tmp_path / "logs" / "gradcheck")
+    assert {f"gradient/{name}" for name in watch._names} <= tags
+    assert "gradcheck/diagnosis" in tags
 
 
 def test_health_judges_growth_and_vanishing_from_the_steps_before_the_failure():

@@ -196,10 +196,26 @@ def eager_health(gradients: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 class HealthBoard:
     """Per-weight gradient norms and zero fractions written to TensorBoard (what Keras's
-    removed `write_grads` gave)."""
+    removed `write_grads` gave), gradient histograms (what `wandb.watch(log="gradients")`
+    gives) and the diagnosis of a failing step as text, in LOGDIR/gradcheck: beside the
+    train/ and validation/ runs of Keras' TensorBoard callback on the same LOGDIR."""
 
     def __init__(self, logdir: str) -> None:
-        self._writer = tensorflow().summary.create_file_writer(logdir)
+        self._writer = tensorflow().summary.create_file_writer(str(Path(logdir) / "gradcheck"))
+
+    def histograms(self, step: int, names: Sequence[str], gradients: Sequence[Any]) -> None:
+        tf = tensorflow()
+        with self._writer.as_default(step=step):
+            for name, gradient in zip(names, gradients):
+                if gradient is not None:
+                    tf.summary.histogram(f"gradient/{name}", dense_values(gradient))
+        self._writer.flush()
+
+    def diagnosis(self, step: int, text: str) -> None:
+        tf = tensorflow()
+        with self._writer.as_default(step=step):
+            tf.summary.text("gradcheck/diagnosis", text)
+        self._writer.flush()
 
     def write(self, step: int, names: Sequence[str], norms: np.ndarray,
               zeros: np.ndarray) -> None:
