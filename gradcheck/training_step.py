@@ -39,7 +39,8 @@ def step_options(trigger: str, mode: str | None = None,
 def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[Any],
                structure: str, options: CheckOptions, label: str,
                health: Mapping[str, Any] | None = None,
-               settings: RunSettings = DEFAULT_RUN, optimizer: Any = None) -> Report:
+               settings: RunSettings = DEFAULT_RUN, optimizer: Any = None,
+               without_gradient: Sequence[str] = ()) -> Report:
     """The step's loss (`loss_fn(model, *batch)`, or the model's compiled loss at fit's x, y,
     sample_weight) at its batch and the model's weights as they are. Afterwards the model's
     variables, its metrics' and the random number generators are bitwise as they were. A
@@ -84,7 +85,8 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
         report = check_callable(function, lambda: arguments, options, settings, label)
     diverged = _diverged(model, optimizer)
     report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)),
-                     checks=tuple(_of_the_loss(c, diverged) for c in report.checks))
+                     checks=tuple(_untrained(_of_the_loss(c, diverged), model, without_gradient)
+                                  for c in report.checks))
     if health is None:
         return report
     from gradcheck.checks.health import health_results
@@ -129,6 +131,26 @@ def _without(function: Callable[..., Any], fixed: Mapping[str, Any]) -> Any:
     signature = inspect.signature(function)
     return signature.replace(parameters=[p for name, p in signature.parameters.items()
                                          if name not in fixed])
+
+
+def _untrained(result: Any, model: Any, without_gradient: Sequence[str]) -> Any:
+    """A weight the step gave no gradient, which the loss does not depend on, is no "pass":
+    it never trains; where the user's layer read it once outside the step, that line."""
+    from gradcheck.evidence.fast import ProjectedUnconnected
+    from gradcheck.evidence.gradients import Independent, UntrainedWeight
+    from gradcheck.evidence.location import Location
+    from gradcheck.report import Kind, Status
+    from gradcheck.tf.keras_snapshot import read_outside_the_step
+
+    if result.check != Kind.CONNECTED or result.input not in without_gradient or not isinstance(
+            result.evidence, (Independent, UntrainedWeight, ProjectedUnconnected)):
+        return result
+    read_at = read_outside_the_step(model, result.input)
+    if read_at is None:
+        return replace(result, status=Status.WARN, evidence=UntrainedWeight(never_read=True))
+    path, _, line = read_at.rpartition(":")
+    return replace(result, status=Status.FAIL, location=Location(path, int(line)),
+                   evidence=UntrainedWeight(never_read=True, read_at=read_at))
 
 
 def _diverged(model: Any, optimizer: Any) -> Any:

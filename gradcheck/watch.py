@@ -449,7 +449,8 @@ class Watch:
         try:
             report = check_step(self.model, loss_fn, batch, structure,
                                 step_options(trigger.kind), f"the training loss at {where}",
-                                health, optimizer=self._optimizer)
+                                health, optimizer=self._optimizer,
+                                without_gradient=trigger.weights)
         except GradcheckError as error:
             return None, error.message
         except Exception as exc:

@@ -18,6 +18,7 @@ import gradcheck
 TRAINING = Path(__file__).resolve().parent.parent / "fixtures" / "training"
 sys.path.insert(0, str(TRAINING))
 
+import build_read  # noqa: E402
 import gan  # noqa: E402
 import live_models  # noqa: E402
 
@@ -258,3 +259,19 @@ def test_watch_is_a_callback_of_the_keras_that_trains(tmp_path):
     model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[watch])
     assert isinstance(watch, tf_keras.callbacks.Callback) and watch.model is model
     assert watch.snapshots == [] and not (tmp_path / "gradcheck-snapshots").exists()
+
+
+def test_a_weight_read_once_in_build_is_named_at_that_line(tmp_path):
+    for fixed in (False, True):
+        model = build_read.make(fixed)
+        watch = gradcheck.Watch(tmp_path / str(fixed), log=lambda line: None)
+        model.fit(*build_read.data(), batch_size=16, epochs=1, verbose=0, callbacks=[watch])
+        if fixed:
+            assert watch.snapshots == []
+            continue
+        [snapshot] = watch.snapshots
+        report = json.loads((snapshot / "report.json").read_text())
+        [found] = [c for c in report["checks"] if c["status"] == "fail"]
+        assert found["check"] == "connected" and found["input"].endswith("table")
+        assert found["location"].endswith(f"build_read.py:{build_read.READ_LINE}")
+        assert "read once, outside the training step" in found["message"]

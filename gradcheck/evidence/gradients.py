@@ -34,9 +34,11 @@ class Independent(NoGradient):
 
 @dataclasses.dataclass(frozen=True)
 class UntrainedWeight(NoGradient):
-    """A trainable weight that gets no gradient; `never_read`: f never reads it."""
+    """A trainable weight that gets no gradient; `never_read`: f never reads it; `read_at`:
+    where the user's code read it once, outside the training step (a layer's build)."""
 
     never_read: bool = internal(False)
+    read_at: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

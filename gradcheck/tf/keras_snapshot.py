@@ -5,6 +5,7 @@ and reloading the model (safe mode), the loss fit minimises; and per-weight grad
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,32 @@ def largest_weight(model: Any) -> tuple[str, float] | None:
         if found is None or largest > found[1]:
             found = (weight_path_in(variable, model), largest)
     return found
+
+
+def read_outside_the_step(model: Any, name: str) -> str | None:
+    """Where the user's layer reads the weight `name` outside call() (once, in build or
+    __init__, keeping a tensor the step then reuses): "file:line", from the layer's source."""
+    import inspect
+    import re
+
+    for layer in getattr(model, "_flatten_layers", lambda: [])():
+        for attribute, value in list(vars(layer).items()):
+            if not hasattr(value, "assign") or weight_path_in(value, model) != name:
+                continue
+            try:
+                lines, start = inspect.getsourcelines(type(layer))
+                path = inspect.getsourcefile(type(layer))
+            except (OSError, TypeError):
+                return None
+            read = re.compile(rf"self\.{re.escape(attribute)}\b(?!\s*=[^=])")
+            method = ""
+            for number, line in enumerate(lines, start):
+                if (found := re.match(r"\s*def (\w+)", line)) is not None:
+                    method = found.group(1)
+                elif method not in ("call", "") and read.search(line):
+                    relative = os.path.relpath(path) if path else ""
+                    return f"{path if relative.startswith('..') else relative}:{number}"
+    return None
 
 
 def assign_weights(model: Any, arrays: dict[str, np.ndarray]) -> None:

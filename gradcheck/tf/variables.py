@@ -108,7 +108,8 @@ class VariableNames:
 
 def unread_weights(function: Any, read: Sequence[Any]) -> list[Any]:
     """Trainable Keras weights (as tf.Variables) that f never read under the tape."""
-    return [_tf_variable(w) for w in _keras_weights(function)
+    weights = _keras_weights(function) + _keras_weights(getattr(function, STEP_MODEL, None))
+    return [_tf_variable(w) for w in weights
             if getattr(w, "trainable", False) and not any(_tf_variable(w) is v for v in read)]
 
 

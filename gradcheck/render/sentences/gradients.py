@@ -64,6 +64,11 @@ def _independent(evidence: Independent, result: CheckResult) -> str:
 def _untrained(evidence: UntrainedWeight, result: CheckResult) -> str:
     why = ("f never reads it (an unused layer, or a head not on the path?)" if evidence.never_read
            else "its path may end in an integer cast, argmax or a Python branch")
+    if evidence.read_at:
+        return (f"the trainable weight {result.input} is never read while the loss is computed:"
+                f" its value was read once, outside the training step, at {evidence.read_at},"
+                " and the step uses that stale tensor, so it gets no gradient and never trains;"
+                " read the weight inside call() (the op that uses it, where it is used)")
     y = result.output
     return (f"the trainable weight {result.input} gets no gradient from {y} (None), and finite"
             f" differences agree that {y} does not depend on it here, so it never trains"
