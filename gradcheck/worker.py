@@ -12,6 +12,7 @@ import os
 import pickle
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -223,7 +224,10 @@ def main(connection: Any, scratch: str, threads: int | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     os.dup2(2, 1)  # the user's prints go to stderr: stdout carries only gradcheck's report
     threading.Thread(target=_exit_with_parent, args=(scratch,), daemon=True).start()
-    fault_file = open(os.path.join(scratch, FAULT_FILE), "w")  # noqa: SIM115 - open for the process's lifetime
+    # TensorFlow's temporary files (autograph's generated modules, which it removes only at an
+    # exit that a killed worker never reaches) and f's go where the parent removes them.
+    tempfile.tempdir = scratch
+    fault_file = open(os.path.join(scratch, FAULT_FILE), "w")  # noqa: SIM115 - kept open
     faulthandler.enable(fault_file, all_threads=True)
     channel = Channel(connection)
     _reuse_freed_memory()

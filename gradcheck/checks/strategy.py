@@ -30,6 +30,7 @@ def _multiworker(program: Program, replicas: int, timeout: float | None,
     """The gradients of f's batch split over REPLICAS local MultiWorkerMirroredStrategy
     workers, beside the single-device gradients for the same variables."""
     args, kwargs = program.arguments()
+    program.announce(f"the MultiWorkerMirroredStrategy step over {replicas} worker processes")
     variables, whole = loss_gradients(program.function, args, kwargs)
     summed = multiworker_sum(program.function, args, kwargs, batch_slots(program), replicas,
                              timeout or 300.0, scratch)
@@ -73,6 +74,7 @@ def check_strategy(ctx: CheckContext) -> list[CheckResult]:
     if spec.startswith("multiworker"):
         found = _multiworker(program, replicas, ctx.options.timeout, ctx.settings.scratch)
     else:
+        program.announce(f"the MirroredStrategy step over {replicas} replicas")
         found = replicated_gradients(program, ctx.diff_outputs, provide_replicas(replicas))
     state, error, ratio = judge_replicas(found.whole, found.summed, replicas,
                                          ctx.evaluation.dtype, found.regularisation)

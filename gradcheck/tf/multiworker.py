@@ -40,19 +40,29 @@ POLL_SECONDS = 0.05
 
 
 def free_ports(count: int) -> list[int]:
-    """COUNT ports nothing listens on now (the system's choice, all bound at once); an
-    InputError when the system has not that many to give."""
+    """COUNT ports nothing listens on now (the system's choice, all bound at once), on a
+    localhost that answers; an InputError when the system cannot give them."""
     try:
         with contextlib.ExitStack() as stack:
             sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
             for bound in sockets:
                 bound.bind(("localhost", 0))
+            _reachable(sockets[0], stack)
             return [bound.getsockname()[1] for bound in sockets]
     except OSError as exc:
         raise InputError(
             f"--strategy multiworker:{count} needs {count} free TCP port"
-            f"{'s' if count != 1 else ''} on localhost for its workers, and the system gave"
-            f" none: {exc.strerror or exc}") from None
+            f"{'s' if count != 1 else ''} on localhost for its workers to reach each other:"
+            f" {exc.strerror or exc}") from None
+
+
+def _reachable(bound: socket.socket, stack: contextlib.ExitStack) -> None:
+    """An OSError unless a connection to BOUND succeeds (the workers would otherwise wait for
+    each other until their time-out, e.g. with the loopback interface down)."""
+    bound.listen()
+    client = stack.enter_context(socket.socket())
+    client.settimeout(5.0)
+    client.connect(bound.getsockname())
 
 
 def worker_limit(cores: int, available: int | None) -> tuple[int, str]:
@@ -202,8 +212,8 @@ def multiworker_sum(function: Any, args: Sequence[Any], kwargs: dict[str, Any],
 def _exit_with_parent() -> None:
     """The worker that started this one has ended (its end of this process's stdin closed):
     what this one started ends, then this one."""
-    with contextlib.suppress(OSError):
-        while sys.stdin.buffer.read(1 << 16):
+    with contextlib.suppress(OSError):  # the descriptor, not sys.stdin: its lock would stop
+        while os.read(0, 1 << 16):      # the interpreter's shutdown
             pass
     with contextlib.suppress(Exception):
         end_tree(os.getpid(), include_root=False, wait=2.0)
