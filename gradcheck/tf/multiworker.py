@@ -8,6 +8,7 @@ holds, and ports that cannot be had are an input error."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import pickle
@@ -35,6 +36,8 @@ JOB, RESULT, ERRORS = "job.pickle", "summed.npz", "worker-{}.stderr"
 # TensorFlow's start-up and the all-reduce slow to a crawl (each runs one op thread).
 WORKER_MEMORY = 768 << 20
 WORKERS_PER_CORE = 4
+# A worker's exit code when it cannot write its result (sysexits' EX_IOERR).
+CANNOT_WRITE = 74
 # How often the workers are looked at while they run.
 POLL_SECONDS = 0.05
 
@@ -159,6 +162,15 @@ def _started(commands: Sequence[list[str]], environments: Sequence[dict[str, str
                 worker.stdin.close()
 
 
+def _write(path: Path, data: bytes) -> None:
+    """DATA into PATH; an InputError when it cannot be written (a full disk)."""
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise InputError(f"--strategy multiworker: cannot write the workers' file {path}:"
+                         f" {exc.strerror or exc}") from None
+
+
 def _last_line(path: Path) -> str | None:
     with contextlib.suppress(OSError):
         lines = path.read_bytes()[-4096:].decode(errors="replace").strip().splitlines()
@@ -173,6 +185,10 @@ def _wait(workers: Sequence[subprocess.Popen[bytes]], folder: Path, timeout: flo
     while True:
         codes = [worker.poll() for worker in workers]
         for index, code in enumerate(codes):
+            if code == CANNOT_WRITE:
+                raise InputError(_last_line(folder / ERRORS.format(index)) or (
+                    f"--strategy multiworker: cannot write the workers' file {folder / RESULT}"
+                    " (is its disk full?)"))
             if code:
                 last = _last_line(folder / ERRORS.format(index))
                 raise FunctionError("a MultiWorkerMirroredStrategy worker failed: "
@@ -195,7 +211,7 @@ def multiworker_sum(function: Any, args: Sequence[Any], kwargs: dict[str, Any],
     cluster = {"worker": [f"localhost:{port}" for port in ports]}
     with tempfile.TemporaryDirectory(prefix="gradcheck-multiworker-", dir=scratch) as folder:
         job = ([_portable(a) for a in args], {k: _portable(v) for k, v in kwargs.items()})
-        (Path(folder) / JOB).write_bytes(pickle.dumps((function, *job, list(batch), workers)))
+        _write(Path(folder) / JOB, pickle.dumps((function, *job, list(batch), workers)))
         path = os.pathsep.join(p for p in sys.path if p)
         environments = [{**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "-1",
                          "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": json.dumps(
@@ -239,8 +255,14 @@ def _work(folder: str, index: int) -> None:
     per_replica = strategy.run(step)
     summed = [strategy.reduce(tf.distribute.ReduceOp.SUM, g, axis=None) for g in per_replica]
     if index == 0:
-        np.savez(Path(folder) / RESULT, **{f"g{i}": np.asarray(as_array(g))
-                                           for i, g in enumerate(summed)})
+        buffer = io.BytesIO()  # never a half-written zip file whose __del__ fails again
+        np.savez(buffer, **{f"g{i}": np.asarray(as_array(g)) for i, g in enumerate(summed)})
+        try:
+            _write(Path(folder) / RESULT, buffer.getvalue())
+        except InputError as exc:
+            with contextlib.suppress(OSError):  # its stderr file may be on the full disk too
+                print(exc.message, file=sys.stderr, flush=True)
+            os._exit(CANNOT_WRITE)
 
 
 if __name__ == "__main__":
