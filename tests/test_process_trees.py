@@ -220,3 +220,30 @@ def test_a_long_tmpdir_breaks_no_command(tmp_path: Path, cleanup: list[Command])
         assert stdout.startswith(expected) and "Traceback" not in stderr
         assert left == []
         assert _leftovers(long) == []
+
+
+def _mount_namespace_works() -> bool:
+    try:
+        return subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
+                              capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+# A TMPDIR on a 2 MiB tmpfs with 16 KiB left: the workers' job fits, their result does not.
+FULL_DISK = """mkdir -p "$FULL" && mount -t tmpfs -o size=2M tmpfs "$FULL" &&
+dd if=/dev/zero of="$FULL/filler" bs=4k count=508 2>/dev/null; TMPDIR="$FULL" exec "$@" """
+
+
+@pytest.mark.skipif(not _mount_namespace_works(), reason="needs unshare -rm (a tmpfs of its own)")
+def test_multiworker_on_a_full_disk_is_one_error_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", FULL_DISK, "sh", sys.executable, "-m", "gradcheck",
+         "check", "distributed_loss.py:average_loss", "--wrt", "variables", "--no-compiled",
+         "--strategy", "multiworker:2"],
+        cwd=FIXTURES, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(FIXTURES.parent), "FULL": str(tmp_path / "full")})
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("Error: --strategy multiworker: cannot write the workers' file ")
+    assert "Traceback" not in done.stderr and "ZipFile" not in done.stderr
