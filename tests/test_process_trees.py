@@ -98,7 +98,7 @@ def _leftovers(folder: Path) -> list[str]:
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "timeout"])
 def test_multiworker_workers_and_what_they_start_end_with_the_command(
         how: str, tmp_path: Path, cleanup: list[Command]) -> None:
-    extra = ["--timeout", "12"] if how == "timeout" else []
+    extra = ["--timeout", "30"] if how == "timeout" else []  # past three TensorFlow start-ups
     command = Command(tmp_path, "check", *MULTIWORKER, *extra)
     cleanup.append(command)
     command.wait_started()
