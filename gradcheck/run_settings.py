@@ -29,6 +29,9 @@ class RunSettings:
     # Called with what is about to run (the vectorised tape.jacobian of y with respect to x,
     # ...), so that a crash or a time-out in native code can be reported with its phase.
     phase: Callable[[Phase | str], None] | None = field(default=None, compare=False)
+    # A folder for the run's temporary files (a worker's, which its parent removes however the
+    # worker ends), or None for the system's temporary folder.
+    scratch: str | None = field(default=None, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "progress": None, "phase": None}

@@ -12,14 +12,18 @@ import os
 import pickle
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from typing import Any
 
 from gradcheck.errors import Phase
+from gradcheck.processes import become_subreaper, end_tree
 from gradcheck.protocol import Began, Broken, Outcome, Progress, Ready, Reply, RunCheck, Where
 
+# The worker's faulthandler dump, in its scratch folder.
+FAULT_FILE = "fault.txt"
 # Phase reported until the first check begins.
 STARTING = "the start-up of TensorFlow in a new worker process"
 # In the last SAMPLE_WINDOW seconds before its time limit, a check's stack is sampled every
@@ -58,17 +62,20 @@ class Channel:
             self.send(Progress(task, done, total))
 
 
-def _exit_with_parent() -> None:
+def _exit_with_parent(scratch: str) -> None:
     """A worker never outlives the command that started it (even one killed with SIGKILL): the
-    parent's end of a pipe closes when it ends, whichever process forked this one."""
+    parent's end of a pipe closes when it ends, whichever process forked this one. Whatever f
+    started (which holds the user's pipes) ends with it, and its temporary files go."""
     import multiprocessing
+    import shutil
     from multiprocessing.connection import wait
 
     parent = multiprocessing.parent_process()
     if parent is not None:
         wait([parent.sentinel])
-    with contextlib.suppress(OSError):  # and whatever f started, which holds the user's pipes
-        os.killpg(os.getpgid(0), signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        end_tree(os.getpid(), include_root=False, group=os.getpgid(0), wait=2.0)
+    shutil.rmtree(scratch, ignore_errors=True)
     os._exit(1)
 
 
@@ -137,38 +144,21 @@ def _run(job: Any, channel: Channel) -> Outcome:
                 stream.flush()
 
 
-def _group_members(group: int) -> list[int]:
-    """The other processes of a process group (Linux: read from /proc; elsewhere none)."""
-    members = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                with open(f"/proc/{entry.name}/stat", encoding="ascii") as stat:
-                    fields = stat.read().rpartition(")")[2].split()
-                if int(fields[2]) == group and fields[0] not in ("Z", "X"):
-                    members.append(int(entry.name))
-    return members
-
-
 def _end_what_f_started() -> bool:
-    """The processes f started (subprocesses, multiprocessing children and theirs) end with its
-    check, before its result is sent: the worker leads a process group of its own, and they are
-    its other members. One that made a session of its own (a daemon) is not found. True when
-    there were any."""
+    """The processes f started (subprocesses, multiprocessing children and theirs, at any
+    depth) end with its check, before its result is sent: the worker leads a process group of
+    its own and is the subreaper of its descendants (Linux), so they are its group's other
+    members and its descendants, a daemon in a session of its own included. True when there
+    were any."""
     group = os.getpid()
     with contextlib.suppress(OSError):
         if os.getpgid(0) != group:
             return False
-    members = _group_members(group)
-    for pid in members:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    ended = end_tree(group, include_root=False, group=group)
     import multiprocessing
 
     multiprocessing.active_children()  # reaps the multiprocessing children just ended
-    return bool(members)
+    return bool(ended)
 
 
 def _send_result(channel: Channel, outcome: Outcome) -> None:
@@ -224,15 +214,20 @@ def _not_started(exc: BaseException) -> Any:
     return UsageError(f"{said}{note}") if note else said
 
 
-def main(connection: Any, fault_path: str, threads: int | None = None) -> None:
-    """Entry point of a worker process (started by gradcheck.isolation); `threads` caps
-    TensorFlow's thread pools."""
+def main(connection: Any, scratch: str, threads: int | None = None) -> None:
+    """Entry point of a worker process (started by gradcheck.isolation); `scratch` is the
+    folder of its temporary files, which its parent removes; `threads` caps TensorFlow's thread
+    pools."""
     with contextlib.suppress(OSError):  # a session of its own: killed with what f starts
         os.setsid()
+    become_subreaper()  # what f starts and orphans stays under this process, to be ended
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     os.dup2(2, 1)  # the user's prints go to stderr: stdout carries only gradcheck's report
-    threading.Thread(target=_exit_with_parent, daemon=True).start()
-    fault_file = open(fault_path, "w")  # noqa: SIM115 - open for the process's lifetime
+    threading.Thread(target=_exit_with_parent, args=(scratch,), daemon=True).start()
+    # TensorFlow's temporary files (autograph's generated modules, which it removes only at an
+    # exit that a killed worker never reaches) and f's go where the parent removes them.
+    tempfile.tempdir = scratch
+    fault_file = open(os.path.join(scratch, FAULT_FILE), "w")  # noqa: SIM115 - kept open
     faulthandler.enable(fault_file, all_threads=True)
     channel = Channel(connection)
     _reuse_freed_memory()

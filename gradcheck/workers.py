@@ -10,6 +10,7 @@ import dataclasses
 import multiprocessing
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from typing import Any
 
 from gradcheck import failures, worker
 from gradcheck.errors import GradcheckError, InternalError, Phase, UsageError
+from gradcheck.processes import end_tree, short_socket_folder
 from gradcheck.protocol import Job, RunCheck
 
 # Idle workers kept for later checks of this process (tests, the Python API).
@@ -68,6 +70,7 @@ def available_memory(from_proc: bool = READS_PROC) -> int | None:
 def context() -> Any:
     """The fork server's context, its preloading set (workers start in a fraction of a second
     after the first), or "spawn" where fork servers do not exist."""
+    short_socket_folder()  # a long TMPDIR would break every AF_UNIX socket multiprocessing binds
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
@@ -179,12 +182,14 @@ class WorkerProcess:
 
     def __init__(self, with_main: bool = False, threads: int | None = None) -> None:
         processes = context()
-        handle, self.fault_path = tempfile.mkstemp(prefix="gradcheck-fault-", suffix=".txt")
-        os.close(handle)
+        # The worker's temporary files (its fault dump, a multiworker check's folder): removed
+        # with it however it ends.
+        self.scratch = tempfile.mkdtemp(prefix="gradcheck-worker-")
+        self.fault_path = os.path.join(self.scratch, worker.FAULT_FILE)
         self.connection, child = processes.Pipe()
         self.with_main = with_main
         self.process = processes.Process(target=worker.main, name="gradcheck-worker",
-                                       args=(child, self.fault_path, threads))
+                                       args=(child, self.scratch, threads))
         # A check's time limit runs from when a worker was free to take it, so it counts the
         # start-up of a worker started for it: the limit bounds what the user waits.
         self.born = self.free_since = time.monotonic()
@@ -192,8 +197,7 @@ class WorkerProcess:
             with main_module_hidden(not with_main), safe_path():
                 self.process.start()  # with a fork server: once it has imported TensorFlow
         except (OSError, EOFError, ValueError) as exc:  # the fork server died as it forked
-            with contextlib.suppress(OSError):
-                os.unlink(self.fault_path)
+            shutil.rmtree(self.scratch, ignore_errors=True)
             raise InternalError(f"cannot start a worker process: {FORK_SERVER_GONE}"
                                 f" ({type(exc).__name__}: {exc}); run the command again") from exc
         finally:
@@ -218,7 +222,8 @@ class WorkerProcess:
         self.clock_from = min(clock_from, now)
         # The worker is told the time left, so that it knows when its last second begins.
         left = None if job.timeout is None else job.timeout - (now - self.clock_from)
-        sent = dataclasses.replace(job, timeout=left)  # pickled without its callbacks
+        sent = dataclasses.replace(  # pickled without its callbacks
+            job, timeout=left, settings=dataclasses.replace(job.settings, scratch=self.scratch))
         environ = {"TF_CPP_MIN_LOG_LEVEL": "3", **os.environ}  # as gradcheck.tf.runtime does
         self.connection.send(RunCheck(sent, os.getcwd(), environ))
         self.index, self.job, self.sent_at = index, job, now
@@ -248,19 +253,19 @@ class WorkerProcess:
         return failures.Crash(-exitcode if exitcode < 0 else None, exitcode, frames)
 
     def kill(self) -> None:
-        """The worker and every process it started (its session's process group): children
-        of f would otherwise keep the user's stdout and stderr open after gradcheck ends."""
+        """The worker and every process it started, at any depth (its process group, and its
+        descendants in sessions of their own), ended before this returns: children of f would
+        otherwise keep running, and the user's stdout and stderr open, after gradcheck ends.
+        Then its temporary files."""
         pid = self.process.pid
-        if pid is not None:
-            with contextlib.suppress(OSError):  # the worker made itself its group's leader
-                os.killpg(pid, signal.SIGKILL)
+        if pid is not None:  # the worker leads its own group, and is the subreaper of f's
+            end_tree(pid, include_root=self.process.exitcode is None, group=pid)
         with contextlib.suppress(Exception):
             self.process.kill()
             self.process.join(5)
         with contextlib.suppress(Exception):
             self.connection.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.fault_path)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 SPARES: list[WorkerProcess] = []

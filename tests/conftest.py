@@ -24,7 +24,8 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SLOW_MODULES = frozenset({
     "test_watch", "test_strategy", "test_accumulation", "test_precision", "test_saved_models",
     "test_backward_determinism", "test_pytest_plugin", "test_notebook", "test_isolation",
-    "test_cli_processes", "test_spawned_processes", "test_packaging", "test_real_world",
+    "test_cli_processes", "test_spawned_processes", "test_process_trees", "test_packaging",
+    "test_real_world",
     "test_real_custom_gradients", "test_real_dtypes_keywords_kinks",
     "test_real_low_precision_models",
     # the heaviest of the rest (measured: half of the "not slow" time between them)

@@ -174,7 +174,7 @@ def test_a_check_configured_for_hessian_gets_its_kinds_and_second_order() -> Non
 
 def test_the_users_options_hold_no_run_state_and_a_runs_callbacks_stay_in_its_process() -> None:
     run_state = {f.name for f in dataclasses.fields(RunSettings)}
-    assert run_state == {"keep_blocks", "vectorise", "progress", "phase"}
+    assert run_state == {"keep_blocks", "vectorise", "progress", "phase", "scratch"}
     assert not run_state & FIELDS
     told: list[Any] = []
     settings = RunSettings(keep_blocks=True, vectorise=False, progress=lambda *a: None,

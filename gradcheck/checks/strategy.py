@@ -8,7 +8,7 @@ from gradcheck.errors import InputError
 from gradcheck.evidence.strategy import ReplicaGradient
 from gradcheck.numerics.strategy import judge_replicas
 from gradcheck.report import CheckResult, Kind, Status
-from gradcheck.tf.multiworker import loss_gradients, multiworker_sum
+from gradcheck.tf.multiworker import check_worker_count, loss_gradients, multiworker_sum
 from gradcheck.tf.program import Program
 from gradcheck.tf.strategy import (
     ReplicatedGradients,
@@ -25,13 +25,15 @@ def parse_strategy(spec: str) -> int:
     return int(spec.partition(":")[2])
 
 
-def _multiworker(program: Program, replicas: int, timeout: float | None) -> ReplicatedGradients:
+def _multiworker(program: Program, replicas: int, timeout: float | None,
+                 scratch: str | None) -> ReplicatedGradients:
     """The gradients of f's batch split over REPLICAS local MultiWorkerMirroredStrategy
     workers, beside the single-device gradients for the same variables."""
     args, kwargs = program.arguments()
+    program.announce(f"the MultiWorkerMirroredStrategy step over {replicas} worker processes")
     variables, whole = loss_gradients(program.function, args, kwargs)
     summed = multiworker_sum(program.function, args, kwargs, batch_slots(program), replicas,
-                             timeout or 300.0)
+                             timeout or 300.0, scratch)
     return ReplicatedGradients(tuple(v.name for v in variables), as_numpy(whole),
                                tuple(summed), model_losses(program, variables))
 
@@ -62,14 +64,17 @@ def check_strategy(ctx: CheckContext) -> list[CheckResult]:
     if spec is None:
         return []
     replicas = parse_strategy(spec)
+    if spec.startswith("multiworker"):
+        check_worker_count(replicas)
     program = ctx.program
     split_batch(program, replicas, f"--strategy {spec}", "replicas",
                 "tf.distribute gives the last replicas smaller shares of a final partial batch")
     if not any(s.differentiable and not s.argument for s in program.slots):
         return []
     if spec.startswith("multiworker"):
-        found = _multiworker(program, replicas, ctx.options.timeout)
+        found = _multiworker(program, replicas, ctx.options.timeout, ctx.settings.scratch)
     else:
+        program.announce(f"the MirroredStrategy step over {replicas} replicas")
         found = replicated_gradients(program, ctx.diff_outputs, provide_replicas(replicas))
     state, error, ratio = judge_replicas(found.whole, found.summed, replicas,
                                          ctx.evaluation.dtype, found.regularisation)
