@@ -240,3 +240,49 @@ def test_a_mutated_snapshot_is_exit_2_or_replayed_never_code_run(name, original,
     assert not (tmp_path / "code" / "RAN").exists(), f"{name} ran the snapshot's code"
     assert _listing(tmp_path) == before, f"{name} wrote a file"
     sys.modules.pop("canary", None)
+
+
+KILLED_IN_DIAGNOSIS = """
+import os, signal, sys
+import numpy as np, tensorflow as tf, keras
+import gradcheck
+
+diagnosing = []
+
+def loss_fn(model, x, y):
+    if diagnosing:  # the user's loss crashes the process while Watch diagnoses the step
+        os.kill(os.getpid(), signal.SIGKILL)
+    return tf.reduce_mean(tf.square(tf.math.log(model(x)) - y))
+
+def log(line):
+    print(line, flush=True)
+    if "update not applied" in line:
+        diagnosing.append(True)
+
+keras.utils.set_random_seed(0)
+model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, kernel_initializer="ones",
+                                                               bias_initializer="ones")])
+optimizer = keras.optimizers.SGD(0.01)
+watch = gradcheck.Watch("snapshots", log=log)
+x = np.abs(np.random.default_rng(0).normal(size=(32, 3))).astype("float32")
+x[20] = -5.0
+y = np.zeros((32, 1), "float32")
+for i in range(2):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(model, x[16 * i:16 * i + 16], y[:16])
+    watch.step(model, optimizer, tape, loss, (x[16 * i:16 * i + 16], y[:16]), loss_fn=loss_fn)
+"""
+
+
+def test_a_process_killed_during_the_diagnosis_leaves_its_snapshot_complete(tmp_path):
+    from gradcheck.load.snapshot import read_snapshot
+
+    script = tmp_path / "train.py"
+    script.write_text(KILLED_IN_DIAGNOSIS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == -9, done.stderr
+    assert [p.name for p in (tmp_path / "snapshots").iterdir()] == ["step-000001"]
+    snapshot = read_snapshot(tmp_path / "snapshots" / "step-000001")
+    assert snapshot.trigger.kind == "non-finite-loss" and "weights.npz" not in snapshot.files
+    assert not (tmp_path / "snapshots" / "step-000001" / "report.json").exists()
