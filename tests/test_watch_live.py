@@ -275,3 +275,24 @@ def test_a_weight_read_once_in_build_is_named_at_that_line(tmp_path):
         assert found["check"] == "connected" and found["input"].endswith("table")
         assert found["location"].endswith(f"build_read.py:{build_read.READ_LINE}")
         assert "read once, outside the training step" in found["message"]
+
+
+def test_a_nan_in_one_of_several_inputs_is_the_data_in_watch_and_replay(tmp_path):
+    import keras
+
+    keras.utils.set_random_seed(0)
+    a, b = keras.Input((2,), name="a"), keras.Input((1,), name="b")
+    model = keras.Model({"a": a, "b": b}, keras.layers.Dense(1)(keras.layers.Concatenate()([a, b])))
+    model.compile(optimizer="sgd", loss="mse")
+    rng = np.random.default_rng(0)
+    xa, xb = rng.random((32, 2)).astype("float32"), rng.random((32, 1)).astype("float32")
+    xb[19, 0] = np.nan  # step 1, row 3 of its batch
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path, log=lines.append)
+    model.fit({"a": xa, "b": xb}, rng.random((32, 1)).astype("float32"), batch_size=16,
+              epochs=1, shuffle=False, verbose=0, callbacks=[watch])
+    [snapshot] = watch.snapshots
+    words = "the batch's x/b is not finite in 1 element(s) (first nan at [3, 0])"
+    assert any(words in line for line in lines), lines
+    replayed = _replay(snapshot)
+    assert replayed.returncode == 2 and words in replayed.stderr, replayed.stderr
