@@ -153,9 +153,9 @@ MISSED_CAUSE = {
         " tf.math.acos in the functional model, and the op's traceback at call time is Keras'"
         " own; it should be the arccos = tf.math.acos(...) line",
     "tf-keras-loss-scale-stuck-at-1":
-        "says 'the gradient of Cast (inside model/dense_1): its local derivative at Cast(0) is "
-        "inf' with no location; should say the float16 gradient overflows (above 65504) even at "
-        "loss scale 1, from the loss's * 1e8 at loss_scale_report.py",
+        "names the float16 overflow (65504) at the gradient of the Cast back to float16 and"
+        " the fix, with no location: the Cast is Keras' own (the model's float16 output cast"
+        " to float32 for the loss); it should be the loss's * 1e8 at loss_scale_report.py",
 }
 
 

@@ -169,6 +169,10 @@ def _origin_words(origin: NonFiniteOp) -> str:
         kernel = f" ({origin.kernel})" if origin.kernel != origin.op else ""
         return (f"the second derivative of {origin.name}{at}: differentiating its gradient"
                 f" again at {_call(origin)} gives {origin.produced}{kernel}")
+    if origin.backward and origin.op == "Cast":
+        return (f"the gradient of a Cast{at}: the gradient it passes back to a lower precision"
+                " (float16's largest value is 65504) is beyond that range, so it turns into"
+                f" {origin.produced}")
     if origin.backward:
         kernel = f" ({origin.kernel} in the backward pass)" if origin.kernel != origin.op else ""
         return (f"the gradient of {origin.name}{at}: its local derivative at"
@@ -210,6 +214,10 @@ def _fix(origin: NonFiniteOp) -> str:
                                       " are needed: the gradient is finite at this point, but"
                                       " its own derivative is not")
     spelled = SPELLINGS.get(origin.op, f"{origin.op}({{v}})")
+    if origin.backward and origin.op == "Cast":
+        return ("keep the loss and its gradient within float16's range: no constant factor that"
+                " scales the loss up, the loss computed in float32 (the model's outputs cast to"
+                " float32 before it), and the loss scale left to the LossScaleOptimizer")
     if origin.untaken and origin.branch_library:
         called = f" (called at {origin.branch})" if origin.branch else ""
         return (f"the tf.where is inside {origin.branch_library}{called}, not in your code:"
