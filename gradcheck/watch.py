@@ -181,7 +181,9 @@ class Watch:
         cached = self._watched
         if cached is None or cached.model is not self.model or (
                 cached.optimizer is not self.model.optimizer):
-            self._watched = WatchedFit(self.model, health=self.health)
+            histograms = (self._tensorboard().histograms_every(self.log_freq, self.model)
+                          if self.tensorboard is not None else None)
+            self._watched = WatchedFit(self.model, health=self.health, histograms=histograms)
         self._fit = self._watched
         self._fit.install(self._steps)
         self._names = tuple(weight_path_in(v, self.model) for v in self.model.trainable_weights)

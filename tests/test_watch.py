@@ -246,7 +246,7 @@ def test_a_batch_holding_inf_is_named_as_the_data_at_fault(tmp_path):
 
 
 def test_health_names_dead_relu_weights_draws_them_and_writes_tensorboard(tmp_path):
-    watch = gradcheck.Watch(tmp_path / "snapshots", health=True,
+    watch = gradcheck.Watch(tmp_path / "snapshots", health=True, log_freq=1,
                             tensorboard=str(tmp_path / "logs"), log=lambda line: None)
     model = euclidean_loss.dead_relu_model()
     x, y = euclidean_loss.data()
@@ -264,6 +264,7 @@ def test_health_names_dead_relu_weights_draws_them_and_writes_tensorboard(tmp_pa
     assert (snapshot / "health.png").stat().st_size > 0
     tags = _summary_tags(tmp_path / "logs" / "gradcheck")
     assert "gradcheck/diagnosis" in tags and f"gradient_norm/{hidden}" in tags
+    assert f"gradient/{hidden}" in tags  # histograms, written by fit's traced step
 
 
 def _summary_tags(logdir: Path) -> set[str]:

@@ -238,6 +238,25 @@ class HealthBoard:
                     tf.summary.histogram(f"gradient/{name}", dense_values(gradient))
         self._writer.flush()
 
+    def histograms_every(self, log_freq: int, model: Any) -> Any:
+        """What fit's traced step calls: gradient histograms every `log_freq` steps, in-graph."""
+        tf = tensorflow()
+
+        def write(step: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
+            def histograms() -> Any:
+                # At the root name scope: the tags are not prefixed with the cond's.
+                with self._writer.as_default(step=tf.cast(step, tf.int64)), \
+                        tf.compat.v1.name_scope(None):
+                    for gradient, variable in pairs:
+                        if gradient is not None:
+                            tf.summary.histogram(f"gradient/{weight_path_in(variable, model)}",
+                                                 dense_values(gradient))
+                return tf.constant(True)
+
+            return tf.cond(tf.equal(step % log_freq, 0), histograms, lambda: tf.constant(False))
+
+        return write
+
     def diagnosis(self, step: int, text: str) -> None:
         tf = tensorflow()
         with self._writer.as_default(step=step):

@@ -33,9 +33,11 @@ class WatchedFit:
     """Keras fit watched: the model's train_step, compute_loss and its optimizer's
     apply_gradients are wrapped on the instances for the run, and put back after it."""
 
-    def __init__(self, model: Any, health: bool = False) -> None:
+    def __init__(self, model: Any, health: bool = False,
+                 histograms: Callable[[Any, list[tuple[Any, Any]]], Any] | None = None) -> None:
         self.model = model
         self.health = health
+        self.histograms = histograms  # histograms(step, pairs), in the step's graph
         self.optimizer = model.optimizer
         self.gate = Gate(halts=not is_loss_scale_optimizer(self.optimizer))
         self._patches: list[_Patched] = []
@@ -118,6 +120,8 @@ class WatchedFit:
         code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
         if self.health:
             gate.record_health([g for g, _ in pairs])
+        if self.histograms is not None and not self._jit:  # XLA compiles no summary op
+            self.histograms(gate.steps, pairs)
         self._fired.append(gate.guarded(code, first_bad, applied(update, pairs)))
 
     def _watched_step(self, train_step: Any) -> Any:
