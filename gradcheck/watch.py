@@ -25,7 +25,6 @@ from gradcheck.snapshot_writer import (
 # scale below which loss scaling no longer helps (the unscaled gradient itself overflows).
 MAX_SKIPPED_STEPS = 20
 LOSS_SCALE_FLOOR = 1.0
-DIAGNOSIS_TIMEOUT = 600.0
 # Batches between two reads of fit's gate when it stops by itself (stop=True, no loss scale,
 # no health history to keep in step):
 # each read waits for the step, and a stopped gate applies no update until it is read.
@@ -56,9 +55,12 @@ class Watch:
 
     Give it to fit (`model.fit(x, y, callbacks=[gradcheck.Watch()])`, Keras 3 or tf-keras), or
     call `watch.step(...)` once per step of a custom loop. On a trigger, before the update is
-    applied, it writes DIRECTORY/step-NNNNNN (the batch, the weights and optimizer state, what
-    rebuilds the loss, and gradcheck's diagnosis of that step), keeping the newest `keep`; with
-    `stop=True` training ends with the weights of the last good step.
+    applied, it publishes DIRECTORY/step-NNNNNN (the batch, the weights and optimizer state),
+    then diagnoses the step on the live model (`loss_fn(model, x, y)` when fit's compiled loss
+    is not what the step minimises) and stores the report beside it, keeping this run's newest
+    `keep`; with `stop=True` training ends with the weights of the last good step. `verbose=0`
+    prints only the finding; `health=True` records per-weight gradient norms, written with
+    gradient histograms (every `log_freq` steps) to `tensorboard=LOGDIR`.
     """
 
     _keras = ""  # the package of the keras.callbacks.Callback this class also is
@@ -71,15 +73,13 @@ class Watch:
                  keep: int = 5, health: bool = False, tensorboard: str | None = None,
                  verbose: int = 1, loss_fn: Callable[..., Any] | None = None,
                  log_freq: int = 100,
-                 diagnose: bool = True, timeout: float = DIAGNOSIS_TIMEOUT,
+                 diagnose: bool = True,
                  log: Callable[[str], Any] = _stderr) -> None:
         if not isinstance(log_freq, int) or isinstance(log_freq, bool) or log_freq < 1:
             raise ValueError(f"gradcheck.Watch: log_freq must be a positive number of steps,"
                              f" got {log_freq!r}")
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
             raise ValueError(f"gradcheck.Watch: keep must be a positive number, got {keep!r}")
-        if not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise ValueError(f"gradcheck.Watch: timeout must be positive seconds, got {timeout!r}")
         if tensorboard is not None and not health:
             raise ValueError("gradcheck.Watch: tensorboard= writes what health=True records;"
                              " pass health=True too")
@@ -87,7 +87,7 @@ class Watch:
             raise ValueError("gradcheck.Watch: tensorboard= needs the tensorboard package"
                              " (pip install tensorboard, or 'gradcheck[tensorboard]')")
         self.directory = _writable_directory(directory)
-        self.stop, self.keep, self.diagnose, self.timeout = stop, keep, diagnose, timeout
+        self.stop, self.keep, self.diagnose = stop, keep, diagnose
         self.verbose, self.loss_fn, self.log_freq = verbose, loss_fn, log_freq
         self.last_report: Any = None  # the Report of the last diagnosis, for a notebook
         self._writer = SnapshotWriter(self.directory, keep, self._say)
