@@ -175,38 +175,36 @@ _PASSING = frozenset({"Identity", "IdentityN", "Cast", "Reshape", "ExpandDims", 
 
 
 def _fed_by(traced: TracedValues, forward: Any, arguments: Mapping[str, np.ndarray]) -> str:
-    """What feeds `forward`'s argument (xlogy's second), through ops that only pass it on."""
+    """What feeds `forward`'s argument (a division's denominator, xlogy's y), through ops that
+    only pass it on."""
     inputs = [t for t in forward.inputs if t.dtype.is_floating]
     if not inputs:
         return ""
-    # Of a division, the denominator; of xlogy(x, y), the log's y.
-    tensor = inputs[-1] if forward.type in ("Xlogy", "RealDiv", "Div", "DivNoNan") else inputs[0]
-    for _ in range(16):
-        op = tensor.op
-        if op.type in ("Softmax", "Sigmoid"):
-            return str(op.type)
-        if op.type in ("AddV2", "Add") and any(t.op.type == "Exp" for t in op.inputs):
-            return "1+Exp"
-        if op.type == "Sub" and _fed_by_op(op.inputs[1]) == "Sigmoid":
-            return "1-Sigmoid"  # log(1 - sigmoid(z))
-        if op.type == "MatMul" or (op.type in ("AddV2", "Add", "BiasAdd") and any(
-                _fed_by_op(t) == "MatMul" for t in op.inputs)):
-            return "linear"  # a Dense layer's output, unbounded
-        if op.type in ("Const", "Placeholder"):
-            value = traced.value(tensor)
-            return next((name for name, array in arguments.items() if value is not None
-                         and array.shape == value.shape
-                         and np.allclose(array, value, equal_nan=True)), "")
-        if op.type not in _PASSING or not op.inputs:
-            return ""
-        tensor = op.inputs[0]
+    tensor = _passed_on(
+        inputs[-1] if forward.type in ("Xlogy", "RealDiv", "Div", "DivNoNan") else inputs[0])
+    op = tensor.op
+    producers = [_passed_on(t).op.type for t in op.inputs]
+    if op.type in ("Softmax", "Sigmoid"):
+        return str(op.type)
+    if op.type in ("AddV2", "Add") and "Exp" in producers:
+        return "1+Exp"
+    if op.type == "Sub" and producers[1:2] == ["Sigmoid"]:
+        return "1-Sigmoid"  # log(1 - sigmoid(z))
+    if op.type == "MatMul" or (op.type in ("AddV2", "Add", "BiasAdd") and "MatMul" in producers):
+        return "linear"  # a Dense layer's output, unbounded
+    if op.type in ("Const", "Placeholder"):
+        value = traced.value(tensor)
+        return next((name for name, array in arguments.items() if value is not None
+                     and array.shape == value.shape
+                     and np.allclose(array, value, equal_nan=True)), "")
     return ""
 
 
-def _fed_by_op(tensor: Any) -> str:
+def _passed_on(tensor: Any) -> Any:
+    """The tensor whose value `tensor` hands on unchanged (through Identity, Cast...)."""
     while tensor.op.type in _PASSING and tensor.op.inputs:
         tensor = tensor.op.inputs[0]
-    return str(tensor.op.type)
+    return tensor
 
 
 def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) -> Origin:

@@ -72,7 +72,7 @@ def preserved(model: Any, moves_weights: bool = True) -> Iterator[None]:
     their fingerprints, checked after (WeightsChanged if the body assigned one)."""
     tensorflow()
     variables = model_variables(model)
-    trainable = {id(v) for v in model_variables(model, metrics=False)
+    trainable = {id(v) for v in variables
                  if getattr(v, "trainable", False)} if not moves_weights else set()
     kept = [(v, v.numpy()) for v in variables if id(v) not in trainable]
     checked = [(v, _fingerprint(v)) for v in variables if id(v) in trainable]
