@@ -146,17 +146,7 @@ CASES: dict[str, Case] = {
 
 # What gradcheck says today where it misses the step or the cause (strict: fix one, drop it).
 NOT_CAUGHT: dict[str, str] = {}
-MISSED_CAUSE = {
-    "acos-at-cosine-1-tf-keras":
-        "names the gradient of Acos (inside model/tf.math.acos) at Acos(1) and the clip, but"
-        " with no location: tf-keras builds a TFOpLambda layer where the user wrote"
-        " tf.math.acos in the functional model, and the op's traceback at call time is Keras'"
-        " own; it should be the arccos = tf.math.acos(...) line",
-    "tf-keras-loss-scale-stuck-at-1":
-        "names the float16 overflow (65504) at the gradient of the Cast back to float16 and"
-        " the fix, with no location: the Cast is Keras' own (the model's float16 output cast"
-        " to float32 for the loss); it should be the loss's * 1e8 at loss_scale_report.py",
-}
+MISSED_CAUSE: dict[str, str] = {}
 
 
 def _params(reasons: dict[str, str]) -> list[Any]:

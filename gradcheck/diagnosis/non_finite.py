@@ -30,7 +30,6 @@ from gradcheck.tf.non_finite import (
     NonFiniteValue,
     Origin,
     analyse_non_finite,
-    differentiable_outputs,
     eager_non_finite,
 )
 from gradcheck.tf.program import Program
@@ -123,9 +122,9 @@ def non_finite_results(program: Program, checks: Sequence[CheckResult], options:
     if Kind.NON_FINITE not in options.kinds or (options.kinds & SYMPTOMS and all(
             c.status in (Status.PASS, Status.SKIP) for c in checks)):
         return [], list(checks)
-    outputs = differentiable_outputs(program)
+    outputs, eager = eager_non_finite(program)
     found: list[CheckResult] = []
-    if eager_non_finite(program, outputs):
+    if eager:
         analysis = analyse_non_finite(program, outputs)
         if analysis is not None:
             found += [_result(v, analysis, None) for v in _explained_by_outputs(analysis)]

@@ -212,7 +212,8 @@ def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) 
     value = traced.value(op.outputs[0]) if op.outputs else None
     bad = value if value is not None else np.asarray(np.nan)
     named = forward if forward is not None else op
-    location = op_location(op) or (op_location(forward) if forward is not None else None)
+    location = op_location(op) or (op_location(forward) if forward is not None else None) \
+        or (_gradient_source(traced, op) if op.type == "Cast" else None)
     scope = named.name.rsplit("/", 1)[0] if "/" in named.name else ""
     if scope.startswith("gradient_tape"):
         scope = ""
@@ -223,6 +224,26 @@ def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) 
         branch=_branch(traced, forward, bad) if forward is not None else None,
         second=traced.order(op) == 2,
         fed_by=_fed_by(traced, forward, arguments) if forward is not None else "")
+
+
+def _gradient_source(traced: TracedValues, cast: Any) -> Location | None:
+    """A library's cast of a gradient to a lower precision that overflows (float16's 65504):
+    the user's line nearest upstream in the backward pass, where the gradient grew so large
+    (a loss multiplied by a large constant)."""
+    if not traced.is_backward(cast):
+        return None
+    frontier, seen = [t.op for t in cast.inputs], set()
+    while frontier:
+        op = frontier.pop(0)
+        if op.name in seen or op.name not in traced.index or not traced.is_backward(op):
+            continue
+        seen.add(op.name)
+        forward = traced.forward_op(op)
+        location = op_location(op) or (op_location(forward) if forward is not None else None)
+        if location is not None:
+            return location
+        frontier += [t.op for t in op.inputs]
+    return None
 
 
 def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
@@ -299,24 +320,23 @@ def _made_in_a_loop(program: Program, value: NonFiniteValue | None) -> NonFinite
     return replace(value, origins=_eager_origins(program) or value.origins)
 
 
-def differentiable_outputs(program: Program) -> list[int]:
-    return [k for k, leaf in enumerate(flatten_outputs(program.call())) if leaf.differentiable]
-
-
-def eager_non_finite(program: Program, output_indices: Sequence[int]) -> bool:
-    """Whether f or its VJP (all-ones upstreams) has a NaN or an infinity at the point."""
+def eager_non_finite(program: Program) -> tuple[list[int], bool]:
+    """f's differentiable outputs, and whether f or its VJP (all-ones upstreams) has a NaN or
+    an infinity at the point: one eager call."""
     tf = tensorflow()
     sources = [slot.value for slot in program.sources]
+    with silenced_stderr_fd(), tf.GradientTape() as tape:
+        for source in sources:
+            tape.watch(source)
+        leaves = flatten_outputs(program.call())
+    outputs = [k for k, leaf in enumerate(leaves) if leaf.differentiable]
+    targets = [leaves[k].tensor for k in outputs]
     try:
-        with silenced_stderr_fd(), tf.GradientTape() as tape:
-            for source in sources:
-                tape.watch(source)
-            leaves = flatten_outputs(program.call())
-            targets = [leaves[k].tensor for k in output_indices]
-        grads = tape.gradient(targets, sources,
-                              output_gradients=[tf.ones_like(t) for t in targets])
+        with silenced_stderr_fd():
+            grads = tape.gradient(targets, sources,
+                                  output_gradients=[tf.ones_like(t) for t in targets])
     except Exception:  # the checks report what raises
-        return False
+        return outputs, False
     arrays = [as_array(t) for t in targets] + [
         as_array(tf.convert_to_tensor(g)) for g in grads if g is not None]
-    return any(_bad(a) for a in arrays)
+    return outputs, any(_bad(a) for a in arrays)

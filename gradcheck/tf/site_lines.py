@@ -8,6 +8,7 @@ import functools
 import inspect
 import linecache
 import os
+import re
 import sys
 import textwrap
 import traceback
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gradcheck.evidence import Location
-from gradcheck.load.locations import format_location
+from gradcheck.load.locations import format_location, is_user_file, notebook_cell
 
 
 def source_location(function: Callable[..., Any]) -> Location | None:
@@ -124,3 +125,52 @@ def caller_location() -> Location | None:
         if not is_library(frame.filename) and not frame.filename.startswith("<"):
             return format_location(frame.filename, frame.lineno or 0)
     return None
+
+
+# A tf-keras functional model holds a TensorFlow call on a Keras tensor as a TFOpLambda layer
+# named after the call (tf.math.acos, tf.math.acos_1): its ops run inside Keras' code.
+_OP_LAYER = re.compile(r"tf\.((?:\w+\.)*)(\w+?)(?:_\d+)?")
+
+
+def op_layer_line(op_name: str) -> Location | None:
+    """Where the user wrote the TensorFlow call behind a TFOpLambda layer on `op_name`'s scope
+    (model/tf.math.acos/Acos): the one call of that function in the user's loaded source,
+    when there is exactly one."""
+    for part in op_name.split("/")[:-1]:
+        found = _OP_LAYER.fullmatch(part)
+        if found and not found.group(1).startswith("__"):  # tf.__operators__: a + b
+            calls = _calls_of(found.group(2))
+            return calls[0] if len(calls) == 1 else None
+    return None
+
+
+def _calls_of(name: str) -> list[Location]:
+    """The lines of the user's loaded modules (and notebook cells) that call a function of
+    TensorFlow's named `name` (tf.math.acos(...), tf.acos(...))."""
+    return [format_location(filename, line)
+            for filename in _user_sources(len(sys.modules), len(linecache.cache))
+            for line, dotted in _calls_in(filename)
+            if dotted.split(".")[-1] == name and dotted.startswith("tf.")]
+
+
+@functools.lru_cache(maxsize=4)
+def _user_sources(modules: int, cached_lines: int) -> tuple[str, ...]:
+    """The user's loaded source files (the arguments: what a change of them would show)."""
+    files = {getattr(module, "__file__", None) for module in list(sys.modules.values())}
+    files |= {name for name in list(linecache.cache) if notebook_cell(name) is not None}
+    return tuple(sorted(f for f in files if f and f.endswith(".py") and not is_library(f)
+                        and is_user_file(f)))
+
+
+@functools.lru_cache(maxsize=256)
+def _calls_in_source(source: str) -> tuple[tuple[int, str], ...]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ()
+    return tuple((node.lineno, ast.unparse(node.func)) for node in ast.walk(tree)
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute))
+
+
+def _calls_in(filename: str) -> tuple[tuple[int, str], ...]:
+    return _calls_in_source("".join(linecache.getlines(filename)))

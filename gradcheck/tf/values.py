@@ -14,10 +14,9 @@ import numpy as np
 
 from gradcheck.evidence import Location
 from gradcheck.load.locations import innermost_user_frame, is_user_file
-from gradcheck.tf.arrays import as_array
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
-from gradcheck.tf.site_lines import installed_package
+from gradcheck.tf.site_lines import installed_package, op_layer_line
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
 
@@ -72,7 +71,8 @@ def op_location(op: Any) -> Location | None:
             if not is_user_file(frame.filename)
             and str(Path(frame.filename).resolve()).startswith(_PACKAGE_DIR)]
     inner = frames[ours[-1] + 1:] if ours else frames
-    return innermost_user_frame(f for f in inner if "__autograph_generated" not in f.filename)
+    return innermost_user_frame(f for f in inner if "__autograph_generated" not in f.filename) \
+        or op_layer_line(op.name)
 
 
 def library_of(op: Any) -> str | None:
@@ -132,22 +132,39 @@ def _gradient_functions_recorded(graph: Any, records: list[tuple[Any, int, int]]
         registry._registry = original
 
 
-def _mock_forward(mock: Any, ops: Sequence[Any]) -> Any:
-    """The graph op a gradient function's stand-in op describes."""
-    for tensor in getattr(mock, "outputs", None) or ():
-        if tensor is not None and hasattr(tensor, "op"):
-            return tensor.op
-    inputs = [t for t in getattr(mock, "inputs", None) or () if t is not None]
+def _forward_finder(ops: Sequence[Any]) -> Callable[[Any], Any]:
+    """The graph op a gradient function's stand-in op describes: the op of its outputs, else
+    the op of its type with the same input tensors."""
+    by_inputs: dict[tuple[str, tuple[int, ...]], Any] = {}
     for op in ops:
-        if op.type == mock.type and len(op.inputs) == len(inputs) and all(
-                a is b for a, b in zip(op.inputs, inputs)):
-            return op
-    return None
+        by_inputs.setdefault((op.type, tuple(id(t) for t in op.inputs)), op)
+
+    def forward(mock: Any) -> Any:
+        for tensor in getattr(mock, "outputs", None) or ():
+            if tensor is not None and hasattr(tensor, "op"):
+                return tensor.op
+        inputs = tuple(id(t) for t in getattr(mock, "inputs", None) or () if t is not None)
+        return by_inputs.get((mock.type, inputs))
+    return forward
 
 
 def _fetchable(tensor: Any) -> bool:
     dtype = tensor.dtype
     return bool(dtype.is_floating or dtype.is_complex or dtype.is_bool)
+
+
+@contextlib.contextmanager
+def _unoptimized(tf: Any) -> Iterator[None]:
+    """Grappler off while the graph is instantiated and run once: rewriting a large model's
+    graph takes seconds (4 s of ResNet50's diagnosis), and every value is fetched as the
+    kernels compute it anyway."""
+    before = bool(tf.config.optimizer.get_experimental_options().get(
+        "disable_meta_optimizer", False))
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 
 
 def trace_values(program: Program, output_indices: Sequence[int], gradients: bool = True,
@@ -203,7 +220,7 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
     try:
         concrete = tf.function(body, jit_compile=jit, autograph=False).get_concrete_function(
             *specs)
-        with silenced_stderr_fd():
+        with silenced_stderr_fd(), _unoptimized(tf):
             results = concrete(*[tf.constant(program.value_of(i), d)
                                  for i, d in zip(arguments, dtypes)]) if execute else []
     except Exception:  # f that cannot be traced (or compiled) has no graph to analyse
@@ -214,13 +231,15 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
 def _collected(state: dict[str, Any], results: Sequence[Any], program: Program,
                sources: Sequence[int], seconds: float) -> TracedValues:
     ops = state["ops"]
-    traced = TracedValues(ops, {t.name: as_array(v) for t, v in zip(state["fetched"], results)},
+    # np.asarray shares the tensor's buffer (as_array's .numpy() would copy every value).
+    traced = TracedValues(ops, {t.name: np.asarray(v) for t, v in zip(state["fetched"], results)},
                           state["start"], seconds=seconds,
                           index={op.name: i for i, op in enumerate(ops)},
                           second_start=state.get("second_start"))
+    forward_of = _forward_finder(ops[:state.get("second_start") or state["start"]])
     # Innermost first: a gradient function called inside another's records before it.
     for mock, start, end in sorted(state["records"], key=lambda r: r[2] - r[1], reverse=True):
-        forward = _mock_forward(mock, ops[:state.get("second_start") or state["start"]])
+        forward = forward_of(mock)
         for i in range(start, end):
             traced.forward_of[i] = forward
     traced.outputs = [(leaf.name, leaf.tensor.name) for leaf in state["targets"]]
