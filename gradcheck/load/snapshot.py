@@ -264,15 +264,6 @@ def leftover_partials(directory: Path, alive: Callable[[int], bool]) -> list[Pat
             if (m := _PARTIAL_NAME.match(p.name)) and not alive(int(m.group(1)))]
 
 
-def snapshots_in(directory: Path) -> list[Path]:
-    """The complete snapshots in a Watch directory, oldest step first."""
-    if not directory.is_dir():
-        return []
-    found = [(int(m.group(1)), p.stat().st_mtime, p) for p in directory.iterdir()
-             if (m := _STEP_NAME.match(p.name)) and (p / MANIFEST).is_file()]
-    return [path for _, _, path in sorted(found)]
-
-
 def read_snapshot(directory: str | Path) -> Snapshot:
     """snapshot.json of a complete, unaltered snapshot; a LoadError (exit 2) in one line for a
     missing, partial, altered or malformed one."""

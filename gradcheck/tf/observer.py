@@ -51,7 +51,6 @@ class Site:
     # Concrete arguments of the first eager calls: what the per-site value check replays.
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
-    reads_variables: list[str] = field(default_factory=list)
     parameter_names: list[str] = field(default_factory=list)
     # The function as TensorFlow decorated it: what the per-site check differentiates.
     decorated: Callable[..., Any] | None = None
@@ -95,15 +94,6 @@ class Observer:
                         parameter_names=_parameter_names(user), key=key, variant=variant)
             self.sites.append(site)
         return site
-
-    def start_check(self) -> None:
-        """A new check begins: forget the calls and findings of the previous one."""
-        for site in self.sites:
-            site.calls.clear()
-            site.violations.clear()
-            site.reads_variables.clear()
-            site.forward_variables.clear()
-            site.grad_fn_variables.clear()
 
 
 @dataclass(frozen=True)
