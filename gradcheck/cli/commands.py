@@ -305,8 +305,8 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     """Run the checks configured in [tool.gradcheck], for CI (exit code: the worst check's)."""
     from gradcheck.load.config import load_config
     from gradcheck.load.timeout import validate_timeout
+    from gradcheck.processes import available_memory
     from gradcheck.runner import cap_workers, parse_jobs, run_all, usable_cores
-    from gradcheck.workers import available_memory
 
     output = OutputOptions.from_click(output_flags)
     output_format = output.format

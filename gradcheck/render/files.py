@@ -11,19 +11,9 @@ import tempfile
 from pathlib import Path
 
 from gradcheck.errors import UsageError
+from gradcheck.processes import umask
 
 PathLike = str | os.PathLike[str]
-
-
-def _umask() -> int:
-    """The process's umask (read from /proc on Linux, so that it is never changed)."""
-    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _cannot(path: PathLike, why: str) -> UsageError:
@@ -102,7 +92,7 @@ def write_file(path: PathLike, data: bytes, *, make_folders: bool = False) -> st
             return str(path)
         if make_folders:
             target.parent.mkdir(parents=True, exist_ok=True)
-        mode = stat.S_IMODE(status.st_mode) if status is not None else 0o666 & ~_umask()
+        mode = stat.S_IMODE(status.st_mode) if status is not None else 0o666 & ~umask()
         _replace(target, data, mode)
     except OSError as exc:
         raise _cannot(path, exc.strerror or str(exc)) from exc
