@@ -13,7 +13,8 @@ from gradcheck.evidence import Location
 from gradcheck.evidence.causes import ContractSlip
 from gradcheck.load.generic_wrappers import wrapped_forward, wrapper_variant
 from gradcheck.spelling import Spelled
-from gradcheck.tf.site_lines import is_installed, is_library, source_location
+from gradcheck.tf.site_lines import source_location
+from gradcheck.user_code import is_installed, is_library
 
 
 class Slip(Spelled):

@@ -10,12 +10,11 @@ import sys
 import traceback
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from gradcheck.load.locations import _PACKAGE_DIR, is_user_file
 from gradcheck.tf.cut_ops import VALUE_INDEPENDENT_OPS, CutSite, op_cut
 from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.user_code import is_gradcheck_file, is_user_file
 
 
 @dataclass(eq=False)
@@ -52,7 +51,7 @@ class RecordedCall:
 
 @functools.lru_cache(maxsize=1024)
 def _is_ours(filename: str) -> bool:
-    return not is_user_file(filename) and str(Path(filename).resolve()).startswith(_PACKAGE_DIR)
+    return is_gradcheck_file(filename)
 
 
 def _frames_inside_f() -> list[traceback.FrameSummary]:
