@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import re
 import signal
-import sysconfig
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from gradcheck.errors import FunctionError, GradcheckError, InputError, InternalError
 from gradcheck.evidence import Location
-from gradcheck.load.locations import format_location, is_user_file
+from gradcheck.load.locations import format_location
 from gradcheck.options import memory_cap_rule
 from gradcheck.spelling import format_size
+from gradcheck.user_code import is_gradcheck_file, is_stdlib_file, is_user_file
 
-_GRADCHECK_DIR = Path(__file__).resolve().parent
-_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)")
 _FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.*)$')
 _VERBS = {
@@ -30,18 +28,6 @@ _VERBS = {
     "SIGILL": "crashed on an illegal instruction",
     "SIGKILL": "was killed",
 }
-
-
-def is_gradcheck_file(filename: str) -> bool:
-    """gradcheck's own source (the bundled examples in it are the user's)."""
-    return not is_user_file(filename) and Path(filename).resolve().is_relative_to(_GRADCHECK_DIR)
-
-
-def is_stdlib_file(filename: str) -> bool:
-    """The standard library's own source (not a package installed beside it)."""
-    resolved = str(Path(filename).resolve())
-    return resolved.startswith(_STDLIB) and not any(
-        marker in resolved for marker in ("site-packages", "dist-packages"))
 
 
 def shadowing_note(exc: BaseException) -> str:

@@ -1,7 +1,7 @@
-"""Process trees as the system shows them (Linux's /proc, psutil elsewhere): a process's
-descendants and its group's members, ended together, so that nothing a check started (at any
-depth, in a session of its own or not) outlives the command; and a short folder for the
-sockets multiprocessing makes when TMPDIR is too long for one."""
+"""Processes as the system shows them (the one reader of Linux's /proc; psutil elsewhere): a
+process's state, memory and umask; its descendants and its group's members, ended together, so
+that nothing a check started (at any depth, in a session of its own or not) outlives the
+command; and a short folder for the sockets multiprocessing makes when TMPDIR is too long."""
 
 from __future__ import annotations
 
@@ -24,6 +24,74 @@ MAX_SOCKET_PATH = 107
 SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
 # Folders tried, in order, for multiprocessing's sockets when TMPDIR's path is too long.
 SHORT_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+# Linux says how much memory a process holds in /proc; elsewhere (macOS, Windows) psutil says
+# it, a dependency on those platforms only (pyproject.toml), so the memory cap holds there too.
+READS_PROC = sys.platform == "linux"
+
+
+def proc_value(path: str, key: str) -> str | None:
+    """The first word after "Key:" in a /proc file such as /proc/self/status, or None."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith(f"{key}:"):
+                    return line.split()[1]
+    except (OSError, IndexError):
+        pass
+    return None
+
+
+def proc_bytes(path: str, key: str) -> int | None:
+    """A "Key:  N kB" line of a /proc file in bytes, or None."""
+    value = proc_value(path, key)
+    try:
+        return None if value is None else int(value) * 1024
+    except ValueError:
+        return None
+
+
+def stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat after the command's name: state, parent pid, process group...; None
+    when there is no such process (or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split() or None
+    except OSError:
+        return None
+
+
+def resident_memory(pid: int, from_proc: bool = READS_PROC) -> int | None:
+    """Process `pid`'s resident memory in bytes, or None when it has ended."""
+    if from_proc:
+        return proc_bytes(f"/proc/{pid}/status", "VmRSS")
+    import psutil
+
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return None
+
+
+def available_memory(from_proc: bool = READS_PROC) -> int | None:
+    """Bytes of memory available to new processes (Linux's MemAvailable), or None."""
+    if from_proc:
+        return proc_bytes("/proc/meminfo", "MemAvailable")
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return int(psutil.virtual_memory().available)
+
+
+def umask() -> int:
+    """The process's umask (read from /proc on Linux, so that it is never changed)."""
+    found = proc_value("/proc/self/status", "Umask")
+    if found is not None:
+        with contextlib.suppress(ValueError):
+            return int(found, 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _table() -> dict[int, tuple[int, int, str]]:
@@ -34,10 +102,10 @@ def _table() -> dict[int, tuple[int, int, str]]:
             for entry in os.scandir("/proc"):
                 if not entry.name.isdigit():
                     continue
-                with contextlib.suppress(OSError, IndexError, ValueError):
-                    with open(f"/proc/{entry.name}/stat", encoding="ascii",
-                              errors="replace") as stat:
-                        fields = stat.read().rpartition(")")[2].split()
+                fields = stat_fields(entry.name)
+                if fields is None or len(fields) < 3:
+                    continue
+                with contextlib.suppress(ValueError):
                     table[int(entry.name)] = (int(fields[1]), int(fields[2]), fields[0])
         return table
     try:
@@ -64,11 +132,8 @@ def alive(pid: int) -> bool:
 
 def _table_entry(pid: int) -> str | None:
     if os.path.isdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-                return stat.read().rpartition(")")[2].split()[0]
-        except (OSError, IndexError):
-            return None
+        fields = stat_fields(pid)
+        return None if fields is None else fields[0]
     entry = _table().get(pid)
     return None if entry is None else entry[2]
 

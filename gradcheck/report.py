@@ -50,7 +50,6 @@ class Kind(Spelled):
     ACCUMULATION = "accumulation"
 
 
-STATUSES = tuple(Status)
 FAILING_STATUSES = frozenset({Status.FAIL, Status.ERROR})
 # Worst first: used to sort rows and to pick a summary status.
 STATUS_RANK = {Status.ERROR: 0, Status.FAIL: 1, Status.WARN: 2, Status.SKIP: 3, Status.PASS: 4}

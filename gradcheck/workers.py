@@ -22,49 +22,11 @@ from typing import Any
 
 from gradcheck import failures, worker
 from gradcheck.errors import GradcheckError, InternalError, Phase, UsageError
-from gradcheck.processes import end_tree, short_socket_folder
+from gradcheck.processes import end_tree, resident_memory, short_socket_folder, stat_fields
 from gradcheck.protocol import Job, RunCheck
 
 # Idle workers kept for later checks of this process (tests, the Python API).
 MAX_SPARES = 4
-
-
-def status_kib(pid: int | str, key: str, path: str = "/proc/{pid}/status") -> int | None:
-    """A "Key:  N kB" line of a /proc file (Linux) in bytes, or None."""
-    try:
-        with open(path.format(pid=pid), encoding="ascii") as status:
-            for line in status:
-                if line.startswith(f"{key}:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-# Linux says how much memory a process holds in /proc; elsewhere (macOS, Windows) psutil says
-# it, a dependency on those platforms only (pyproject.toml), so the memory cap holds there too.
-READS_PROC = sys.platform == "linux"
-
-
-def resident_memory(pid: int, from_proc: bool = READS_PROC) -> int | None:
-    """Process `pid`'s resident memory in bytes, or None when it has ended."""
-    if from_proc:
-        return status_kib(pid, "VmRSS")
-    import psutil
-
-    try:
-        return int(psutil.Process(pid).memory_info().rss)
-    except psutil.Error:
-        return None
-
-
-def available_memory(from_proc: bool = READS_PROC) -> int | None:
-    """Bytes of memory available to new processes (Linux's MemAvailable), or None."""
-    if from_proc:
-        return status_kib("", "MemAvailable", "/proc/meminfo")
-    import psutil
-
-    return int(psutil.virtual_memory().available)
 
 
 def context() -> Any:
@@ -92,11 +54,10 @@ def _stop_fork_server() -> None:
 
 
 def _ended(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as status:
-            return status.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return not os.path.exists(f"/proc/{pid}") if os.path.isdir("/proc") else False
+    fields = stat_fields(pid)
+    if fields is not None:
+        return fields[0] in ("Z", "X")
+    return not os.path.exists(f"/proc/{pid}") if os.path.isdir("/proc") else False
 
 
 def fork_server_gone(wait: float = 0.0) -> bool:

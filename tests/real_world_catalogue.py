@@ -1,5 +1,5 @@
 """Functions nobody here wrote (TensorFlow, TensorFlow Probability, GPflow), each at a
-well-conditioned point, for the real-world regression suite (issue 9).
+well-conditioned point, for the real-world suite.
 
 Every entry is a `Case`: a name, a category, the library, a callable f(*args) written as a
 user writes it, and its float arguments at a point where f is smooth and well-conditioned
@@ -431,7 +431,7 @@ add("tf.image.resize (bilinear)", "shape",
              " 3.7285 reverse, 3.7280 difference, float32 output): forward mode goes through"
              " the gradient of ResizeBilinearGrad, which TensorFlow declares"
              " NotDifferentiable (tensorflow/python/ops/image_grad.py:69); gradcheck's jvp"
-             " check skips it, naming ResizeBilinear (issue 20). (2) Under"
+             " check skips it, naming ResizeBilinear. (2) Under"
              " tf.function(jit_compile=True) the gradient of a float64 image is garbage"
              " (ResizeBilinearGrad with float32 grads and a float64 original_image gives"
              " -0.432, 2.2e-4, -1.5e-6, ... instead of -2.651, -1.716, -1.481, ...; denormals"
@@ -943,7 +943,7 @@ if _unknown:
 CORE = [case for case in CATALOGUE if case.name not in EXTENDED]
 
 
-# Always mutated: the kinds of code issue 9 saw misjudged.
+# Always mutated: the kinds of code seen misjudged in real use.
 MUTANT_PICKS = (
     "tf.math.atan2", "tf.math.segment_sum", "tf.scatter_nd", "tf.py_function",
     "tf.linalg.cholesky", "tf.function(jit_compile=False)", "tfb.FillScaleTriL.forward",

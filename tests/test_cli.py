@@ -252,7 +252,7 @@ def _only(data: dict[str, Any], check: str) -> dict[str, Any]:
     (("--rtol", "1e-3"), 0, "pass", "float64", 1e-8, 1e-3),
     (("--atol", "1e-3"), 0, "pass", "float64", 1e-3, 1e-6),
     # float32: realised steps, Richardson over h/2h/4h and measured rounding noise resolve a
-    # 1e-4 relative error (issue 21, item 6).
+    # 1e-4 relative error.
     (("--dtype", "float32"), 1, "fail", "float32", 1e-7, 1e-5),
 ])
 def test_tolerance_and_dtype_flags_decide_the_verdict(

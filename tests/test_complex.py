@@ -1,6 +1,8 @@
 """Complex inputs and outputs, checked as (real, imaginary) parts against TensorFlow's
 convention for complex gradients; a grad_fn that conjugates where TensorFlow does not (or the
-reverse) is named."""
+reverse, or forgets the conjugate of a complex output of real inputs) is named, with the fix;
+TensorFlow's own gradient wrong for complex inputs (tensorflow/tensorflow#49946, #62266,
+#127713) is named at the op's line with the written-out spelling, which passes."""
 
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.causes import fix
-from gradcheck.report import Report
+from gradcheck.report import Kind, Mistake, Report, Status
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, fixture_module, fixture_target
 
 MODULE = FIXTURES / "complex_gradients.py"
 POINT = [np.array([1 + 2j, 0.5 - 1j, -0.3 + 0.2j])]
@@ -120,3 +122,51 @@ def test_the_cli_takes_complex_literals_and_upstreams(monkeypatch: pytest.Monkey
     assert "multiplies the upstream by df/dz where TensorFlow needs its conjugate" in (
         result.stdout)
     assert Path("complex_gradients.py").exists()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_grad_fn_missing_the_conjugate_says_conjugate(dtype: type) -> None:
+    module = fixture_module("complex_output_grad_fn")
+    args = [np.asarray(v, dtype=dtype) for v in module.displacement_inputs]
+    report = gradcheck.check(module.displacement, *args, compiled=False)
+    failed = [c for c in report.checks
+              if c.check == Kind.CUSTOM_GRADIENT and c.status == Status.FAIL]
+    assert {c.input for c in failed} == {"r", "phi"}
+    assert all(c.cause is not None and c.cause.mistake == Mistake.UNCONJUGATED_OUTPUT
+               for c in failed)
+    assert all("conjugate" in c.message and "tf.math.conj(dz_dx)" in c.message
+               for c in failed)
+    assert all(c.location is not None and c.location.line == 16 for c in failed)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_conjugated_grad_fn_passes(dtype: type) -> None:
+    module = fixture_module("complex_output_grad_fn")
+    args = [np.asarray(v, dtype=dtype) for v in module.displacement_fixed_inputs]
+    assert gradcheck.check(module.displacement_fixed, *args, compiled=False).ok
+
+
+@pytest.mark.parametrize(("function", "line", "called", "workaround", "dtype"), [
+    ("det_loss", 14, "tf.linalg.det", "a * d - b * c", "float32"),
+    ("det_loss", 14, "tf.linalg.det", "a * d - b * c", "float64"),
+    ("squared_difference_cos", 35, "tf.math.squared_difference",
+     "tf.math.real(d * tf.math.conj(d))", "float32"),
+    ("xdivy", 46, "tf.math.xdivy", "x / y", "float64")])
+def test_a_complex_gradient_tensorflow_gets_wrong_is_named_at_the_op(
+        function: str, line: int, called: str, workaround: str, dtype: str) -> None:
+    report = gradcheck.check(fixture_target("complex_wrong_gradients", function), dtype=dtype)
+    failed = [c for c in report.checks if c.failed]
+    assert {c.check for c in failed} == {"jacobian", "vjp"}
+    for check in failed:
+        assert str(check.location).endswith(f"complex_wrong_gradients.py:{line}")
+        assert check.cause is not None and check.cause.mistake == "tensorflow-gradient"
+        assert f"TensorFlow's own gradient of {called} is wrong for complex inputs" in (
+            check.message)
+        assert "not your code" in check.message and workaround in check.message
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_determinant_written_out_passes(dtype: str) -> None:
+    report = gradcheck.check(fixture_target("complex_wrong_gradients", "det_loss_written_out"),
+                             dtype=dtype)
+    assert not [c.message for c in report.checks if c.failed]

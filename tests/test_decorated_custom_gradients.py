@@ -1,4 +1,4 @@
-"""Judge the grad_fn TensorFlow runs (issue 31, class 2): a decorator around the function
+"""Judge the grad_fn TensorFlow runs: a decorator around the function
 handed to tf.custom_gradient, around grad_fn, on a method, under tf.function, changing the
 output: the site fails at a line, and a custom-gradient PASS never stands beside a failing
 jacobian, vjp or jvp without a location."""

@@ -1,4 +1,4 @@
-"""Cuts found in the ops f runs eagerly (issue 31, class 1): a loss that tf.function cannot
+"""Cuts found in the ops f runs eagerly: a loss that tf.function cannot
 trace (a Python `if` on a value, .numpy(), float()) gets the graph-break its op deserves, at
 that op's line, as a traceable one does; a correct eager-only loss passes."""
 
@@ -80,7 +80,7 @@ def test_value_leaving_tensorflow_is_still_the_cut(function: str, line: int) -> 
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_count_as_python_number_no_longer_hides_the_round(dtype: Any) -> None:
+def test_a_count_as_a_python_number_does_not_hide_the_round(dtype: Any) -> None:
     module = fixture_module(MODULE)
     inputs = [np.asarray(v, dtype) for v in module.count_quantised_inputs()]
     report = gradcheck.check(module.count_quantised, *inputs, compiled=False)

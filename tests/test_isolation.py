@@ -92,14 +92,13 @@ def test_tensorflow_aborting_while_vectorising_still_gives_a_verdict(
         " experimental_use_pfor=False too")
 
 
-def test_the_float32_expm_of_issue_11_ends_with_a_verdict(in_fixtures: Path,
-                                                          run_cli: Run) -> None:
+def test_the_float32_expm_ends_with_a_verdict(in_fixtures: Path, run_cli: Run) -> None:
     result = run_cli(["check", "bad/expm_float32.py:f", "--dtype", "float32", "--format", "json"])
     assert result.exit_code in (0, 1), result.stderr
     notes = json.loads(result.stdout)["notes"]
     crash_notes = [n for n in notes if "crashed" in n or "aborted" in n]
     if not crash_notes:
-        pytest.skip("this TensorFlow no longer crashes in the float32 expm of issue 11, so there"
+        pytest.skip("this TensorFlow does not crash in the float32 expm, so there"
                     " is no crash for the verdict to note")
     assert "Error: " in result.stderr and "vectorisation off" in crash_notes[0], crash_notes
 

@@ -1,6 +1,6 @@
-"""Gradients no op can give, TensorFlow's own gaps and the user's explicit dtype (issue 20,
-families 2, 3 and 4): each finding's kind, status and line, on our fixtures and on real code
-reproduced from TensorFlow and Keras questions; and correct functions of each family pass."""
+"""Gradients no op can give, TensorFlow's own gaps and the user's explicit dtype: each
+finding's kind, status and line, on our fixtures and on real code reproduced from TensorFlow
+and Keras questions; and correct functions of each kind pass."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.tf.multiworker import available_memory, usable_cores, worker_limit
+from gradcheck.processes import available_memory
+from gradcheck.tf.multiworker import usable_cores, worker_limit
 from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="processes read from /proc")

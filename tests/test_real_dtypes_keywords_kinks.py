@@ -1,4 +1,4 @@
-"""Real code (fixtures/real_issue20_cases.py, sources in its comments): the user's dtype is
+"""Real code (fixtures/real_dtypes_keywords_kinks.py, sources in its comments): the user's dtype is
 kept and gradcheck's own promotion never produces a finding, a custom gradient called with
 keyword tensors is found at the call, and nondeterminism, an op XLA cannot compile and a kink
 are each shown at the user's line. Correct code passes."""
@@ -14,7 +14,7 @@ from gradcheck.report import CheckResult, Report
 
 from .conftest import FIXTURES, fixture_module, notes
 
-MODULE = "real_issue20_cases"
+MODULE = "real_dtypes_keywords_kinks"
 SOURCE = (FIXTURES / f"{MODULE}.py").read_text().splitlines()
 CASES = fixture_module(MODULE)
 

@@ -1,4 +1,4 @@
-"""The real-world regression suite (issue 9): gradcheck.check on functions nobody here wrote.
+"""The real-world suite: gradcheck.check on functions nobody here wrote.
 
 For every catalogue entry (tests/real_world_catalogue.py), in float64 and in float32 (float32
 arguments, gradcheck's default dtype="auto"): the function as written must get no `fail` or
@@ -101,7 +101,7 @@ REQUIRED = (
 )
 
 
-def test_the_catalogue_covers_what_issue_9_asks() -> None:
+def test_the_catalogue_covers_the_required_libraries_and_functions() -> None:
     names = [case.name for case in CORE]
     assert len(names) == len(set(names))
     assert sum(case.library == "tf" for case in CORE) >= 100

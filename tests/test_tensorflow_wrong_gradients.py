@@ -1,4 +1,4 @@
-"""TensorFlow's own gradient, wrong at f's values (issue 31, class 3): a jacobian or vjp failure
+"""TensorFlow's own gradient, wrong at f's values: a jacobian or vjp failure
 caused by a duplicate-index tensor_scatter_nd_update or dynamic_stitch carries that op's line,
 says TensorFlow's gradient is at fault and gives the workaround; unique indices pass."""
 

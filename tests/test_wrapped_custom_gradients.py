@@ -1,4 +1,4 @@
-"""The grad_fn judged is the one TensorFlow calls, whatever wraps it (issue 43, class 1): several
+"""The grad_fn judged is the one TensorFlow calls, whatever wraps it: several
 functions made by one decorator (a scale factory's constants, a decorator without
 functools.wraps around different functions) are each their own custom gradient, and
 tf.custom_gradient replaced at import wraps a grad_fn once, as TensorFlow runs it."""

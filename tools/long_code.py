@@ -1,8 +1,9 @@
-"""List the functions over 60 lines and the modules over 400 lines in gradcheck.
+"""Report the functions over 60 lines and the modules over 400 lines in gradcheck.
 
-    python tools/long_code.py        # exit 1 when either list is not empty
+    python tools/long_code.py        # a report to read, not a gate: it always exits 0
 
-A function's length runs from its `def` (decorators excluded) to its last line.
+A size is a hint where to look, never a reason to split by itself (split by what the code
+does). A function's length runs from its `def` (decorators excluded) to its last line.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def main() -> int:
         for function, length in long_functions(path):
             print(f"{name}: {function} has {length} lines")
             found += 1
-    return 1 if found else 0
+    print(f"{found} found over {MAX_FUNCTION_LINES} lines (a function) or {MAX_MODULE_LINES}"
+          " (a module)")
+    return 0
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.mode import full_mode_bytes
 from gradcheck.evidence.fast import (
     BlockFailed,
-    GradientRaised,
     ProbeFailed,
     ProjectedCut,
+    ProjectedGradientRaised,
     ProjectedGradShape,
     ProjectedUnconnected,
     ProjectionsAgree,
@@ -145,7 +145,7 @@ class FastChecker:
         outcomes = self.ctx.recording.gradients(outputs, slots, upstreams)
         if outcomes and outcomes[0].error is not None:  # a grad_fn that raises is a finding
             self.findings.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
-                              evidence=GradientRaised(error=outcomes[0].error_line),
+                              evidence=ProjectedGradientRaised(error=outcomes[0].error_line),
                               location=outcomes[0].location)
             return None
         result: dict[int, np.ndarray] = {}

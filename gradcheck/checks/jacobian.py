@@ -36,12 +36,12 @@ from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
 from gradcheck.report import Block, Cause, CheckResult, Kind, Mistake, Status
-from gradcheck.tf.culprits import Site, crossed_kink_site, jump_site, kink_site
+from gradcheck.tf.culprits import OpSite, crossed_kink_site, jump_site, kink_site
 from gradcheck.tf.gradient_faults import tensorflow_gradient_fault
 from gradcheck.tf.program import OutputLeaf, Slot
 
 # The op at a kink of one block element (its index, the output's rank), when it can be found.
-KinkSiteFinder = Callable[[tuple[int, ...], int], Site | None]
+KinkSiteFinder = Callable[[tuple[int, ...], int], OpSite | None]
 
 _DTYPE_MIX = ("expected to be a float tensor but is a double tensor",
               "expected to be a double tensor but is a float tensor")
@@ -180,7 +180,7 @@ def _kinks(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
 
 
 def _kink_site(ctx: CheckContext, analysis: SourceAnalysis, k: int, index: tuple[int, ...],
-               rank: int) -> Site | None:
+               rank: int) -> OpSite | None:
     """The op whose kink sits at this block element of output `k`: of the ops that output is
     computed from, the one f's input lies on, else the one the element's own steps carry
     across (a kink too shallow to show at the point itself)."""

@@ -24,7 +24,7 @@ from gradcheck.cli.flags import (
 )
 from gradcheck.cli.formats import OutputFormat, OutputOptions, report_error
 from gradcheck.cli.group import GradcheckGroup
-from gradcheck.cli.output import annotate_run_for_github, make_console, write_artifacts
+from gradcheck.cli.output import annotate_run_for_github, make_console, write_and_list_artifacts
 from gradcheck.cli.paths import guard_replay, guard_run, guard_single
 from gradcheck.cli.version import version_option
 from gradcheck.errors import (
@@ -161,7 +161,7 @@ def _run_single(command: str, target: str, options: CommandOptions) -> None:
         text = output_format.report(report, command)
         if output.file:
             write_file(output.file, text.encode())
-        write_artifacts(report, options.plot_dir, options.save_file, output.quiet)
+        write_and_list_artifacts(report, options.plot_dir, options.save_file, output.quiet)
     except GradcheckError as error:
         sys.exit(report_error(error, output, target, error_file))
     output_format.show(report, text, command, output)
@@ -305,8 +305,8 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     """Run the checks configured in [tool.gradcheck], for CI (exit code: the worst check's)."""
     from gradcheck.load.config import load_config
     from gradcheck.load.timeout import validate_timeout
+    from gradcheck.processes import available_memory
     from gradcheck.runner import cap_workers, parse_jobs, run_all, usable_cores
-    from gradcheck.workers import available_memory
 
     output = OutputOptions.from_click(output_flags)
     output_format = output.format

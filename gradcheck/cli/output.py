@@ -47,16 +47,15 @@ def annotate_run_for_github(result: Any, err: bool = False) -> None:
         click.echo(text, err=err)
 
 
-def write_artifacts(report: Any, plot_dir: str | None, save_file: str | None,
-                    quiet: bool) -> None:
+def write_and_list_artifacts(report: Any, plot_dir: str | None, save_file: str | None,
+                             quiet: bool) -> None:
     """--plot DIR and --save FILE.npz; the paths written, and blocks left out, on stderr
     (unless `quiet`)."""
     if not (plot_dir or save_file):
         return
-    from gradcheck.render.artifacts import artifact_notes
-    from gradcheck.render.artifacts import write_artifacts as write
+    from gradcheck.render.artifacts import artifact_notes, write_artifacts
 
-    written = write(report, plot_dir, save_file)
+    written = write_artifacts(report, plot_dir, save_file)
     if not quiet:
         for line in [f"wrote {path}" for path in written] + artifact_notes(report):
             click.echo(line, err=True)

@@ -18,7 +18,7 @@ from gradcheck.diagnosis.custom_gradients import (
 )
 from gradcheck.errors import GradcheckError
 from gradcheck.evidence.causes import UpstreamProbe
-from gradcheck.evidence.diagnosis import NoForwardMode, SiteUnchecked
+from gradcheck.evidence.diagnosis import SiteNoForwardMode, SiteUnchecked
 from gradcheck.evidence.gradients import GradientRaised
 from gradcheck.load.inputs import Arguments, name_arguments
 from gradcheck.load.named import NamedArgument
@@ -127,7 +127,7 @@ def _forward_mode_gaps(site: Site, named: Sequence[NamedArgument],
         return []
     args, kwargs = _parts(named)
     return [CheckResult(
-        Kind.JVP, Status.SKIP, evidence=NoForwardMode(site_label(site)), input=n.name,
+        Kind.JVP, Status.SKIP, evidence=SiteNoForwardMode(site_label(site)), input=n.name,
         location=site.definition)
         for n in named if n.position is not None
         and (site.differentiated is None or n.position in site.differentiated)

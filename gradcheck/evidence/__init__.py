@@ -42,11 +42,16 @@ def public_fields(evidence: Any) -> dict[str, Any]:
     return evidence.published() if isinstance(evidence, Evidence) else _public(evidence)
 
 
+def public_items(value: Any) -> dict[str, Any]:
+    """A dataclass's fields not marked internal, by name, as they are (the one walk of them)."""
+    return {field.name: getattr(value, field.name)
+            for field in dataclasses.fields(value) if not field.metadata.get("internal")}
+
+
 def _public(value: Any) -> dict[str, Any]:
     """A dataclass's fields not marked internal, by name (a field that is itself a dataclass:
     its public fields, by name)."""
-    return {field.name: _published(getattr(value, field.name))
-            for field in dataclasses.fields(value) if not field.metadata.get("internal")}
+    return {name: _published(item) for name, item in public_items(value).items()}
 
 
 def _published(value: Any) -> Any:

@@ -38,7 +38,7 @@ class SiteUnchecked(Evidence):
 
 
 @dataclasses.dataclass(frozen=True)
-class NoForwardMode(Evidence):
+class SiteNoForwardMode(Evidence):
     """Forward mode gives no JVP through the custom gradient `site`."""
 
     site: str = internal("")

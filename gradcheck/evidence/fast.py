@@ -74,7 +74,7 @@ class ProjectedGradShape(GradShape):
 
 
 @dataclasses.dataclass(frozen=True)
-class GradientRaised(Evidence):
+class ProjectedGradientRaised(Evidence):
     """Computing the gradient raised (a grad_fn that raises): `error` is its first line."""
 
     error: str = internal("")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from types import CodeType
 from typing import Any
 
-from gradcheck.load.locations import is_user_file
+from gradcheck.user_code import is_user_file
 
 
 def _user_function(value: Any) -> Callable[..., Any] | None:

@@ -10,13 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gradcheck.evidence import Location
-
-_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # gradcheck itself
-_LIBRARY_MARKERS = (
-    f"{os.sep}site-packages{os.sep}",
-    f"{os.sep}dist-packages{os.sep}",
-    f"{os.sep}lib{os.sep}python",
-)
+from gradcheck.user_code import is_user_file
 
 
 def relative_path(path: str | os.PathLike[str]) -> str:
@@ -26,17 +20,6 @@ def relative_path(path: str | os.PathLike[str]) -> str:
         return str(resolved.relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
-
-
-def is_user_file(filename: str) -> bool:
-    if filename.startswith("<") or "__autograph_generated" in filename:
-        return False  # autograph's rewrite of the user's function, not their source
-    resolved = str(Path(filename).resolve())
-    if f"{os.sep}_fixtures{os.sep}" in resolved:
-        return True  # the bundled examples, installed inside the package, are user code
-    if resolved.startswith(_PACKAGE_DIR):
-        return False
-    return not any(marker in resolved for marker in _LIBRARY_MARKERS)
 
 
 def notebook_cell(filename: str) -> int | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.atomic import create_file, replace_file
 from gradcheck.errors import LoadError
 
 FORMAT = 2
@@ -197,14 +198,8 @@ def write_manifest(directory: Path, snapshot: Snapshot) -> Snapshot:
     files = {name: _sha256(directory / name) for name in DATA_FILES
              if (directory / name).is_file()}
     snapshot = Snapshot(**{**snapshot.__dict__, "files": files})
-    _write_text(directory / MANIFEST, json.dumps(snapshot.as_json(), indent=2) + "\n")
+    replace_file(directory / MANIFEST, (json.dumps(snapshot.as_json(), indent=2) + "\n").encode())
     return snapshot
-
-
-def _write_text(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
 
 
 def write_report_files(directory: Path, files: Mapping[str, bytes]) -> None:
@@ -215,21 +210,11 @@ def write_report_files(directory: Path, files: Mapping[str, bytes]) -> None:
             raise LoadError(f"{directory / name} already exists: gradcheck writes a snapshot's"
                             " report only where there is none (remove it, or use -o)")
     for name, data in files.items():
-        _create(directory / name, data)
-
-
-def _create(target: Path, data: bytes) -> None:
-    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                         | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    try:
-        with os.fdopen(descriptor, "wb") as stream:
-            stream.write(data)
-        os.link(partial, target)  # fails, rather than replaces, if the name was taken meanwhile
-    except FileExistsError:
-        raise LoadError(f"{target} appeared while it was written; left as it is") from None
-    finally:
-        os.unlink(partial)
+        try:
+            create_file(directory / name, data)
+        except FileExistsError:
+            raise LoadError(f"{directory / name} appeared while it was written; left as it is"
+                            ) from None
 
 
 def partial_directory(directory: Path, step: int, run_id: str) -> Path:
@@ -262,15 +247,6 @@ def leftover_partials(directory: Path, alive: Callable[[int], bool]) -> list[Pat
         return []
     return [p for p in directory.iterdir()
             if (m := _PARTIAL_NAME.match(p.name)) and not alive(int(m.group(1)))]
-
-
-def snapshots_in(directory: Path) -> list[Path]:
-    """The complete snapshots in a Watch directory, oldest step first."""
-    if not directory.is_dir():
-        return []
-    found = [(int(m.group(1)), p.stat().st_mtime, p) for p in directory.iterdir()
-             if (m := _STEP_NAME.match(p.name)) and (p / MANIFEST).is_file()]
-    return [path for _, _, path in sorted(found)]
 
 
 def read_snapshot(directory: str | Path) -> Snapshot:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -51,6 +50,3 @@ def judge_health(norms: np.ndarray, zeros: np.ndarray) -> list[tuple[str, dict[s
         judged.append((state, figures))
     return judged
 
-
-def names_of(array: np.ndarray) -> Sequence[str]:
-    return [str(name) for name in np.asarray(array).tolist()]

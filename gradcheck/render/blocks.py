@@ -81,12 +81,6 @@ def element_index(shape: Sequence[int], flat: int) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, tuple(shape)))
 
 
-def element_label(name: str, shape: Sequence[int], flat: int) -> str:
-    """x[1, 2] for element 5 of a (2, 3) input; x for a scalar."""
-    index = element_index(shape, flat)
-    return name if not index else f"{name}[{', '.join(str(i) for i in index)}]"
-
-
 def slug(text: str) -> str:
     """A file-name-safe form of a tensor name: y['mean'] -> y_mean."""
     cleaned = re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_.")

@@ -4,26 +4,15 @@ replaced; a file that cannot be written is an error, before the check runs when 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import tempfile
 from pathlib import Path
 
+from gradcheck.atomic import replace_file
 from gradcheck.errors import UsageError
 
 PathLike = str | os.PathLike[str]
-
-
-def _umask() -> int:
-    """The process's umask (read from /proc on Linux, so that it is never changed)."""
-    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _cannot(path: PathLike, why: str) -> UsageError:
@@ -102,23 +91,8 @@ def write_file(path: PathLike, data: bytes, *, make_folders: bool = False) -> st
             return str(path)
         if make_folders:
             target.parent.mkdir(parents=True, exist_ok=True)
-        mode = stat.S_IMODE(status.st_mode) if status is not None else 0o666 & ~_umask()
-        _replace(target, data, mode)
+        mode = stat.S_IMODE(status.st_mode) if status is not None else None
+        replace_file(target, data, mode)
     except OSError as exc:
         raise _cannot(path, exc.strerror or str(exc)) from exc
     return str(path)
-
-
-def _replace(target: Path, data: bytes, mode: int) -> None:
-    """Through a temporary file in the same folder, removed whatever happens."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                         dir=target.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise

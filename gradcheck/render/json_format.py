@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from gradcheck.evidence import Location, public_fields
+from gradcheck.evidence import Location, public_fields, public_items
 from gradcheck.evidence.explain import (
     Explanation,
     InputExplanation,
@@ -31,9 +31,7 @@ def _clean(value: Any) -> Any:
     if isinstance(value, Location):
         return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _clean({field.name: getattr(value, field.name)
-                       for field in dataclasses.fields(value)
-                       if not field.metadata.get("internal")})
+        return _clean(public_items(value))
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):

@@ -47,7 +47,7 @@ GPU_NONDETERMINISTIC = frozenset({
 
 
 @dataclass(frozen=True)
-class Site:
+class OpSite:
     """One op, named as the user wrote it (the forward op), at the user's line."""
 
     op: str
@@ -61,16 +61,16 @@ class Site:
         return f"{self.op} (inside {self.scope})" if self.scope else self.op
 
 
-def _site(traced: TracedValues, op: Any, tie: bool = False) -> Site:
+def _site(traced: TracedValues, op: Any, tie: bool = False) -> OpSite:
     forward = traced.forward_op(op) if op.name in traced.index else None
     named = forward if forward is not None else op
     scope = named.name.rsplit("/", 1)[0] if "/" in named.name else ""
     location = op_location(op) or (op_location(forward) if forward is not None else None)
-    return Site(named.type, "" if scope.startswith("gradient_tape") else scope, location, tie,
+    return OpSite(named.type, "" if scope.startswith("gradient_tape") else scope, location, tie,
                 op.name in traced.index and traced.is_backward(op))
 
 
-def stateful_sites(program: Program, output_indices: Sequence[int]) -> list[Site]:
+def stateful_sites(program: Program, output_indices: Sequence[int]) -> list[OpSite]:
     """Random ops and variable writes in f's traced graph (what makes two calls differ)."""
     traced = trace_values(program, output_indices, gradients=False, execute=False)
     if traced is None:
@@ -79,7 +79,7 @@ def stateful_sites(program: Program, output_indices: Sequence[int]) -> list[Site
             if op.type in VARIABLE_WRITES or _RANDOM.search(op.type)]
 
 
-def recomputed_random_sites(program: Program, output_indices: Sequence[int]) -> list[Site]:
+def recomputed_random_sites(program: Program, output_indices: Sequence[int]) -> list[OpSite]:
     """Random ops that tf.recompute_grad runs again in f's backward pass (its recomputation
     draws new numbers: the gradient is of another sample than the value)."""
     traced = trace_values(program, output_indices, execute=False)
@@ -119,7 +119,7 @@ def is_random_op(op_type: str) -> bool:
 
 
 def backward_nondeterministic_sites(program: Program, output_indices: Sequence[int]
-                                    ) -> list[Site]:
+                                    ) -> list[OpSite]:
     """The ops of f's traced VJP that make it differ between runs: random ops in a gradient
     (a grad_fn's), then ops whose GPU kernels are nondeterministic."""
     traced = trace_values(program, output_indices, execute=False)
@@ -127,12 +127,12 @@ def backward_nondeterministic_sites(program: Program, output_indices: Sequence[i
         return []
     backward = [op for op in traced.ops if traced.is_backward(op)]
     return ([_site(traced, op) for op in backward if _RANDOM.search(op.type)]
-            + [Site(op.type, "", op_location(op), backward=True) for op in backward
+            + [OpSite(op.type, "", op_location(op), backward=True) for op in backward
                if op.type in GPU_NONDETERMINISTIC])
 
 
 def failing_node_site(program: Program, output_indices: Sequence[int],
-                      message: str) -> Site | None:
+                      message: str) -> OpSite | None:
     """The op a TensorFlow/XLA error names ({{node ...}}), found in f's traced VJP and named
     as the forward op whose gradient created it."""
     named = _NODE.search(message)
@@ -227,7 +227,7 @@ def _feeding(traced: TracedValues, output: str | None) -> set[str] | None:
 
 def kink_site(program: Program, output_indices: Sequence[int],
               element: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
-              output: str | None = None) -> Site | None:
+              output: str | None = None) -> OpSite | None:
     """The op of f whose input sits (within finite differences' reach) on its kink: Abs or
     Relu at 0, a Maximum/Minimum, a tf.where comparison or a tf.reduce_max/min at a tie; the
     closest one (at the input's `element`, (index, shape), for ops on tensors of the input's
@@ -273,7 +273,7 @@ def _distance_to_jump(traced: TracedValues, op: Any) -> float | None:
     return float(np.min(gaps)) if gaps.size else None
 
 
-def jump_site(program: Program, output_indices: Sequence[int]) -> Site | None:
+def jump_site(program: Program, output_indices: Sequence[int]) -> OpSite | None:
     """The op of f whose input sits (within finite differences' reach) on the line where its
     value jumps: a branch cut of a complex function, atan2's, floormod's wrap."""
     traced = trace_values(program, output_indices, gradients=False)
@@ -286,7 +286,7 @@ def jump_site(program: Program, output_indices: Sequence[int]) -> Site | None:
 
 
 def crossed_kink_site(program: Program, output_indices: Sequence[int], slot_index: int,
-                      element: int, reach: float, output: str | None = None) -> Site | None:
+                      element: int, reach: float, output: str | None = None) -> OpSite | None:
     """The first kink op of f that one input element, moved by ±reach, carries across its kink:
     a Relu-like op whose input changes sign, a Maximum/Minimum or comparison whose inputs swap,
     a MaxPool or tf.reduce_max/min whose maximum (minimum) moves to another element; among the

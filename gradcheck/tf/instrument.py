@@ -133,7 +133,6 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., 
             return _repair(site, args, grad_fn(*upstreams), eager, keywords)
         named = VariableNames(site.forward)
         names = [named(v) for v in variables]
-        site.reads_variables = names
         if not site.grad_fn_accepts_variables:
             if eager:
                 site.add_violation(Violation(

@@ -73,7 +73,7 @@ def _stack_layers(frame: Any) -> Iterator[tuple[Any, Any]]:
 def layer_at_work(known: Sequence[Any] = ()) -> LayerAtWork | None:
     """The user's Keras layer whose code is running (innermost first; with `known`, the
     layers f had before this call, the innermost of them), or None outside any."""
-    from gradcheck.tf.site_lines import is_library
+    from gradcheck.user_code import is_library
 
     stack = list(_stack_layers(sys._getframe(1)))
     running = [layer for layer, frame in _running_layers(stack)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import FunctionError, InputError
-from gradcheck.processes import become_subreaper, end_tree
+from gradcheck.processes import available_memory, become_subreaper, end_tree
 from gradcheck.spelling import format_size
 from gradcheck.tf.arrays import as_array
 from gradcheck.tf.runtime import configure, imported, tensorflow
@@ -98,22 +98,6 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to new processes (Linux's MemAvailable), or None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return int(psutil.virtual_memory().available)
 
 
 def loss_gradients(function: Any, args: Sequence[Any], kwargs: dict[str, Any]

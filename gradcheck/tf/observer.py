@@ -13,7 +13,8 @@ from gradcheck.evidence import Location
 from gradcheck.evidence.causes import ContractSlip
 from gradcheck.load.generic_wrappers import wrapped_forward, wrapper_variant
 from gradcheck.spelling import Spelled
-from gradcheck.tf.site_lines import is_installed, is_library, source_location
+from gradcheck.tf.site_lines import source_location
+from gradcheck.user_code import is_installed, is_library
 
 
 class Slip(Spelled):
@@ -51,7 +52,6 @@ class Site:
     # Concrete arguments of the first eager calls: what the per-site value check replays.
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
-    reads_variables: list[str] = field(default_factory=list)
     parameter_names: list[str] = field(default_factory=list)
     # The function as TensorFlow decorated it: what the per-site check differentiates.
     decorated: Callable[..., Any] | None = None
@@ -95,15 +95,6 @@ class Observer:
                         parameter_names=_parameter_names(user), key=key, variant=variant)
             self.sites.append(site)
         return site
-
-    def start_check(self) -> None:
-        """A new check begins: forget the calls and findings of the previous one."""
-        for site in self.sites:
-            site.calls.clear()
-            site.violations.clear()
-            site.reads_variables.clear()
-            site.forward_variables.clear()
-            site.grad_fn_variables.clear()
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,11 @@ import sys
 import traceback
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from gradcheck.load.locations import _PACKAGE_DIR, is_user_file
 from gradcheck.tf.cut_ops import VALUE_INDEPENDENT_OPS, CutSite, op_cut
 from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.user_code import is_gradcheck_file, is_user_file
 
 
 @dataclass(eq=False)
@@ -31,7 +30,7 @@ class RecordedOp:
 
 
 @dataclass
-class Recording:
+class RecordedCall:
     """The ops of one eager call of f, in execution order, and what it returned."""
 
     ops: list[RecordedOp]
@@ -52,7 +51,7 @@ class Recording:
 
 @functools.lru_cache(maxsize=1024)
 def _is_ours(filename: str) -> bool:
-    return not is_user_file(filename) and str(Path(filename).resolve()).startswith(_PACKAGE_DIR)
+    return is_gradcheck_file(filename)
 
 
 def _frames_inside_f() -> list[traceback.FrameSummary]:
@@ -87,7 +86,7 @@ def _recording_ops(ops: list[RecordedOp], scopes: bool = False) -> Iterator[None
         op_callbacks.remove_op_callback(callback)
 
 
-def record(program: Program, scopes: bool = False) -> Recording | None:
+def record(program: Program, scopes: bool = False) -> RecordedCall | None:
     """f called once eagerly with its ops recorded (with `scopes`, each with the Keras layers
     running it); None when f raised (it ran fine before, so that is not ours to report)."""
     ops: list[RecordedOp] = []
@@ -97,11 +96,11 @@ def record(program: Program, scopes: bool = False) -> Recording | None:
             flat = flatten_outputs(result)
     except Exception:  # noqa: BLE001
         return None
-    return Recording(ops, result, [leaf.tensor for leaf in flat if leaf.differentiable] or [
+    return RecordedCall(ops, result, [leaf.tensor for leaf in flat if leaf.differentiable] or [
         leaf.tensor for leaf in flat if hasattr(leaf.tensor, "dtype")])
 
 
-def _ends(recording: Recording) -> list[Any]:
+def _ends(recording: RecordedCall) -> list[Any]:
     return recording.ends
 
 
@@ -110,7 +109,7 @@ def _starts(program: Program, slot_index: int) -> list[Any]:
     return [slot.value.handle] if slot.is_variable else [slot.value]
 
 
-def _backward(recording: Recording, ends: Iterable[Any]) -> set[RecordedOp]:
+def _backward(recording: RecordedCall, ends: Iterable[Any]) -> set[RecordedOp]:
     seen: set[RecordedOp] = set()
     frontier = [op for t in ends if (op := recording.producer.get(id(t))) is not None]
     while frontier:
@@ -121,7 +120,7 @@ def _backward(recording: Recording, ends: Iterable[Any]) -> set[RecordedOp]:
     return seen
 
 
-def _forward(recording: Recording, starts: Iterable[Any], backward: set[RecordedOp],
+def _forward(recording: RecordedCall, starts: Iterable[Any], backward: set[RecordedOp],
              stop_at: Any = None) -> list[RecordedOp]:
     """Ops on a path from the source to the outputs, in execution order; with `stop_at`, the
     walk goes no further than the ops it says cut the path (those only are returned)."""
@@ -140,7 +139,7 @@ def _forward(recording: Recording, starts: Iterable[Any], backward: set[Recorded
     return [op for op in recording.ops if op in (seen if stop_at is None else stopped)]
 
 
-def _carried(recording: Recording, op: RecordedOp, backward: set[RecordedOp],
+def _carried(recording: RecordedCall, op: RecordedOp, backward: set[RecordedOp],
              ends: set[int]) -> list[Any]:
     return [t for t in op.outputs if id(t) in ends
             or any(c in backward for c in recording.consumers.get(id(t), []))]

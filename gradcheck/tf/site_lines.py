@@ -7,7 +7,6 @@ import ast
 import functools
 import inspect
 import linecache
-import os
 import re
 import sys
 import textwrap
@@ -17,6 +16,7 @@ from typing import Any
 
 from gradcheck.evidence import Location
 from gradcheck.load.locations import format_location, is_user_file, notebook_cell
+from gradcheck.user_code import is_library
 
 
 def source_location(function: Callable[..., Any]) -> Location | None:
@@ -67,56 +67,6 @@ def _code_lines(code: Any) -> tuple[list[str], int]:
         return inspect.getblock(lines[start - 1:]), start
     except (IndentationError, SyntaxError):
         return lines[start - 1:start], start
-
-
-_LIBRARIES = ("tensorflow", "keras", "tf_keras", "gradcheck")
-
-
-def _library_directories() -> tuple[str, ...]:
-    """Where TensorFlow's own code lives (its custom gradients are not the user's), for the
-    libraries imported so far (tf_keras may be imported after the first question)."""
-    return _directories_of(tuple(name for name in _LIBRARIES if name in sys.modules))
-
-
-@functools.cache
-def _directories_of(names: tuple[str, ...]) -> tuple[str, ...]:
-    found = []
-    for name in names:
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
-        if path:
-            found.append(os.path.dirname(os.path.abspath(path)) + os.sep)
-    return tuple(found)
-
-
-@functools.cache
-def _installed_directories() -> tuple[str, ...]:
-    import sysconfig
-
-    paths = sysconfig.get_paths()
-    return tuple(dict.fromkeys(os.path.abspath(paths[key]) + os.sep
-                               for key in ("purelib", "platlib") if key in paths))
-
-
-def installed_package(filename: str) -> str | None:
-    """The installed package (site-packages' top-level name) a file belongs to, if any."""
-    path = os.path.abspath(filename)
-    for directory in _installed_directories():
-        if path.startswith(directory):
-            return path[len(directory):].split(os.sep, 1)[0] or None
-    return None
-
-
-def is_installed(filename: str) -> bool:
-    """Whether a file belongs to an installed package (site-packages), not the user's tree."""
-    return os.path.abspath(filename).startswith(_installed_directories())
-
-
-def is_library(filename: str) -> bool:
-    path = os.path.abspath(filename)
-    if f"{os.sep}_fixtures{os.sep}" in path:  # the examples `gradcheck demo` installs: user code
-        return False
-    return path.startswith(_library_directories())
 
 
 def caller_location() -> Location | None:

@@ -21,7 +21,7 @@ import numpy as np
 from gradcheck.tf import instrument
 from gradcheck.tf.program import Program, Slot
 from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.site_lines import is_installed, is_library
+from gradcheck.user_code import is_installed, is_library
 
 T = TypeVar("T")
 # Entries kept: each holds a traced function and its XLA executables (and the variables and

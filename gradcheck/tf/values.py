@@ -7,18 +7,16 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gradcheck.evidence import Location
-from gradcheck.load.locations import innermost_user_frame, is_user_file
+from gradcheck.load.locations import innermost_user_frame
 from gradcheck.tf.program import Program, flatten_outputs
 from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
-from gradcheck.tf.site_lines import installed_package, op_layer_line
-
-_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
+from gradcheck.tf.site_lines import op_layer_line
+from gradcheck.user_code import installed_package, is_gradcheck_file, is_user_file
 
 
 @dataclass
@@ -67,9 +65,7 @@ def op_location(op: Any) -> Location | None:
     """The user's line that created a graph op: the innermost user frame called from
     gradcheck's own code (not the test or script that called gradcheck)."""
     frames = list(op.traceback or ())
-    ours = [i for i, frame in enumerate(frames)
-            if not is_user_file(frame.filename)
-            and str(Path(frame.filename).resolve()).startswith(_PACKAGE_DIR)]
+    ours = [i for i, frame in enumerate(frames) if is_gradcheck_file(frame.filename)]
     inner = frames[ours[-1] + 1:] if ours else frames
     return innermost_user_frame(f for f in inner if "__autograph_generated" not in f.filename) \
         or op_layer_line(op.name)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from gradcheck.evidence.diagnosis import (
     CutFound,
     CutNotFound,
-    NoForwardMode,
     SiteCorrect,
     SiteMistake,
+    SiteNoForwardMode,
     SiteUnchecked,
 )
 from gradcheck.render.causes import fix, stated_cause, what
@@ -45,7 +45,7 @@ def _site_unchecked(evidence: SiteUnchecked, result: CheckResult) -> str:
 
 
 @sentence.register
-def _no_forward_mode(evidence: NoForwardMode, result: CheckResult) -> str:
+def _no_forward_mode(evidence: SiteNoForwardMode, result: CheckResult) -> str:
     return (f"{evidence.site}: forward mode (ForwardAccumulator) gives no JVP through it for"
             f" {result.input}: its forward and its grad_fn both leave TensorFlow (NumPy,"
             " tf.numpy_function, .numpy()), and forward mode differentiates through one of"

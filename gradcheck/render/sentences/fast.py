@@ -8,9 +8,9 @@ import numpy as np
 
 from gradcheck.evidence.fast import (
     BlockFailed,
-    GradientRaised,
     ProbeFailed,
     ProjectedCut,
+    ProjectedGradientRaised,
     ProjectedGradShape,
     ProjectedUnconnected,
     Projections,
@@ -117,5 +117,5 @@ def _grad_shape(evidence: ProjectedGradShape, result: CheckResult) -> str:
 
 
 @sentence.register
-def _raised(evidence: GradientRaised, result: CheckResult) -> str:
+def _raised(evidence: ProjectedGradientRaised, result: CheckResult) -> str:
     return f"computing the gradient raised {evidence.error}"
