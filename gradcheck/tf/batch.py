@@ -54,9 +54,11 @@ class BatchEvaluator:
         self.max_memory = max_memory
         slot = program.slots[slot_index]
         usable = program.evaluation.vectorise and not slot.is_variable
-        self.vectorised: Any = self._vectorised_function() if usable else None
-        # Few elements, few points: calling f on each is cheaper than tracing vectorized_map.
+        # Few elements, few points: calling f on each is cheaper than tracing vectorized_map
+        # (or making its tf.function, a tenth of a millisecond).
         self.few_elements = int(np.prod(slot.shape, dtype=np.int64)) <= EAGER_ELEMENTS
+        self.vectorised: Any = (self._vectorised_function() if usable and not self.few_elements
+                                else None)
         self.concrete: Any = None
         self.strategy = "vectorised" if usable and not self.few_elements else "loop"
         self.fallback_reason: PointByPoint | None = None if usable else PointByPoint(

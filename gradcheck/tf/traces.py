@@ -362,7 +362,11 @@ def call_traced(program: Program, parts: Hashable, body: Callable[..., Any],
     """body(program, *tensors) inside tf.function(**options), traced once for every call
     whose program has the same key and the same `parts` (what else body depends on);
     raises what tracing, compiling or running raises (and nothing failed is kept)."""
-    key = program_key(program)
+    return _call_traced(program_key(program), program, parts, body, tensors, **options)
+
+
+def _call_traced(key: Key | None, program: Program, parts: Hashable, body: Callable[..., Any],
+                 tensors: list[Any], **options: Any) -> Any:
     if key is None:
         return Traced(body, **options)(program, *tensors)
     key = key.extended(parts)
@@ -387,8 +391,10 @@ def first_traced(program: Program, attempts: Sequence[tuple[Hashable, Callable[.
     failure: BaseException | None = None
     for index in range(start, len(attempts)):
         parts, body = attempts[index]
+        # f's key, taken afresh after a failed trace (tracing may have changed what f reads).
+        key = key if index == start else program_key(program)
         try:
-            result = call_traced(program, parts, body, tensors, **options)
+            result = _call_traced(key, program, parts, body, tensors, **options)
         except Exception as exc:
             failure = exc
             continue
