@@ -84,22 +84,25 @@ _OP_LAYER = re.compile(r"tf\.((?:\w+\.)*)(\w+?)(?:_\d+)?")
 
 def op_layer_line(op_name: str) -> Location | None:
     """Where the user wrote the TensorFlow call behind a TFOpLambda layer on `op_name`'s scope
-    (model/tf.math.acos/Acos): the one call of that function in the user's loaded source,
-    when there is exactly one."""
+    (model/tf.math.acos/Acos): the one call of that function in the user's loaded source (the
+    one in a function that builds a functional model, if several), else None."""
     for part in op_name.split("/")[:-1]:
         found = _OP_LAYER.fullmatch(part)
         if found and not found.group(1).startswith("__"):  # tf.__operators__: a + b
             calls = _calls_of(found.group(2))
-            return calls[0] if len(calls) == 1 else None
+            building = [location for location, builds in calls if builds]
+            candidates = building or [location for location, _ in calls]
+            return candidates[0] if len(candidates) == 1 else None
     return None
 
 
-def _calls_of(name: str) -> list[Location]:
+def _calls_of(name: str) -> list[tuple[Location, bool]]:
     """The lines of the user's loaded modules (and notebook cells) that call a function of
-    TensorFlow's named `name` (tf.math.acos(...), tf.acos(...))."""
-    return [format_location(filename, line)
+    TensorFlow's named `name` (tf.math.acos(...), tf.acos(...)), and whether the function
+    around each builds a functional model (calls Input or Model)."""
+    return [(format_location(filename, line), builds)
             for filename in _user_sources(len(sys.modules), len(linecache.cache))
-            for line, dotted in _calls_in(filename)
+            for line, dotted, builds in _calls_in(filename)
             if dotted.split(".")[-1] == name and dotted.startswith("tf.")]
 
 
@@ -112,15 +115,30 @@ def _user_sources(modules: int, cached_lines: int) -> tuple[str, ...]:
                         and is_user_file(f)))
 
 
+_MODEL_BUILDERS = frozenset({"Input", "Model"})
+
+
+def _called(node: ast.AST) -> str:
+    return ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+
+
 @functools.lru_cache(maxsize=256)
-def _calls_in_source(source: str) -> tuple[tuple[int, str], ...]:
+def _calls_in_source(source: str) -> tuple[tuple[int, str, bool], ...]:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return ()
-    return tuple((node.lineno, ast.unparse(node.func)) for node in ast.walk(tree)
-                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute))
+    found = {}
+    scopes = [tree, *(node for node in ast.walk(tree)
+                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for scope in scopes:  # outermost first: an inner function's calls are its own
+        calls = [node for node in ast.walk(scope) if isinstance(node, ast.Call)
+                 and isinstance(node.func, ast.Attribute)]
+        builds = any(_called(node).split(".")[-1] in _MODEL_BUILDERS
+                     for node in ast.walk(scope))
+        found.update({node.lineno: (node.lineno, _called(node), builds) for node in calls})
+    return tuple(found.values())
 
 
-def _calls_in(filename: str) -> tuple[tuple[int, str], ...]:
+def _calls_in(filename: str) -> tuple[tuple[int, str, bool], ...]:
     return _calls_in_source("".join(linecache.getlines(filename)))

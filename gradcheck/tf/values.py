@@ -214,8 +214,8 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
               for i in arguments]
     specs = [tf.TensorSpec(program.slots[i].shape, d) for i, d in zip(arguments, dtypes)]
     try:
-        concrete = tf.function(body, jit_compile=jit, autograph=False).get_concrete_function(
-            *specs)
+        concrete = tf.function(body, jit_compile=True, autograph=False).get_concrete_function(
+            *specs) if jit else tf.compat.v1.wrap_function(body, specs)
         with silenced_stderr_fd(), _unoptimized(tf):
             results = concrete(*[tf.constant(program.value_of(i), d)
                                  for i, d in zip(arguments, dtypes)]) if execute else []
