@@ -254,9 +254,9 @@ def replay(snapshot: str, trust: bool, model_spec: str | None, loss_spec: str | 
     try:
         from pathlib import Path
 
-        from gradcheck.load.snapshot import read_snapshot
         from gradcheck.processes import supervisor
-        from gradcheck.training_step import Replay, check_snapshot, step_options
+        from gradcheck.training.snapshot import read_snapshot
+        from gradcheck.training.step import Replay, check_snapshot, step_options
 
         manifest = read_snapshot(snapshot)  # missing, partial or altered: exit 2 at once
         guard_replay(Path(snapshot), output.file, model_spec, loss_spec, path)
@@ -277,8 +277,8 @@ def replay(snapshot: str, trust: bool, model_spec: str | None, loss_spec: str | 
         if output.file:
             write_file(output.file, text.encode())
         if write_reports:
-            from gradcheck.load.snapshot import HEALTH_FILE, load_arrays, write_report_files
-            from gradcheck.snapshot_writer import report_files
+            from gradcheck.training.snapshot import HEALTH_FILE, load_arrays, write_report_files
+            from gradcheck.training.snapshot_writer import report_files
 
             health = (load_arrays(Path(snapshot) / HEALTH_FILE)
                       if HEALTH_FILE in manifest.files else None)
