@@ -53,7 +53,7 @@ def run_seconds(config: Path, jobs: str) -> float:
 
 def bare_worker() -> None:
     """A worker process started and ready, as `gradcheck run` starts one, and nothing run in it."""
-    from gradcheck.workers import WorkerProcess, stop_workers
+    from gradcheck.processes.workers import WorkerProcess, stop_workers
 
     member = WorkerProcess()
     member.connection.recv()  # its first message: ready (or broken)

@@ -24,7 +24,7 @@ except (ImportError, AttributeError) as exc:  # a user's file shadowing what gra
 if TYPE_CHECKING:
     from gradcheck.api import assert_gradients, check
     from gradcheck.report import CheckResult, Report
-    from gradcheck.watch import Watch
+    from gradcheck.training.watch import Watch
 
 __all__ = ["CheckResult", "Report", "__version__", "Watch", "assert_gradients", "check"]
 
@@ -36,7 +36,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     if name == "Watch":
-        from gradcheck.watch import Watch
+        from gradcheck.training.watch import Watch
 
         return Watch
     if name in ("CheckResult", "Report"):

@@ -144,7 +144,7 @@ def _check_isolated(call: Call, options: CheckOptions, settings: RunSettings) ->
     """check() in a worker process; its errors are raised here, as check() would raise them."""
     import pickle
 
-    from gradcheck.isolation import Job, memory_cap, run_jobs
+    from gradcheck.processes.supervisor import Job, memory_cap, run_jobs
 
     f = call[0]
     try:

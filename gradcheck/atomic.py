@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from gradcheck.processes import umask
+from gradcheck.processes.trees import umask
 
 
 def replace_file(target: Path, data: bytes, mode: int | None = None) -> None:

@@ -17,8 +17,8 @@ class RunSettings:
     set by whoever runs the check, never by a check option.
 
     The callbacks belong to the process that made them: they are never pickled (a worker
-    reports through its own channel, gradcheck.worker), so a Job reaches a worker without
-    them."""
+    reports through its own channel, gradcheck.processes.worker), so a Job reaches a worker
+    without them."""
 
     # Keep every Jacobian block's arrays in Report.blocks (for pictures and --save).
     keep_blocks: bool = False

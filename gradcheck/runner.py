@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gradcheck.errors import ExitCode, Interrupted
-from gradcheck.isolation import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.load.config import CheckConfig
 from gradcheck.options import DEFAULT_MAX_MEMORY
+from gradcheck.processes.supervisor import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.report import CheckOutcome, RunResult
 from gradcheck.run_settings import RunSettings
 from gradcheck.spelling import format_size

@@ -46,9 +46,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def started_tensorflow() -> None:
     """A worker process with TensorFlow started, for the tests of time limits (which count
     TensorFlow's start-up when a check needs a new worker process)."""
-    from gradcheck.isolation import Job, run_jobs
     from gradcheck.options import CheckOptions
     from gradcheck.pipeline import TargetRequest, check_request
+    from gradcheck.processes.supervisor import Job, run_jobs
 
     target = fixture_target("two_in_two_out")
     run_jobs([Job(check_request, (TargetRequest(target),), CheckOptions(), "f", target)])

@@ -295,12 +295,12 @@ def test_a_columns_variable_that_is_not_a_number_is_ignored(
 
 def test_a_target_syntax_error_answers_without_starting_tensorflow(
         run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
-    from gradcheck import isolation
+    from gradcheck.processes import supervisor
 
     def never(*args: object) -> None:
         raise AssertionError("a worker was started")
 
-    monkeypatch.setattr(isolation, "prestart", never)
+    monkeypatch.setattr(supervisor, "prestart", never)
     for args, message in ((["check", ":"], f"TARGET ':' must be {FORMAT}"),
                           (["vjp", "ops.py:f", "--inputs", "nope"],
                            f"--inputs nope: TARGET 'nope' must be {FORMAT}")):

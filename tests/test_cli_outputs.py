@@ -154,12 +154,12 @@ def test_a_write_that_fails_half_way_leaves_the_old_file_and_no_temporary(
 def test_an_unwritable_output_is_an_error_before_the_check_runs(
         flag: str, path: str, why: str, victim: Path, run_cli: Callable[..., Result],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from gradcheck import isolation
+    from gradcheck.processes import supervisor
 
     def never(*args: object) -> None:
         raise AssertionError("a worker was started")
 
-    monkeypatch.setattr(isolation, "prestart", never)
+    monkeypatch.setattr(supervisor, "prestart", never)
     result = run_cli(["check", "victim.py:f", flag, path])
     assert result.exit_code == 2
     expected = f"Error: cannot write {path!r}: " + why.replace("{dir}", str(victim.resolve()))

@@ -15,12 +15,12 @@ import pytest
 from click.testing import Result
 
 import gradcheck
-from gradcheck import isolation
 from gradcheck.errors import ExitCode, FunctionError, InternalError, Phase
-from gradcheck.failures import unexpected_error
-from gradcheck.isolation import Events, Job, JobResult, run_jobs
 from gradcheck.options import CheckOptions, options_from
 from gradcheck.pipeline import TargetRequest, check_request
+from gradcheck.processes import supervisor
+from gradcheck.processes.failures import unexpected_error
+from gradcheck.processes.supervisor import Events, Job, JobResult, run_jobs
 from gradcheck.render.sentences.notes import RETRY_NOTE
 from gradcheck.report import Report
 from gradcheck.run_settings import RunSettings
@@ -147,7 +147,7 @@ def test_a_native_hang_is_killed_at_its_timeout_and_located(started_tensorflow: 
 
 
 def test_the_time_limit_counts_tensorflows_start_up() -> None:
-    isolation.stop_workers()  # the next worker needs a new fork server, which imports TensorFlow
+    supervisor.stop_workers()  # the next worker needs a new fork server, which imports TensorFlow
     [result] = run_jobs([job(f"{BAD}/hangs.py:f", timeout=0.5)])
     error = result.error
     assert isinstance(error, FunctionError) and error.exit_code == 3
@@ -327,7 +327,7 @@ def test_a_fork_server_killed_under_the_worker_is_one_clean_error_and_the_next_c
     import threading
     from multiprocessing import forkserver
 
-    from gradcheck import workers
+    from gradcheck.processes import workers
 
     if workers.context().get_start_method() != "forkserver":
         pytest.skip("no fork server on this platform")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gradcheck.processes import available_memory, resident_memory
+from gradcheck.processes.trees import available_memory, resident_memory
 
 LINUX_ONLY = pytest.mark.skipif(sys.platform != "linux", reason="compares with /proc")
 

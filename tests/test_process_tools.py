@@ -1,4 +1,4 @@
-"""gradcheck.processes on real processes, without TensorFlow: a tree ended at any depth (a
+"""gradcheck.processes.trees on real processes, without TensorFlow: a tree ended at any depth (a
 daemon in a session of its own included) before end_tree returns, and multiprocessing's fork
 server started under a TMPDIR too long for an AF_UNIX socket."""
 
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.processes import alive, end_tree
+from gradcheck.processes.trees import alive, end_tree
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="subreapers and /proc: Linux")
 REPO = Path(__file__).resolve().parent.parent
 
 TREE = textwrap.dedent("""
     import os, subprocess, sys, time
-    from gradcheck.processes import become_subreaper
+    from gradcheck.processes.trees import become_subreaper
     become_subreaper()
     child = subprocess.Popen(["sleep", "60"])
     daemon = subprocess.Popen([sys.executable, "-c", '''
@@ -54,14 +54,14 @@ def test_a_tree_ends_at_any_depth_before_end_tree_returns() -> None:
 
 FORK_SERVER = textwrap.dedent("""
     import multiprocessing, sys
-    from gradcheck import processes
+    from gradcheck.processes import trees
     if sys.argv[1] == "fixed":
-        processes.short_socket_folder()
+        trees.short_socket_folder()
     elif sys.argv[1] == "nowhere":
-        processes.SHORT_FOLDERS = ("/nonexistent/gradcheck",)
+        trees.SHORT_FOLDERS = ("/nonexistent/gradcheck",)
         try:
-            processes.short_socket_folder()
-        except processes.UsageError as exc:
+            trees.short_socket_folder()
+        except trees.UsageError as exc:
             print(exc)
             sys.exit(2)
     server = multiprocessing.get_context("forkserver").Process(target=print, args=("ran",))

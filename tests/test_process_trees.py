@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.processes import available_memory
+from gradcheck.processes.trees import available_memory
 from gradcheck.tf.multiworker import usable_cores, worker_limit
 from tests.conftest import FIXTURES
 

@@ -22,8 +22,8 @@ import pytest
 
 import gradcheck
 from gradcheck.errors import GradcheckError
-from gradcheck.load.snapshot import leftover_partials, write_report_files
-from gradcheck.training_step import Replay, check_snapshot, step_options
+from gradcheck.training.snapshot import leftover_partials, write_report_files
+from gradcheck.training.step import Replay, check_snapshot, step_options
 
 TRAINING = Path(__file__).resolve().parent.parent / "fixtures" / "training"
 sys.path.insert(0, str(TRAINING))
@@ -275,7 +275,7 @@ for i in range(2):
 
 
 def test_a_process_killed_during_the_diagnosis_leaves_its_snapshot_complete(tmp_path):
-    from gradcheck.load.snapshot import read_snapshot
+    from gradcheck.training.snapshot import read_snapshot
 
     script = tmp_path / "train.py"
     script.write_text(KILLED_IN_DIAGNOSIS)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.load.snapshot import flatten_batch, read_snapshot, unflatten_batch
+from gradcheck.training.snapshot import Trigger, flatten_batch, read_snapshot, unflatten_batch
 
 TRAINING = Path(__file__).resolve().parent.parent / "fixtures" / "training"
 sys.path.insert(0, str(TRAINING))
@@ -208,7 +208,7 @@ def test_a_snapshot_that_cannot_be_written_warns_and_leaves_nothing_partial(tmp_
     watch = gradcheck.Watch(tmp_path, diagnose=False, log=lines.append)
     watch.model = euclidean_loss.make_model()
     batch = (np.zeros((2, 3), object), None)  # an array snapshots cannot hold
-    watch._caught(gradcheck.watch.Trigger("non-finite-loss", "the loss is not finite"), 0, 0,
+    watch._caught(Trigger("non-finite-loss", "the loss is not finite"), 0, 0,
                   batch, None, "xy")
     assert watch.snapshots == [] and list(tmp_path.iterdir()) == []
     assert any("warning: could not write the snapshot" in line for line in lines)

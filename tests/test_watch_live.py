@@ -104,7 +104,7 @@ def _state(model: object) -> list[np.ndarray]:
     import keras
     import tensorflow as tf
 
-    from gradcheck.tf.step_state import model_variables
+    from gradcheck.training.step_state import model_variables
 
     optimizer = model.optimizer  # type: ignore[attr-defined]
     return ([v.numpy() for v in model_variables(model)]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.load.snapshot import read_snapshot
+from gradcheck.training.snapshot import read_snapshot
 
 REPORTS = Path(__file__).resolve().parent.parent / "fixtures" / "training" / "reports"
 sys.path.insert(0, str(REPORTS))

@@ -99,11 +99,11 @@ def _validated(command: str, target: str, options: CommandOptions
     """Every check of the command line that needs no TensorFlow, before a worker starts: the
     options, the TARGET's form, the output paths, shapes; the CheckOptions, and the run's
     settings (the blocks are kept when a picture, --save or the table shows them)."""
-    from gradcheck import isolation
     from gradcheck.load.inputs import check_shape_fits
     from gradcheck.load.saved import validate_target
     from gradcheck.load.target import split_spec
     from gradcheck.options import options_from
+    from gradcheck.processes import supervisor
     from gradcheck.run_settings import RunSettings
 
     validate_target(target)  # a usage error answers at once, without waiting for TensorFlow
@@ -123,7 +123,7 @@ def _validated(command: str, target: str, options: CommandOptions
                            or options.output.format.keeps_blocks(options.output.quiet))
     guard_single(target, options)
     for shape in options.shapes:
-        check_shape_fits(shape, isolation.memory_cap(check_options.max_memory))
+        check_shape_fits(shape, supervisor.memory_cap(check_options.max_memory))
     return check_options, settings
 
 
@@ -134,26 +134,26 @@ def _run_single(command: str, target: str, options: CommandOptions) -> None:
     try:
         check_options, settings = _validated(command, target, options)
         error_file = output.file
-        from gradcheck import isolation
+        from gradcheck.processes import supervisor
 
-        isolation.prestart(1)  # the worker imports TensorFlow while this process gets ready
+        supervisor.prestart(1)  # the worker imports TensorFlow while this process gets ready
         from gradcheck.pipeline import check_request
 
         if options.plot_dir:
             from gradcheck.render.artifacts import require_plotting
 
             require_plotting()
-        job = isolation.Job(check_request, (options.request(target),), check_options,
+        job = supervisor.Job(check_request, (options.request(target),), check_options,
                             name=target.rpartition(":")[2], target=target,
                             timeout=check_options.timeout,
-                            memory_limit=isolation.memory_cap(check_options.max_memory),
+                            memory_limit=supervisor.memory_cap(check_options.max_memory),
                             settings=settings)
         output_format.warm_up()
         with _progress_bar(output_format, output.no_color) as progress:
-            events = isolation.Events(
+            events = supervisor.Events(
                 progress=None if progress is None else lambda _, *done: progress(*done),
                 notice=lambda _, message: click.echo(f"Error: {message}", err=True))
-            result = isolation.run_jobs([job], events=events)[0]
+            result = supervisor.run_jobs([job], events=events)[0]
         if result.error is not None:
             raise result.error
         report = result.report
@@ -254,21 +254,21 @@ def replay(snapshot: str, trust: bool, model_spec: str | None, loss_spec: str | 
     try:
         from pathlib import Path
 
-        from gradcheck import isolation
-        from gradcheck.load.snapshot import read_snapshot
-        from gradcheck.training_step import Replay, check_snapshot, step_options
+        from gradcheck.processes import supervisor
+        from gradcheck.training.snapshot import read_snapshot
+        from gradcheck.training.step import Replay, check_snapshot, step_options
 
         manifest = read_snapshot(snapshot)  # missing, partial or altered: exit 2 at once
         guard_replay(Path(snapshot), output.file, model_spec, loss_spec, path)
         check_options = step_options(manifest.trigger.kind, mode, timeout)
-        isolation.prestart(1)
-        job = isolation.Job(check_snapshot,
+        supervisor.prestart(1)
+        job = supervisor.Job(check_snapshot,
                             (Replay(snapshot, path, trust, model_spec, loss_spec),),
                             check_options, name="training loss", target=snapshot,
                             timeout=timeout,
-                            memory_limit=isolation.memory_cap(check_options.max_memory))
+                            memory_limit=supervisor.memory_cap(check_options.max_memory))
         output_format.warm_up()
-        result = isolation.run_jobs([job])[0]
+        result = supervisor.run_jobs([job])[0]
         if result.error is not None:
             raise result.error
         report = result.report
@@ -277,8 +277,8 @@ def replay(snapshot: str, trust: bool, model_spec: str | None, loss_spec: str | 
         if output.file:
             write_file(output.file, text.encode())
         if write_reports:
-            from gradcheck.load.snapshot import HEALTH_FILE, load_arrays, write_report_files
-            from gradcheck.snapshot_writer import report_files
+            from gradcheck.training.snapshot import HEALTH_FILE, load_arrays, write_report_files
+            from gradcheck.training.snapshot_writer import report_files
 
             health = (load_arrays(Path(snapshot) / HEALTH_FILE)
                       if HEALTH_FILE in manifest.files else None)
@@ -305,7 +305,7 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
     """Run the checks configured in [tool.gradcheck], for CI (exit code: the worst check's)."""
     from gradcheck.load.config import load_config
     from gradcheck.load.timeout import validate_timeout
-    from gradcheck.processes import available_memory
+    from gradcheck.processes.trees import available_memory
     from gradcheck.runner import cap_workers, parse_jobs, run_all, usable_cores
 
     output = OutputOptions.from_click(output_flags)
@@ -323,9 +323,9 @@ def run(config_file: str | None, pattern: str | None, timeout: float | None, job
         workers, note = cap_workers(workers, len(selected), usable_cores(), available_memory())
         if note is not None and not output.quiet:
             click.echo(f"note: {note}", err=True)
-        from gradcheck import isolation
+        from gradcheck.processes import supervisor
 
-        isolation.prestart(workers)
+        supervisor.prestart(workers)
         output_format.warm_up()
         if plot_dir:
             from gradcheck.render.artifacts import require_plotting
@@ -389,13 +389,13 @@ def _run_progress(total: int, output: OutputOptions) -> Iterator[Any]:
 @click.option("-q", "--quiet", is_flag=True, help="Only the verdict line.")
 def demo(no_color: bool, verbose: bool, quiet: bool) -> None:
     """Run the bundled examples and show that each gets the verdict it should."""
-    from gradcheck import isolation
     from gradcheck.cli.demo_table import demo_jobs, demo_table
     from gradcheck.demo import common_error
+    from gradcheck.processes import supervisor
 
-    isolation.prestart(1)
+    supervisor.prestart(1)
     console = make_console(no_color)
-    results = isolation.run_jobs(demo_jobs(verbose))
+    results = supervisor.run_jobs(demo_jobs(verbose))
     stopped = common_error([result.error for result in results])
     if stopped is not None:
         sys.exit(report_error(stopped, OutputOptions(), None))

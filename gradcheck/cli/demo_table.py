@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gradcheck.protocol import Job
+from gradcheck.processes.protocol import Job
 
 
 def demo_jobs(verbose: bool) -> list[Job]:
     """One check of each bundled example, as its command would run it."""
-    from gradcheck import isolation
     from gradcheck.demo import DEMO_CASES, fixtures_dir, upstream_specs
     from gradcheck.options import DEFAULT_MAX_MEMORY, options_from
     from gradcheck.pipeline import TargetRequest, check_request
+    from gradcheck.processes import supervisor
 
     directory = fixtures_dir()
     return [Job(
@@ -22,7 +22,7 @@ def demo_jobs(verbose: bool) -> list[Job]:
                        upstream_specs=upstream_specs(case, directory)),),
         options_from(case.command, {}, explain=verbose and case.command == "vjp"),
         name=case.function, target=f"{case.file}:{case.function}",
-        memory_limit=isolation.memory_cap(DEFAULT_MAX_MEMORY)) for case in DEMO_CASES]
+        memory_limit=supervisor.memory_cap(DEFAULT_MAX_MEMORY)) for case in DEMO_CASES]
 
 
 def demo_table(results: Sequence[Any], console: Any, verbose: bool) -> tuple[Any, bool]:

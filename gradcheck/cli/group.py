@@ -87,7 +87,7 @@ class GradcheckGroup(click.Group):
                 import traceback
 
                 click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
-            from gradcheck.failures import shadowing_note
+            from gradcheck.processes.failures import shadowing_note
 
             message = (f"internal error: {type(exc).__name__}: {exc}{shadowing_note(exc)};"
                        " please report it")

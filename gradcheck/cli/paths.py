@@ -119,7 +119,7 @@ def guard_replay(snapshot: Path, output_file: str | None, model_spec: str | None
                  loss_spec: str | None, path: str) -> None:
     """-o never names a file of the snapshot (its reports included), nor --model's or
     --loss's source."""
-    from gradcheck.load.snapshot import DATA_FILES, MANIFEST, REPORT_JSON, REPORT_TEXT
+    from gradcheck.training.snapshot import DATA_FILES, MANIFEST, REPORT_JSON, REPORT_TEXT
 
     reads = [(str(snapshot / name), f"the snapshot's {name}")
              for name in (MANIFEST, *DATA_FILES, REPORT_JSON, REPORT_TEXT)]

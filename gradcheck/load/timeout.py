@@ -1,5 +1,6 @@
 """Time limits on checks: validating --timeout. The limit itself is enforced by the parent of
-the worker process that runs the check (gradcheck.isolation), which kills it at the deadline."""
+the worker process that runs the check (gradcheck.processes.supervisor), which kills it at the
+deadline."""
 
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""The only package that touches TensorFlow: runtime, the bound program, instrumentation."""
+"""The engine's TensorFlow (with training's gate, watched_fit, step_state and keras_snapshot,
+the only modules that import it): runtime, the bound program, instrumentation."""

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.errors import FunctionError, InputError
-from gradcheck.processes import available_memory, become_subreaper, end_tree
+from gradcheck.processes.trees import available_memory, become_subreaper, end_tree
 from gradcheck.spelling import format_size
 from gradcheck.tf.arrays import as_array
 from gradcheck.tf.runtime import configure, imported, tensorflow

@@ -93,8 +93,8 @@ def enable_eager_again() -> None:
 
 def imported() -> Any:
     """Import TensorFlow once, without its start-up log lines, and run nothing: a process that
-    has run no TensorFlow op can still be forked safely (the fork server of gradcheck.isolation
-    relies on it)."""
+    has run no TensorFlow op can still be forked safely (the fork server of
+    gradcheck.processes.supervisor relies on it)."""
     if "tensorflow" not in sys.modules:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         with silenced_stderr_fd():

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gradcheck.load.snapshot import Trigger
-from gradcheck.snapshot_writer import (
+from gradcheck.training.snapshot import Trigger
+from gradcheck.training.snapshot_writer import (
     Capture,
     SnapshotWriter,
     loss_record,
@@ -149,7 +149,7 @@ class Watch:
         self.params = params
 
     def set_model(self, model: Any) -> None:
-        from gradcheck.tf.keras_snapshot import keras_package
+        from gradcheck.training.keras_snapshot import keras_package
 
         package = keras_package(model)
         if package != self._keras:  # fit of the other Keras: its Callback, then
@@ -172,7 +172,7 @@ class Watch:
 
     def on_train_begin(self, logs: Any = None) -> None:
         from gradcheck.tf.variables import weight_path_in
-        from gradcheck.tf.watched_fit import WatchedFit, build_optimizer
+        from gradcheck.training.watched_fit import WatchedFit, build_optimizer
 
         self.stopped = False
         if self.model.optimizer is None:
@@ -230,7 +230,7 @@ class Watch:
 
     def _look(self, batch: int) -> None:
         """Read the gate: snapshot the step it stopped, or watch the loss scale."""
-        from gradcheck.tf.training import TRIGGER_KINDS, loss_scale
+        from gradcheck.training.gate import TRIGGER_KINDS, loss_scale
 
         fit = self._fit
         if self.stopped:
@@ -263,7 +263,7 @@ class Watch:
 
     def _tensorboard(self) -> Any:
         if self._board is None:
-            from gradcheck.tf.keras_snapshot import HealthBoard
+            from gradcheck.training.keras_snapshot import HealthBoard
 
             self._board = HealthBoard(str(self.tensorboard))
         return self._board
@@ -310,9 +310,9 @@ class Watch:
         is what `loss_fn(model, *batch)` (a module-level function) computes the loss from; it
         rebuilds the loss for the diagnosis. Returns False when training should stop (inside a
         tf.function, a boolean tensor: read `watch.stopped` after the call)."""
-        from gradcheck.tf.keras_snapshot import eager_health
-        from gradcheck.tf.training import TRIGGER_KINDS, applied, custom_loop_verdict, in_graph
         from gradcheck.tf.variables import weight_path_in
+        from gradcheck.training.gate import TRIGGER_KINDS, applied, custom_loop_verdict, in_graph
+        from gradcheck.training.keras_snapshot import eager_health
 
         self.model, self._optimizer = model, optimizer
         structure = "args" if loss_fn is not None else "xy"
@@ -352,8 +352,8 @@ class Watch:
         """watch.step traced in a tf.function: gated in-graph; the snapshot is written from a
         tf.py_function on the step that fires (not under XLA). Returns a boolean tensor; the
         loop reads watch.stopped."""
-        from gradcheck.tf.training import TRIGGER_KINDS, Gate, gated_graph_step, in_xla
         from gradcheck.tf.variables import weight_path_in
+        from gradcheck.training.gate import TRIGGER_KINDS, Gate, gated_graph_step, in_xla
 
         if in_xla():
             raise ValueError(
@@ -411,7 +411,7 @@ class Watch:
             self.last_report = report
             found = step_finding(report, error, trigger.kind)
             if path is not None:
-                from gradcheck.load.snapshot import write_report_files
+                from gradcheck.training.snapshot import write_report_files
 
                 try:
                     write_report_files(path, report_files(report, error, health))
@@ -445,7 +445,7 @@ class Watch:
                    health: dict[str, Any] | None) -> tuple[Any, str | None]:
         """The live step's report (or why there is none), the model left as it was."""
         from gradcheck.errors import GradcheckError
-        from gradcheck.training_step import check_step, step_options
+        from gradcheck.training.step import check_step, step_options
 
         started = time.monotonic()
         try:

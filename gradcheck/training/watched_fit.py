@@ -1,5 +1,5 @@
 """Keras fit watched: the model's train_step and compute_loss and its optimizer's
-apply_gradients wrapped on the instances for a run, with the Gate of gradcheck.tf.training
+apply_gradients wrapped on the instances for a run, with the Gate of gradcheck.training.gate
 around the update (across the replicas of a tf.distribute strategy too), and put back after."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.training import (
+from gradcheck.tf.variables import weight_path_in
+from gradcheck.training.gate import (
     Gate,
     applied,
     is_loss_scale_optimizer,
     losses_recorded,
     step_optimizers,
 )
-from gradcheck.tf.variables import weight_path_in
 
 
 @dataclass

@@ -19,8 +19,17 @@ import traceback
 from typing import Any
 
 from gradcheck.errors import Phase
-from gradcheck.processes import become_subreaper, end_tree
-from gradcheck.protocol import Began, Broken, Outcome, Progress, Ready, Reply, RunCheck, Where
+from gradcheck.processes.protocol import (
+    Began,
+    Broken,
+    Outcome,
+    Progress,
+    Ready,
+    Reply,
+    RunCheck,
+    Where,
+)
+from gradcheck.processes.trees import become_subreaper, end_tree
 
 # The worker's faulthandler dump, in its scratch folder.
 FAULT_FILE = "fault.txt"
@@ -117,7 +126,7 @@ def _session(stack: contextlib.ExitStack, session: str | None) -> contextlib.Exi
 def _run(job: Any, channel: Channel) -> Outcome:
     """The check's report or error; never raises."""
     from gradcheck.errors import GradcheckError
-    from gradcheck.failures import unexpected_error
+    from gradcheck.processes.failures import unexpected_error
 
     settings = job.settings.reporting_to(channel.phase, channel.progress)
     stop = threading.Event()
@@ -204,7 +213,7 @@ def _not_started(exc: BaseException) -> Any:
     """Why TensorFlow cannot start: a user's file shadowing a standard-library module, or
     TensorFlow not installed, is the user's to fix (a usage error), not a crash."""
     from gradcheck.errors import GradcheckError, UsageError
-    from gradcheck.failures import shadowing_note
+    from gradcheck.processes.failures import shadowing_note
 
     said = f"the worker process could not import TensorFlow and gradcheck's checks:" \
            f" {type(exc).__name__}: {exc}"
@@ -215,8 +224,8 @@ def _not_started(exc: BaseException) -> Any:
 
 
 def main(connection: Any, scratch: str, threads: int | None = None) -> None:
-    """Entry point of a worker process (started by gradcheck.isolation); `scratch` is the
-    folder of its temporary files, which its parent removes; `threads` caps TensorFlow's thread
+    """Entry point of a worker process (started by gradcheck.processes.supervisor); `scratch` is
+    the folder of its temporary files, which its parent removes; `threads` caps TensorFlow's thread
     pools."""
     with contextlib.suppress(OSError):  # a session of its own: killed with what f starts
         os.setsid()

@@ -1,6 +1,7 @@
 """Importing this module imports TensorFlow and gradcheck's checks without running a TensorFlow
-op: the fork server that gradcheck.isolation forks its workers from imports it (multiprocessing's
-preloading takes module names), so each worker starts with TensorFlow already loaded."""
+op: the fork server that gradcheck.processes.supervisor forks its workers from imports it
+(multiprocessing's preloading takes module names), so each worker starts with TensorFlow already
+loaded."""
 
 import contextlib
 

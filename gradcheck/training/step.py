@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from gradcheck.run_settings import DEFAULT_RUN, RunSettings
 
 if TYPE_CHECKING:
-    from gradcheck.load.snapshot import Snapshot
     from gradcheck.options import CheckOptions
     from gradcheck.report import Report
+    from gradcheck.training.snapshot import Snapshot
 
 XY = ("x", "y", "sample_weight")
 # A weight this large was driven there by updates (initialisers give values near 1).
@@ -47,17 +47,17 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
     batch holding NaN or inf is an InputError that names it (the data is at fault)."""
     from gradcheck.errors import InputError
     from gradcheck.load.inputs import Arguments
-    from gradcheck.load.snapshot import non_finite_data
     from gradcheck.options import SWEPT_KINDS
     from gradcheck.pipeline import check_callable
-    from gradcheck.tf.keras_snapshot import (
+    from gradcheck.training.gate import train_step_loss
+    from gradcheck.training.keras_snapshot import (
         batch_arrays,
         compiled_loss,
         own_train_step,
         training_loss,
     )
-    from gradcheck.tf.step_state import preserved
-    from gradcheck.tf.training import train_step_loss
+    from gradcheck.training.snapshot import non_finite_data
+    from gradcheck.training.step_state import preserved
 
     bad_data = non_finite_data(batch_arrays(batch, structure)[1])
     if bad_data:
@@ -140,7 +140,7 @@ def _untrained(result: Any, model: Any, without_gradient: Sequence[str]) -> Any:
     from gradcheck.evidence.gradients import Independent, UntrainedWeight
     from gradcheck.evidence.location import Location
     from gradcheck.report import Kind, Status
-    from gradcheck.tf.keras_snapshot import read_outside_the_step
+    from gradcheck.training.keras_snapshot import read_outside_the_step
 
     if result.check != Kind.CONNECTED or result.input not in without_gradient or not isinstance(
             result.evidence, (Independent, UntrainedWeight, ProjectedUnconnected)):
@@ -156,7 +156,7 @@ def _untrained(result: Any, model: Any, without_gradient: Sequence[str]) -> Any:
 def _diverged(model: Any, optimizer: Any) -> Any:
     """The trainable weight of largest magnitude, when earlier updates made it huge."""
     from gradcheck.evidence.causes import DivergedWeight
-    from gradcheck.tf.keras_snapshot import largest_weight
+    from gradcheck.training.keras_snapshot import largest_weight
 
     found = largest_weight(model)
     if found is None or not found[1] >= DIVERGED:
@@ -204,7 +204,7 @@ def check_snapshot(replay: Replay, options: CheckOptions,
     else its model.keras in Keras' safe mode (with the user's classes and its Lambda layers only
     when trusted); the loss from the user's function, the compiled loss, or (when trusted) the
     function the snapshot names. No file of the snapshot names code that runs."""
-    from gradcheck.load.snapshot import (
+    from gradcheck.training.snapshot import (
         BATCH_FILE,
         HEALTH_FILE,
         load_arrays,
@@ -229,7 +229,7 @@ def check_snapshot(replay: Replay, options: CheckOptions,
 
 def _refusal(folder: Path, what: str) -> Exception:
     from gradcheck.errors import LoadError
-    from gradcheck.load.snapshot import REPORT_TEXT
+    from gradcheck.training.snapshot import REPORT_TEXT
 
     report = folder / REPORT_TEXT
     made = f"; the diagnosis made in training is in {report}" if report.is_file() else ""
@@ -278,14 +278,14 @@ def _where(module: str, qualname: str) -> str:
 def _model(snapshot: Snapshot, folder: Path, path: str, trust: bool, model_spec: str | None,
            batch: Sequence[Any]) -> Any:
     from gradcheck.errors import LoadError
-    from gradcheck.load.snapshot import MODEL_FILE, WEIGHTS_FILE, load_arrays
     from gradcheck.load.target import import_module, load_attribute
-    from gradcheck.tf.keras_snapshot import (
+    from gradcheck.training.keras_snapshot import (
         assign_weights,
         load_model,
         load_weights,
         rebind_lambdas,
     )
+    from gradcheck.training.snapshot import MODEL_FILE, WEIGHTS_FILE, load_arrays
 
     if model_spec is not None:
         model = load_attribute(model_spec, path)()

@@ -1,7 +1,8 @@
 """A training step watched from inside TensorFlow: the Gate that applies the update only on a
 finite loss and gradients (in-graph, so fit's tf.function, XLA and steps_per_execution keep
 running) and keeps the failing batch, a custom loop's step gated likewise, and the loss scale
-a LossScaleOptimizer holds. Keras fit's step is wrapped around the Gate in tf/watched_fit.py."""
+a LossScaleOptimizer holds. Keras fit's step is wrapped around the Gate in
+training/watched_fit.py."""
 
 from __future__ import annotations
 

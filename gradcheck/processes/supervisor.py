@@ -1,5 +1,5 @@
-"""Run checks in worker processes (gradcheck.workers), forked from a fork server that has
-imported TensorFlow once (the command line itself never imports it; "spawn" where there is no
+"""Run checks in worker processes (gradcheck.processes.workers), forked from a fork server that
+has imported TensorFlow once (the command line itself never imports it; "spawn" where there is no
 fork server). A worker that crashes, outlives its time limit or outgrows its memory cap is
 killed and reported with the phase it was in; after a native crash the check runs again,
 without vectorisation, in a new worker, so that a verdict is still given where TensorFlow
@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
-from gradcheck import failures, worker
 from gradcheck.errors import GradcheckError, InternalError, Interrupted, Phase, UsageError
 from gradcheck.evidence.notes import Retried
 from gradcheck.options import memory_cap
-from gradcheck.protocol import Began, Broken, Job, Outcome, Progress, Ready, Reply, Where
-from gradcheck.report import Report
-from gradcheck.workers import (
+from gradcheck.processes import failures, worker
+from gradcheck.processes.protocol import Began, Broken, Job, Outcome, Progress, Ready, Reply, Where
+from gradcheck.processes.workers import (
     FORK_SERVER_GONE,
     LOST_BY_FORK_SERVER,
     MAX_SPARES,
@@ -34,6 +33,7 @@ from gradcheck.workers import (
     stop_workers,
     threads_per_worker,
 )
+from gradcheck.report import Report
 
 # A worker that has not imported TensorFlow after this long is given up.
 STARTUP_LIMIT = 120.0

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gradcheck.load import snapshot as format_
-from gradcheck.load.snapshot import Snapshot, Trigger
+from gradcheck.training import snapshot as format_
+from gradcheck.training.snapshot import Snapshot, Trigger
 
 if TYPE_CHECKING:
     from gradcheck.report import Report
@@ -50,7 +50,7 @@ class SnapshotWriter:
 
     def write(self, model: Any, capture: Capture) -> Path:
         """Publish the snapshot of this capture; nothing is left behind when it fails."""
-        from gradcheck.tf.keras_snapshot import (
+        from gradcheck.training.keras_snapshot import (
             batch_arrays,
             keras_package,
             versions,
@@ -132,7 +132,7 @@ def _user_module(obj: Any) -> str | None:
 def _saved(model: Any, path: Path) -> str | None:
     """Save the model as .keras; why not, when it cannot be (a subclassed model without
     get_config, a tf.Module)."""
-    from gradcheck.tf.keras_snapshot import save_model
+    from gradcheck.training.keras_snapshot import save_model
 
     try:
         save_model(model, path)

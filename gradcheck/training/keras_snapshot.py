@@ -36,7 +36,7 @@ def save_model(model: Any, path: Path) -> None:
 def weight_arrays(model: Any) -> dict[str, np.ndarray]:
     """Every variable's value by path (readable without Keras), in the model's order: a Keras
     model's weights, a tf.Module's variables."""
-    from gradcheck.tf.step_state import model_variables
+    from gradcheck.training.step_state import model_variables
 
     arrays: dict[str, np.ndarray] = {}
     for variable in model_variables(model, metrics=False):
@@ -49,7 +49,7 @@ def weight_arrays(model: Any) -> dict[str, np.ndarray]:
 
 def largest_weight(model: Any) -> tuple[str, float] | None:
     """The trainable weight of largest |value| (non-finite values left out), and that value."""
-    from gradcheck.tf.step_state import model_variables
+    from gradcheck.training.step_state import model_variables
 
     tf = tensorflow()
     found: tuple[str, float] | None = None
@@ -93,7 +93,7 @@ def read_outside_the_step(model: Any, name: str) -> str | None:
 def assign_weights(model: Any, arrays: dict[str, np.ndarray]) -> None:
     """weight_arrays' values put into a model built again by the user's code: by path, else in
     order; a ValueError (what differs) when the model is not the one that trained."""
-    from gradcheck.tf.step_state import model_variables
+    from gradcheck.training.step_state import model_variables
 
     variables = model_variables(model, metrics=False)
     names = list(weight_arrays(model))
@@ -118,7 +118,7 @@ def load_weights(model: Any, path: Path) -> None:
 def batch_arrays(batch: Sequence[Any], structure: str) -> tuple[tuple[str, ...], dict[str, Any]]:
     """The batch's names (x, y, sample_weight for fit; arg0, arg1... for a loss_fn's) and its
     arrays by key (a dict of named inputs as x/name)."""
-    from gradcheck.load.snapshot import flatten_batch
+    from gradcheck.training.snapshot import flatten_batch
 
     names = ("x", "y", "sample_weight") if structure == "xy" else tuple(
         f"arg{i}" for i in range(len(batch)))

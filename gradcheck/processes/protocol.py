@@ -1,5 +1,6 @@
-"""The messages between the parent (gradcheck.isolation) and a worker process (gradcheck.worker):
-requests down, replies up, each a frozen dataclass, told apart by type."""
+"""The messages between the parent (gradcheck.processes.supervisor) and a worker process
+(gradcheck.processes.worker): requests down, replies up, each a frozen dataclass, told apart by
+type."""
 
 from __future__ import annotations
 

@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gradcheck import failures, worker
 from gradcheck.errors import GradcheckError, InternalError, Phase, UsageError
-from gradcheck.processes import end_tree, resident_memory, short_socket_folder, stat_fields
-from gradcheck.protocol import Job, RunCheck
+from gradcheck.processes import failures, worker
+from gradcheck.processes.protocol import Job, RunCheck
+from gradcheck.processes.trees import end_tree, resident_memory, short_socket_folder, stat_fields
 
 # Idle workers kept for later checks of this process (tests, the Python API).
 MAX_SPARES = 4
@@ -36,7 +36,7 @@ def context() -> Any:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["gradcheck.preimported"])
+    context.set_forkserver_preload(["gradcheck.processes.preimported"])
     return context
 
 
