@@ -72,6 +72,16 @@ def test_a_non_finite_output_leaves_its_comparisons_without_a_verdict(function: 
     assert origin is not None and all(c.location == origin for c in compared)
 
 
+def test_a_gradient_that_overflows_at_a_product_is_told_apart_from_an_infinite_derivative(
+        ) -> None:
+    """Mul's local derivative is its other argument, finite: the backward pass's inf is the
+    gradient coming back times it, beyond float32's range, and the fix is to scale values."""
+    report = gradcheck.check(fixture_target("non_finite", "scaled_product"), dtype="float32")
+    result = _assert_found(report, "non_finite", "y", "infinite-derivative", "Mul", 92)
+    assert "overflows" in result.message and "its local derivative is finite" in result.message
+    assert "scale the values" in result.message
+
+
 def test_the_symptoms_are_located_at_the_op_too() -> None:
     report = gradcheck.check(fixture_target("non_finite", "transfer"))
     jacobian = _kind(report, "jacobian")[0]

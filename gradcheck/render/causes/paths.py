@@ -156,6 +156,16 @@ def _fed_fix(origin: NonFiniteOp) -> str | None:
     return None
 
 
+# Ops whose local derivatives are their other arguments (or constants): finite where they are,
+# so a non-finite gradient of theirs at finite arguments is an overflow of the product.
+_LINEAR = frozenset({"Mul", "MatMul", "BatchMatMulV2", "Conv2D", "AddV2", "Add", "Sub",
+                     "BiasAdd", "Neg", "Sum", "Mean"})
+
+
+def _overflows(origin: NonFiniteOp) -> bool:
+    return origin.backward and origin.op in _LINEAR and bool(origin.arguments)
+
+
 def _call(origin: NonFiniteOp) -> str:
     shown = ", ".join(f"{a:.4g}" for a in origin.arguments)
     return f"{origin.op}({shown})" if origin.arguments else origin.op
@@ -173,6 +183,11 @@ def _origin_words(origin: NonFiniteOp) -> str:
         return (f"the gradient of a Cast{at}: the gradient it passes back to a lower precision"
                 " (float16's largest value is 65504) is beyond that range, so it turns into"
                 f" {origin.produced}")
+    if _overflows(origin):
+        largest = max(abs(a) for a in origin.arguments)
+        return (f"the gradient of {origin.name}{at} overflows: at {_call(origin)} its local"
+                f" derivative is finite (up to {largest:.3g}), and the gradient coming back"
+                f" times it is beyond the float range and becomes {origin.produced}")
     if origin.backward:
         kernel = f" ({origin.kernel} in the backward pass)" if origin.kernel != origin.op else ""
         return (f"the gradient of {origin.name}{at}: its local derivative at"
@@ -218,6 +233,10 @@ def _fix(origin: NonFiniteOp) -> str:
         return ("keep the loss and its gradient within float16's range: no constant factor that"
                 " scales the loss up, the loss computed in float32 (the model's outputs cast to"
                 " float32 before it), and the loss scale left to the LossScaleOptimizer")
+    if _overflows(origin):
+        return ("scale the values that reach it (inputs normalised to a unit range, no large"
+                " constant factor in the loss) so that the gradient times them stays in range;"
+                " float64 has more headroom")
     if origin.untaken and origin.branch_library:
         called = f" (called at {origin.branch})" if origin.branch else ""
         return (f"the tf.where is inside {origin.branch_library}{called}, not in your code:"
