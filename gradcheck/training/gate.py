@@ -59,6 +59,9 @@ class Gate:
                                      name="gradcheck_steps")
         self._stash: list[Any] = []
         self._structure: Any = None
+        # The step's batch, when the branch that records a trigger also keeps it (no cond of
+        # its own on every step); None where that branch cannot (XLA, a strategy's replicas).
+        self.batch: Any = None
         self.norms: Any = None  # per-weight gradient norms of the last step (health=True)
         self.zeros: Any = None
 
@@ -113,6 +116,8 @@ class Gate:
             self.step.assign(tf.where(fires, self.steps, self.step))
             self.first_bad.assign(tf.where(fires, first_bad(), self.first_bad))
             self.halted.assign(tf.logical_or(self.halted, fires))
+            if self.batch is not None:
+                tf.cond(fires, lambda: self._store(self.batch), lambda: tf.constant(False))
             return tf.constant(True)
 
         def update() -> Any:
@@ -133,6 +138,8 @@ class Gate:
             self.code.assign(code)
             self.step.assign(self.steps)
             self.first_bad.assign(first_bad())
+            if self.batch is not None:
+                self._store(self.batch)
             return tf.constant(True)
 
         done = tf.cond(fires, record, lambda: tf.constant(False))
@@ -143,7 +150,8 @@ class Gate:
         code = int(as_array(self.code))
         return (code, int(as_array(self.step))) if code else None
 
-    def _stash_for(self, data: Any) -> None:
+    def stash_for(self, data: Any) -> None:
+        """The variables that keep a batch of this structure."""
         tf = tensorflow()
         if self._structure is None:
             self._structure = data
@@ -162,7 +170,7 @@ class Gate:
         """Store the step's batch when this step fired (outside an XLA cluster, whose
         variables' shapes cannot change)."""
         tf = tensorflow()
-        self._stash_for(data)
+        self.stash_for(data)
         tf.cond(fired, lambda: self._store(data), lambda: tf.constant(False))
 
     def kept_batch(self) -> Any:

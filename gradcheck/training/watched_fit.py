@@ -141,12 +141,22 @@ class WatchedFit:
         step = tf.function(inner, jit_compile=True) if self._jit else inner
 
         def watched_step(data: Any) -> Any:
-            logs, fired = step(data)
             replicas = _in_replica_of_a_strategy()
+            # Kept where the trigger is recorded, unless XLA (whose variables cannot change
+            # shape) or a replica (which holds only its share of the batch) runs that branch.
+            inside = not self._jit and not replicas
+            if inside:
+                gate.stash_for(data)
+            gate.batch = data if inside else None
+            try:
+                logs, fired = step(data)
+            finally:
+                gate.batch = None
             if replicas:  # the whole batch, not this replica's share
                 context = tf.distribute.get_replica_context()
                 data = tf.nest.map_structure(lambda t: context.all_gather(t, axis=0), data)
-            gate.keep_batch(fired, data)  # outside XLA, whose variables cannot change shape
+            if not inside:
+                gate.keep_batch(fired, data)
             if not replicas:  # counted once, across replicas, in _gated_across_replicas
                 with tf.control_dependencies([fired]):
                     gate.steps.assign_add(1)
