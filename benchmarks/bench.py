@@ -104,7 +104,7 @@ def _warm_up() -> None:
     import numpy as np
 
     import gradcheck
-    from gradcheck.tf.runtime import tensorflow
+    from gradcheck.engine.runtime import tensorflow
 
     tf = tensorflow()
     f, _, x = dense_layer.make(3, seed=7)
@@ -138,10 +138,10 @@ def floor_parts(f: Any, x: Any, every_check: bool = True) -> dict[str, float]:
     compiled, called) and one ForwardAccumulator JVP."""
     import numpy as np
 
+    from gradcheck.engine.batch import BatchEvaluator
+    from gradcheck.engine.program import Evaluation, Program, Slot
+    from gradcheck.engine.runtime import tensorflow
     from gradcheck.numerics import differences
-    from gradcheck.tf.batch import BatchEvaluator
-    from gradcheck.tf.program import Evaluation, Program, Slot
-    from gradcheck.tf.runtime import tensorflow
 
     tf = tensorflow()
     xt = tf.constant(x)
@@ -185,7 +185,7 @@ def worker_dense(n: int, run_compute_gradient: bool) -> dict[str, Any]:
     import dense_layer
     import numpy as np
 
-    from gradcheck.tf.runtime import tensorflow
+    from gradcheck.engine.runtime import tensorflow
 
     tf = tensorflow()
     _warm_up()
@@ -221,7 +221,7 @@ def worker_seed() -> dict[str, Any]:
     import seed_question_fixed
 
     import gradcheck
-    from gradcheck.tf.runtime import tensorflow
+    from gradcheck.engine.runtime import tensorflow
 
     tf = tensorflow()
     _warm_up()
@@ -237,7 +237,7 @@ def worker_one_evaluation(name: str) -> dict[str, Any]:
     import numpy as np
     import targets
 
-    from gradcheck.tf.runtime import tensorflow
+    from gradcheck.engine.runtime import tensorflow
 
     tf = tensorflow()
     f = getattr(targets, name)

@@ -22,10 +22,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 from gradcheck.api import check_here  # noqa: E402
+from gradcheck.engine import batch  # noqa: E402
+from gradcheck.engine.runtime import tensorflow  # noqa: E402
 from gradcheck.options import options_from  # noqa: E402
 from gradcheck.report import Report  # noqa: E402
-from gradcheck.tf import batch  # noqa: E402
-from gradcheck.tf.runtime import tensorflow  # noqa: E402
 
 POINTS = {"count": 0}
 

@@ -44,7 +44,7 @@ def main() -> None:
     from many_targets import FUNCTIONS, POINT
 
     import gradcheck
-    from gradcheck.tf.runtime import tensorflow
+    from gradcheck.engine.runtime import tensorflow
 
     tf = tensorflow()
     _warm_up()
@@ -101,7 +101,7 @@ def the_floors() -> tuple[float, float]:
     from bench import _warm_up
     from many_targets import FUNCTIONS, POINT
 
-    from gradcheck.tf.runtime import tensorflow
+    from gradcheck.engine.runtime import tensorflow
 
     tf = tensorflow()
     _warm_up()

@@ -21,7 +21,7 @@ def _in_process() -> None:
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import gradcheck
-    from gradcheck.load.target import import_module
+    from gradcheck.targets.modules import import_module
 
     losses = import_module(str(FIXTURES / "distributed_loss.py"))
     setups = {"plain": {}, "accumulate=2": {"accumulate": 2},

@@ -17,20 +17,20 @@ from gradcheck.run_settings import DEFAULT_RUN, RunSettings
 if TYPE_CHECKING:
     from gradcheck.evidence.notes import Note
     from gradcheck.load.inputs import Arguments
-    from gradcheck.load.target import Target
     from gradcheck.options import CheckOptions
     from gradcheck.report import Report
+    from gradcheck.targets.modules import Target
 
 
 def preimport() -> None:
     """Import TensorFlow and the modules a check needs, running no TensorFlow op (so that the
     process may still be forked)."""
     import gradcheck.diagnosis.diagnose  # noqa: F401
+    import gradcheck.engine.instrument  # noqa: F401
     import gradcheck.load.inputs  # noqa: F401
-    import gradcheck.load.target  # noqa: F401
-    import gradcheck.tf.instrument  # noqa: F401
-    import gradcheck.tf.keras  # noqa: F401
-    from gradcheck.tf.runtime import imported
+    import gradcheck.targets.keras  # noqa: F401
+    import gradcheck.targets.modules  # noqa: F401
+    from gradcheck.engine.runtime import imported
 
     imported()
 
@@ -39,7 +39,7 @@ def preload(threads: int | None = None) -> None:
     """Import TensorFlow (with at most `threads` threads per pool) and what a check needs, so
     that a check's time is its own; TensorFlow starts (its first op) only once the user's module
     is imported, which may configure its devices (every tf.distribute example does)."""
-    from gradcheck.tf.runtime import configure
+    from gradcheck.engine.runtime import configure
 
     preimport()
     configure(threads)
@@ -67,7 +67,7 @@ def check_request(
 ) -> Report:
     """Load, bind inputs, check. Raises GradcheckError subclasses for exit codes 2 and 3."""
     from gradcheck.load.inputs import parse_upstreams, resolve_arguments
-    from gradcheck.load.target import load_attribute
+    from gradcheck.targets.modules import load_attribute
 
     upstream = parse_upstreams(request.upstream_specs)
     if options.strategy and options.strategy.startswith("mirrored"):  # before TensorFlow starts
@@ -96,13 +96,13 @@ def load_any(spec: str, path: str,
     """TARGET's callable: a function by `module:attr`, or a saved model (a SavedModel
     directory, DIR:ATTR, a .keras file) with the functions TensorFlow imported without their
     custom gradients."""
-    from gradcheck.load.saved import saved_target
-    from gradcheck.load.target import Target, load_target
+    from gradcheck.targets.modules import Target, load_target
+    from gradcheck.targets.saved_files import saved_target
 
     saved = saved_target(spec)
     if saved is None:
         return load_target(spec, path, import_context or contextlib.nullcontext), ()
-    from gradcheck.tf.saved import load_saved
+    from gradcheck.targets.saved_models import load_saved
 
     loaded = load_saved(saved)
     return Target(spec, loaded.function, None, saved.name,
@@ -170,12 +170,12 @@ def check_callable(function: Callable[..., Any], arguments: Callable[[], Argumen
     a factory of one, at the given arguments; every custom gradient it calls is observed
     (however it was defined or imported) unless `instrument` is False."""
     from gradcheck.diagnosis.diagnose import diagnose
+    from gradcheck.engine.instrument import observing_custom_gradients
+    from gradcheck.engine.runtime import eager_disabled
     from gradcheck.errors import FunctionError, LoadError
     from gradcheck.load.inputs import name_arguments
-    from gradcheck.load.target import graph_mode_error
-    from gradcheck.tf.instrument import observing_custom_gradients
-    from gradcheck.tf.keras import keras_target
-    from gradcheck.tf.runtime import eager_disabled
+    from gradcheck.targets.keras import keras_target
+    from gradcheck.targets.modules import graph_mode_error
 
     if eager_disabled():
         raise LoadError(graph_mode_error(function))

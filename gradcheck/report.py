@@ -67,7 +67,7 @@ class Relation(Spelled):
     CUT_PATH = "cut-path"
     # Non-finite values from an op (diagnosis/non_finite.py) explain the finding.
     NON_FINITE = "non-finite"
-    # TensorFlow's own gradient of an op is wrong at f's values (tf/wrong_gradients.py).
+    # TensorFlow's own gradient of an op is wrong at f's values (forensics/wrong_gradients.py).
     TENSORFLOW_GRADIENT = "tensorflow-gradient"
     # A Keras layer's call creates the variable anew on every call (checks/weights.py).
     CREATED_IN_CALL = "created-in-call"
@@ -88,7 +88,7 @@ class Attribution:
 class Mistake(Spelled):
     """What is wrong, as the JSON report spells it (Cause.mistake)."""
 
-    # A custom gradient's values (numerics/mistakes.py) or its call (tf/instrument.py).
+    # A custom gradient's values (numerics/mistakes.py) or its call (engine/instrument.py).
     WRONG_VALUES = "wrong-values"
     WRONG_SIGN = "wrong-sign"
     WRONG_SHAPE = "wrong-shape"
@@ -118,7 +118,7 @@ class Mistake(Spelled):
     VARIABLE_IN_GRAD_FN = "variable-in-grad-fn"
     VARIABLE_IN_FORWARD = "variable-in-forward"
     DTYPE_MIX = "dtype-mix"
-    # Cut gradient paths (tf/graph.py, tf/gaps.py).
+    # Cut gradient paths (forensics/graph.py, forensics/gaps.py).
     VARIABLE = "variable"
     NUMPY_METHOD = "numpy-method"
     NUMPY = "numpy"
@@ -136,7 +136,7 @@ class Mistake(Spelled):
     OVERWRITTEN = "overwritten"
     NO_FORWARD_RULE = "no-forward-rule"
     NO_SECOND_ORDER_GRADIENT = "no-second-order-gradient"
-    # TensorFlow's own gradient of an op, wrong at f's values (tf/wrong_gradients.py).
+    # TensorFlow's own gradient of an op, wrong at f's values (forensics/wrong_gradients.py).
     TENSORFLOW_GRADIENT = "tensorflow-gradient"
     # Non-finite values (diagnosis/non_finite.py).
     NON_FINITE = "non-finite"

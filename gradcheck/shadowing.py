@@ -11,7 +11,7 @@ import sys
 PACKAGES = ("tensorflow", "numpy", "keras")
 _STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 _INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
-# gradcheck's own tf/keras.py and render/html.py, in a source or editable install.
+# gradcheck's own targets/keras.py and render/html.py, in a source or editable install.
 _GRADCHECK = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 

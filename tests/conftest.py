@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck.cli import cli
-from gradcheck.load.target import import_module
 from gradcheck.render.json_format import check_dict
 from gradcheck.render.sentences.notes import note_text
+from gradcheck.targets.modules import import_module
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

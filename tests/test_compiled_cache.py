@@ -14,9 +14,9 @@ import pytest
 import tensorflow as tf
 
 import gradcheck
+from gradcheck.engine.program import Evaluation, Program, Slot
+from gradcheck.engine.traces import TRACES, Key, TraceCache, program_key
 from gradcheck.report import Report
-from gradcheck.tf.program import Evaluation, Program, Slot
-from gradcheck.tf.traces import TRACES, Key, TraceCache, program_key
 
 from .conftest import fixture_module, fixture_target, notes
 

@@ -38,7 +38,7 @@ def _check(name: str, *args: object, **options: object) -> Report:
 
 
 def test_tensorflows_convention_is_the_one_checked() -> None:
-    from gradcheck.tf.runtime import tensorflow
+    from gradcheck.engine.runtime import tensorflow
 
     tf = tensorflow()
     z = tf.constant(1 + 2j, tf.complex128)
@@ -64,7 +64,7 @@ def test_correct_complex_gradients_pass(name: str, dtype: str) -> None:
 def test_a_complex_variable_argument_is_checked_as_its_value(name: str, ok: bool) -> None:
     """TF #41557's asker passed a complex tf.Variable: it is checked like a complex tensor
     of the same value, and a grad_fn that conjugates wrongly still fails."""
-    from gradcheck.tf.runtime import tensorflow
+    from gradcheck.engine.runtime import tensorflow
 
     tf = tensorflow()
     report = _check(name, tf.Variable(tf.constant(POINT[0], tf.complex128)))

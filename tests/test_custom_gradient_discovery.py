@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 import gradcheck
+from gradcheck.engine.instrument import observing_custom_gradients
 from gradcheck.report import CheckResult, Report
-from gradcheck.tf.instrument import observing_custom_gradients
 
 from .conftest import FIXTURES, fixture_module, notes
 

@@ -9,11 +9,11 @@ import pytest
 
 import gradcheck
 from gradcheck.checks.mode import choose_mode, full_mode_bytes
+from gradcheck.engine.batch import point_bytes
 from gradcheck.errors import UsageError
 from gradcheck.evidence.fast import BlockFailed
 from gradcheck.options import CheckOptions
 from gradcheck.render.sentences.notes import note_text
-from gradcheck.tf.batch import point_bytes
 from tests.conftest import details, fixture_module, fixture_target, notes
 
 
@@ -96,8 +96,8 @@ def test_auto_mode_chooses_by_memory_budget() -> None:
     program_like = gradcheck.check(module.f, *module.f_inputs, kinds=frozenset({"fast"}),
                                    mode="auto")
     assert not _by_kind(program_like, "fast")  # 300 inputs fit in 1GiB: full mode
+    from gradcheck.engine.binding import prepare
     from gradcheck.load.inputs import Arguments, name_arguments
-    from gradcheck.tf.binding import prepare
 
     named = name_arguments(module.f, Arguments(module.f_inputs, {}, "test"))
     program = prepare(module.f, named, "auto").program
@@ -128,8 +128,8 @@ def test_fast_mode_has_no_false_alarm_on_a_dense_correct_function(seed: int) -> 
 
 def test_auto_mode_also_weighs_the_time_of_full_mode() -> None:
     module = fixture_module("dense_layer")
+    from gradcheck.engine.binding import prepare
     from gradcheck.load.inputs import Arguments, name_arguments
-    from gradcheck.tf.binding import prepare
 
     big = np.zeros(10_000)
     named = name_arguments(module.f, Arguments((module.f_inputs[0],), {}, "test"))

@@ -185,7 +185,7 @@ def _user_code_raises() -> None:
 
 
 def _user_code_misuses_tensorflow() -> None:
-    from gradcheck.tf.runtime import tensorflow
+    from gradcheck.engine.runtime import tensorflow
 
     tensorflow().reshape(tensorflow().ones(3), (2,))
 
@@ -279,7 +279,7 @@ def test_the_users_own_crash_through_the_standard_library_or_exit_is_exit_3_with
 
 
 def test_a_file_shadowing_the_standard_library_is_named(tmp_path: Path) -> None:
-    from gradcheck.load.target import import_module
+    from gradcheck.targets.modules import import_module
 
     (tmp_path / "json.py").write_text("def dumps(value):\n    raise RuntimeError('mine')\n")
     module = import_module(str(tmp_path / "json.py"))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from gradcheck.evidence import Location
+from gradcheck.forensics.site_lines import return_location
 from gradcheck.numerics.mistakes import shape_mistake, value_mistake
 from gradcheck.render.annotations import render_github_annotations
 from gradcheck.render.causes import fix, what
 from gradcheck.report import CheckResult, Report
-from gradcheck.tf.site_lines import return_location
 
 J = np.array([[1.0, 2.0], [-3.0, 0.5]])
 

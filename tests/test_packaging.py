@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from gradcheck.demo import DEMO_CASES, finding, short_location
+from gradcheck.engine.runtime import TENSORFLOW_MISSING
 from gradcheck.evidence import Location
 from gradcheck.report import CheckResult, Report
-from gradcheck.tf.runtime import TENSORFLOW_MISSING
 
 ROOT = Path(__file__).resolve().parent.parent
 DEVELOPER_TOOLS = ("ruff", "mypy", "import-linter", "hatchling")

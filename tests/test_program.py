@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from gradcheck.checks.mode import Mode, choose_mode
+from gradcheck.engine.binding import Prepared, prepare
+from gradcheck.engine.program import Evaluation, Origin, SlotKind, flatten_outputs
+from gradcheck.engine.recording import record
+from gradcheck.engine.runtime import tensorflow
 from gradcheck.load.inputs import Arguments, name_arguments
-from gradcheck.load.named import OutputPath
 from gradcheck.options import CheckOptions
-from gradcheck.tf.binding import Prepared, prepare
-from gradcheck.tf.program import Evaluation, Origin, SlotKind, flatten_outputs
-from gradcheck.tf.recording import record
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.targets.named import OutputPath
 from tests.conftest import fixture_module, notes
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import gradcheck
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.engine.runtime import tensorflow
 
 tf = tensorflow()
 

@@ -9,13 +9,13 @@ import pytest
 import tensorflow as tf
 
 import gradcheck
+from gradcheck.engine import batch
+from gradcheck.engine.batch import BatchEvaluator
+from gradcheck.engine.binding import prepare
+from gradcheck.engine.program import Program
+from gradcheck.engine.recording import record
 from gradcheck.load.inputs import Arguments, name_arguments
 from gradcheck.numerics import differences, judging, tolerances
-from gradcheck.tf import batch
-from gradcheck.tf.batch import BatchEvaluator
-from gradcheck.tf.binding import prepare
-from gradcheck.tf.program import Program
-from gradcheck.tf.recording import record
 from tests.conftest import details, fixture_module, notes
 
 

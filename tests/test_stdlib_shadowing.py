@@ -69,8 +69,8 @@ def test_a_shadowing_file_first_on_the_path_is_exit_2_naming_it(name: str, what:
 
 def test_gradchecks_own_modules_named_like_others_shadow_nothing(tmp_path: Path) -> None:
     from gradcheck import shadowing
-    from gradcheck.tf import keras
+    from gradcheck.targets import keras
 
     user = tmp_path / "inspect.py"
-    assert shadowing.shadowed_name(keras.__file__) is None  # an editable install's tf/keras.py
+    assert shadowing.shadowed_name(keras.__file__) is None  # an editable install's targets/keras.py
     assert shadowing.shadowed_name(str(user)) == "inspect"

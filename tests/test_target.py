@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gradcheck.errors import LoadError
-from gradcheck.load.target import load_target, split_spec
+from gradcheck.targets.modules import load_target, split_spec
 
 from .conftest import FIXTURES
 

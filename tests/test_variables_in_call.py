@@ -90,7 +90,7 @@ def test_tf_keras_imported_after_the_first_question_is_still_a_library() -> None
     import subprocess
     import sys
 
-    script = ("import sys; from gradcheck.tf.site_lines import is_library\n"
+    script = ("import sys; from gradcheck.forensics.site_lines import is_library\n"
               "assert 'tf_keras' not in sys.modules\n"
               "assert not is_library('user.py')\n"
               "import tf_keras\n"

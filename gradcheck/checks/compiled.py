@@ -12,6 +12,7 @@ import numpy as np
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.checks.weights import variable_in_call_cause
+from gradcheck.engine.program import NotTraceable, first_line
 from gradcheck.evidence.causes import Compiled, NotCompiled
 from gradcheck.evidence.compiled import (
     CompiledDiffers,
@@ -28,15 +29,14 @@ from gradcheck.evidence.compiled import (
     XlaUnsupported,
 )
 from gradcheck.evidence.notes import CompiledInOwnDtype
+from gradcheck.forensics.culprits import failing_node_site
+from gradcheck.forensics.graph import graph_cuts
+from gradcheck.forensics.where_flips import xla_difference
 from gradcheck.load.locations import exception_location
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import Tolerance, machine_eps, tolerance_for
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.tf.compiled import CompiledVJP, compiled_vjp, eager_vjp
-from gradcheck.tf.culprits import failing_node_site
-from gradcheck.tf.graph import graph_cuts
-from gradcheck.tf.program import NotTraceable, first_line
-from gradcheck.tf.where_flips import xla_difference
 
 MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
 # Compiled kernels reassociate sums: allow this many epsilons of the VJP's scale on top of

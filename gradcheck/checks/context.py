@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.program import Evaluation, OutputLeaf, Program
+from gradcheck.engine.recording import Recording
 from gradcheck.evidence.notes import Note
 from gradcheck.numerics.tolerances import Tolerance, fd_tolerance
 from gradcheck.options import CheckOptions
 from gradcheck.report import Block, CheckResult, Kind, Status
 from gradcheck.run_settings import RunSettings
-from gradcheck.tf.program import Evaluation, OutputLeaf, Program
-from gradcheck.tf.recording import Recording
 
 # Blocks up to this many elements carry their matrices in the report details.
 SHOWN_BLOCK_SIZE = 64

@@ -8,20 +8,20 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.program import OutputLeaf, flatten_outputs, output_base
+from gradcheck.engine.recording import Recording
 from gradcheck.evidence.causes import OutputChanged
 from gradcheck.evidence.determinism import BackwardNondeterministic, ChangingState, Nondeterministic
-from gradcheck.numerics.tolerances import machine_eps
-from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
-from gradcheck.tf.culprits import (
+from gradcheck.forensics.culprits import (
     VARIABLE_WRITES,
     backward_nondeterministic_sites,
     is_random_op,
     recomputed_random_sites,
     stateful_sites,
 )
-from gradcheck.tf.keras import random_layers
-from gradcheck.tf.program import OutputLeaf, flatten_outputs, output_base
-from gradcheck.tf.recording import Recording
+from gradcheck.numerics.tolerances import machine_eps
+from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
+from gradcheck.targets.keras import random_layers
 
 
 def _output_change(then: OutputLeaf, now: OutputLeaf) -> OutputChanged | None:

@@ -12,6 +12,7 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext
 from gradcheck.checks.full import SourceAnalysis
+from gradcheck.engine.recording import GradientOutcome
 from gradcheck.evidence.explain import (
     Coincidence,
     Explanation,
@@ -27,7 +28,6 @@ from gradcheck.evidence.vjp import VjpSymmetric
 from gradcheck.numerics import judging
 from gradcheck.numerics.symmetric import symmetrise
 from gradcheck.report import CheckResult, Kind, Status
-from gradcheck.tf.recording import GradientOutcome
 
 # Tensors up to this many elements are shown in full; larger ones by shape and a summary.
 SHOWN_SIZE = 64

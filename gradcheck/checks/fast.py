@@ -13,6 +13,7 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.mode import full_mode_bytes
+from gradcheck.engine.program import flatten_outputs
 from gradcheck.evidence.fast import (
     BlockFailed,
     ProbeFailed,
@@ -26,7 +27,6 @@ from gradcheck.evidence.notes import FastModeUsed, ModeReason
 from gradcheck.numerics import projections, tolerances
 from gradcheck.numerics.projections import PROJECTION_SAFETY, Allowance, Projection
 from gradcheck.report import Kind, Status
-from gradcheck.tf.program import flatten_outputs
 
 __all__ = ["PROJECTION_SAFETY", "run_fast"]
 

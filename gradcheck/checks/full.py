@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradcheck.checks.context import CheckContext
+from gradcheck.engine.batch import BatchEvaluator
+from gradcheck.engine.program import Slot
 from gradcheck.evidence.notes import Note
 from gradcheck.numerics import differences, float32, symmetric
 from gradcheck.numerics.differences import FiniteDifference
-from gradcheck.tf.batch import BatchEvaluator
-from gradcheck.tf.program import Slot
 
 
 @dataclass

@@ -8,11 +8,11 @@ import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.second_order import Differentiated, argument_rows, differentiate_gradient
+from gradcheck.engine.program import function_name
 from gradcheck.errors import InputError
 from gradcheck.evidence.notes import HessianArgumentsOnly
 from gradcheck.evidence.second_order import NoArgument
 from gradcheck.report import Kind, Status
-from gradcheck.tf.program import function_name
 
 
 def require_scalar(ctx: CheckContext) -> None:

@@ -12,6 +12,7 @@ from gradcheck.checks.context import CheckContext, Findings, shown
 from gradcheck.checks.full import SourceAnalysis
 from gradcheck.checks.kinks import with_crossed_kinks
 from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
+from gradcheck.engine.program import OutputLeaf, Slot
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import Kinked
 from gradcheck.evidence.connected import Connected, GradShape
@@ -31,14 +32,13 @@ from gradcheck.evidence.jacobian import (
     JacobianSymmetric,
     TapeJacobianFailed,
 )
+from gradcheck.forensics.culprits import OpSite, crossed_kink_site, jump_site, kink_site
+from gradcheck.forensics.gradient_faults import tensorflow_gradient_fault
 from gradcheck.numerics import differences, float32, judging, symmetric
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
 from gradcheck.report import Block, Cause, CheckResult, Kind, Mistake, Status
-from gradcheck.tf.culprits import OpSite, crossed_kink_site, jump_site, kink_site
-from gradcheck.tf.gradient_faults import tensorflow_gradient_fault
-from gradcheck.tf.program import OutputLeaf, Slot
 
 # The op at a kink of one block element (its index, the output's rank), when it can be found.
 KinkSiteFinder = Callable[[tuple[int, ...], int], OpSite | None]

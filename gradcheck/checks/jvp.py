@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
+from gradcheck.engine.program import Slot, first_line
 from gradcheck.evidence.causes import NoForwardRule
 from gradcheck.evidence.jvp import (
     ComparedForwardGap,
@@ -21,11 +22,10 @@ from gradcheck.evidence.jvp import (
     NoReverseVJP,
     ReverseNotFinite,
 )
+from gradcheck.forensics.cut_ops import CutSite
+from gradcheck.forensics.gaps import forward_mode_gaps, forward_op_location, missing_gradient_of
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, Kind, Mistake, Status
-from gradcheck.tf.cut_ops import CutSite
-from gradcheck.tf.gaps import forward_mode_gaps, forward_op_location, missing_gradient_of
-from gradcheck.tf.program import Slot, first_line
 
 # Both sides are autodiff, with no finite differences: they may differ by rounding only,
 # allowed as this many machine epsilons of the sum of the terms' magnitudes.

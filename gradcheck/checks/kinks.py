@@ -8,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 
 from gradcheck.checks.context import CheckContext
+from gradcheck.engine.neighbourhood import gradients_along
 from gradcheck.numerics import differences, float32, judging
 from gradcheck.numerics.differences import FiniteDifference
-from gradcheck.tf.neighbourhood import gradients_along
 
 # Failing elements whose derivative is followed across the step, worst first: each costs one
 # backward pass per point the differences stepped to. More failures than this are not taken for

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradcheck.engine.batch import point_bytes
+from gradcheck.engine.program import Program
 from gradcheck.errors import UsageError
 from gradcheck.evidence.notes import ModeAsked, ModeReason, OverMemory, TooSlow, WithinBudgets
 from gradcheck.options import CheckOptions
 from gradcheck.spelling import Spelled, format_size
-from gradcheck.tf.batch import point_bytes
-from gradcheck.tf.program import Program
 
 
 def _size(shape: Sequence[int]) -> int:

@@ -25,6 +25,15 @@ from gradcheck.checks.strategy import check_strategy
 from gradcheck.checks.upstream import check_upstreams
 from gradcheck.checks.vjp import check_vjp
 from gradcheck.checks.weights import unbuilt_layer_results, variable_in_call_results
+from gradcheck.engine.binding import prepare
+from gradcheck.engine.program import (
+    Evaluation,
+    Origin,
+    Program,
+    flatten_outputs,
+    function_name,
+)
+from gradcheck.engine.recording import GradientOutcome, Recording, record
 from gradcheck.errors import InputError
 from gradcheck.evidence.notes import (
     ComputesInside,
@@ -33,8 +42,8 @@ from gradcheck.evidence.notes import (
     ReturnsLower,
     RoundsToFloat32,
 )
+from gradcheck.forensics.gaps import lowest_precision_inside
 from gradcheck.load.inputs import resolve_upstreams
-from gradcheck.load.named import NamedArgument
 from gradcheck.numerics.rounding import (
     PROBE_STEPS,
     ROUNDING_PROBE_SEED,
@@ -48,20 +57,11 @@ from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.options import SWEPT_KINDS, CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, TensorInfo
 from gradcheck.run_settings import RunSettings
-from gradcheck.tf.binding import prepare
-from gradcheck.tf.gaps import lowest_precision_inside
-from gradcheck.tf.program import (
-    Evaluation,
-    Origin,
-    Program,
-    flatten_outputs,
-    function_name,
-)
-from gradcheck.tf.recording import GradientOutcome, Recording, record
+from gradcheck.targets.named import NamedArgument
 
 
 def _tensor_infos(recording: Recording) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
-    # Plain strings, not gradcheck.tf's enums: a report is unpickled in the parent process.
+    # Plain strings, not the engine's enums: a report is unpickled in the parent process.
     inputs = tuple(TensorInfo(s.name, s.user_shape, s.user_dtype, s.differentiable,
                               s.kind.value)
                    for s in recording.program.slots)

@@ -17,6 +17,9 @@ from gradcheck.checks.full import analyse
 from gradcheck.checks.jacobian import check_block
 from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.verdicts import comparison_fields
+from gradcheck.engine.nested import record_gradient
+from gradcheck.engine.program import Slot
+from gradcheck.engine.recording import Recording
 from gradcheck.errors import FunctionError
 from gradcheck.evidence.causes import NoSecondOrderGradient, SecondOrder
 from gradcheck.evidence.gradients import GradientRaised
@@ -30,19 +33,16 @@ from gradcheck.evidence.second_order import (
     SecondOrderOf,
     Symmetric,
 )
-from gradcheck.numerics import judging
-from gradcheck.numerics.tolerances import Tolerance
-from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
-from gradcheck.spelling import format_index
-from gradcheck.tf.gaps import (
+from gradcheck.forensics.gaps import (
     MissingSecondOrder,
     forward_op_location,
     missing_gradient_of,
     second_order_gaps,
 )
-from gradcheck.tf.nested import record_gradient
-from gradcheck.tf.program import Slot
-from gradcheck.tf.recording import Recording
+from gradcheck.numerics import judging
+from gradcheck.numerics.tolerances import Tolerance
+from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
+from gradcheck.spelling import format_index
 
 _ASYMMETRIC = Cause(Mistake.ASYMMETRIC, facts=SecondOrder())
 # What the first-order machinery checks on g.

@@ -4,12 +4,12 @@ optimizer would apply against the single-device gradient of the whole batch."""
 from __future__ import annotations
 
 from gradcheck.checks.context import CheckContext
+from gradcheck.engine.program import Program
 from gradcheck.errors import InputError
 from gradcheck.evidence.strategy import ReplicaGradient
 from gradcheck.numerics.strategy import judge_replicas
 from gradcheck.report import CheckResult, Kind, Status
 from gradcheck.tf.multiworker import check_worker_count, loss_gradients, multiworker_sum
-from gradcheck.tf.program import Program
 from gradcheck.tf.strategy import (
     ReplicatedGradients,
     as_numpy,

@@ -10,11 +10,11 @@ import numpy as np
 from gradcheck.checks.context import CheckContext, Findings, shown
 from gradcheck.checks.full import SourceAnalysis
 from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
+from gradcheck.engine.recording import GradientOutcome
 from gradcheck.evidence.vjp import VjpMatch, VjpMismatch, VjpSkipped, VjpSymmetric
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY
 from gradcheck.report import Kind, Status
-from gradcheck.tf.recording import GradientOutcome
 
 
 def fd_vjp(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[np.ndarray, np.ndarray]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from gradcheck.engine.program import function_name
+from gradcheck.engine.recording import Recording
 from gradcheck.evidence.causes import CreatedInCall, UnusedLayer
 from gradcheck.evidence.gradients import UnbuiltLayer, VariableInCall
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
-from gradcheck.tf.program import function_name
-from gradcheck.tf.recording import Recording
 
 # The findings about a weight that a variable re-created on every call explains.
 EXPLAINED = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.JVP, Kind.FAST, Kind.CONNECTED,

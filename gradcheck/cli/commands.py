@@ -100,11 +100,11 @@ def _validated(command: str, target: str, options: CommandOptions
     options, the TARGET's form, the output paths, shapes; the CheckOptions, and the run's
     settings (the blocks are kept when a picture, --save or the table shows them)."""
     from gradcheck.load.inputs import check_shape_fits
-    from gradcheck.load.saved import validate_target
-    from gradcheck.load.target import split_spec
     from gradcheck.options import options_from
     from gradcheck.processes import supervisor
     from gradcheck.run_settings import RunSettings
+    from gradcheck.targets.modules import split_spec
+    from gradcheck.targets.saved_files import validate_target
 
     validate_target(target)  # a usage error answers at once, without waiting for TensorFlow
     if options.against:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gradcheck.engine.observer import Site
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import (
     Facts,
@@ -17,7 +18,6 @@ from gradcheck.evidence.causes import (
 from gradcheck.evidence.connected import GradShape
 from gradcheck.evidence.diagnosis import SiteCorrect, SiteMistake
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
-from gradcheck.tf.observer import Site
 
 
 @dataclass(frozen=True)

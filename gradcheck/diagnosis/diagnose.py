@@ -15,17 +15,17 @@ from gradcheck.diagnosis.graph_breaks import graph_break_results, integer_output
 from gradcheck.diagnosis.non_finite import non_finite_results
 from gradcheck.diagnosis.sites import record_eager_calls, site_results
 from gradcheck.diagnosis.tensorflow_gradients import tensorflow_gradient_causes
+from gradcheck.engine.observer import Observer, defines
 from gradcheck.errors import InputError
 from gradcheck.evidence.diagnosis import CutNotFound, SiteMistake
 from gradcheck.evidence.gradients import CutPath
 from gradcheck.evidence.jacobian import Disagreement
 from gradcheck.evidence.non_finite import NonFiniteSeen, NoVerdictAtNonFinite
 from gradcheck.evidence.precision import PrecisionLoss
-from gradcheck.load.named import NamedArgument
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, Status
 from gradcheck.run_settings import RunSettings
-from gradcheck.tf.observer import Observer, defines
+from gradcheck.targets.named import NamedArgument
 
 # The findings made of finite differences of f's values.
 BUILT_ON_VALUES = frozenset({Kind.CONNECTED, Kind.JACOBIAN, Kind.VJP, Kind.FAST})

@@ -1,18 +1,18 @@
 """Where the gradient path from an input is cut: a graph-break finding and its cause for each
-place tf/graph.py finds."""
+place forensics/graph.py finds."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from gradcheck.diagnosis.explained import attribute
+from gradcheck.engine.program import Program
 from gradcheck.evidence.causes import CutOp
 from gradcheck.evidence.diagnosis import CutFound, CutNotFound
 from gradcheck.evidence.gradients import NoGradient
+from gradcheck.forensics.cut_ops import CutSite
+from gradcheck.forensics.graph import locate_cuts
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
-from gradcheck.tf.cut_ops import CutSite
-from gradcheck.tf.graph import locate_cuts
-from gradcheck.tf.program import Program
 
 # Findings that a cut path explains when autodiff and finite differences disagree.
 CUT_SYMPTOMS = frozenset({Kind.CONNECTED, Kind.JACOBIAN, Kind.VJP, Kind.FAST})

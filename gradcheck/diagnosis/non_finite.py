@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from gradcheck.diagnosis.explained import attribute
+from gradcheck.engine.program import Program
 from gradcheck.evidence.causes import (
     FirstNonFinite,
     NonFiniteOp,
@@ -23,16 +24,15 @@ from gradcheck.evidence.non_finite import (
     NonFiniteUntraceable,
     NoVerdictAtNonFinite,
 )
-from gradcheck.options import CheckOptions
-from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
-from gradcheck.tf.non_finite import (
+from gradcheck.forensics.non_finite import (
     NonFiniteAnalysis,
     NonFiniteValue,
     Origin,
     analyse_non_finite,
     eager_non_finite,
 )
-from gradcheck.tf.program import Program
+from gradcheck.options import CheckOptions
+from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
 
 # The findings a non-finite value explains (their numbers are NaN against something).
 SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.COMPILED, Kind.JVP,

@@ -16,19 +16,25 @@ from gradcheck.diagnosis.custom_gradients import (
     variable_results,
     violation_results,
 )
+from gradcheck.engine.binding import prepare
+from gradcheck.engine.observer import Observer, Site, Slip, defines, installed, replaying
+from gradcheck.engine.sites import (
+    eager_call,
+    forward_jacobian,
+    lacks_forward_mode,
+    site_vjp,
+    traced,
+)
 from gradcheck.errors import GradcheckError
 from gradcheck.evidence.causes import UpstreamProbe
 from gradcheck.evidence.diagnosis import SiteNoForwardMode, SiteUnchecked
 from gradcheck.evidence.gradients import GradientRaised
 from gradcheck.load.inputs import Arguments, name_arguments
-from gradcheck.load.named import NamedArgument
 from gradcheck.numerics.mistakes import shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
 from gradcheck.run_settings import RunSettings
-from gradcheck.tf.binding import prepare
-from gradcheck.tf.observer import Observer, Site, Slip, defines, installed, replaying
-from gradcheck.tf.sites import eager_call, forward_jacobian, lacks_forward_mode, site_vjp, traced
+from gradcheck.targets.named import NamedArgument
 
 # VJP: a random upstream, so that a grad_fn ignoring its upstream fails even at a scalar output
 # (whose Jacobian is checked with the upstream 1 only).

@@ -1,5 +1,5 @@
 """Failing comparisons whose cause is TensorFlow's own gradient of an op, wrong at f's values
-(tf/wrong_gradients.py), eagerly or under XLA only: the op's line in the user's code, and the
+(forensics/wrong_gradients.py), eagerly or under XLA only: the op's line in the user's code, and the
 workaround."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gradcheck.diagnosis.explained import attribute
+from gradcheck.engine.program import Program
 from gradcheck.evidence.causes import TensorFlowGradientOp
 from gradcheck.evidence.compiled import CompiledDiffers, CompiledNotFinite
+from gradcheck.forensics.wrong_gradients import WrongTensorFlowGradient, wrong_tensorflow_gradients
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation
-from gradcheck.tf.program import Program
-from gradcheck.tf.wrong_gradients import WrongTensorFlowGradient, wrong_tensorflow_gradients
 
 SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.KINK, Kind.COMPILED, Kind.JVP,
                       Kind.GRAD_SHAPE})

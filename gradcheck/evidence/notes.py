@@ -69,7 +69,7 @@ class FastModeUsed(Note):
     reason: ModeReason
 
 
-# The dtype the check runs and is sized in (tf/binding.py, checks/run.py).
+# The dtype the check runs and is sized in (engine/binding.py, checks/run.py).
 @dataclasses.dataclass(frozen=True)
 class DtypeFallback(Note):
     """`function` (or, `gradients`, its gradients) failed in `tried` with `error`: checked in
@@ -122,7 +122,7 @@ class RoundsToFloat32(Note):
 # What is not checked, or checked in parts.
 @dataclasses.dataclass(frozen=True)
 class OutputNotChecked(Note):
-    """Output `output` has no gradient: `reason` (how tf/program.py says it)."""
+    """Output `output` has no gradient: `reason` (how engine/program.py says it)."""
 
     output: str
     reason: str
@@ -165,7 +165,7 @@ class HessianArgumentsOnly(Note):
     variables: tuple[str, ...]
 
 
-# Keras targets (tf/keras.py).
+# Keras targets (targets/keras.py).
 @dataclasses.dataclass(frozen=True)
 class FactoryPolicy(Note):
     """The factory `factory` built its model under a float64 dtype policy (`float64`), or
@@ -182,7 +182,8 @@ class CalledTraining(Note):
     layer: str
 
 
-# How the gradients were taken (tf/recording.py, tf/batch.py, checks/full.py, checks/jacobian.py).
+# How the gradients were taken (engine/recording.py, engine/batch.py, checks/full.py,
+# checks/jacobian.py).
 @dataclasses.dataclass(frozen=True)
 class PointByPoint(Note):
     """Finite differences for `input` evaluated f point by point: vectorised evaluation

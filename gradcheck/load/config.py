@@ -13,7 +13,6 @@ from gradcheck.errors import LoadError, UsageError
 from gradcheck.load.inputs import UPSTREAM_KEYWORDS, looks_like_file, split_keyword
 from gradcheck.load.locations import relative_path
 from gradcheck.load.paths import not_a_regular_file
-from gradcheck.load.target import split_spec
 from gradcheck.options import (
     OPTIONS,
     SPECS,
@@ -23,6 +22,7 @@ from gradcheck.options import (
     default,
     options_from,
 )
+from gradcheck.targets.modules import split_spec
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -16,10 +16,10 @@ import numpy as np
 
 from gradcheck.errors import InputError, LoadError
 from gradcheck.load.arrays import numeric, read_array_file
-from gradcheck.load.generic_wrappers import wrapped_forward
-from gradcheck.load.named import NamedArgument, OutputPath
 from gradcheck.options import memory_cap_rule
 from gradcheck.spelling import format_size
+from gradcheck.targets.generic_wrappers import wrapped_forward
+from gradcheck.targets.named import NamedArgument, OutputPath
 
 KEYWORD_SPEC = re.compile(r"^([A-Za-z_]\w*)=(.*)$", re.DOTALL)
 UPSTREAM_KEYWORDS = ("ones", "random")

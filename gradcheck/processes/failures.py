@@ -162,7 +162,7 @@ def unexpected_error(exc: BaseException, function: str) -> GradcheckError:
     not a library's decides whose it is: the user's code (exit 3), or gradcheck's (exit 4; a
     gradcheck bug must never look like the user's). Library frames are skipped because
     TensorFlow raises on behalf of whoever called it."""
-    from gradcheck.tf.program import first_line
+    from gradcheck.engine.program import first_line
 
     text = "".join(traceback.format_exception(exc))
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):

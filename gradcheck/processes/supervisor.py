@@ -39,7 +39,7 @@ from gradcheck.report import Report
 STARTUP_LIMIT = 120.0
 # How often a busy worker's memory is looked at.
 POLL_SECONDS = 0.25
-# The phase of tape.jacobian's vectorised path (pfor), as tf/recording.py announces it.
+# The phase of tape.jacobian's vectorised path (pfor), as engine/recording.py announces it.
 VECTORISED_JACOBIAN = "the vectorised tape.jacobian"
 
 

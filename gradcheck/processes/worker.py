@@ -115,8 +115,8 @@ def _session(stack: contextlib.ExitStack, session: str | None) -> contextlib.Exi
     stack.close()
     stack = contextlib.ExitStack()
     if session is not None:
-        from gradcheck.load.target import module_cache
-        from gradcheck.tf.instrument import observing_custom_gradients
+        from gradcheck.engine.instrument import observing_custom_gradients
+        from gradcheck.targets.modules import module_cache
 
         stack.enter_context(module_cache())
         stack.enter_context(observing_custom_gradients())
@@ -145,7 +145,7 @@ def _run(job: Any, channel: Channel) -> Outcome:
     finally:
         stop.set()
         if "tensorflow" in sys.modules:
-            from gradcheck.tf.runtime import enable_eager_again
+            from gradcheck.engine.runtime import enable_eager_again
 
             enable_eager_again()  # a TF1 module imported by this job must not stop the next
         for stream in (sys.stdout, sys.stderr):

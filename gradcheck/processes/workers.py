@@ -185,7 +185,7 @@ class WorkerProcess:
         left = None if job.timeout is None else job.timeout - (now - self.clock_from)
         sent = dataclasses.replace(  # pickled without its callbacks
             job, timeout=left, settings=dataclasses.replace(job.settings, scratch=self.scratch))
-        environ = {"TF_CPP_MIN_LOG_LEVEL": "3", **os.environ}  # as gradcheck.tf.runtime does
+        environ = {"TF_CPP_MIN_LOG_LEVEL": "3", **os.environ}  # as gradcheck.engine.runtime does
         self.connection.send(RunCheck(sent, os.getcwd(), environ))
         self.index, self.job, self.sent_at = index, job, now
         self.phase = Phase(f"the start of the check of {job.target}")

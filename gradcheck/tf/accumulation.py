@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gradcheck.tf.program import Program
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.engine.program import Program
+from gradcheck.engine.runtime import tensorflow
 from gradcheck.tf.strategy import as_numpy, batch_slots, weight_gradients
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.tf.arrays import as_array, dense_values
-from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.variables import weight_path
+from gradcheck.engine.arrays import as_array, dense_values
+from gradcheck.engine.runtime import tensorflow
+from gradcheck.engine.variables import weight_path
 
 
 @dataclass(frozen=True)

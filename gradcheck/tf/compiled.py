@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.tf.arrays import as_array
-from gradcheck.tf.program import Program, flatten_outputs
-from gradcheck.tf.runtime import functions_eager, silenced_stderr_fd, tensorflow
-from gradcheck.tf.traces import first_traced
+from gradcheck.engine.arrays import as_array
+from gradcheck.engine.program import Program, flatten_outputs
+from gradcheck.engine.runtime import functions_eager, silenced_stderr_fd, tensorflow
+from gradcheck.engine.traces import first_traced
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.arrays import as_array
+from gradcheck.engine.runtime import configure, imported, tensorflow
 from gradcheck.errors import FunctionError, InputError
 from gradcheck.processes.trees import available_memory, become_subreaper, end_tree
 from gradcheck.spelling import format_size
-from gradcheck.tf.arrays import as_array
-from gradcheck.tf.runtime import configure, imported, tensorflow
 
 JOB, RESULT, ERRORS = "job.pickle", "summed.npz", "worker-{}.stderr"
 # Resident memory of one worker process (TensorFlow, Keras, the strategy's gRPC server and

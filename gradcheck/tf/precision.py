@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.tf.arrays import as_array
-from gradcheck.tf.keras import compute_dtype, program_layers
-from gradcheck.tf.program import Program, flatten_outputs
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.engine.arrays import as_array
+from gradcheck.engine.program import Program, flatten_outputs
+from gradcheck.engine.runtime import tensorflow
+from gradcheck.targets.keras import compute_dtype, program_layers
 
 LOW_PRECISION = ("float16", "bfloat16")
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.arrays import as_array
+from gradcheck.engine.program import Program, flatten_outputs
+from gradcheck.engine.runtime import imported, tensorflow
 from gradcheck.errors import UsageError
-from gradcheck.tf.arrays import as_array
-from gradcheck.tf.program import Program, flatten_outputs
-from gradcheck.tf.runtime import imported, tensorflow
 
 
 def provide_replicas(replicas: int) -> list[str]:

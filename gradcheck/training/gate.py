@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.tf.arrays import as_array, dense_values
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.engine.arrays import as_array, dense_values
+from gradcheck.engine.runtime import tensorflow
 
 # What the gate records (its `code` variable).
 NONE, NON_FINITE_LOSS, NON_FINITE_GRADIENT, NO_GRADIENT = 0, 1, 2, 3

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.tf.arrays import as_array, dense_values
-from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.variables import weight_path, weight_path_in
+from gradcheck.engine.arrays import as_array, dense_values
+from gradcheck.engine.runtime import tensorflow
+from gradcheck.engine.variables import weight_path, weight_path_in
 
 
 def keras_package(model: Any) -> str:

@@ -113,7 +113,7 @@ def _bound(function: Callable[..., Any], fixed: Mapping[str, Any], model: Any
     """The step's loss, its weights named inside `model` (as replay's reloaded model names
     them), with a multi-input model's [left, right] batch bound as it is (passed as an
     argument, a list of equal arrays would be read as one array)."""
-    from gradcheck.tf.variables import STEP_MODEL
+    from gradcheck.engine.variables import STEP_MODEL
 
     def bound(*args: Any, **kwargs: Any) -> Any:
         return function(*args, **fixed, **kwargs)
@@ -238,7 +238,7 @@ def _refusal(folder: Path, what: str) -> Exception:
 
 def _loss(snapshot: Snapshot, folder: Path, path: str, trust: bool,
           loss_spec: str | None) -> Callable[..., Any] | None:
-    from gradcheck.load.target import load_attribute
+    from gradcheck.targets.modules import load_attribute
 
     if loss_spec is not None:
         function: Callable[..., Any] = load_attribute(loss_spec, path)
@@ -278,7 +278,7 @@ def _where(module: str, qualname: str) -> str:
 def _model(snapshot: Snapshot, folder: Path, path: str, trust: bool, model_spec: str | None,
            batch: Sequence[Any]) -> Any:
     from gradcheck.errors import LoadError
-    from gradcheck.load.target import import_module, load_attribute
+    from gradcheck.targets.modules import import_module, load_attribute
     from gradcheck.training.keras_snapshot import (
         assign_weights,
         load_model,
@@ -330,7 +330,7 @@ def _model(snapshot: Snapshot, folder: Path, path: str, trust: bool, model_spec:
 
 def _custom_objects(snapshot: Snapshot, folder: Path, path: str, trust: bool) -> dict[str, Any]:
     """The user's classes the model.keras names, imported only for a trusted snapshot."""
-    from gradcheck.load.target import load_attribute
+    from gradcheck.targets.modules import load_attribute
 
     if not snapshot.custom_objects:
         return {}

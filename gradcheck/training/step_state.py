@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.engine.runtime import tensorflow
 
 
 def model_variables(model: Any, metrics: bool = True) -> list[Any]:

@@ -171,7 +171,7 @@ class Watch:
         raise AttributeError(name)
 
     def on_train_begin(self, logs: Any = None) -> None:
-        from gradcheck.tf.variables import weight_path_in
+        from gradcheck.engine.variables import weight_path_in
         from gradcheck.training.watched_fit import WatchedFit, build_optimizer
 
         self.stopped = False
@@ -189,7 +189,7 @@ class Watch:
         self._names = tuple(weight_path_in(v, self.model) for v in self.model.trainable_weights)
 
     def on_train_end(self, logs: Any = None) -> None:
-        from gradcheck.tf.arrays import as_array
+        from gradcheck.engine.arrays import as_array
 
         if self._fit is not None:
             self._look(-1)
@@ -199,13 +199,13 @@ class Watch:
             self._fit = None
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-        from gradcheck.tf.arrays import as_array
+        from gradcheck.engine.arrays import as_array
 
         self._epoch = epoch
         self._epoch_start = int(as_array(self._fit.gate.steps)) if self._fit else self._steps
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        from gradcheck.tf.arrays import as_array
+        from gradcheck.engine.arrays import as_array
 
         fit = self._fit
         if fit is None:
@@ -271,7 +271,7 @@ class Watch:
     def _watch_loss_scale(self, scale: float, batch: int) -> None:
         """Count the steps a LossScaleOptimizer skips in a row; stuck when they are many, or
         when it skips at its floor (tf-keras' stops at 1: every step is then skipped)."""
-        from gradcheck.tf.arrays import as_array
+        from gradcheck.engine.arrays import as_array
 
         fit = self._fit
         recorded = fit.gate.last_recorded() if fit is not None else None
@@ -310,7 +310,7 @@ class Watch:
         is what `loss_fn(model, *batch)` (a module-level function) computes the loss from; it
         rebuilds the loss for the diagnosis. Returns False when training should stop (inside a
         tf.function, a boolean tensor: read `watch.stopped` after the call)."""
-        from gradcheck.tf.variables import weight_path_in
+        from gradcheck.engine.variables import weight_path_in
         from gradcheck.training.gate import TRIGGER_KINDS, applied, custom_loop_verdict, in_graph
         from gradcheck.training.keras_snapshot import eager_health
 
@@ -352,7 +352,7 @@ class Watch:
         """watch.step traced in a tf.function: gated in-graph; the snapshot is written from a
         tf.py_function on the step that fires (not under XLA). Returns a boolean tensor; the
         loop reads watch.stopped."""
-        from gradcheck.tf.variables import weight_path_in
+        from gradcheck.engine.variables import weight_path_in
         from gradcheck.training.gate import TRIGGER_KINDS, Gate, gated_graph_step, in_xla
 
         if in_xla():
@@ -462,7 +462,7 @@ class Watch:
 
     def _named(self, weights: Sequence[Any], index: int) -> tuple[str, ...]:
         """The weight a trigger names (by its path in the model), if it names one."""
-        from gradcheck.tf.variables import weight_path_in
+        from gradcheck.engine.variables import weight_path_in
 
         return (weight_path_in(weights[index], self.model),) if 0 <= index < len(weights) else ()
 

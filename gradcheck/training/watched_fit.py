@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.variables import weight_path_in
+from gradcheck.engine.runtime import tensorflow
+from gradcheck.engine.variables import weight_path_in
 from gradcheck.training.gate import (
     Gate,
     applied,

@@ -135,7 +135,7 @@ STABLE_FIXES = {
     ("Exp", "1+Exp"): "use tf.math.softplus(v), which is log(1 + exp(v)) without overflowing",
 }
 LABELS = frozenset({"y", "y_true", "labels", "label", "target", "targets"})
-# What feeds an op that is an op, not an argument of f (see gradcheck.tf.non_finite).
+# What feeds an op that is an op, not an argument of f (see gradcheck.forensics.non_finite).
 PATTERNS = frozenset({"", "Softmax", "Sigmoid", "1+Exp", "1-Sigmoid", "linear"})
 
 

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gradcheck.engine.program import Program, function_raised
 from gradcheck.evidence.notes import CalledTraining, FactoryPolicy, Note
-from gradcheck.tf.program import Program, function_raised
 
 
 def is_layer(obj: Any) -> bool:

@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.runtime import tensorflow, variable_scope_kept
 from gradcheck.errors import FunctionError, InputError, Phase
 from gradcheck.evidence import Location
 from gradcheck.evidence.notes import Note
 from gradcheck.load.locations import exception_location
-from gradcheck.load.named import OutputPath
 from gradcheck.spelling import Spelled
-from gradcheck.tf.runtime import tensorflow, variable_scope_kept
+from gradcheck.targets.named import OutputPath
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 # A complex tensor is checked as the real tensor of its (real, imaginary) parts, stacked on a

@@ -9,20 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.errors import InputError
-from gradcheck.evidence.causes import ContractSlip
-from gradcheck.evidence.notes import (
-    ComplexInput,
-    DtypeFallback,
-    NonFiniteInOwnDtype,
-    Note,
-    PassedThrough,
-)
-from gradcheck.load.named import NamedArgument
-from gradcheck.tf import instrument
-from gradcheck.tf.arrays import as_array
-from gradcheck.tf.keras import compute_dtype
-from gradcheck.tf.program import (
+from gradcheck.engine import instrument
+from gradcheck.engine.arrays import as_array
+from gradcheck.engine.program import (
     COMPLEX_PARTS,
     FLOAT_DTYPES,
     REAL_TO_COMPLEX,
@@ -36,7 +25,18 @@ from gradcheck.tf.program import (
     function_raised,
     no_float_input,
 )
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.engine.runtime import tensorflow
+from gradcheck.errors import InputError
+from gradcheck.evidence.causes import ContractSlip
+from gradcheck.evidence.notes import (
+    ComplexInput,
+    DtypeFallback,
+    NonFiniteInOwnDtype,
+    Note,
+    PassedThrough,
+)
+from gradcheck.targets.keras import compute_dtype
+from gradcheck.targets.named import NamedArgument
 
 
 def _dtype_name(value: Any) -> str | None:

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.load.named import OutputPath
-from gradcheck.tf.program import Program, flatten_outputs, function_name
-from gradcheck.tf.recording import Recording, record
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.engine.program import Program, flatten_outputs, function_name
+from gradcheck.engine.recording import Recording, record
+from gradcheck.engine.runtime import tensorflow
+from gradcheck.targets.named import OutputPath
 
 
 def _argument_values(program: Program, args: Sequence[Any], kwargs: dict[str, Any]

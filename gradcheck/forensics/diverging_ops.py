@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from gradcheck.evidence.compiled import OpDiverged
+from gradcheck.forensics.culprits import is_random_op
+from gradcheck.forensics.values import TracedValues, op_location
+from gradcheck.forensics.wrong_gradients import XLA_UNCONJUGATED_KERNELS
 from gradcheck.numerics.judging import differ_beyond, finite_scale
-from gradcheck.tf.culprits import is_random_op
-from gradcheck.tf.values import TracedValues, op_location
-from gradcheck.tf.wrong_gradients import XLA_UNCONJUGATED_KERNELS
 
 # Values this many epsilons of their tensor's scale apart are rounding (XLA reassociates).
 ROUNDING_EPSILONS = 64.0

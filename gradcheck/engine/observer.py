@@ -1,5 +1,5 @@
 """What each tf.custom_gradient was seen doing while a check ran (its calls, the grad_fn
-contract slips, the tf.Variables it creates), recorded by tf/instrument.py."""
+contract slips, the tf.Variables it creates), recorded by engine/instrument.py."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import ContractSlip
-from gradcheck.load.generic_wrappers import wrapped_forward, wrapper_variant
+from gradcheck.forensics.site_lines import source_location
 from gradcheck.spelling import Spelled
-from gradcheck.tf.site_lines import source_location
+from gradcheck.targets.generic_wrappers import wrapped_forward, wrapper_variant
 from gradcheck.user_code import is_installed, is_library
 
 

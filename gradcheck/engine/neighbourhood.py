@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from gradcheck.tf.program import Program, flatten_outputs
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.engine.program import Program, flatten_outputs
+from gradcheck.engine.runtime import tensorflow
 
 
 def gradients_along(program: Program, slot_index: int, output_index: int,

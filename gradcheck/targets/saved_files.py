@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from gradcheck.errors import LoadError
-from gradcheck.load.target import split_spec
+from gradcheck.targets.modules import split_spec
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 KERAS_SUFFIX = ".keras"

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.program import Program, Slot, flatten_outputs, function_name, function_raised
+from gradcheck.engine.runtime import tensorflow
 from gradcheck.errors import FunctionError, Phase
 from gradcheck.evidence.notes import PointByPoint
 from gradcheck.numerics import float32
 from gradcheck.numerics.differences import STEP_FACTORS, points_along
 from gradcheck.numerics.tolerances import machine_eps
-from gradcheck.tf.program import Program, Slot, flatten_outputs, function_name, function_raised
-from gradcheck.tf.runtime import tensorflow
 
 
 def _require_agreement(arrays: Sequence[np.ndarray], row: int,

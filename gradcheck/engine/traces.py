@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gradcheck.tf import instrument
-from gradcheck.tf.program import Program, Slot
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.engine import instrument
+from gradcheck.engine.program import Program, Slot
+from gradcheck.engine.runtime import tensorflow
 from gradcheck.user_code import is_installed, is_library
 
 T = TypeVar("T")

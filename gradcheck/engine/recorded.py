@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradcheck.tf.cut_ops import VALUE_INDEPENDENT_OPS, CutSite, op_cut
-from gradcheck.tf.program import Program, flatten_outputs
+from gradcheck.engine.program import Program, flatten_outputs
+from gradcheck.forensics.cut_ops import VALUE_INDEPENDENT_OPS, CutSite, op_cut
 from gradcheck.user_code import is_gradcheck_file, is_user_file
 
 
@@ -70,7 +70,7 @@ def _frames_inside_f() -> list[traceback.FrameSummary]:
 def _recording_ops(ops: list[RecordedOp], scopes: bool = False) -> Iterator[None]:
     from tensorflow.python.framework import op_callbacks
 
-    from gradcheck.tf.keras import layer_scope
+    from gradcheck.targets.keras import layer_scope
 
     def callback(op_type: Any, inputs: Any, attrs: Any, outputs: Any,
                  op_name: Any = None, graph: Any = None) -> None:

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.program import Program
+from gradcheck.engine.recorded import RecordedOp, ops_on_path
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import WrongGradientReason
-from gradcheck.tf.cut_ops import frames_location
-from gradcheck.tf.program import Program
-from gradcheck.tf.recorded import RecordedOp, ops_on_path
+from gradcheck.forensics.cut_ops import frames_location
 
 # TensorFlow's registered gradients of these ops are wrong for complex inputs, eagerly too
 # (they leave out a conjugate, or assume a real upstream; measured against finite differences

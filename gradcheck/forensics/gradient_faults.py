@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from gradcheck.engine.program import Program
 from gradcheck.evidence import Location
-from gradcheck.tf.program import Program
-from gradcheck.tf.values import op_location
+from gradcheck.forensics.values import op_location
 
 _TENSORFLOW_OPS = os.sep + os.path.join("tensorflow", "python", "ops") + os.sep
 
@@ -48,8 +48,8 @@ def tensorflow_gradient_fault(program: Program, error: BaseException
 
 
 def _first_located(program: Program, op_type: str) -> Location | None:
-    from gradcheck.tf.graph import traced_graph
-    from gradcheck.tf.recorded import record
+    from gradcheck.engine.recorded import record
+    from gradcheck.forensics.graph import traced_graph
 
     graph = traced_graph(program)
     recording = record(program) if graph is None else None  # f runs eagerly only

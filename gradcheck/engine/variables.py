@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from gradcheck.engine.program import FLOAT_DTYPES, Program, Slot, SlotKind
+from gradcheck.engine.runtime import tensorflow
 from gradcheck.errors import InputError
 from gradcheck.evidence.notes import LeftOut, NonTrainable, Note
-from gradcheck.tf.program import FLOAT_DTYPES, Program, Slot, SlotKind
-from gradcheck.tf.runtime import tensorflow
 
 WRT_GROUPS = ("all", "inputs", "variables")
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.neighbourhood import moved_program
+from gradcheck.engine.program import Program
+from gradcheck.engine.runtime import tensorflow
 from gradcheck.evidence import Location
-from gradcheck.tf.neighbourhood import moved_program
-from gradcheck.tf.program import Program
-from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.values import TracedValues, op_location, trace_values
+from gradcheck.forensics.values import TracedValues, op_location, trace_values
 
 VARIABLE_WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
                              "ResourceScatterAdd", "ResourceScatterUpdate"})

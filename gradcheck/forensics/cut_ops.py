@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gradcheck.engine.runtime import tensorflow
 from gradcheck.evidence import Location
 from gradcheck.load.locations import innermost_user_frame
-from gradcheck.tf.runtime import tensorflow
 
 VALUE_INDEPENDENT_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"})
 STOP_OPS = frozenset({"StopGradient", "PreventGradient"})

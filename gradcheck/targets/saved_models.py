@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gradcheck.engine.runtime import tensorflow
 from gradcheck.errors import LoadError
-from gradcheck.load.saved import SavedTarget
-from gradcheck.tf.runtime import tensorflow
+from gradcheck.targets.saved_files import SavedTarget
 
 # TensorFlow's warning when a SavedModel's function had custom gradients it could not save.
 _UNSAVED = re.compile(r"Importing a function \((\S+)\) with ops with (?:unsaved )?custom gradients")

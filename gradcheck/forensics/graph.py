@@ -10,7 +10,9 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gradcheck.tf.cut_ops import (
+from gradcheck.engine.program import Program, path_ends
+from gradcheck.engine.runtime import tensorflow
+from gradcheck.forensics.cut_ops import (
     STOP_OPS,
     VALUE_INDEPENDENT_OPS,
     VARIABLE_WRITE_OPS,
@@ -18,9 +20,7 @@ from gradcheck.tf.cut_ops import (
     frames_location,
     op_cut,
 )
-from gradcheck.tf.program import Program, path_ends
-from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.stop_gradients import harmless_stops
+from gradcheck.forensics.stop_gradients import harmless_stops
 
 
 def variable_creations(program: Program, slot_index: int) -> list[CutSite]:
@@ -218,7 +218,7 @@ def _untraced_cuts(program: Program, slot_index: int, stopped: CutSite | None,
     """When tf.function cannot trace f, the cuts in the ops f runs eagerly; what stopped the
     trace (.numpy(), float()) counts too, unless finite differences see no slope (then the
     ops are what gives none: a Python `if` on a value is no cut)."""
-    from gradcheck.tf.recorded import recorded_cuts
+    from gradcheck.engine.recorded import recorded_cuts
 
     recorded = recorded_cuts(program, slot_index, no_gradient, none)
     if no_gradient and recorded:

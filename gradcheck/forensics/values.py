@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.program import Program, flatten_outputs
+from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.evidence import Location
+from gradcheck.forensics.site_lines import op_layer_line
 from gradcheck.load.locations import innermost_user_frame
-from gradcheck.tf.program import Program, flatten_outputs
-from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
-from gradcheck.tf.site_lines import op_layer_line
 from gradcheck.user_code import installed_package, is_gradcheck_file, is_user_file
 
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine import recorded
+from gradcheck.engine.arrays import as_array
+from gradcheck.engine.program import Program, flatten_outputs
+from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.evidence import Location
+from gradcheck.forensics.values import TracedValues, library_of, op_location, trace_values
 from gradcheck.load.locations import innermost_user_frame
-from gradcheck.tf import recorded
-from gradcheck.tf.arrays import as_array
-from gradcheck.tf.program import Program, flatten_outputs
-from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
-from gradcheck.tf.values import TracedValues, library_of, op_location, trace_values
 
 SELECT_OPS = frozenset({"Select", "SelectV2"})
 # Ops that only pass values on: a NaN they output came in through an input.

@@ -6,18 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gradcheck.engine.program import Program, flatten_outputs
+from gradcheck.engine.runtime import tensorflow
+from gradcheck.engine.traces import remembered
 from gradcheck.evidence import Location
-from gradcheck.tf.cut_ops import CutSite, frames_location, has_gradient, op_cut
-from gradcheck.tf.graph import (
+from gradcheck.forensics.cut_ops import CutSite, frames_location, has_gradient, op_cut
+from gradcheck.forensics.graph import (
     _graph_of,
     _reachable_backward,
     _reachable_forward,
     _starts,
     _trace,
 )
-from gradcheck.tf.program import Program, flatten_outputs
-from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.traces import remembered
 
 LOW_PRECISION = ("bfloat16", "float16")
 # Ops that custom gradients and forward mode add around the user's: never a forward-mode gap.

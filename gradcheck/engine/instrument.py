@@ -16,11 +16,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gradcheck.evidence import Location
-from gradcheck.evidence.causes import ContractSlip
-from gradcheck.load.generic_wrappers import wrapped_gradients
-from gradcheck.load.locations import format_location
-from gradcheck.tf.observer import (
+from gradcheck.engine.observer import (
     ACTIVE,
     Observer,
     Site,
@@ -30,9 +26,13 @@ from gradcheck.tf.observer import (
     rollback,
     violations_since,
 )
-from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.site_lines import caller_location, return_location
-from gradcheck.tf.variables import VariableNames
+from gradcheck.engine.runtime import tensorflow
+from gradcheck.engine.variables import VariableNames
+from gradcheck.evidence import Location
+from gradcheck.evidence.causes import ContractSlip
+from gradcheck.forensics.site_lines import caller_location, return_location
+from gradcheck.load.locations import format_location
+from gradcheck.targets.generic_wrappers import wrapped_gradients
 
 MAX_CALLS_KEPT = 4
 
@@ -260,7 +260,7 @@ def observing() -> bool:
     return bool(ACTIVE) and ACTIVE[-1].enabled
 
 
-# The site model is tf/observer.py's; tf/binding.py and tf/sites.py use it through here.
+# The site model is engine/observer.py's; engine/binding.py and engine/sites.py use it through here.
 __all__ = ["Site", "Slip", "checkpoint", "observing", "observing_custom_gradients",
            "rollback",
            "violations_since"]

@@ -1,5 +1,5 @@
 """The names of f's arguments and of the leaves of its result, as the loaders make them
-and gradcheck.tf, the checks and the diagnosis use them."""
+and the engine, the checks and the diagnosis use them."""
 
 from __future__ import annotations
 

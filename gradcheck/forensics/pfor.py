@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gradcheck.engine.program import Program, first_line
+from gradcheck.engine.runtime import tensorflow
 from gradcheck.evidence import Location
 from gradcheck.evidence.notes import WhileLoopJacobian
-from gradcheck.tf.program import Program, first_line
-from gradcheck.tf.runtime import tensorflow
-from gradcheck.tf.values import op_location
+from gradcheck.forensics.values import op_location
 
 # How many graphs (f's and the functions it calls) are searched for a forward op's line.
 _MAX_GRAPHS = 64

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.arrays import as_array
+from gradcheck.engine.instrument import Site
+from gradcheck.engine.runtime import functions_eager, tensorflow
 from gradcheck.numerics import differences, tolerances
-from gradcheck.tf.arrays import as_array
-from gradcheck.tf.instrument import Site
-from gradcheck.tf.runtime import functions_eager, tensorflow
 
 # Above this many input elements, the forward's Jacobian is not computed element by element.
 FORWARD_JACOBIAN_SIZE = 256

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.program import Program
 from gradcheck.evidence.compiled import OpDiverged, WhereFlipped
-from gradcheck.tf.diverging_ops import first_diverged
-from gradcheck.tf.non_finite import SELECT_OPS
-from gradcheck.tf.program import Program
-from gradcheck.tf.values import TracedValues, library_of, op_location, trace_values
+from gradcheck.forensics.diverging_ops import first_diverged
+from gradcheck.forensics.non_finite import SELECT_OPS
+from gradcheck.forensics.values import TracedValues, library_of, op_location, trace_values
 
 # Comparisons whose operands are shown (the tie) next to the flipped condition.
 _COMPARISONS = frozenset({"Greater", "GreaterEqual", "Less", "LessEqual", "Equal", "NotEqual"})

@@ -10,15 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.errors import Phase
-from gradcheck.evidence import Location
-from gradcheck.evidence.notes import FreshTapes, JacobianByRows, Note, WhileLoopJacobian
-from gradcheck.load.inputs import ones_like
-from gradcheck.load.locations import exception_location, format_location
-from gradcheck.tf.batch import BATCH_OVERHEAD, point_bytes
-from gradcheck.tf.keras import LayerAtWork, layer_at_work, program_layers
-from gradcheck.tf.pfor import while_loop_note
-from gradcheck.tf.program import (
+from gradcheck.engine.batch import BATCH_OVERHEAD, point_bytes
+from gradcheck.engine.program import (
     OutputLeaf,
     Program,
     Slot,
@@ -30,14 +23,21 @@ from gradcheck.tf.program import (
     output_base,
     user_traceback,
 )
-from gradcheck.tf.runtime import silenced_stderr_fd, tensorflow
-from gradcheck.tf.site_lines import caller_location
-from gradcheck.tf.variables import (
+from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
+from gradcheck.engine.variables import (
     select_sources,
     unbuilt_layers,
     unread_weights,
     variable_slots,
 )
+from gradcheck.errors import Phase
+from gradcheck.evidence import Location
+from gradcheck.evidence.notes import FreshTapes, JacobianByRows, Note, WhileLoopJacobian
+from gradcheck.forensics.pfor import while_loop_note
+from gradcheck.forensics.site_lines import caller_location
+from gradcheck.load.inputs import ones_like
+from gradcheck.load.locations import exception_location, format_location
+from gradcheck.targets.keras import LayerAtWork, layer_at_work, program_layers
 
 
 @dataclass

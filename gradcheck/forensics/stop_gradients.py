@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.program import Program, path_ends
+from gradcheck.engine.runtime import tensorflow
+from gradcheck.forensics.cut_ops import STOP_OPS
 from gradcheck.numerics.tolerances import machine_eps
-from gradcheck.tf.cut_ops import STOP_OPS
-from gradcheck.tf.program import Program, path_ends
-from gradcheck.tf.runtime import tensorflow
 
 # A stop_gradient that keeps less than this many roundoffs of the gradient from the input
 # blocks nothing: the term it hides is zero by construction.
@@ -28,7 +28,7 @@ def harmless_stops(program: Program, slot_index: int) -> set[str]:
 
 
 def blocked_shares(program: Program, slot_index: int, seed: int = 0) -> dict[str, float] | None:
-    """Per stop_gradient op (by its name in f's trace, as tf/graph.py traces it): the norm of
+    """Per stop_gradient op (by its name in f's trace, as forensics/graph.py traces it): the norm of
     the gradient of uᵀy (u random) it keeps from the input, over the norm of the gradient f
     would have with none of them; None when that cannot be computed."""
     tf = tensorflow()
