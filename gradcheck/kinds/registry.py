@@ -10,10 +10,10 @@ from gradcheck.checks.compiled import check_compiled
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.hessian import check_hessian
 from gradcheck.checks.jvp import check_jvp
-from gradcheck.checks.precision import check_precision
 from gradcheck.checks.second_order import check_second_order
-from gradcheck.checks.strategy import check_strategy
 from gradcheck.kinds.accumulation.check import check_accumulation
+from gradcheck.kinds.precision.check import check_precision
+from gradcheck.kinds.strategy.check import check_strategy
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind
 
@@ -49,3 +49,9 @@ def run_registered(ctx: CheckContext) -> Findings:
         if ctx.wants(registered.kind) and registered.runs(ctx.options):
             found.extend(registered.check(ctx))
     return found
+
+
+# Kinds whose check needs more than f at its arguments, one line each: where they run.
+ELSEWHERE = {
+    Kind.AGAINST: "gradcheck.pipeline: f against another TARGET, loaded beside it",
+}
