@@ -71,8 +71,8 @@ def check_request(
 
     upstream = parse_upstreams(request.upstream_specs)
     if options.strategy and options.strategy.startswith("mirrored"):  # before TensorFlow starts
-        from gradcheck.checks.strategy import parse_strategy
-        from gradcheck.tf.strategy import provide_replicas
+        from gradcheck.kinds.strategy.check import parse_strategy
+        from gradcheck.kinds.strategy.tf import provide_replicas
 
         provide_replicas(parse_strategy(options.strategy))
 
@@ -132,7 +132,7 @@ def check_target(
     arguments = arguments_for(target)
     found = _vjp(target.function, arguments, options) if unsaved or options.against else None
     if found is not None and unsaved and found.missing_op is not None:
-        from gradcheck.checks.against import unsaved_gradients_result
+        from gradcheck.kinds.against.check import unsaved_gradients_result
 
         report = Report(spec, (), (), (unsaved_gradients_result(unsaved, found.missing_op),))
     else:
@@ -148,7 +148,7 @@ def compared_with(original: Target, function: Callable[..., Any], arguments: Arg
                   options: CheckOptions, unsaved: tuple[str, ...] = (), found: Any = None
                   ) -> Any:
     """The against check's result: FUNCTION's values and VJP against ORIGINAL's."""
-    from gradcheck.checks.against import against_result
+    from gradcheck.kinds.against.check import against_result
 
     found = found if found is not None else _vjp(function, arguments, options)
     return against_result(found, _vjp(original.function, arguments, options), original.spec,
@@ -156,8 +156,8 @@ def compared_with(original: Target, function: Callable[..., Any], arguments: Arg
 
 
 def _vjp(function: Callable[..., Any], arguments: Arguments, options: CheckOptions) -> Any:
+    from gradcheck.kinds.against.tf import vjp_at
     from gradcheck.load.inputs import name_arguments
-    from gradcheck.tf.against import vjp_at
 
     names = [a.name for a in name_arguments(function, arguments) if a.position is not None]
     return vjp_at(function, arguments.args, arguments.kwargs, names, options.seed)

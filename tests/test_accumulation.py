@@ -8,7 +8,7 @@ import pytest
 
 import gradcheck
 from gradcheck.errors import InputError
-from gradcheck.numerics.accumulation import judge_accumulation
+from gradcheck.kinds.accumulation.judging import judge_accumulation
 from gradcheck.options import OptionError
 
 from .conftest import fixture_module, fixture_target

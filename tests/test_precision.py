@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import gradcheck
-from gradcheck.numerics.precision import judge_precision
+from gradcheck.kinds.precision.judging import judge_precision
 
 from .conftest import fixture_module
 

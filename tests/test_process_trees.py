@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from gradcheck.kinds.strategy.multiworker import usable_cores, worker_limit
 from gradcheck.processes.trees import available_memory
-from gradcheck.tf.multiworker import usable_cores, worker_limit
 from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="processes read from /proc")

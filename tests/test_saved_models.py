@@ -14,7 +14,7 @@ import pytest
 
 import gradcheck
 from gradcheck.errors import LoadError
-from gradcheck.numerics.against import judge_against
+from gradcheck.kinds.against.judging import judge_against
 
 from .conftest import FIXTURES
 

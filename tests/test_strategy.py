@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from gradcheck.numerics.strategy import judge_replicas
+from gradcheck.kinds.strategy.judging import judge_replicas
 
 from .conftest import FIXTURES
 
@@ -67,7 +67,7 @@ def _multiworker_processes() -> list[str]:
                 text = cmdline.read().decode(errors="replace")
         except OSError:
             continue
-        if "gradcheck.tf.multiworker" in text:
+        if "gradcheck.kinds.strategy.multiworker" in text:
             found.append(entry)
     return found
 

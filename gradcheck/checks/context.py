@@ -3,6 +3,7 @@ reports."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +72,11 @@ class Findings:
     def add(self, check: Kind, status: Status, message: str = "", **fields: Any) -> None:
         self.results.append(CheckResult(check=check, status=status, message=message, **fields))
 
-    def extend(self, other: Findings) -> None:
+    def extend(self, other: Findings | Sequence[CheckResult]) -> None:
+        """Add what another check found (its Findings, or its results alone)."""
+        if not isinstance(other, Findings):
+            self.results += other
+            return
         self.results += other.results
         self.blocks += other.blocks
         self.notes += [note for note in other.notes if note not in self.notes]

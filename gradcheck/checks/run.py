@@ -8,20 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.checks.accumulation import check_accumulation
-from gradcheck.checks.compiled import check_compiled
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.determinism import backward_changed, changed_between_calls
 from gradcheck.checks.explain import explanation
 from gradcheck.checks.fast import run_fast
 from gradcheck.checks.full import SourceAnalysis, analyse
-from gradcheck.checks.hessian import check_hessian, require_scalar
+from gradcheck.checks.hessian import require_scalar
 from gradcheck.checks.jacobian import check_block
-from gradcheck.checks.jvp import check_jvp
 from gradcheck.checks.mode import Mode, choose_mode
-from gradcheck.checks.precision import check_precision
-from gradcheck.checks.second_order import check_second_order
-from gradcheck.checks.strategy import check_strategy
 from gradcheck.checks.upstream import check_upstreams
 from gradcheck.checks.vjp import check_vjp
 from gradcheck.checks.weights import unbuilt_layer_results, variable_in_call_results
@@ -43,6 +37,7 @@ from gradcheck.evidence.notes import (
     RoundsToFloat32,
 )
 from gradcheck.forensics.gaps import lowest_precision_inside
+from gradcheck.kinds.registry import run_registered
 from gradcheck.load.inputs import resolve_upstreams
 from gradcheck.numerics.rounding import (
     PROBE_STEPS,
@@ -281,20 +276,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
             else:
                 full, analyses = _full_mode(ctx)
                 found.extend(full)
-        if ctx.wants(Kind.JVP):
-            found.extend(check_jvp(ctx))
-        if ctx.wants(Kind.COMPILED) and options.compiled:
-            found.extend(check_compiled(ctx))
-        if options.order >= 2 and ctx.wants(Kind.SECOND_ORDER):
-            found.extend(check_second_order(ctx))
-        if ctx.wants(Kind.HESSIAN):
-            found.extend(check_hessian(ctx))
-        if ctx.wants(Kind.PRECISION):
-            found.results += check_precision(ctx)
-        if ctx.wants(Kind.STRATEGY):
-            found.results += check_strategy(ctx)
-        if ctx.wants(Kind.ACCUMULATION):
-            found.results += check_accumulation(ctx)
+        found.extend(run_registered(ctx))
     found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
     found.results = variable_in_call_results(recording, found.results)
     found.notes += [note for note in recording.workarounds if note not in found.notes]

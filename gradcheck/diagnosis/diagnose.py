@@ -21,7 +21,7 @@ from gradcheck.evidence.diagnosis import CutNotFound, SiteMistake
 from gradcheck.evidence.gradients import CutPath
 from gradcheck.evidence.jacobian import Disagreement
 from gradcheck.evidence.non_finite import NonFiniteSeen, NoVerdictAtNonFinite
-from gradcheck.evidence.precision import PrecisionLoss
+from gradcheck.kinds.precision.evidence import PrecisionLoss
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, Status
 from gradcheck.run_settings import RunSettings

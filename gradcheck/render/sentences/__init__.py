@@ -2,14 +2,13 @@
 
 `sentence` (the whole finding) and `clause` (its headline, by default the whole sentence) are
 dispatched on the evidence's type; each family of findings registers its sentences in a
-module of this package, imported below.
+module of this package, imported below, except a kind's findings (gradcheck.kinds), which say
+themselves (their `words` method).
 """
 
 from __future__ import annotations
 
 # Each family registers its sentences when imported (one line each, sorted).
-import gradcheck.render.sentences.accumulation  # noqa: E402,F401
-import gradcheck.render.sentences.against  # noqa: E402,F401
 import gradcheck.render.sentences.compiled  # noqa: E402,F401
 import gradcheck.render.sentences.connected  # noqa: E402,F401
 import gradcheck.render.sentences.determinism  # noqa: E402,F401
@@ -20,9 +19,7 @@ import gradcheck.render.sentences.health  # noqa: E402,F401
 import gradcheck.render.sentences.jacobian  # noqa: E402,F401
 import gradcheck.render.sentences.jvp  # noqa: E402,F401
 import gradcheck.render.sentences.non_finite  # noqa: E402,F401
-import gradcheck.render.sentences.precision  # noqa: E402,F401
 import gradcheck.render.sentences.second_order  # noqa: E402,F401
-import gradcheck.render.sentences.strategy  # noqa: E402,F401
 import gradcheck.render.sentences.vjp  # noqa: E402,F401
 from gradcheck.render.sentences.dispatch import (  # noqa: F401 - the package's interface
     attribution,

@@ -1,17 +1,29 @@
-"""The dispatchers of sentences (on the evidence's type) and the attribution clauses."""
+"""The dispatchers of sentences (a kind's evidence says itself; others by the evidence's type)
+and the attribution clauses."""
 
 from __future__ import annotations
 
 import functools
+from typing import Protocol, runtime_checkable
 
 from gradcheck.evidence import Evidence
 from gradcheck.render.causes import fix, what
 from gradcheck.report import Attribution, CheckResult, Relation
 
 
+@runtime_checkable
+class Worded(Protocol):
+    """Evidence that says itself: a kind's findings (gradcheck.kinds.<kind>.evidence)."""
+
+    def words(self, result: CheckResult) -> str: ...
+
+
 @functools.singledispatch
 def sentence(evidence: Evidence, result: CheckResult) -> str:
-    """What `evidence` shows, in full (no attribution)."""
+    """What `evidence` shows, in full (no attribution): its own words, or those registered
+    for its type."""
+    if isinstance(evidence, Worded):
+        return evidence.words(result)
     raise TypeError(f"no sentence is registered for {type(evidence).__name__}")
 
 

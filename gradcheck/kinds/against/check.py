@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gradcheck.evidence.against import AgainstOriginal, UnsavedGradients
-from gradcheck.numerics.against import judge_against
+from gradcheck.kinds.against.evidence import AgainstOriginal, UnsavedGradients
+from gradcheck.kinds.against.judging import judge_against
+from gradcheck.kinds.against.tf import VjpAt
 from gradcheck.report import CheckResult, Kind, Status
-from gradcheck.tf.against import VjpAt
 
 
 def unsaved_gradients_result(functions: Sequence[str], op: str) -> CheckResult:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gradcheck.numerics.strategy import TOLERANCE, stacked
+from gradcheck.kinds.strategy.judging import TOLERANCE, stacked
 
 
 def judge_accumulation(whole: Sequence[np.ndarray | None],

@@ -6,11 +6,10 @@ from __future__ import annotations
 from gradcheck.checks.context import CheckContext
 from gradcheck.engine.program import Program
 from gradcheck.errors import InputError
-from gradcheck.evidence.strategy import ReplicaGradient
-from gradcheck.numerics.strategy import judge_replicas
-from gradcheck.report import CheckResult, Kind, Status
-from gradcheck.tf.multiworker import check_worker_count, loss_gradients, multiworker_sum
-from gradcheck.tf.strategy import (
+from gradcheck.kinds.strategy.evidence import ReplicaGradient
+from gradcheck.kinds.strategy.judging import judge_replicas
+from gradcheck.kinds.strategy.multiworker import check_worker_count, loss_gradients, multiworker_sum
+from gradcheck.kinds.strategy.tf import (
     ReplicatedGradients,
     as_numpy,
     batch_slots,
@@ -18,6 +17,7 @@ from gradcheck.tf.strategy import (
     provide_replicas,
     replicated_gradients,
 )
+from gradcheck.report import CheckResult, Kind, Status
 
 
 def parse_strategy(spec: str) -> int:

@@ -8,16 +8,16 @@ from dataclasses import replace
 import numpy as np
 
 from gradcheck.checks.context import CheckContext
-from gradcheck.evidence.precision import FloatHead, NoFloat32Copy, PrecisionLoss, ValueLost
-from gradcheck.numerics.precision import faithful_copy, head_explains, judge_precision
-from gradcheck.report import CheckResult, Kind, Status
-from gradcheck.tf.precision import (
+from gradcheck.kinds.precision.evidence import FloatHead, NoFloat32Copy, PrecisionLoss, ValueLost
+from gradcheck.kinds.precision.judging import faithful_copy, head_explains, judge_precision
+from gradcheck.kinds.precision.tf import (
     PrecisionGradients,
     head_in_float32,
     low_precision,
     optimizer_loss_scale,
     precision_gradients,
 )
+from gradcheck.report import CheckResult, Kind, Status
 
 
 def check_precision(ctx: CheckContext) -> list[CheckResult]:

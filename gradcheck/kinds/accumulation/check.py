@@ -4,11 +4,11 @@ training loop or Keras' gradient_accumulation_steps applies it, against the whol
 from __future__ import annotations
 
 from gradcheck.checks.context import CheckContext
-from gradcheck.checks.strategy import has_batch_norm, split_batch
-from gradcheck.evidence.accumulation import AccumulatedGradient
-from gradcheck.numerics.accumulation import judge_accumulation
+from gradcheck.kinds.accumulation.evidence import AccumulatedGradient
+from gradcheck.kinds.accumulation.judging import judge_accumulation
+from gradcheck.kinds.accumulation.tf import micro_batch_gradients
+from gradcheck.kinds.strategy.check import has_batch_norm, split_batch
 from gradcheck.report import CheckResult, Kind, Status
-from gradcheck.tf.accumulation import micro_batch_gradients
 
 
 def check_accumulation(ctx: CheckContext) -> list[CheckResult]:

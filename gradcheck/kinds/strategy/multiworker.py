@@ -201,7 +201,7 @@ def multiworker_sum(function: Any, args: Sequence[Any], kwargs: dict[str, Any],
                          "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": json.dumps(
                              {"cluster": cluster, "task": {"type": "worker", "index": i}})}
                         for i in range(workers)]
-        command = [sys.executable, "-m", "gradcheck.tf.multiworker", folder]
+        command = [sys.executable, "-m", "gradcheck.kinds.strategy.multiworker", folder]
         with _started([command + [str(i)] for i in range(workers)], environments,
                       Path(folder)) as started:
             _wait(started, Path(folder), timeout)

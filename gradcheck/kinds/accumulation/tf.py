@@ -9,7 +9,7 @@ import numpy as np
 
 from gradcheck.engine.program import Program
 from gradcheck.engine.runtime import tensorflow
-from gradcheck.tf.strategy import as_numpy, batch_slots, weight_gradients
+from gradcheck.kinds.strategy.tf import as_numpy, batch_slots, weight_gradients
 
 
 def micro_batch_gradients(program: Program, diff_outputs: Sequence[int], parts: int
