@@ -27,7 +27,7 @@ from gradcheck.evidence.non_finite import (
 from gradcheck.forensics.non_finite import (
     NonFiniteAnalysis,
     NonFiniteValue,
-    Origin,
+    OriginOp,
     analyse_non_finite,
     eager_non_finite,
 )
@@ -43,12 +43,12 @@ MODES = {True: "tf.function(jit_compile=True)", False: "tf.function"}
 SECOND_ORDERS = frozenset({Kind.SECOND_ORDER, Kind.HESSIAN})
 
 
-def _op_name(origin: Origin) -> str:
+def _op_name(origin: OriginOp) -> str:
     inside = f" (inside {origin.scope})" if origin.scope else ""
     return f"{origin.op}{inside}"
 
 
-def _xla_branch(origin: Origin, jit: bool) -> bool:
+def _xla_branch(origin: OriginOp, jit: bool) -> bool:
     """A gradient NaN that XLA alone makes in the user's tf.where branch not taken: eager
     TensorFlow's gradient kernels (SqrtGrad, RsqrtGrad, ReciprocalGrad) give 0 for the zero
     upstream tf.where sends there, XLA's give 0 × inf (tensorflow/tensorflow#118674)."""
@@ -57,7 +57,7 @@ def _xla_branch(origin: Origin, jit: bool) -> bool:
             and branch.untaken and branch.library is None and branch.location is not None)
 
 
-def _facts(origin: Origin, jit: bool = False) -> NonFiniteOp:
+def _facts(origin: OriginOp, jit: bool = False) -> NonFiniteOp:
     branch = origin.branch
     return NonFiniteOp(origin.op, _op_name(origin), origin.kernel, origin.location, origin.backward,
                        origin.produced, origin.arguments,
@@ -68,7 +68,7 @@ def _facts(origin: Origin, jit: bool = False) -> NonFiniteOp:
                        fed_by=origin.fed_by)
 
 
-def _mistake(origin: Origin) -> Mistake:
+def _mistake(origin: OriginOp) -> Mistake:
     if origin.op == "Placeholder":
         return Mistake.NON_FINITE_INPUT
     if origin.branch is not None and origin.branch.untaken:

@@ -39,7 +39,7 @@ class Branch:
 
 
 @dataclass(frozen=True)
-class Origin:
+class OriginOp:
     """One op that made non-finite values out of finite ones."""
 
     op: str  # the forward op the user wrote: Sqrt, Log, RealDiv...
@@ -66,7 +66,7 @@ class NonFiniteValue:
     count: int
     size: int
     index: tuple[int, ...] | None
-    origins: tuple[Origin, ...]
+    origins: tuple[OriginOp, ...]
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ def _passed_on(tensor: Any) -> Any:
     return tensor
 
 
-def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) -> Origin:
+def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) -> OriginOp:
     forward = traced.forward_op(op)
     value = traced.value(op.outputs[0]) if op.outputs else None
     bad = value if value is not None else np.asarray(np.nan)
@@ -217,7 +217,7 @@ def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) 
     scope = named.name.rsplit("/", 1)[0] if "/" in named.name else ""
     if scope.startswith("gradient_tape"):
         scope = ""
-    return Origin(
+    return OriginOp(
         op=named.type, scope=scope, location=location, backward=traced.is_backward(op),
         produced=_describe(bad), kernel=op.type,
         arguments=_arguments(traced, forward, bad) if forward is not None else (),
@@ -253,7 +253,7 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
         return None
     assert array is not None
     tensor = next(t for op in traced.ops for t in op.outputs if t.name == tensor_name)
-    origins: dict[tuple[str, Location | None, bool], Origin] = {}
+    origins: dict[tuple[str, Location | None, bool], OriginOp] = {}
     for op in _origin_ops(traced, tensor):
         if op.type in _CONTROL_FLOW and traced.forward_op(op) is None:
             continue
@@ -293,18 +293,18 @@ def _float_array(tensor: Any) -> np.ndarray | None:
     return as_array(tensor)
 
 
-def _eager_origins(program: Program) -> tuple[Origin, ...]:
+def _eager_origins(program: Program) -> tuple[OriginOp, ...]:
     """The ops f runs eagerly that make non-finite values out of finite ones: inside a loop's
     body (a Keras RNN's cell), which its traced graph shows only as the loop's result."""
     recording = recorded.record(program, scopes=True)
-    origins: dict[tuple[str, Location | None], Origin] = {}
+    origins: dict[tuple[str, Location | None], OriginOp] = {}
     for op in recording.ops if recording is not None else ():
         made = [a for t in op.outputs if (a := _float_array(t)) is not None and _bad(a)]
         inputs = [a for t in op.inputs if (a := _float_array(t)) is not None]
         if not made or any(_bad(a) for a in inputs):
             continue
         location = innermost_user_frame(op.traceback)
-        origins.setdefault((op.type, location), Origin(
+        origins.setdefault((op.type, location), OriginOp(
             op=op.type, scope=op.scope, location=location, backward=False,
             produced=_describe(made[0]), arguments=_at_first_bad(inputs, made[0]), branch=None,
             kernel=op.type))
