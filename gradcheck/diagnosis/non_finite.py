@@ -17,7 +17,6 @@ from gradcheck.evidence.causes import (
     WrongGradientReason,
 )
 from gradcheck.evidence.compiled import CompiledNotFinite
-from gradcheck.evidence.jvp import ModeNotFinite
 from gradcheck.evidence.non_finite import (
     NonFiniteOrigin,
     NonFiniteSeen,
@@ -31,6 +30,7 @@ from gradcheck.forensics.non_finite import (
     analyse_non_finite,
     eager_non_finite,
 )
+from gradcheck.kinds.jvp.evidence import ModeNotFinite
 from gradcheck.options import CheckOptions
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status
 

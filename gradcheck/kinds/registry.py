@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from gradcheck.checks.compiled import check_compiled
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.hessian import check_hessian
-from gradcheck.checks.jvp import check_jvp
 from gradcheck.checks.second_order import check_second_order
 from gradcheck.kinds.accumulation.check import check_accumulation
+from gradcheck.kinds.jvp.check import check_jvp
 from gradcheck.kinds.precision.check import check_precision
 from gradcheck.kinds.strategy.check import check_strategy
 from gradcheck.options import CheckOptions

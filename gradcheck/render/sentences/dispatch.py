@@ -7,7 +7,7 @@ import functools
 from typing import Protocol, runtime_checkable
 
 from gradcheck.evidence import Evidence
-from gradcheck.render.causes import fix, what
+from gradcheck.render.causes import fix, stated_cause, what
 from gradcheck.report import Attribution, CheckResult, Relation
 
 
@@ -18,10 +18,23 @@ class Worded(Protocol):
     def words(self, result: CheckResult) -> str: ...
 
 
+@runtime_checkable
+class Told(Protocol):
+    """A kind's findings told by their cause (result.cause): they say themselves from its
+    words, which render.causes makes (a kind sits below render/ and cannot import it)."""
+
+    def told(self, result: CheckResult, what: str, fix: str | None) -> str: ...
+
+    def told_clause(self, result: CheckResult, what: str) -> str: ...
+
+
 @functools.singledispatch
 def sentence(evidence: Evidence, result: CheckResult) -> str:
     """What `evidence` shows, in full (no attribution): its own words, or those registered
     for its type."""
+    if isinstance(evidence, Told):
+        cause = stated_cause(result)
+        return evidence.told(result, what(cause), fix(cause))
     if isinstance(evidence, Worded):
         return evidence.words(result)
     raise TypeError(f"no sentence is registered for {type(evidence).__name__}")
@@ -30,6 +43,8 @@ def sentence(evidence: Evidence, result: CheckResult) -> str:
 @functools.singledispatch
 def clause(evidence: Evidence, result: CheckResult) -> str:
     """What `evidence` shows, as the one clause a table row shows."""
+    if isinstance(evidence, Told):
+        return evidence.told_clause(result, what(stated_cause(result)))
     return sentence(evidence, result)
 
 

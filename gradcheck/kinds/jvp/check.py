@@ -9,7 +9,9 @@ import numpy as np
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.engine.program import Slot, first_line
 from gradcheck.evidence.causes import NoForwardRule
-from gradcheck.evidence.jvp import (
+from gradcheck.forensics.cut_ops import CutSite
+from gradcheck.forensics.gaps import forward_mode_gaps, forward_op_location, missing_gradient_of
+from gradcheck.kinds.jvp.evidence import (
     ComparedForwardGap,
     ForwardGap,
     ForwardNotFinite,
@@ -22,8 +24,6 @@ from gradcheck.evidence.jvp import (
     NoReverseVJP,
     ReverseNotFinite,
 )
-from gradcheck.forensics.cut_ops import CutSite
-from gradcheck.forensics.gaps import forward_mode_gaps, forward_op_location, missing_gradient_of
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, Kind, Mistake, Status
 
