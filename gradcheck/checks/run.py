@@ -208,8 +208,8 @@ def _context(recording: Recording, options: CheckOptions, settings: RunSettings
         [(recording.outputs[k].path, recording.outputs[k].shape) for k in diff_outputs],
         options.seed, [recording.outputs[k].complex_dtype is not None for k in diff_outputs])
     # Locating a NaN compares nothing: no step or tolerance to size (nor a graph to trace).
-    dtype, note = (_sizing_dtype(recording, diff_outputs) if options.kinds - {Kind.NON_FINITE}
-                   else (recording.program.compute_dtype, None))
+    dtype, note = ((recording.program.compute_dtype, None) if options.kinds <= {Kind.NON_FINITE}
+                   else _sizing_dtype(recording, diff_outputs))
     if dtype != recording.program.compute_dtype:
         recording = replace(recording, program=recording.program.in_dtype(dtype))
     return CheckContext(recording, options, settings,

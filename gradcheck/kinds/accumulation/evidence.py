@@ -22,7 +22,6 @@ class AccumulatedGradient(Evidence):
     batch_norm: bool = False
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         k = self.micro_batches
         mean = (f"the gradient accumulated over {k} micro-batches (the sum of their gradients"
                 f" divided by {k}, as Keras' gradient_accumulation_steps applies it)")

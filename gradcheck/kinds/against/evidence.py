@@ -22,7 +22,6 @@ class UnsavedGradients(Evidence):
     op: str
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return (f"the saved model has no gradient: TensorFlow finds no gradient for its"
                 f" {self.op} op, where a tf.custom_gradient was; {_unsaved(self.functions)}")
 
@@ -43,7 +42,6 @@ class AgainstOriginal(Evidence):
     unsaved: tuple[str, ...] = ()
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         original = self.original
         lost = f"; {_unsaved(self.unsaved)}" if self.unsaved else ""
         if self.state == "same":

@@ -16,7 +16,6 @@ class NoReverseVJP(Evidence):
     input: str = internal("")
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return f"no reverse-mode VJP for {self.input} to compare with (see the checks above)"
 
 
@@ -28,7 +27,6 @@ class ForwardRaised(Evidence):
     error: str = internal("")
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return f"forward mode could not run for {self.input}: {self.error}"
 
 
@@ -39,7 +37,6 @@ class NoForwardMode(Evidence):
     input: str = internal("")
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return (f"forward mode (ForwardAccumulator) gives no JVP for {self.input} (None)"
                 " although reverse mode gives a gradient: TensorFlow has no forward-mode rule on"
                 " the path (a custom_gradient whose forward and grad_fn both leave TensorFlow,"
@@ -61,7 +58,6 @@ class ReverseNotFinite(ModeNotFinite):
     """Reverse mode is not finite: the non-finite check's."""
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return (f"reverse mode gives {self.reverse:.6g} for {self.input} (forward mode"
                 f" {self.forward:.6g}): not finite, so not comparable (see the non-finite"
                 " check)")
@@ -72,7 +68,6 @@ class ForwardNotFinite(ModeNotFinite):
     """Forward mode alone is not finite."""
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {self.forward:.6g} for"
                 f" {self.input} where reverse mode is finite ({self.reverse:.6g}): a"
                 " forward-mode rule of an op on the path is not finite at this point (code"
@@ -94,7 +89,6 @@ class ModesIndependent(ModesCompared):
     """Both modes say the outputs do not depend on `input`."""
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return f"forward and reverse mode agree that the outputs do not depend on {self.input}"
 
 
@@ -103,7 +97,6 @@ class ModesAgree(ModesCompared):
     """The two modes agree within the allowed difference."""
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return (f"forward mode ⟨u, Jv⟩ = {self.forward:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
                 f" {self.reverse:.6g} for a random v and u")
 
@@ -113,7 +106,6 @@ class ModesDisagree(ModesCompared):
     """The two modes disagree: a gradient is inconsistent."""
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {self.forward:.6g} but"
                 f" reverse mode (tape.gradient) gives ⟨Jᵀu, v⟩ = {self.reverse:.6g} for"
                 f" {self.input}: the two modes disagree, so a gradient (often a custom_gradient"
@@ -126,7 +118,6 @@ class NestedModesDisagree(ModesCompared):
     f nests accumulators (forward over forward), which is TensorFlow's to get right."""
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {self.forward:.6g} but"
                 f" reverse mode (tape.gradient) gives ⟨Jᵀu, v⟩ = {self.reverse:.6g} for"
                 f" {self.input}; f runs a ForwardAccumulator of its own, so forward mode over f"

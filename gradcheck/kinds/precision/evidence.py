@@ -43,7 +43,6 @@ class PrecisionLoss(Evidence):
     head: FloatHead | None = None
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         dtype, source = self.dtype, result.input
         scaled = f" (loss scale {self.scaled:g})" if self.scaled != 1.0 else ""
         figures = (f"{_share(self.underflow)} of its nonzero float32 elements are 0 in {dtype}"
@@ -94,7 +93,6 @@ class NoFloat32Copy(Evidence):
     dtype: str
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         return (f"f computes in {self.dtype} even with its Keras layers in float32 and its"
                 f" arguments cast (it casts to {self.dtype} or makes {self.dtype} constants"
                 " itself): no float32 copy of the computation to compare its gradient with")
@@ -112,7 +110,6 @@ class ValueLost(Evidence):
     head: FloatHead | None = None
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         dtype = self.dtype
         said = (f"f computes {self.value:.6g} in {dtype} where the same computation in float32"
                 f" gives {self.reference:.6g}, further apart than {dtype}'s precision explains")

@@ -23,7 +23,6 @@ class ReplicaGradient(Evidence):
     workers: bool = False  # MultiWorkerMirroredStrategy's local worker processes
 
     def words(self, result: CheckResult) -> str:
-        """What the finding says (gradcheck.render.sentences.sentence asks for it)."""
         n = self.replicas
         strategy = (f"MultiWorkerMirroredStrategy step over {n} worker processes"
                     if self.workers else f"MirroredStrategy step over {n} replicas")

@@ -13,7 +13,8 @@ from gradcheck.report import Attribution, CheckResult, Relation
 
 @runtime_checkable
 class Worded(Protocol):
-    """Evidence that says itself: a kind's findings (gradcheck.kinds.<kind>.evidence)."""
+    """Evidence that says itself: a kind's findings (gradcheck.kinds.<kind>.evidence). `words`
+    is the whole finding in words; the dispatcher asks for it when the message is read."""
 
     def words(self, result: CheckResult) -> str: ...
 
