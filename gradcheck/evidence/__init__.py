@@ -1,18 +1,22 @@
 """What a check saw, as data: one frozen Evidence subclass per kind of finding.
 
-The checks and the diagnosis build these; every sentence about them is made in
-gradcheck.render.sentences (CheckResult.message is rendered from the evidence, never written
-by the core, appended to or parsed back). Fields marked `internal()` stay out of the JSON
-report's `details`.
+The checks and the diagnosis build these, and each says itself: `words` (the whole finding)
+and `clause` (its headline), made from its facts and the CheckResult when the message is first
+read (never written by the core, appended to or parsed back). Families not yet moved into
+gradcheck.kinds are still worded in gradcheck.render.sentences. Fields marked `internal()`
+stay out of the JSON report's `details`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradcheck.evidence.location import Location
 from gradcheck.evidence.notes import Note
+
+if TYPE_CHECKING:
+    from gradcheck.report import CheckResult
 
 __all__ = ["Evidence", "Location", "internal", "public_fields"]
 
@@ -20,6 +24,14 @@ __all__ = ["Evidence", "Location", "internal", "public_fields"]
 @dataclasses.dataclass(frozen=True)
 class Evidence:
     """The base of every kind of evidence."""
+
+    def words(self, result: CheckResult) -> str:
+        """The whole finding in words (no attribution); every kind of finding says its own."""
+        raise NotImplementedError(f"{type(self).__name__} has no words")
+
+    def clause(self, result: CheckResult) -> str:
+        """The finding as the one clause a table row shows: by default its whole words."""
+        return self.words(result)
 
     def underlying(self) -> Evidence:
         """The evidence that was judged (for evidence that retells another finding: that

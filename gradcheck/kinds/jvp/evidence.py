@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from gradcheck.evidence import Evidence, internal
-from gradcheck.report import CheckResult
+from gradcheck.report import Cause, CheckResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,14 +133,17 @@ class ForwardGap(Evidence):
 
     input: str = internal("")
 
-    def told(self, result: CheckResult, what: str, fix: str | None) -> str:
-        """What the finding says, from its cause's words (what is wrong, the fix): render/ has
-        them (gradcheck.render.sentences.sentence asks for it)."""
-        return f"{self.told_clause(result, what)}; {fix}"
+    def words(self, result: CheckResult) -> str:
+        return f"{self.clause(result)}; {_cause(result).fix}"
 
-    def told_clause(self, result: CheckResult, what: str) -> str:
-        """Its headline (gradcheck.render.sentences.clause asks for it)."""
-        return f"no forward-mode verdict for {self.input}: {what}"
+    def clause(self, result: CheckResult) -> str:
+        return f"no forward-mode verdict for {self.input}: {_cause(result).what}"
+
+
+def _cause(result: CheckResult) -> Cause:
+    """The cause of a finding its cause tells (ForwardGap is always built with one)."""
+    assert result.cause is not None, f"{type(result.evidence).__name__} is told by its cause"
+    return result.cause
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,49 +4,25 @@ and the attribution clauses."""
 from __future__ import annotations
 
 import functools
-from typing import Protocol, runtime_checkable
 
 from gradcheck.evidence import Evidence
-from gradcheck.render.causes import fix, stated_cause, what
+from gradcheck.render.causes import fix, what
 from gradcheck.report import Attribution, CheckResult, Relation
-
-
-@runtime_checkable
-class Worded(Protocol):
-    """Evidence that says itself: a kind's findings (gradcheck.kinds.<kind>.evidence). `words`
-    is the whole finding in words; the dispatcher asks for it when the message is read."""
-
-    def words(self, result: CheckResult) -> str: ...
-
-
-@runtime_checkable
-class Told(Protocol):
-    """A kind's findings told by their cause (result.cause): they say themselves from its
-    words, which render.causes makes (a kind sits below render/ and cannot import it)."""
-
-    def told(self, result: CheckResult, what: str, fix: str | None) -> str: ...
-
-    def told_clause(self, result: CheckResult, what: str) -> str: ...
 
 
 @functools.singledispatch
 def sentence(evidence: Evidence, result: CheckResult) -> str:
-    """What `evidence` shows, in full (no attribution): its own words, or those registered
-    for its type."""
-    if isinstance(evidence, Told):
-        cause = stated_cause(result)
-        return evidence.told(result, what(cause), fix(cause))
-    if isinstance(evidence, Worded):
-        return evidence.words(result)
-    raise TypeError(f"no sentence is registered for {type(evidence).__name__}")
+    """What `evidence` shows, in full (no attribution): its own words (Evidence.words), or
+    those registered here for a family not yet moved into gradcheck.kinds."""
+    return evidence.words(result)
 
 
 @functools.singledispatch
 def clause(evidence: Evidence, result: CheckResult) -> str:
-    """What `evidence` shows, as the one clause a table row shows."""
-    if isinstance(evidence, Told):
-        return evidence.told_clause(result, what(stated_cause(result)))
-    return sentence(evidence, result)
+    """What `evidence` shows, as the one clause a table row shows (Evidence.clause)."""
+    if type(evidence).words is Evidence.words:  # a family registered here: its sentence
+        return sentence(evidence, result)
+    return evidence.clause(result)
 
 
 _OPENING, _CLOSING = "([{", ")]}"
