@@ -156,11 +156,31 @@ def test_no_core_module_words_a_cause() -> None:
     assert worded == []
 
 
+# The methods in which a finding says itself: the only core code that may read words.
+WORDING_METHODS = frozenset({"words", "clause"})
+
+
+def _unworded_reads(tree: ast.AST) -> list[int]:
+    """The lines that read a cause's words (.what, .fix) outside a wording method."""
+    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)) and tree.name in WORDING_METHODS:
+        return []
+    read = isinstance(tree, ast.Attribute) and tree.attr in ("what", "fix")
+    found = [tree.lineno] if read else []
+    return found + [line for child in ast.iter_child_nodes(tree) for line in _unworded_reads(child)]
+
+
 def test_no_core_module_reads_a_cause_s_words() -> None:
-    read = [f"{name}:{node.lineno}" for name, tree in _core_modules() if name not in READS_WORDS
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and node.attr in ("what", "fix")]
+    """Words are output: the core decides from facts, and reads words only where a finding
+    says itself (its words and clause methods)."""
+    read = [f"{name}:{line}" for name, tree in _core_modules() if name not in READS_WORDS
+            for line in _unworded_reads(tree)]
     assert read == []
+
+
+def test_the_check_finds_words_read_outside_a_wording_method() -> None:
+    tree = ast.parse("def words(self, r):\n    return r.cause.what\n"
+                     "def decide(r):\n    return 'x' in r.cause.fix\n")
+    assert _unworded_reads(tree) == [4]
 
 
 def test_a_cause_is_data() -> None:
