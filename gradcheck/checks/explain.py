@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.checks.context import CheckContext
-from gradcheck.checks.full import SourceAnalysis
+from gradcheck.checks.jacobian import JudgedInput
 from gradcheck.engine.recording import GradientOutcome
 from gradcheck.evidence.explain import (
     Coincidence,
@@ -279,34 +279,34 @@ def _error(*outcomes: GradientOutcome) -> str | None:
     return next((o.error_line for o in outcomes if o.error is not None), None)
 
 
-def _target_facts(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[TargetFacts, ...]:
-    slot, facts = analysis.slot, []
+def _target_facts(ctx: CheckContext, judged: JudgedInput) -> tuple[TargetFacts, ...]:
+    slot, facts = judged.slot, []
     for u, k in zip(ctx.upstreams, ctx.diff_outputs):
         plain = ctx.recording.plain_gradient([k], slot)
         vjp = ctx.recording.gradient([k], slot, [u])
-        block = analysis.autodiff.get(k)
+        block = judged.autodiff(k)
         source = "autodiff" if block is not None else (
             "none" if plain.value is None and plain.error is None else "finite differences")
         if source == "finite differences":
-            block = analysis.reference(k)
+            block = judged.reference(k)
         facts.append(TargetFacts(
             ctx.outputs[k].name, ctx.outputs[k].shape, u, block, source, plain.value,
-            vjp.value, analysis.reference(k), _error(plain, vjp),
+            vjp.value, judged.reference(k), _error(plain, vjp),
             slot.complex_dtype is not None and ctx.outputs[k].complex_dtype is not None))
     return tuple(facts)
 
 
-def explanation(ctx: CheckContext, analyses: Sequence[tuple[SourceAnalysis, GradientOutcome]],
+def explanation(ctx: CheckContext, inputs: Sequence[tuple[JudgedInput, GradientOutcome]],
                 results: Sequence[CheckResult]) -> Explanation:
     """What tape.gradient returns for each input, with and without output_gradients."""
     facts = []
-    for analysis, vjp in analyses:
-        slot = analysis.slot
+    for judged, vjp in inputs:
+        slot = judged.slot
         plain = ctx.recording.plain_gradient(ctx.diff_outputs, slot)
         symmetric_vjp = any(r.check == Kind.VJP and r.status == Status.WARN
                             and r.input == slot.name and isinstance(r.evidence, VjpSymmetric)
                             for r in results)
         facts.append(InputFacts(
-            slot.name, slot.shape, _target_facts(ctx, analysis), plain.value, vjp.value,
+            slot.name, slot.shape, _target_facts(ctx, judged), plain.value, vjp.value,
             _error(plain, vjp), symmetric_vjp))
     return explain(facts)

@@ -28,10 +28,6 @@ class SourceAnalysis:
     first: dict[int, np.ndarray]
     centres: dict[int, np.ndarray]
     refined: np.ndarray
-    autodiff: dict[int, np.ndarray | None] = field(default_factory=dict)
-    # Per output: where f has a kink, finite differences decide nothing; autodiff stands in.
-    kink_masks: dict[int, np.ndarray] = field(default_factory=dict)
-    shape_ok: bool = True
     probe: symmetric.SymmetricProbe | None = None
     # Per output, where f computes in float32: x and f's measured noise (numerics/float32.py).
     precise: dict[int, float32.Float32Steps] = field(default_factory=dict)
@@ -67,14 +63,6 @@ class SourceAnalysis:
         for k, ones, twos in zip(ctx.diff_outputs, first, second):
             self.fd[k] = differences.with_smaller_steps(
                 self.fd[k], ones, twos, self.centres[k], small, elements, ctx.outputs[k].dtype)
-
-    def reference(self, k: int) -> np.ndarray:
-        """The FD Jacobian, with autodiff standing in at kinks (where FD cannot judge)."""
-        fd = self.fd[k].jacobian
-        block, mask = self.autodiff.get(k), self.kink_masks.get(k)
-        if block is None or mask is None or not mask.any():
-            return fd
-        return np.where(mask & np.isfinite(block), block, fd)
 
 
 def analyse(ctx: CheckContext, slot_index: int) -> tuple[SourceAnalysis, list[Note]]:

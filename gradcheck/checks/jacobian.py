@@ -4,7 +4,8 @@ and what the block says beside it: grad-shape, connected, kink."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -53,14 +54,60 @@ def _dtype_mix_cause(error: str, location: Location | None) -> Cause | None:
     return Cause(Mistake.DTYPE_MIX, location=location)
 
 
-def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: int) -> Findings:
+@dataclass(frozen=True)
+class JudgedBlock:
+    """What the jacobian check learnt of one (output, input) block, for the checks after it."""
+
+    autodiff: np.ndarray | None = None  # tape.jacobian's block (None: no gradient, or none made)
+    kinks: np.ndarray | None = None  # where f has a kink: finite differences decide nothing
+    shape_ok: bool = True
+
+
+@dataclass(frozen=True)
+class JudgedInput:
+    """One input's finite differences and what the jacobian check judged of each block."""
+
+    analysis: SourceAnalysis
+    blocks: Mapping[int, JudgedBlock]
+
+    @property
+    def slot(self) -> Slot:
+        return self.analysis.slot
+
+    @property
+    def shape_ok(self) -> bool:
+        """Whether every block's gradient had the input's shape (and was computed at all)."""
+        return all(block.shape_ok for block in self.blocks.values())
+
+    def autodiff(self, k: int) -> np.ndarray | None:
+        return self.blocks[k].autodiff if k in self.blocks else None
+
+    def reference(self, k: int) -> np.ndarray:
+        """The FD Jacobian, with autodiff standing in at kinks (where FD cannot judge)."""
+        fd = self.analysis.fd[k].jacobian
+        block, mask = self.autodiff(k), self.blocks[k].kinks if k in self.blocks else None
+        if block is None or mask is None or not mask.any():
+            return fd
+        return np.where(mask & np.isfinite(block), block, fd)
+
+
+def judge_input(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[Findings, JudgedInput]:
+    """Every block of one input (each output in turn), and what was judged of them."""
+    found, blocks = Findings(), {}
+    for position, k in enumerate(ctx.diff_outputs):
+        judged, blocks[k] = check_block(ctx, analysis, k, position)
+        found.extend(judged)
+    return found, JudgedInput(analysis, blocks)
+
+
+def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: int
+                ) -> tuple[Findings, JudgedBlock]:
     """grad-shape, connected, jacobian and kink for one (output, input) block."""
     found = Findings()
     slot, output = analysis.slot, ctx.outputs[k]
     outcome = ctx.recording.gradient([k], slot, [ctx.upstreams[position]])
     where = {"input": slot.name, "output": output.name}
     if outcome.error is not None:
-        analysis.shape_ok = False
         cause = _dtype_mix_cause(outcome.error_line, outcome.location)
         fault = None if cause else tensorflow_gradient_fault(ctx.program, outcome.error)
         found.add(Kind.CUSTOM_GRADIENT, Status.FAIL,
@@ -68,25 +115,22 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
                                           fault.op if fault else None),
                   location=fault.location if fault and fault.location else outcome.location,
                   cause=cause, **where)
-        return found
+        return found, JudgedBlock(shape_ok=False)
     if outcome.value is None:
-        analysis.autodiff[k] = None
-        return _disconnected(ctx, analysis, k, position)
+        return _disconnected(ctx, analysis, k, position), JudgedBlock()
     if outcome.shape != slot.shape:
-        analysis.shape_ok = False
         if ctx.wants(Kind.GRAD_SHAPE):
             found.add(Kind.GRAD_SHAPE, Status.FAIL, evidence=GradShape(
                 outcome.shape, slot.shape, output.name, slot.name), **where)
-        return found
+        return found, JudgedBlock(shape_ok=False)
     if ctx.wants(Kind.CONNECTED):
         found.add(Kind.CONNECTED, Status.PASS, evidence=Connected(
             output.name, slot.name, outcome.indexed_slices), **where)
     block, error = ctx.recording.jacobian(k, slot, ctx.options.max_memory)
-    analysis.autodiff[k] = block
     if block is None:
         found.add(Kind.JACOBIAN, Status.ERROR, evidence=TapeJacobianFailed(error or None),
                   **where)
-        return found
+        return found, JudgedBlock()
     _settle_doubts(ctx, analysis, k, block)
     fd = analysis.fd[k]
     plain = judging.compare(block, fd.jacobian, ctx.fd_tolerance, fd.error_estimate)
@@ -95,7 +139,6 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
                                             analysis.steps, bool(analysis.precise), k, block)
     kinks, judged = judge_jacobian(ctx, block, analysis.fd[k], plain, output, slot,
                                    analysis.probe, functools.partial(_kink_site, ctx, analysis, k))
-    analysis.kink_masks[k] = kinks
     found.extend(judged)
     if ctx.settings.keep_blocks:
         fd, tolerance = analysis.fd[k], ctx.fd_tolerance
@@ -104,7 +147,7 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
                    + ERROR_ESTIMATE_SAFETY * fd.error_estimate)
         found.blocks.append(Block(output.name, slot.name, block, fd.jacobian, fd.error_estimate,
                                   np.where(kinks, np.nan, allowed), ctx.upstreams[position]))
-    return found
+    return found, JudgedBlock(block, kinks)
 
 
 def _settle_doubts(ctx: CheckContext, analysis: SourceAnalysis, k: int,

@@ -12,9 +12,9 @@ from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.determinism import backward_changed, changed_between_calls
 from gradcheck.checks.explain import explanation
 from gradcheck.checks.fast import run_fast
-from gradcheck.checks.full import SourceAnalysis, analyse
+from gradcheck.checks.full import analyse
 from gradcheck.checks.hessian import require_scalar
-from gradcheck.checks.jacobian import check_block
+from gradcheck.checks.jacobian import JudgedInput, judge_input
 from gradcheck.checks.mode import Mode, choose_mode
 from gradcheck.checks.upstream import check_upstreams
 from gradcheck.checks.vjp import check_vjp
@@ -217,22 +217,22 @@ def _context(recording: Recording, options: CheckOptions, settings: RunSettings
                         dtype, tuple(upstreams), tuple(diff_outputs)), [note] if note else []
 
 
-def _full_mode(ctx: CheckContext) -> tuple[Findings, list[tuple[SourceAnalysis, GradientOutcome]]]:
+def _full_mode(ctx: CheckContext) -> tuple[Findings, list[tuple[JudgedInput, GradientOutcome]]]:
     found = Findings()
-    analyses = []
+    inputs = []
     for index, slot in enumerate(ctx.program.slots):
         if not slot.differentiable:
             continue
         analysis, notes = analyse(ctx, index)
         found.notes += notes
-        for position, k in enumerate(ctx.diff_outputs):
-            found.extend(check_block(ctx, analysis, k, position))
-        vjp, judged = check_vjp(ctx, analysis)
-        found.extend(judged)
+        blocks, judged = judge_input(ctx, analysis)
+        found.extend(blocks)
+        vjp, vjp_found = check_vjp(ctx, judged)
+        found.extend(vjp_found)
         found.blocks = [replace(b, vjp=vjp.value) if b.input == slot.name else b
                         for b in found.blocks]
-        analyses.append((analysis, vjp))
-    return found, analyses
+        inputs.append((judged, vjp))
+    return found, inputs
 
 
 def run_checks(function: Callable[..., Any], named: Sequence[NamedArgument],
@@ -263,7 +263,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
         changed = None  # one evaluation locates the op: random draws do not stand in its way
     if changed is None and ctx.wants(Kind.NONDETERMINISM):
         changed = backward_changed(recording, ctx.diff_outputs, ctx.upstreams, name)
-    analyses: list[tuple[SourceAnalysis, GradientOutcome]] = []
+    judged: list[tuple[JudgedInput, GradientOutcome]] = []
     if changed is not None:
         found.results.append(changed)
     else:
@@ -274,7 +274,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
             if choice.mode is Mode.FAST:
                 found.extend(run_fast(ctx, choice.reason))
             else:
-                full, analyses = _full_mode(ctx)
+                full, judged = _full_mode(ctx)
                 found.extend(full)
         found.extend(run_registered(ctx))
     found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
@@ -284,7 +284,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
     return Report(
         target=target_label, inputs=inputs, outputs=outputs, checks=tuple(found.results),
         notes=tuple(found.notes), blocks=tuple(found.blocks),
-        explain=(explanation(ctx, analyses, found.results)
-                 if options.explain and analyses else None),
+        explain=(explanation(ctx, judged, found.results)
+                 if options.explain and judged else None),
     ), program
 

@@ -14,7 +14,7 @@ import numpy as np
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.fast import PROJECTION_SAFETY, run_fast
 from gradcheck.checks.full import analyse
-from gradcheck.checks.jacobian import check_block
+from gradcheck.checks.jacobian import judge_input
 from gradcheck.checks.mode import choose_mode
 from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.engine.nested import record_gradient
@@ -107,9 +107,9 @@ def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:
         for column in rows:
             analysis, notes = analyse(gctx, column)
             found.notes += notes
-            for position, k in enumerate(gctx.diff_outputs):
-                found.extend(check_block(gctx, analysis, k, position))
-            autodiff.append(analysis.autodiff)
+            blocks, judged = judge_input(gctx, analysis)
+            found.extend(blocks)
+            autodiff.append({k: judged.autodiff(k) for k in gctx.diff_outputs})
         found.results += _symmetry(gctx, what.kind, rows, autodiff)
     found.notes += recording.workarounds
     return _told(found, what.kind, _missing_in_tensorflow(ctx, recording, found))

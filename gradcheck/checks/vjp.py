@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings, shown
-from gradcheck.checks.full import SourceAnalysis
+from gradcheck.checks.jacobian import JudgedInput
 from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
 from gradcheck.engine.recording import GradientOutcome
 from gradcheck.evidence.vjp import VjpMatch, VjpMismatch, VjpSkipped, VjpSymmetric
@@ -17,15 +17,15 @@ from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY
 from gradcheck.report import Kind, Status
 
 
-def fd_vjp(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[np.ndarray, np.ndarray]:
+def fd_vjp(ctx: CheckContext, judged: JudgedInput) -> tuple[np.ndarray, np.ndarray]:
     """Σₖ uₖᵀJₖ from finite differences, and its error estimate."""
-    shape = analysis.slot.shape
-    expected = sum((judging.contract(u, analysis.reference(k))
+    analysis, shape = judged.analysis, judged.slot.shape
+    expected = sum((judging.contract(u, judged.reference(k))
                     for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
     estimate = sum((judging.contract(np.abs(u), analysis.fd[k].error_estimate)
                     for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
     if ctx.fd_tolerance.scale_rtol:  # autodiff's own rounding grows with Σ|u||J|
-        magnitude = sum((judging.contract(np.abs(u), np.abs(analysis.reference(k)))
+        magnitude = sum((judging.contract(np.abs(u), np.abs(judged.reference(k)))
                          for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
         estimate = estimate + ctx.fd_tolerance.scale_rtol / ERROR_ESTIMATE_SAFETY * magnitude
     if ctx.tolerance_dtype in HALF_PRECISIONS:
@@ -33,7 +33,7 @@ def fd_vjp(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[np.ndarray, np.
         # in Σ uᵢJᵢ: a VJP is allowed what the Jacobian entries it sums are allowed.
         tolerance = ctx.fd_tolerance
         allowed = sum((judging.contract(np.abs(u), tolerance.atol + tolerance.rtol
-                                        * np.abs(analysis.reference(k)))
+                                        * np.abs(judged.reference(k)))
                        for u, k in zip(ctx.upstreams, ctx.diff_outputs)), start=np.zeros(shape))
         estimate = estimate + allowed / ERROR_ESTIMATE_SAFETY
     return expected, estimate
@@ -42,21 +42,20 @@ def fd_vjp(ctx: CheckContext, analysis: SourceAnalysis) -> tuple[np.ndarray, np.
 HALF_PRECISIONS = frozenset({"float16", "bfloat16"})
 
 
-def check_vjp(ctx: CheckContext, analysis: SourceAnalysis
-              ) -> tuple[GradientOutcome, Findings]:
+def check_vjp(ctx: CheckContext, judged: JudgedInput) -> tuple[GradientOutcome, Findings]:
     """The VJP tape.gradient gives (reused by the explanation) and its verdict."""
     found = Findings()
-    slot = analysis.slot
+    analysis, slot = judged.analysis, judged.slot
     outcome = ctx.recording.gradient(ctx.diff_outputs, slot, ctx.upstreams)
     where: dict[str, Any] = {"input": slot.name, "output": None if len(ctx.diff_outputs) > 1
              else ctx.outputs[ctx.diff_outputs[0]].name}
     if not ctx.wants(Kind.VJP):
         return outcome, found
-    if outcome.error is not None or not analysis.shape_ok:
+    if outcome.error is not None or not judged.shape_ok:
         found.add(Kind.VJP, Status.SKIP, evidence=VjpSkipped(), **where)
         return outcome, found
     actual = np.zeros(slot.shape) if outcome.value is None else outcome.value
-    expected, estimate = fd_vjp(ctx, analysis)
+    expected, estimate = fd_vjp(ctx, judged)
     tolerance = ctx.fd_tolerance
     comparison = judging.compare(actual, expected, tolerance, estimate)
     if not comparison.ok and not analysis.refined.all():
@@ -64,7 +63,7 @@ def check_vjp(ctx: CheckContext, analysis: SourceAnalysis
         failing = ~(np.abs(actual - expected) <= tolerance.atol + tolerance.rtol
                     * np.abs(expected) + ERROR_ESTIMATE_SAFETY * estimate)
         analysis.refine(ctx, np.flatnonzero(failing))
-        expected, estimate = fd_vjp(ctx, analysis)
+        expected, estimate = fd_vjp(ctx, judged)
         comparison = judging.compare(actual, expected, tolerance, estimate)
     matrices = (shown(actual), shown(expected))
     if comparison.ok:
