@@ -10,26 +10,24 @@ stay out of the JSON report's `details`.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gradcheck.evidence.finding import Finding
 from gradcheck.evidence.location import Location
 from gradcheck.evidence.notes import Note
 
-if TYPE_CHECKING:
-    from gradcheck.report import CheckResult
-
-__all__ = ["Evidence", "Location", "internal", "public_fields"]
+__all__ = ["Evidence", "Finding", "Location", "internal", "public_fields"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Evidence:
     """The base of every kind of evidence."""
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         """The whole finding in words (no attribution); every kind of finding says its own."""
         raise NotImplementedError(f"{type(self).__name__} has no words")
 
-    def clause(self, result: CheckResult) -> str:
+    def clause(self, result: Finding) -> str:
         """The finding as the one clause a table row shows: by default its whole words."""
         return self.words(result)
 

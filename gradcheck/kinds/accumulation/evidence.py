@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradcheck.evidence import Evidence
-from gradcheck.report import CheckResult
+from gradcheck.evidence import Evidence, Finding
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,7 +20,7 @@ class AccumulatedGradient(Evidence):
     ratio: float
     batch_norm: bool = False
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         k = self.micro_batches
         mean = (f"the gradient accumulated over {k} micro-batches (the sum of their gradients"
                 f" divided by {k}, as Keras' gradient_accumulation_steps applies it)")

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradcheck.evidence import Evidence
-from gradcheck.report import CheckResult
+from gradcheck.evidence import Evidence, Finding
 
 SAVE_FIX = ("save it with tf.saved_model.save(obj, path, options=tf.saved_model.SaveOptions("
             "experimental_custom_gradients=True))")
@@ -21,7 +20,7 @@ class UnsavedGradients(Evidence):
     functions: tuple[str, ...]
     op: str
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return (f"the saved model has no gradient: TensorFlow finds no gradient for its"
                 f" {self.op} op, where a tf.custom_gradient was; {_unsaved(self.functions)}")
 
@@ -41,7 +40,7 @@ class AgainstOriginal(Evidence):
     source: str | None = None
     unsaved: tuple[str, ...] = ()
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         original = self.original
         lost = f"; {_unsaved(self.unsaved)}" if self.unsaved else ""
         if self.state == "same":

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradcheck.evidence import Evidence, internal
-from gradcheck.report import Cause, CheckResult
+from gradcheck.evidence import Evidence, Finding, internal
+from gradcheck.evidence.finding import stated_cause
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,7 +15,7 @@ class NoReverseVJP(Evidence):
 
     input: str = internal("")
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return f"no reverse-mode VJP for {self.input} to compare with (see the checks above)"
 
 
@@ -26,7 +26,7 @@ class ForwardRaised(Evidence):
     input: str = internal("")
     error: str = internal("")
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return f"forward mode could not run for {self.input}: {self.error}"
 
 
@@ -36,7 +36,7 @@ class NoForwardMode(Evidence):
 
     input: str = internal("")
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return (f"forward mode (ForwardAccumulator) gives no JVP for {self.input} (None)"
                 " although reverse mode gives a gradient: TensorFlow has no forward-mode rule on"
                 " the path (a custom_gradient whose forward and grad_fn both leave TensorFlow,"
@@ -57,7 +57,7 @@ class ModeNotFinite(Evidence):
 class ReverseNotFinite(ModeNotFinite):
     """Reverse mode is not finite: the non-finite check's."""
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return (f"reverse mode gives {self.reverse:.6g} for {self.input} (forward mode"
                 f" {self.forward:.6g}): not finite, so not comparable (see the non-finite"
                 " check)")
@@ -67,7 +67,7 @@ class ReverseNotFinite(ModeNotFinite):
 class ForwardNotFinite(ModeNotFinite):
     """Forward mode alone is not finite."""
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {self.forward:.6g} for"
                 f" {self.input} where reverse mode is finite ({self.reverse:.6g}): a"
                 " forward-mode rule of an op on the path is not finite at this point (code"
@@ -88,7 +88,7 @@ class ModesCompared(Evidence):
 class ModesIndependent(ModesCompared):
     """Both modes say the outputs do not depend on `input`."""
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return f"forward and reverse mode agree that the outputs do not depend on {self.input}"
 
 
@@ -96,7 +96,7 @@ class ModesIndependent(ModesCompared):
 class ModesAgree(ModesCompared):
     """The two modes agree within the allowed difference."""
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return (f"forward mode ⟨u, Jv⟩ = {self.forward:.6g} matches reverse mode ⟨Jᵀu, v⟩ ="
                 f" {self.reverse:.6g} for a random v and u")
 
@@ -105,7 +105,7 @@ class ModesAgree(ModesCompared):
 class ModesDisagree(ModesCompared):
     """The two modes disagree: a gradient is inconsistent."""
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {self.forward:.6g} but"
                 f" reverse mode (tape.gradient) gives ⟨Jᵀu, v⟩ = {self.reverse:.6g} for"
                 f" {self.input}: the two modes disagree, so a gradient (often a custom_gradient"
@@ -117,7 +117,7 @@ class NestedModesDisagree(ModesCompared):
     """The two modes disagree where f runs a ForwardAccumulator of its own: forward mode over
     f nests accumulators (forward over forward), which is TensorFlow's to get right."""
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {self.forward:.6g} but"
                 f" reverse mode (tape.gradient) gives ⟨Jᵀu, v⟩ = {self.reverse:.6g} for"
                 f" {self.input}; f runs a ForwardAccumulator of its own, so forward mode over f"
@@ -133,17 +133,11 @@ class ForwardGap(Evidence):
 
     input: str = internal("")
 
-    def words(self, result: CheckResult) -> str:
-        return f"{self.clause(result)}; {_cause(result).fix}"
+    def words(self, result: Finding) -> str:
+        return f"{self.clause(result)}; {stated_cause(result).fix}"
 
-    def clause(self, result: CheckResult) -> str:
-        return f"no forward-mode verdict for {self.input}: {_cause(result).what}"
-
-
-def _cause(result: CheckResult) -> Cause:
-    """The cause of a finding its cause tells (ForwardGap is always built with one)."""
-    assert result.cause is not None, f"{type(result.evidence).__name__} is told by its cause"
-    return result.cause
+    def clause(self, result: Finding) -> str:
+        return f"no forward-mode verdict for {self.input}: {stated_cause(result).what}"
 
 
 @dataclasses.dataclass(frozen=True)

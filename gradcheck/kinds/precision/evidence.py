@@ -6,8 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from gradcheck.evidence import Evidence
-from gradcheck.report import CheckResult
+from gradcheck.evidence import Evidence, Finding
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +41,7 @@ class PrecisionLoss(Evidence):
     scaled: float = 1.0
     head: FloatHead | None = None
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         dtype, source = self.dtype, result.input
         scaled = f" (loss scale {self.scaled:g})" if self.scaled != 1.0 else ""
         figures = (f"{_share(self.underflow)} of its nonzero float32 elements are 0 in {dtype}"
@@ -92,7 +91,7 @@ class NoFloat32Copy(Evidence):
 
     dtype: str
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         return (f"f computes in {self.dtype} even with its Keras layers in float32 and its"
                 f" arguments cast (it casts to {self.dtype} or makes {self.dtype} constants"
                 " itself): no float32 copy of the computation to compare its gradient with")
@@ -109,7 +108,7 @@ class ValueLost(Evidence):
     reference: float
     head: FloatHead | None = None
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         dtype = self.dtype
         said = (f"f computes {self.value:.6g} in {dtype} where the same computation in float32"
                 f" gives {self.reference:.6g}, further apart than {dtype}'s precision explains")

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradcheck.evidence import Evidence
-from gradcheck.report import CheckResult
+from gradcheck.evidence import Evidence, Finding
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +21,7 @@ class ReplicaGradient(Evidence):
     batch_norm: bool = False
     workers: bool = False  # MultiWorkerMirroredStrategy's local worker processes
 
-    def words(self, result: CheckResult) -> str:
+    def words(self, result: Finding) -> str:
         n = self.replicas
         strategy = (f"MultiWorkerMirroredStrategy step over {n} worker processes"
                     if self.workers else f"MirroredStrategy step over {n} replicas")
