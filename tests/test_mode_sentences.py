@@ -8,8 +8,8 @@ from gradcheck.evidence import Location
 from gradcheck.evidence.causes import Words
 from gradcheck.evidence.compiled import CompiledDiffers, CompiledNotFinite, XlaUnsupported
 from gradcheck.evidence.determinism import ChangingState, Nondeterministic
-from gradcheck.evidence.second_order import Asymmetric, SecondOrderOf
 from gradcheck.kinds.jvp.evidence import ComparedForwardGap, ModesDisagree
+from gradcheck.kinds.second_order.evidence import Asymmetric, SecondOrderOf
 from gradcheck.render.json_format import check_dict
 from gradcheck.report import Cause, CheckResult, Mistake
 

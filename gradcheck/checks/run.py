@@ -13,7 +13,6 @@ from gradcheck.checks.determinism import backward_changed, changed_between_calls
 from gradcheck.checks.explain import explanation
 from gradcheck.checks.fast import run_fast
 from gradcheck.checks.full import analyse
-from gradcheck.checks.hessian import require_scalar
 from gradcheck.checks.jacobian import JudgedInput, judge_input
 from gradcheck.checks.mode import Mode, choose_mode
 from gradcheck.checks.upstream import check_upstreams
@@ -37,7 +36,7 @@ from gradcheck.evidence.notes import (
     RoundsToFloat32,
 )
 from gradcheck.forensics.gaps import lowest_precision_inside
-from gradcheck.kinds.registry import run_registered
+from gradcheck.kinds.registry import run_registered, validate_registered
 from gradcheck.load.inputs import resolve_upstreams
 from gradcheck.numerics.rounding import (
     PROBE_STEPS,
@@ -252,8 +251,7 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
     evaluation.announce(f"{name} under a GradientTape")
     ctx, sizing = _context(record(prepared.program), options, settings)
     recording, program = ctx.recording, ctx.program
-    if ctx.wants(Kind.HESSIAN):
-        require_scalar(ctx)
+    validate_registered(ctx)
     found = Findings(notes=[*prepared.notes, *recording.notes, *sizing] + [
         s.note for s in program.slots if s.note] + [
         OutputNotChecked(o.name, o.reason or "") for o in recording.outputs

@@ -18,7 +18,6 @@ import gradcheck.render.sentences.gradients  # noqa: E402,F401
 import gradcheck.render.sentences.health  # noqa: E402,F401
 import gradcheck.render.sentences.jacobian  # noqa: E402,F401
 import gradcheck.render.sentences.non_finite  # noqa: E402,F401
-import gradcheck.render.sentences.second_order  # noqa: E402,F401
 import gradcheck.render.sentences.vjp  # noqa: E402,F401
 from gradcheck.render.sentences.dispatch import (  # noqa: F401 - the package's interface
     attribution,

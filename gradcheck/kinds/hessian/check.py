@@ -1,17 +1,21 @@
-"""`gradcheck hessian`: the Hessian of a scalar f, every (argument, argument) block by nested
-tapes against central differences of the gradient (Hessian-vector products ⟨w, H v⟩ in fast
-mode), and its symmetry."""
+"""The hessian check (`gradcheck hessian`): the Hessian of a scalar f, every (argument,
+argument) block by nested tapes against central differences of the gradient (Hessian-vector
+products ⟨w, H v⟩ in fast mode), and its symmetry."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
-from gradcheck.checks.second_order import Differentiated, argument_rows, differentiate_gradient
 from gradcheck.engine.program import function_name
 from gradcheck.errors import InputError
 from gradcheck.evidence.notes import HessianArgumentsOnly
-from gradcheck.evidence.second_order import NoArgument
+from gradcheck.kinds.hessian.evidence import NoArgument
+from gradcheck.kinds.second_order.check import (
+    Differentiated,
+    argument_rows,
+    differentiate_gradient,
+)
 from gradcheck.report import Kind, Status
 
 

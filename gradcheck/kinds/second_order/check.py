@@ -1,4 +1,4 @@
-"""Second derivatives: g(x) = Σₖ uₖᵀ∂yₖ/∂x, each argument's VJP taken under an inner tape, is
+"""The second-order check: g(x) = Σₖ uₖᵀ∂yₖ/∂x, each argument's VJP taken under an inner tape, is
 checked by the first-order machinery (its Jacobian by nested tapes against central differences
 of g; in fast mode random projections ⟨w, ∂g/∂x v⟩ narrowed down on failure), and the findings
 are told as second derivatives: a grad_fn that is not differentiable, a wrong nested one."""
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
-from gradcheck.checks.fast import PROJECTION_SAFETY, run_fast
+from gradcheck.checks.fast import run_fast
 from gradcheck.checks.full import analyse
 from gradcheck.checks.jacobian import judge_input
 from gradcheck.checks.mode import choose_mode
@@ -24,7 +24,13 @@ from gradcheck.errors import FunctionError
 from gradcheck.evidence.causes import NoSecondOrderGradient, SecondOrder
 from gradcheck.evidence.gradients import GradientRaised
 from gradcheck.evidence.notes import SecondDerivatives
-from gradcheck.evidence.second_order import (
+from gradcheck.forensics.gaps import (
+    MissingSecondOrder,
+    forward_op_location,
+    missing_gradient_of,
+    second_order_gaps,
+)
+from gradcheck.kinds.second_order.evidence import (
     Asymmetric,
     MissingInTensorFlow,
     NotDifferentiated,
@@ -33,14 +39,7 @@ from gradcheck.evidence.second_order import (
     SecondOrderOf,
     Symmetric,
 )
-from gradcheck.forensics.gaps import (
-    MissingSecondOrder,
-    forward_op_location,
-    missing_gradient_of,
-    second_order_gaps,
-)
-from gradcheck.numerics import judging
-from gradcheck.numerics.tolerances import Tolerance
+from gradcheck.kinds.second_order.judging import judge_projected_symmetry, judge_symmetry
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
 from gradcheck.spelling import format_index
 
@@ -153,12 +152,9 @@ def _symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int],
         return []  # a cut or wrong-shaped second derivative: reported block by block
     matrix = np.block([[np.asarray(b, dtype=np.float64).reshape(sizes[r], sizes[c])
                         for c, b in enumerate(row)] for r, row in enumerate(blocks)])
-    if not np.all(np.isfinite(matrix)):
-        return []  # NaN against NaN says nothing of symmetry: the non-finite finding tells it
-    scale = judging.block_scale(matrix, matrix)
-    # Rounding makes H[a, b] and H[b, a] differ by far less than the tolerance of H itself.
-    tolerance = Tolerance(gctx.tolerance.atol + gctx.tolerance.rtol * scale, 0.0)
-    comparison = judging.compare(matrix, matrix.T, tolerance)
+    comparison = judge_symmetry(matrix, gctx.tolerance)
+    if comparison is None:
+        return []
     if comparison.ok and kind != Kind.HESSIAN:
         return []  # said only where the Hessian is the subject
     if comparison.ok:
@@ -192,21 +188,18 @@ def _projected_symmetry(gctx: CheckContext, kind: Kind, rows: Sequence[int]
                 for o, slot in zip(outcomes, slots)]
 
     hw, hv = pulled_back(w), pulled_back(v)
-    if hw is None or hv is None or not all(np.all(np.isfinite(a)) for a in (*hw, *hv)):
+    verdict = None if hw is None or hv is None else judge_projected_symmetry(
+        hw, hv, w, v, gctx.tolerance)
+    if verdict is None:
         return []
-    w_h_v = float(sum(np.sum(a * b) for a, b in zip(hw, v)))  # ⟨Hᵀw, v⟩ = ⟨w, H v⟩
-    v_h_w = float(sum(np.sum(a * b) for a, b in zip(hv, w)))
-    terms = [a * b for a, b in zip(hw, v)] + [a * b for a, b in zip(hv, w)]
-    spread = float(np.sqrt(sum(np.sum(t * t) for t in terms)))
-    norms = float(np.sqrt(sum(np.sum(a * a) for a in w) * sum(np.sum(b * b) for b in v)))
-    allowed = PROJECTION_SAFETY * (gctx.tolerance.atol * norms + gctx.tolerance.rtol * spread)
-    difference = abs(w_h_v - v_h_w)
-    fields: dict[str, Any] = {"max_abs_err": difference, "excess": difference / allowed}
-    if difference <= allowed:
+    compared = (verdict.w_h_v, verdict.v_h_w, verdict.allowed)
+    fields: dict[str, Any] = {"max_abs_err": verdict.difference,
+                              "excess": verdict.difference / verdict.allowed}
+    if verdict.ok:
         return [] if kind != Kind.HESSIAN else [CheckResult(
-            kind, Status.PASS, evidence=ProjectedSymmetric(w_h_v, v_h_w, allowed), **fields)]
-    return [CheckResult(kind, Status.FAIL, evidence=ProjectedAsymmetric(
-        w_h_v, v_h_w, allowed), cause=_ASYMMETRIC, **fields)]
+            kind, Status.PASS, evidence=ProjectedSymmetric(*compared), **fields)]
+    return [CheckResult(kind, Status.FAIL, evidence=ProjectedAsymmetric(*compared),
+                        cause=_ASYMMETRIC, **fields)]
 
 
 def _element(slots: Sequence[Slot], sizes: Sequence[int], flat: int) -> str:
