@@ -27,6 +27,11 @@ READERS: dict[str, frozenset[str]] = {
     "against": frozenset({"gradcheck.pipeline"}),
     # The non-finite diagnosis places a forward mode that is not finite at its op.
     "jvp": frozenset({"gradcheck.diagnosis.non_finite"}),
+    # The diagnosis runs the non-finite analysis on a compiled variant whose VJP alone is not
+    # finite, and blames XLA's own gradient (a tf.where's, a complex kernel's) for a failing
+    # finding of the XLA variant.
+    "compiled": frozenset({"gradcheck.diagnosis.non_finite",
+                           "gradcheck.diagnosis.tensorflow_gradients"}),
 }
 
 

@@ -10,8 +10,8 @@ import pytest
 
 import gradcheck
 from gradcheck.evidence.causes import TensorFlowGradientOp, WrongGradientReason
-from gradcheck.evidence.compiled import NoneOnly
 from gradcheck.evidence.connected import GradShape
+from gradcheck.kinds.compiled.evidence import NoneOnly
 from gradcheck.report import Kind, Mistake, Relation, Report, Status
 from tests.conftest import fixture_module
 

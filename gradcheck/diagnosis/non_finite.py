@@ -16,7 +16,6 @@ from gradcheck.evidence.causes import (
     TensorFlowGradientOp,
     WrongGradientReason,
 )
-from gradcheck.evidence.compiled import CompiledNotFinite
 from gradcheck.evidence.non_finite import (
     NonFiniteOrigin,
     NonFiniteSeen,
@@ -30,6 +29,7 @@ from gradcheck.forensics.non_finite import (
     analyse_non_finite,
     eager_non_finite,
 )
+from gradcheck.kinds.compiled.evidence import CompiledNotFinite
 from gradcheck.kinds.jvp.evidence import ModeNotFinite
 from gradcheck.options import CheckOptions
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation, Status

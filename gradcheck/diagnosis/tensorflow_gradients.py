@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from gradcheck.diagnosis.explained import attribute
 from gradcheck.engine.program import Program
 from gradcheck.evidence.causes import TensorFlowGradientOp
-from gradcheck.evidence.compiled import CompiledDiffers, CompiledNotFinite
 from gradcheck.forensics.wrong_gradients import WrongTensorFlowGradient, wrong_tensorflow_gradients
+from gradcheck.kinds.compiled.evidence import CompiledDiffers, CompiledNotFinite
 from gradcheck.report import Attribution, Cause, CheckResult, Kind, Mistake, Relation
 
 SYMPTOMS = frozenset({Kind.JACOBIAN, Kind.VJP, Kind.FAST, Kind.KINK, Kind.COMPILED, Kind.JVP,

@@ -1,15 +1,16 @@
 """The first op of f whose value under XLA differs from the eager one while its inputs agree
 to within rounding (a kernel XLA computes otherwise, or an ill-conditioned op amplifying
-rounding): its line, the element and both values. Facts only; render/sentences/compiled.py
+rounding): its line, the element and both values. Facts only; the compiled kind's evidence
 words them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from gradcheck.evidence.compiled import OpDiverged
+from gradcheck.evidence import Location
 from gradcheck.forensics.culprits import is_random_op
 from gradcheck.forensics.values import TracedValues, op_location
 from gradcheck.forensics.wrong_gradients import XLA_UNCONJUGATED_KERNELS
@@ -19,6 +20,23 @@ from gradcheck.numerics.judging import differ_beyond, finite_scale
 ROUNDING_EPSILONS = 64.0
 # The gradient kernels themselves (raw ops fuzzing reports call): XLA leaves out the conjugate.
 _UNCONJUGATED = frozenset(XLA_UNCONJUGATED_KERNELS.values())
+
+
+@dataclass(frozen=True)
+class OpDiverged:
+    """The first op of f (type `op`, at `location`) whose value under XLA differs from the
+    eager one while its inputs agree to within rounding: at `index` (`count` elements) it is
+    `eager` eagerly and `compiled` under XLA; `unconjugated`: its complex XLA kernel leaves
+    out the conjugate its eager one applies; `random`: a random op (XLA draws its own)."""
+
+    location: Location | None
+    op: str
+    index: tuple[int, ...]
+    count: int
+    eager: complex
+    compiled: complex
+    unconjugated: bool = False
+    random: bool = False
 
 
 def _differs(eager: np.ndarray, xla: np.ndarray, atol: float) -> np.ndarray | None:

@@ -1,18 +1,19 @@
 """Why f's values differ under XLA: a tf.where whose condition XLA decides otherwise than eager
 TensorFlow at the point (a tie that a differently rounded reduction breaks the other way), its
 line, the element and the compared values; else the first op XLA computes otherwise
-(diverging_ops.py). Facts only; checks/compiled.py words them."""
+(diverging_ops.py). Facts only; the compiled kind's evidence words them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gradcheck.engine.program import Program
-from gradcheck.evidence.compiled import OpDiverged, WhereFlipped
-from gradcheck.forensics.diverging_ops import first_diverged
+from gradcheck.evidence import Location
+from gradcheck.forensics.diverging_ops import OpDiverged, first_diverged
 from gradcheck.forensics.non_finite import SELECT_OPS
 from gradcheck.forensics.values import TracedValues, library_of, op_location, trace_values
 
@@ -20,6 +21,19 @@ from gradcheck.forensics.values import TracedValues, library_of, op_location, tr
 _COMPARISONS = frozenset({"Greater", "GreaterEqual", "Less", "LessEqual", "Equal", "NotEqual"})
 # Operands this many epsilons apart (relative) are a tie a reassociated reduction can break.
 TIE_EPSILONS = 64.0
+
+
+@dataclass(frozen=True)
+class WhereFlipped:
+    """A tf.where (at `location`) taking the other branch under XLA at `index` (`count`
+    elements); its condition's `comparison` (Greater...) of operands `eager` and `compiled`."""
+
+    location: Location | None
+    index: tuple[int, ...]
+    count: int
+    comparison: str
+    eager: tuple[float, ...]
+    compiled: tuple[float, ...]
 
 
 def _operands(traced: TracedValues, condition: object, index: tuple[int, ...],

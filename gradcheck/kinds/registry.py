@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gradcheck.checks.compiled import check_compiled
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.kinds.accumulation.check import check_accumulation
+from gradcheck.kinds.compiled.check import check_compiled
 from gradcheck.kinds.hessian.check import check_hessian, require_scalar
 from gradcheck.kinds.jvp.check import check_jvp
 from gradcheck.kinds.precision.check import check_precision

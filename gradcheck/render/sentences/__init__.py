@@ -9,7 +9,6 @@ themselves (their `words` method).
 from __future__ import annotations
 
 # Each family registers its sentences when imported (one line each, sorted).
-import gradcheck.render.sentences.compiled  # noqa: E402,F401
 import gradcheck.render.sentences.connected  # noqa: E402,F401
 import gradcheck.render.sentences.determinism  # noqa: E402,F401
 import gradcheck.render.sentences.diagnosis  # noqa: E402,F401

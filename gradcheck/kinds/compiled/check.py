@@ -1,4 +1,4 @@
-"""The compiled check: the VJP eagerly, under tf.function, and under XLA must agree."""
+"""The compiled check: the VJP eagerly, under tf.function and under XLA must agree."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.checks.weights import variable_in_call_cause
 from gradcheck.engine.program import NotTraceable, first_line
 from gradcheck.evidence.causes import Compiled, NotCompiled
-from gradcheck.evidence.compiled import (
+from gradcheck.evidence.notes import CompiledInOwnDtype
+from gradcheck.forensics.culprits import failing_node_site
+from gradcheck.forensics.diverging_ops import OpDiverged
+from gradcheck.forensics.graph import graph_cuts
+from gradcheck.forensics.where_flips import WhereFlipped, xla_difference
+from gradcheck.kinds.compiled.evidence import (
     CompiledDiffers,
     CompiledMatches,
     CompiledNotFinite,
@@ -22,26 +27,17 @@ from gradcheck.evidence.compiled import (
     NoEagerVJP,
     NoGradientEither,
     NoneOnly,
-    OpDiverged,
     Untraceable,
     ValuesDiffer,
-    WhereFlipped,
     XlaUnsupported,
 )
-from gradcheck.evidence.notes import CompiledInOwnDtype
-from gradcheck.forensics.culprits import failing_node_site
-from gradcheck.forensics.graph import graph_cuts
-from gradcheck.forensics.where_flips import xla_difference
+from gradcheck.kinds.compiled.judging import judge_compiled, output_differs
+from gradcheck.kinds.compiled.tf import CompiledVJP, compiled_vjp, eager_vjp
 from gradcheck.load.locations import exception_location
-from gradcheck.numerics import judging
-from gradcheck.numerics.tolerances import Tolerance, machine_eps, tolerance_for
+from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
-from gradcheck.tf.compiled import CompiledVJP, compiled_vjp, eager_vjp
 
 MODES = (("tf.function", False), ("tf.function(jit_compile=True)", True))
-# Compiled kernels reassociate sums: allow this many epsilons of the VJP's scale on top of
-# the check's tolerance.
-REASSOCIATION = 64.0
 
 
 def _trace_failure(ctx: CheckContext, mode: str, exc: BaseException, jit: bool
@@ -163,9 +159,7 @@ def _values_differ(ctx: CheckContext, outputs: list[np.ndarray],
     for position, (k, compiled) in enumerate(zip(ctx.diff_outputs, outputs)):
         eager = np.asarray(ctx.outputs[k].tensor if eager_outputs is None
                            else eager_outputs[position], dtype=np.float64)
-        if compiled.shape != eager.shape or np.any(judging.differ_beyond(
-                compiled, eager, ctx.tolerance.atol
-                + ctx.tolerance.rtol * judging.finite_scale(eager))):
+        if output_differs(compiled, eager, ctx.tolerance):
             return ctx.outputs[k].name
     return None
 
@@ -216,12 +210,7 @@ def _judge(ctx: CheckContext, mode: str, name: str, eager: np.ndarray | None,
         return _none_only(ctx, mode, name, eagerly=eager is None)
     if (non_finite := _non_finite(mode, name, eager, compiled, jit)) is not None:
         return non_finite
-    # Compiled kernels reassociate sums and may use other algorithms (XLA's eigensolver):
-    # differences are judged against the block's scale, as finite differences would be.
-    scale = float(np.max(np.abs(eager), initial=0.0))
-    tolerance = Tolerance(ctx.tolerance.atol + (ctx.tolerance.rtol + REASSOCIATION * machine_eps(
-        ctx.tolerance_dtype)) * scale, ctx.tolerance.rtol)
-    comparison = judging.compare(compiled, eager, tolerance)
+    comparison = judge_compiled(compiled, eager, ctx.tolerance, ctx.tolerance_dtype)
     if comparison.ok:
         return CheckResult(Kind.COMPILED, Status.PASS,
                            evidence=CompiledMatches(mode, comparison.max_abs_err),
