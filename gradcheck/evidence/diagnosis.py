@@ -6,7 +6,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from gradcheck.evidence import Evidence, internal
+from gradcheck.evidence import Evidence, Finding, internal
+from gradcheck.evidence.finding import stated_cause
+
+USUAL_CAUSES = (
+    "tf.Variable(...) built from inputs, .numpy()/float()/NumPy ops on tensors,"
+    " tf.stop_gradient, casts to integer types, round/floor/ceil/argmax, tf.numpy_function,"
+    " ops without a registered gradient"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,12 +28,24 @@ class SiteMistake(Evidence):
         evidence = None if self.finding is None else self.finding.evidence
         return {} if evidence is None else evidence.published()
 
+    def words(self, result: Finding) -> str:
+        fixed = stated_cause(result).fix
+        return self.clause(result) + (f"; {fixed}" if fixed else "")
+
+    def clause(self, result: Finding) -> str:
+        cause = stated_cause(result)
+        return f"{cause.culprit}: {cause.what}"
+
 
 @dataclasses.dataclass(frozen=True)
 class SiteCorrect(Evidence):
     """The custom gradient `site` returns uᵀJ, checked on its own."""
 
     site: str = internal("")
+
+    def words(self, result: Finding) -> str:
+        return (f"{self.site}: grad_fn returns uᵀJ, checked on its own against finite"
+                " differences")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +55,9 @@ class SiteUnchecked(Evidence):
     name: str = internal("")
     error: str = internal("")
 
+    def words(self, result: Finding) -> str:
+        return f"custom_gradient {self.name} could not be checked on its own: {self.error}"
+
 
 @dataclasses.dataclass(frozen=True)
 class SiteNoForwardMode(Evidence):
@@ -43,10 +65,24 @@ class SiteNoForwardMode(Evidence):
 
     site: str = internal("")
 
+    def words(self, result: Finding) -> str:
+        return (f"{self.site}: forward mode (ForwardAccumulator) gives no JVP through it for"
+                f" {result.input}: its forward and its grad_fn both leave TensorFlow (NumPy,"
+                " tf.numpy_function, .numpy()), and forward mode differentiates through one of"
+                " them; not a wrong gradient, but forward mode (and the jvp check) cannot be"
+                " used")
+
 
 @dataclasses.dataclass(frozen=True)
 class CutFound(Evidence):
     """The gradient path is cut where the result's cause says."""
+
+    def words(self, result: Finding) -> str:
+        cause = stated_cause(result)
+        return f"{cause.what}; {cause.fix}"
+
+    def clause(self, result: Finding) -> str:
+        return stated_cause(result).what
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,3 +91,10 @@ class CutNotFound(Evidence):
     why, when known)."""
 
     note: str | None = internal()
+
+    def words(self, result: Finding) -> str:
+        return f"{self.clause(result)}; usual causes: {USUAL_CAUSES}"
+
+    def clause(self, result: Finding) -> str:
+        why = f" ({self.note})" if self.note else ""
+        return f"could not locate where the gradient path from {result.input} is lost{why}"

@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from gradcheck.evidence import Evidence, Location, internal
+from gradcheck.evidence import Evidence, Finding, Location, internal
+from gradcheck.evidence.finding import stated_cause
+from gradcheck.evidence.text import first_clause
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,10 +44,36 @@ class NonFiniteSeen(Evidence):
         """The variant and the origins; nothing when no origin was found."""
         return super().published() if self.origins else {}
 
+    def words(self, result: Finding) -> str:
+        cause = stated_cause(result)
+        if not self.origins:
+            return f"{self._seen()}; {cause.what}"
+        return f"{self._seen()}: {cause.what}; fix: {cause.fix}"
+
+    def clause(self, result: Finding) -> str:
+        return first_clause(self.words(result))
+
+    def _seen(self) -> str:
+        which = (f"the gradient for {self.name}" if self.gradient
+                 else self.name if self.name.startswith("the ")  # "the loss" of a step
+                 else f"f's output {self.name}")
+        if self.order == 2:
+            which = (f"the second derivative for {self.name} (the gradient, which is finite,"
+                     " differentiated by nested tapes)")
+        index = f" (first at {list(self.index)})" if self.index else ""
+        lead = (f"under {self.variant} only (eagerly it is finite), "
+                if self.variant != "eager" else "")
+        return (f"{lead}{which} is {self.produced} in {self.count} of {self.size}"
+                f" element(s){index}")
+
 
 @dataclasses.dataclass(frozen=True)
 class NonFiniteUntraceable(Evidence):
     """f or its gradient is not finite, and f cannot be traced to find the op."""
+
+    def words(self, result: Finding) -> str:
+        return ("f or its gradient is NaN or infinite at this point, and f cannot be traced into"
+                " a graph (tf.function) to find the op that makes it so")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,3 +84,7 @@ class NoVerdictAtNonFinite(Evidence):
     check: str
     output: str
     produced: str
+
+    def words(self, result: Finding) -> str:
+        return (f"no {self.check} verdict: f's output {self.output} is {self.produced} at this"
+                " point, so the values compared are too (see the non-finite check)")

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 # Each family registers its sentences when imported (one line each, sorted).
 import gradcheck.render.sentences.connected  # noqa: E402,F401
-import gradcheck.render.sentences.determinism  # noqa: E402,F401
-import gradcheck.render.sentences.diagnosis  # noqa: E402,F401
 import gradcheck.render.sentences.fast  # noqa: E402,F401
 import gradcheck.render.sentences.gradients  # noqa: E402,F401
 import gradcheck.render.sentences.health  # noqa: E402,F401
 import gradcheck.render.sentences.jacobian  # noqa: E402,F401
-import gradcheck.render.sentences.non_finite  # noqa: E402,F401
 import gradcheck.render.sentences.vjp  # noqa: E402,F401
 from gradcheck.render.sentences.dispatch import (  # noqa: F401 - the package's interface
     attribution,

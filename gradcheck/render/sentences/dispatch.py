@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 from gradcheck.evidence import Evidence
+from gradcheck.evidence.text import first_clause
 from gradcheck.render.causes import fix, what
 from gradcheck.report import Attribution, CheckResult, Relation
 
@@ -23,23 +24,6 @@ def clause(evidence: Evidence, result: CheckResult) -> str:
     if type(evidence).words is Evidence.words:  # a family registered here: its sentence
         return sentence(evidence, result)
     return evidence.clause(result)
-
-
-_OPENING, _CLOSING = "([{", ")]}"
-
-
-def first_clause(message: str) -> str:
-    """Up to the first "; " outside brackets: a hand-built message has no evidence to say
-    where its headline ends."""
-    depth = 0
-    for index, character in enumerate(message):
-        if character in _OPENING:
-            depth += 1
-        elif character in _CLOSING:
-            depth = max(0, depth - 1)
-        elif depth == 0 and message.startswith("; ", index):
-            return message[:index]
-    return message
 
 
 def headline(result: CheckResult) -> str:
