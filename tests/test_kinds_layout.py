@@ -27,6 +27,8 @@ READERS: dict[str, frozenset[str]] = {
     "against": frozenset({"gradcheck.pipeline"}),
     # The non-finite diagnosis places a forward mode that is not finite at its op.
     "jvp": frozenset({"gradcheck.diagnosis.non_finite"}),
+    # Judged from what gradcheck.Watch recorded, in a snapshot's diagnosis (registry.ELSEWHERE).
+    "health": frozenset({"gradcheck.training.step"}),
 }
 
 

@@ -15,7 +15,6 @@ import gradcheck.render.sentences.determinism  # noqa: E402,F401
 import gradcheck.render.sentences.diagnosis  # noqa: E402,F401
 import gradcheck.render.sentences.fast  # noqa: E402,F401
 import gradcheck.render.sentences.gradients  # noqa: E402,F401
-import gradcheck.render.sentences.health  # noqa: E402,F401
 import gradcheck.render.sentences.jacobian  # noqa: E402,F401
 import gradcheck.render.sentences.non_finite  # noqa: E402,F401
 import gradcheck.render.sentences.second_order  # noqa: E402,F401
