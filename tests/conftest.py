@@ -13,7 +13,6 @@ from click.testing import CliRunner, Result
 
 from gradcheck.cli import cli
 from gradcheck.render.json_format import check_dict
-from gradcheck.render.sentences.notes import note_text
 from gradcheck.targets.modules import import_module
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -61,7 +60,7 @@ def details(result: Any) -> dict[str, Any]:
 
 def notes(holder: Any) -> tuple[str, ...]:
     """What a report's (or a prepared or recorded program's) notes say."""
-    return tuple(note_text(note) for note in holder.notes)
+    return tuple(str(note) for note in holder.notes)
 
 
 def fixture_module(name: str) -> ModuleType:

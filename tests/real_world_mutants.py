@@ -154,7 +154,6 @@ def run_one(name: str, f: Callable[..., Any], args: Sequence[np.ndarray], mode: 
     import time
 
     import gradcheck
-    from gradcheck.render.sentences.notes import note_text
 
     target = f if kind == "plain" else mutate(f, kind, bump)
     start = time.perf_counter()
@@ -169,7 +168,7 @@ def run_one(name: str, f: Callable[..., Any], args: Sequence[np.ndarray], mode: 
                      for c in report.checks)
     return Outcome(name, mode, kind, findings, None, time.perf_counter() - start,
                    tuple(i.dtype for i in report.inputs if i.differentiable),
-                   tuple(note_text(note) for note in report.notes))
+                   tuple(str(note) for note in report.notes))
 
 
 # mode -> (argument dtype, gradcheck.check options): float32 arguments with the default

@@ -13,7 +13,6 @@ from gradcheck.engine.batch import point_bytes
 from gradcheck.errors import UsageError
 from gradcheck.evidence.fast import BlockFailed
 from gradcheck.options import CheckOptions
-from gradcheck.render.sentences.notes import note_text
 from tests.conftest import details, fixture_module, fixture_target, notes
 
 
@@ -107,7 +106,7 @@ def test_auto_mode_chooses_by_memory_budget() -> None:
     assert needed == 8 * 300 * 300 * 6 + point_bytes((300,), [(300,)])
     assert (size.input, size.inputs, size.outputs) == ("x", 300, 300)
     over = choose_mode(CheckOptions(max_memory=needed - 1), program, [(300,)]).reason
-    assert "full mode on x (300 inputs x 300 outputs)" in note_text(over)
+    assert "full mode on x (300 inputs x 300 outputs)" in over.words()
     assert choose_mode(CheckOptions(max_memory=needed - 1), program, [(300,)]).mode == "fast"
     assert choose_mode(CheckOptions(max_memory=needed), program, [(300,)]).mode == "full"
     # Asked for, full mode goes over the budget (which then sizes chunks), not over the machine.
@@ -137,7 +136,7 @@ def test_auto_mode_also_weighs_the_time_of_full_mode() -> None:
     # What the choice reads: the input's size.
     program = replace(program, slots=(replace(program.slots[0], shape=big.shape),))
     slow = choose_mode(CheckOptions(max_memory=1 << 40), program, [(1,)], call_seconds=0.01)
-    assert slow.mode == "fast" and "evaluate f 20000 times, about 200 s" in note_text(slow.reason)
+    assert slow.mode == "fast" and "evaluate f 20000 times, about 200 s" in slow.reason.words()
     quick = choose_mode(CheckOptions(max_memory=1 << 40), program, [(1,)], call_seconds=1e-4)
     assert quick.mode == "full"
 

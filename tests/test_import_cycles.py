@@ -1,6 +1,6 @@
 """No import cycle in gradcheck, read from its source (no TensorFlow): every import counts,
 type-checking ones included, except the deferred imports the layers contract names (a report
-and a note word themselves through gradcheck.render only when shown)."""
+words itself through gradcheck.render only when shown)."""
 
 from __future__ import annotations
 

@@ -16,12 +16,12 @@ from click.testing import Result
 
 import gradcheck
 from gradcheck.errors import ExitCode, FunctionError, InternalError, Phase
+from gradcheck.evidence.notes import RETRY_NOTE
 from gradcheck.options import CheckOptions, options_from
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.processes import supervisor
 from gradcheck.processes.failures import unexpected_error
 from gradcheck.processes.supervisor import Events, Job, JobResult, run_jobs
-from gradcheck.render.sentences.notes import RETRY_NOTE
 from gradcheck.report import Report
 from gradcheck.run_settings import RunSettings
 from tests.conftest import FIXTURES, notes

@@ -32,6 +32,8 @@ READERS: dict[str, frozenset[str]] = {
     # finding of the XLA variant.
     "compiled": frozenset({"gradcheck.diagnosis.non_finite",
                            "gradcheck.diagnosis.tensorflow_gradients"}),
+    # Judged from what gradcheck.Watch recorded, in a snapshot's diagnosis (registry.ELSEWHERE).
+    "health": frozenset({"gradcheck.training.step"}),
 }
 
 

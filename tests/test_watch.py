@@ -285,7 +285,7 @@ def test_a_custom_loop_writes_gradient_histograms_at_its_log_freq(tmp_path):
 
 
 def test_health_judges_growth_and_vanishing_from_the_steps_before_the_failure():
-    from gradcheck.numerics.health import judge_health
+    from gradcheck.kinds.health.judging import judge_health
 
     norms = np.array([[1.0, 1e-9, 1.0], [1.0, 1e-9, 2.0], [1.0, 1e-9, 5e3], [np.nan] * 3])
     zeros = np.zeros_like(norms)

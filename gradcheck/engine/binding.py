@@ -27,7 +27,6 @@ from gradcheck.engine.program import (
 )
 from gradcheck.engine.runtime import tensorflow
 from gradcheck.errors import InputError
-from gradcheck.evidence.causes import ContractSlip
 from gradcheck.evidence.notes import (
     ComplexInput,
     DtypeFallback,
@@ -35,6 +34,7 @@ from gradcheck.evidence.notes import (
     Note,
     PassedThrough,
 )
+from gradcheck.report import Cause, Mistake
 from gradcheck.targets.keras import compute_dtype
 from gradcheck.targets.named import NamedArgument
 
@@ -134,7 +134,7 @@ class Gradients:
     they could not be taken (a grad_fn raising, or returning another dtype than its input's),
     or whether f's values and their gradients are finite."""
 
-    problem: str | ContractSlip | None
+    problem: str | Cause | None
     finite_values: bool = True
     finite_gradients: bool = True
 
@@ -159,7 +159,7 @@ def _gradients_in(program: Program) -> Gradients:
         return Gradients(first_line(exc))
     slips = instrument.violations_since(mark, instrument.Slip.DTYPE)
     if slips:
-        return Gradients(slips[0].slip)
+        return Gradients(Cause(Mistake.DTYPE, facts=slips[0].slip))
     return Gradients(None, _finite([leaf.tensor for leaf in leaves]), _finite(gradients))
 
 
@@ -236,7 +236,7 @@ def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_
     if not programs[0].sources:
         _without_float_arguments(programs[0])
     # The dtype, its error, whether in gradients.
-    problems: list[tuple[str, str | ContractSlip, bool]] = []
+    problems: list[tuple[str, str | Cause, bool]] = []
     ran: list[Program] = []
     error: BaseException | None = None
     for program in programs:

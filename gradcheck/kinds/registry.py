@@ -71,4 +71,5 @@ def run_registered(ctx: CheckContext) -> Findings:
 # Kinds whose check needs more than f at its arguments, one line each: where they run.
 ELSEWHERE = {
     Kind.AGAINST: "gradcheck.pipeline: f against another TARGET, loaded beside it",
+    Kind.HEALTH: "gradcheck.training.step: the weights' gradients gradcheck.Watch recorded",
 }

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from gradcheck.evidence.jacobian import JacobianEvidence
-from gradcheck.render.sentences.notes import note_text
 from gradcheck.render.table import MATRIX_KINDS, STATUS_LABEL, summary_line
 from gradcheck.report import CheckResult, Kind, Report
 from gradcheck.spelling import format_index
@@ -182,7 +181,7 @@ def render_html(report: Report, *, show_matrices: bool = True) -> str:
     colour = STATUS_COLOUR["pass" if report.ok else "fail"]
     parts: Sequence[str] = (
         checks_table(report), findings(report), matrices(report) if show_matrices else "",
-        _paragraphs((f"note: {note_text(note)}" for note in report.notes), "color:#666"),
+        _paragraphs((f"note: {note}" for note in report.notes), "color:#666"),
         f'<div><b style="color:{colour}">{escape(verdict)}</b> {escape(rest)}</div>',
     )
     return f'<div class="gradcheck-report">{"".join(parts)}</div>'

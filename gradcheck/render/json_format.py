@@ -23,7 +23,6 @@ from gradcheck.render.sentences.explain import (
     misconception_text,
     several_text,
 )
-from gradcheck.render.sentences.notes import note_text
 from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
 
 
@@ -53,7 +52,7 @@ def _details(result: CheckResult) -> dict[str, Any]:
     details it was given."""
     evidence = result.evidence
     published = public_fields(evidence) if evidence is not None else {}
-    return {name: note_text(value) if isinstance(value, Note) else value
+    return {name: value.words() if isinstance(value, Note) else value
             for name, value in (published or result.details).items()}
 
 
@@ -83,7 +82,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "inputs": [tensor_dict(i) for i in report.inputs],
         "outputs": [tensor_dict(o) for o in report.outputs],
         "checks": [check_dict(c) for c in report.checks],
-        "notes": [note_text(note) for note in report.notes],
+        "notes": [str(note) for note in report.notes],
     }
     if report.explain is not None:
         data["explain"] = explanation_dict(report.explain)

@@ -15,7 +15,6 @@ from rich.text import Text
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.jacobian import JacobianEvidence
-from gradcheck.render.sentences.notes import note_text
 from gradcheck.report import CheckResult, Kind, Report
 from gradcheck.spelling import format_index
 
@@ -205,6 +204,6 @@ def render_table(report: Report, *, show_matrices: bool = False,
     parts += findings(report)
     if show_matrices:
         parts += jacobian_matrices(report)
-    parts += [Text(f"note: {note_text(note)}", style="dim") for note in report.notes]
+    parts += [Text(f"note: {note}", style="dim") for note in report.notes]
     parts.append(summary_line(report))
     return Group(*parts)

@@ -89,7 +89,7 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
                                   for c in report.checks))
     if health is None:
         return report
-    from gradcheck.checks.health import health_results
+    from gradcheck.kinds.health.check import health_results
 
     found = health_results([str(n) for n in health["names"].tolist()], health["norms"],
                            health["zeros"])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import gradcheck.render.sentences.connected  # noqa: E402,F401
 import gradcheck.render.sentences.fast  # noqa: E402,F401
 import gradcheck.render.sentences.gradients  # noqa: E402,F401
-import gradcheck.render.sentences.health  # noqa: E402,F401
 import gradcheck.render.sentences.jacobian  # noqa: E402,F401
 import gradcheck.render.sentences.vjp  # noqa: E402,F401
 from gradcheck.render.sentences.dispatch import (  # noqa: F401 - the package's interface

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gradcheck.evidence.health import GradientHealth
-from gradcheck.numerics.health import judge_health
+from gradcheck.kinds.health.evidence import GradientHealth
+from gradcheck.kinds.health.judging import judge_health
 from gradcheck.report import CheckResult, Kind, Status
 
 
