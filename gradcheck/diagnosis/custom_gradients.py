@@ -9,9 +9,13 @@ from typing import Any
 from gradcheck.engine.observer import Site
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import (
+    CausedOnItsOwn,
     Facts,
+    NoneOnItsOwn,
     OnItsOwn,
+    ProbedOnItsOwn,
     ReturnedShape,
+    SecondOrderOnItsOwn,
     ShapeOnItsOwn,
     UpstreamProbe,
 )
@@ -69,14 +73,15 @@ def _as_grad_fn_mistake(result: CheckResult, probe: Probe) -> tuple[Kind, Mistak
             result.input, tuple(evidence.gradient_shape or ()), tuple(evidence.input_shape),
             shape)
     if result.check == Kind.JACOBIAN and cause is not None:
-        return Kind.CUSTOM_GRADIENT, cause.mistake, OnItsOwn(result)
+        return Kind.CUSTOM_GRADIENT, cause.mistake, CausedOnItsOwn(result)
     if result.check == Kind.CONNECTED:
-        return Kind.CUSTOM_GRADIENT, Mistake.NONE, OnItsOwn(result)
+        return Kind.CUSTOM_GRADIENT, Mistake.NONE, NoneOnItsOwn(result)
     if result.check == Kind.VJP:
         upstream = probe.upstream(result) or Cause(Mistake.WRONG_VALUES, facts=UpstreamProbe())
-        return Kind.CUSTOM_GRADIENT, upstream.mistake, OnItsOwn(result, upstream)
+        return Kind.CUSTOM_GRADIENT, upstream.mistake, ProbedOnItsOwn(result, upstream)
     if result.check in (Kind.SECOND_ORDER, Kind.HESSIAN):
-        return result.check, cause.mistake if cause else Mistake.SECOND_ORDER, OnItsOwn(result)
+        return (result.check, cause.mistake if cause else Mistake.SECOND_ORDER,
+                SecondOrderOnItsOwn(result))
     if result.check in (Kind.JACOBIAN, Kind.CUSTOM_GRADIENT, Kind.FAST):
         return (Kind.CUSTOM_GRADIENT, cause.mistake if cause else Mistake.WRONG_VALUES,
                 OnItsOwn(result))
