@@ -14,6 +14,7 @@ from gradcheck.evidence.causes import (
     NoneOnItsOwn,
     OnItsOwn,
     ProbedOnItsOwn,
+    RaisedOnItsOwn,
     ReturnedShape,
     SecondOrderOnItsOwn,
     ShapeOnItsOwn,
@@ -21,6 +22,7 @@ from gradcheck.evidence.causes import (
 )
 from gradcheck.evidence.connected import GradShape
 from gradcheck.evidence.diagnosis import SiteCorrect, SiteMistake
+from gradcheck.evidence.gradients import GradientRaised
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
 
 
@@ -83,8 +85,9 @@ def _as_grad_fn_mistake(result: CheckResult, probe: Probe) -> tuple[Kind, Mistak
         return (result.check, cause.mistake if cause else Mistake.SECOND_ORDER,
                 SecondOrderOnItsOwn(result))
     if result.check in (Kind.JACOBIAN, Kind.CUSTOM_GRADIENT, Kind.FAST):
+        raised = isinstance(result.evidence, GradientRaised) and result.attributed_to is None
         return (Kind.CUSTOM_GRADIENT, cause.mistake if cause else Mistake.WRONG_VALUES,
-                OnItsOwn(result))
+                (RaisedOnItsOwn if raised else OnItsOwn)(result))
     return None
 
 

@@ -4,14 +4,10 @@ the findings of its own check told as its grad_fn's."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gradcheck.evidence.causes.base import Facts, WhatAndFix
 from gradcheck.evidence.causes.mistakes import Mistake
-from gradcheck.evidence.gradients import GradientRaised
-
-if TYPE_CHECKING:
-    from gradcheck.report import CheckResult
 
 FIX_HINT = (
     "a grad_fn receives the upstream u and must return uᵀJ with its input's shape, e.g."
@@ -24,13 +20,25 @@ _POSITIONAL = "TensorFlow treats only positional arguments as a custom_gradient'
 class OnItsOwn(Facts):
     """A finding of a custom gradient's own check (`finding`, a CheckResult: this layer lies
     below the report's), told as its grad_fn's mistake: by default its message, the fix its
-    cause names told apart (a raise, a jacobian finding without a cause, the fast check's)."""
+    cause names told apart (a jacobian finding without a cause, the fast check's)."""
 
     finding: Any
 
     def words(self, mistake: Mistake) -> WhatAndFix:
         cause = self.finding.cause
-        return _unfixed(self.finding), cause.fix if cause else None
+        return self.unfixed(), cause.fix if cause else None
+
+    def unfixed(self) -> str:
+        """The finding's message without the cause's fix that ends it (told apart as the fix)."""
+        return str(self.finding.message)
+
+
+@dataclasses.dataclass(frozen=True)
+class RaisedOnItsOwn(OnItsOwn):
+    """A gradient that raised (its evidence a GradientRaised), the finding not attributed."""
+
+    def unfixed(self) -> str:
+        return raised_without_fix(self.finding.evidence, self.finding)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,20 +84,14 @@ class SecondOrderOnItsOwn(OnItsOwn):
                 + f": {finding.message}"), None
 
 
-def _unfixed(finding: CheckResult) -> str:
-    """The finding's message without the cause's fix that ends it (told apart as the fix)."""
-    if isinstance(finding.evidence, GradientRaised) and finding.attributed_to is None:
-        return raised_without_fix(finding.evidence, finding)
-    return finding.message
-
-
-def raised_clause(evidence: GradientRaised, result: CheckResult) -> str:
-    """The clause of a raised gradient (gradcheck.render.sentences.gradients says it too)."""
+def raised_clause(evidence: Any, result: Any) -> str:
+    """The clause of a raised gradient (`evidence` a GradientRaised, `result` its CheckResult:
+    typed loosely, as evidence.gradients and the report lie above); its sentence says it too."""
     return (f"computing the gradient of {result.output} with respect to {result.input} raised"
             f" {evidence.error}")
 
 
-def raised_without_fix(evidence: GradientRaised, result: CheckResult) -> str:
+def raised_without_fix(evidence: Any, result: Any) -> str:
     """The sentence of a raised gradient up to its cause's fix."""
     said = raised_clause(evidence, result)
     if not evidence.dtype_mix or result.cause is None:
