@@ -7,7 +7,7 @@ from typing import Any
 
 from gradcheck.errors import ExitCode
 from gradcheck.evidence import Evidence, Location, public_fields
-from gradcheck.evidence.causes import Facts
+from gradcheck.evidence.causes import Facts, Mistake, WhatAndFix, plain_words
 from gradcheck.evidence.explain import Explanation
 from gradcheck.evidence.notes import Note
 from gradcheck.spelling import Spelled
@@ -85,84 +85,6 @@ class Attribution:
     earlier: Attribution | None = None
 
 
-class Mistake(Spelled):
-    """What is wrong, as the JSON report spells it (Cause.mistake)."""
-
-    # A custom gradient's values (numerics/mistakes.py) or its call (engine/instrument.py).
-    WRONG_VALUES = "wrong-values"
-    WRONG_SIGN = "wrong-sign"
-    WRONG_SHAPE = "wrong-shape"
-    FACTOR = "factor"
-    TRANSPOSED = "transposed"
-    TRANSPOSED_SHAPED = "transposed-shaped"
-    FULL_JACOBIAN = "full-jacobian"
-    JACOBIAN_SHAPED = "jacobian-shaped"
-    JACOBIAN_TIMES_UPSTREAM = "jacobian-times-upstream"
-    TRANSPOSED_TIMES_UPSTREAM = "transposed-times-upstream"
-    UNSUMMED_ROWS = "unsummed-rows"
-    OUTPUT_SHAPED = "output-shaped"
-    SUMMED_UPSTREAM = "summed-upstream"
-    IGNORED_UPSTREAM = "ignored-upstream"
-    SCALAR = "scalar"
-    ZEROS = "zeros"
-    STRAIGHT_THROUGH = "straight-through"
-    CONJUGATED = "conjugated"
-    UNCONJUGATED = "unconjugated"
-    UNCONJUGATED_OUTPUT = "unconjugated-output"
-    NONE = "none"
-    COUNT = "count"
-    DTYPE = "dtype"
-    VARIABLES = "variables"
-    VARIABLE_COUNT = "variable-count"
-    KEYWORDS = "keywords"
-    VARIABLE_IN_GRAD_FN = "variable-in-grad-fn"
-    VARIABLE_IN_FORWARD = "variable-in-forward"
-    DTYPE_MIX = "dtype-mix"
-    # Cut gradient paths (forensics/graph.py, forensics/gaps.py).
-    VARIABLE = "variable"
-    NUMPY_METHOD = "numpy-method"
-    NUMPY = "numpy"
-    PYTHON_NUMBER = "python-number"
-    STOP_GRADIENT = "stop-gradient"
-    INTEGER_CAST = "integer-cast"
-    NUMPY_FUNCTION = "numpy-function"
-    PIECEWISE_CONSTANT = "piecewise-constant"
-    COMPARISON = "comparison"
-    INTEGER_OUTPUT = "integer-output"
-    PYTHON_FUNCTION = "python-function"
-    NO_GRADIENT = "no-gradient"
-    NOT_DIFFERENTIABLE = "not-differentiable"
-    ASSIGN = "assign"
-    OVERWRITTEN = "overwritten"
-    NO_FORWARD_RULE = "no-forward-rule"
-    NO_SECOND_ORDER_GRADIENT = "no-second-order-gradient"
-    # TensorFlow's own gradient of an op, wrong at f's values (forensics/wrong_gradients.py).
-    TENSORFLOW_GRADIENT = "tensorflow-gradient"
-    # Non-finite values (diagnosis/non_finite.py).
-    NON_FINITE = "non-finite"
-    NON_FINITE_INPUT = "non-finite-input"
-    NON_FINITE_VALUE = "non-finite-value"
-    INFINITE_DERIVATIVE = "infinite-derivative"
-    UNTAKEN_BRANCH = "untaken-branch"
-    # f itself.
-    KINK = "kink"
-    UNUSED_LAYER = "unused-layer"
-    VARIABLE_IN_CALL = "variable-in-call"
-    RANDOM = "random"
-    TAPE_DEPENDENT = "tape-dependent"
-    # Compiled and second-order checks.
-    XLA_UNSUPPORTED = "xla-unsupported"
-    UNTRACEABLE = "untraceable"
-    COMPILED_VALUES = "compiled-values"
-    COMPILED_NON_FINITE = "compiled-non-finite"
-    COMPILED_NONE = "compiled-none"
-    COMPILED_MISMATCH = "compiled-mismatch"
-    ASYMMETRIC = "asymmetric"
-    SECOND_ORDER = "second-order"
-    SECOND_ORDER_NONE = "second-order-none"
-    SECOND_ORDER_RAISED = "second-order-raised"
-
-
 def _views() -> Any:
     """gradcheck.render, a layer above: imported only when something is shown."""
     from gradcheck.render import display
@@ -189,8 +111,8 @@ class _Message:
 
 @dataclasses.dataclass(frozen=True)
 class Cause:
-    """Why a check failed, as data (its words are rendered from it by gradcheck.render.causes,
-    never stored or parsed back).
+    """Why a check failed, as data (its words are said by its facts when read, never stored or
+    parsed back).
 
     `mistake` names what is wrong (Mistake.WRONG_SIGN, FULL_JACOBIAN, VARIABLE_IN_GRAD_FN,
     STOP_GRADIENT...), `culprit` the code responsible ("custom_gradient f (line 4)"),
@@ -205,14 +127,18 @@ class Cause:
 
     @property
     def what(self) -> str:
-        """What is wrong, in words (rendered by gradcheck.render.causes)."""
-        return str(_views().cause_what(self))
+        """What is wrong, in words (its facts', or its mistake's alone)."""
+        return self._words()[0]
 
     @property
     def fix(self) -> str | None:
-        """What to do about it, when that follows from the cause (rendered likewise)."""
-        fixed = _views().cause_fix(self)
-        return None if fixed is None else str(fixed)
+        """What to do about it, when that follows from the cause."""
+        return self._words()[1]
+
+    def _words(self) -> WhatAndFix:
+        if self.facts is None:
+            return plain_words(self.mistake)
+        return self.facts.words(self.mistake)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -109,14 +109,13 @@ def test_the_check_finds_a_worded_note() -> None:
         "1", "2", "3", "4"]
 
 
-CAUSE_FACTS = PACKAGE / "evidence" / "causes.py"
-# Where the core may read a cause's rendered words: nowhere.
-READS_WORDS: frozenset[str] = frozenset()
+CAUSE_FACTS = PACKAGE / "evidence" / "causes"
 
 
 def _facts_classes() -> set[str]:
-    tree = ast.parse(CAUSE_FACTS.read_text(encoding="utf-8"))
-    return {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    return {node.name for path in sorted(CAUSE_FACTS.glob("*.py")) if path.name != "mistakes.py"
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.ClassDef)}
 
 
 def _is_text(node: ast.expr) -> bool:
@@ -148,8 +147,8 @@ def _worded_causes(name: str, tree: ast.Module, facts: set[str]) -> list[str]:
 
 
 def test_no_core_module_words_a_cause() -> None:
-    """A cause's words (what is wrong, the fix) are made in gradcheck/render/causes from its
-    facts: the core gives the mistake, the culprit, the location and the facts."""
+    """A cause's words (what is wrong, the fix) are said by its facts (gradcheck/evidence/causes):
+    the core gives the mistake, the culprit, the location and the facts."""
     facts = _facts_classes()
     worded = [line for name, tree in _core_modules()
               for line in _worded_causes(name, tree, facts)]
@@ -172,7 +171,7 @@ def _unworded_reads(tree: ast.AST) -> list[int]:
 def test_no_core_module_reads_a_cause_s_words() -> None:
     """Words are output: the core decides from facts, and reads words only where a finding
     says itself (its words and clause methods)."""
-    read = [f"{name}:{line}" for name, tree in _core_modules() if name not in READS_WORDS
+    read = [f"{name}:{line}" for name, tree in _core_modules()
             for line in _unworded_reads(tree)]
     assert read == []
 

@@ -18,7 +18,6 @@ import gradcheck
 from gradcheck.numerics.mistakes import value_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
-from gradcheck.render.causes import fix
 from gradcheck.report import Kind, Mistake, Report, Status
 
 from .conftest import FIXTURES, fixture_module, fixture_target
@@ -91,7 +90,7 @@ def test_a_grad_fn_with_the_other_conjugation_is_named_at_its_line(
     custom = failed["custom-gradient"]
     assert custom.cause is not None and custom.cause.mistake == mistake
     assert str(custom.location).endswith(f"complex_gradients.py:{line}")
-    assert "tf.math.conj(df/dz)" in (fix(custom.cause) or "")
+    assert "tf.math.conj(df/dz)" in (custom.cause.fix or "")
 
 
 def test_the_mistakes_are_told_apart_from_their_numbers() -> None:

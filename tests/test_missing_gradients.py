@@ -13,7 +13,6 @@ import tensorflow as tf
 from click.testing import Result
 
 import gradcheck
-from gradcheck.render.causes import fix
 from gradcheck.report import CheckResult, Report
 
 from .conftest import FIXTURES, fixture_module, notes
@@ -72,7 +71,7 @@ def test_a_source_no_op_gives_a_gradient_is_located_at_the_op(
         found = breaks[name]
         assert (found.status, _line(found)) == (status, line), found.message
         assert words in found.message
-        assert found.cause is not None and fix(found.cause)
+        assert found.cause is not None and found.cause.fix
     assert report.exit_code == exit_code
 
 

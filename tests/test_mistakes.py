@@ -8,30 +8,29 @@ from gradcheck.evidence import Location
 from gradcheck.forensics.site_lines import return_location
 from gradcheck.numerics.mistakes import shape_mistake, value_mistake
 from gradcheck.render.annotations import render_github_annotations
-from gradcheck.render.causes import fix, what
 from gradcheck.report import CheckResult, Report
 
 J = np.array([[1.0, 2.0], [-3.0, 0.5]])
 
 
 def test_value_mistakes_are_named() -> None:
-    assert what(value_mistake(-J, J, 2, 1, "y")) == "has the wrong sign: it returns -uᵀJ"
-    assert what(value_mistake(2 * J, J, 2, 1, "y")) == "is off by a constant factor of 2"
-    assert what(value_mistake(J.T, J, 2, 1, "y")).startswith("uses J where Jᵀ is needed")
-    assert what(value_mistake(np.zeros((2, 2)), J, 2, 2, "y[1]")).startswith(
+    assert value_mistake(-J, J, 2, 1, "y").what == "has the wrong sign: it returns -uᵀJ"
+    assert value_mistake(2 * J, J, 2, 1, "y").what == "is off by a constant factor of 2"
+    assert value_mistake(J.T, J, 2, 1, "y").what.startswith("uses J where Jᵀ is needed")
+    assert value_mistake(np.zeros((2, 2)), J, 2, 2, "y[1]").what.startswith(
         "ignores the upstream of y[1]")
     same_rows = np.array([[-2.0, 2.5], [-2.0, 2.5]])
-    assert what(value_mistake(same_rows, J, 2, 1, "y")).startswith(
+    assert value_mistake(same_rows, J, 2, 1, "y").what.startswith(
         "gives every output element the same gradient row: it sums the upstream")
-    assert what(value_mistake(J + np.array([[0.0, 0.1], [0.0, 0.0]]), J, 2, 1, "y")) == (
+    assert value_mistake(J + np.array([[0.0, 0.1], [0.0, 0.0]]), J, 2, 1, "y").what == (
         "returns wrong values")
 
 
 def test_upstream_mistakes_carry_their_fix() -> None:
     summed = value_mistake(np.array([[-2.0, 2.5], [-2.0, 2.5]]), J, 2, 1, "y")
-    assert summed.mistake == "summed-upstream" and "upstream * dy/dx" in (fix(summed) or "")
+    assert summed.mistake == "summed-upstream" and "upstream * dy/dx" in (summed.fix or "")
     ignored = value_mistake(np.zeros((2, 2)), J, 2, 2, "y[1]")
-    assert ignored.mistake == "ignored-upstream" and "y[1]" in (fix(ignored) or "")
+    assert ignored.mistake == "ignored-upstream" and "y[1]" in (ignored.fix or "")
 
 
 def test_a_symmetric_jacobian_is_never_called_transposed() -> None:
@@ -47,7 +46,7 @@ def test_shape_mistakes_are_named() -> None:
 
     def named(grad: np.ndarray, upstream: np.ndarray, jacobian: np.ndarray,
               in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
-        return what(shape_mistake(grad, upstream, jacobian, in_shape, out_shape))
+        return shape_mistake(grad, upstream, jacobian, in_shape, out_shape).what
 
     assert named(J, u, J, (2,), (2,)) == "returned the full Jacobian J"
     assert named(J * u, u, J, (2,), (2,)).startswith("returned J * upstream")
@@ -64,14 +63,14 @@ def test_transposed_jacobian_times_upstream_gets_the_contraction_as_its_fix() ->
     """The seed question's grad_fn: dg = Jᵀ, returned dg * upstream; the fix sums axis -1."""
     u = np.array([0.5, -2.0])
     mistake = shape_mistake(J.T * u, u, J, (2,), (2,))
-    assert what(mistake).startswith("returned Jᵀ * upstream")
-    assert "tf.linalg.matvec(that matrix, upstream)" in (fix(mistake) or "")
+    assert mistake.what.startswith("returned Jᵀ * upstream")
+    assert "tf.linalg.matvec(that matrix, upstream)" in (mistake.fix or "")
     np.testing.assert_allclose((J.T * u).sum(axis=-1), u @ J)
     # Near the true J only within float32 precision: still named with rtol 1e-3.
     noisy = J * (1 + 1e-5)
-    assert what(shape_mistake(noisy, u, J, (2,), (2,), rtol=1e-3)) == (
+    assert shape_mistake(noisy, u, J, (2,), (2,), rtol=1e-3).what == (
         "returned the full Jacobian J")
-    assert what(shape_mistake(noisy, u, None, (2,), (2,))).startswith(
+    assert shape_mistake(noisy, u, None, (2,), (2,)).what.startswith(
         "returned a Jacobian-shaped tensor")
 
 

@@ -15,7 +15,6 @@ from gradcheck.evidence import Location
 from gradcheck.evidence.causes import Words
 from gradcheck.evidence.non_finite import NonFiniteOrigin, NonFiniteSeen, NonFiniteUntraceable
 from gradcheck.render.annotations import render_github_annotations
-from gradcheck.render.causes import fix
 from gradcheck.render.json_format import check_dict
 from gradcheck.render.junit import render_junit
 from gradcheck.report import Cause, CheckOutcome, CheckResult, Mistake, Report
@@ -39,7 +38,7 @@ def _assert_found(report: Report, fixture: str, subject: str, mistake: str, culp
     assert result.status == "fail" and not report.ok
     assert str(result.location).endswith(f"{fixture}.py:{line}")
     assert result.cause is not None and result.cause.mistake == mistake
-    assert result.cause.culprit == culprit and fix(result.cause)
+    assert result.cause.culprit == culprit and result.cause.fix
     return result
 
 

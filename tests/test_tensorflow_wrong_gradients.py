@@ -59,8 +59,8 @@ def test_unique_indices_pass() -> None:
 
 def test_every_op_found_wrong_has_its_words_and_workaround() -> None:
     from gradcheck.evidence.causes import WrongGradientReason
+    from gradcheck.evidence.causes import gradients as words
     from gradcheck.forensics import wrong_gradients as found
-    from gradcheck.render.causes import gradients as words
 
     assert set(words._COMPLEX_WRONG) == found._COMPLEX_WRONG_OPS
     assert set(words._XLA_EXACT) == set(found.XLA_UNCONJUGATED_KERNELS)

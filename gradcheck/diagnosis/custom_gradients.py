@@ -9,14 +9,20 @@ from typing import Any
 from gradcheck.engine.observer import Site
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import (
+    CausedOnItsOwn,
     Facts,
+    NoneOnItsOwn,
     OnItsOwn,
+    ProbedOnItsOwn,
+    RaisedOnItsOwn,
     ReturnedShape,
+    SecondOrderOnItsOwn,
     ShapeOnItsOwn,
     UpstreamProbe,
 )
 from gradcheck.evidence.connected import GradShape
 from gradcheck.evidence.diagnosis import SiteCorrect, SiteMistake
+from gradcheck.evidence.gradients import GradientRaised
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
 
 
@@ -69,17 +75,19 @@ def _as_grad_fn_mistake(result: CheckResult, probe: Probe) -> tuple[Kind, Mistak
             result.input, tuple(evidence.gradient_shape or ()), tuple(evidence.input_shape),
             shape)
     if result.check == Kind.JACOBIAN and cause is not None:
-        return Kind.CUSTOM_GRADIENT, cause.mistake, OnItsOwn(result)
+        return Kind.CUSTOM_GRADIENT, cause.mistake, CausedOnItsOwn(result)
     if result.check == Kind.CONNECTED:
-        return Kind.CUSTOM_GRADIENT, Mistake.NONE, OnItsOwn(result)
+        return Kind.CUSTOM_GRADIENT, Mistake.NONE, NoneOnItsOwn(result)
     if result.check == Kind.VJP:
         upstream = probe.upstream(result) or Cause(Mistake.WRONG_VALUES, facts=UpstreamProbe())
-        return Kind.CUSTOM_GRADIENT, upstream.mistake, OnItsOwn(result, upstream)
+        return Kind.CUSTOM_GRADIENT, upstream.mistake, ProbedOnItsOwn(result, upstream)
     if result.check in (Kind.SECOND_ORDER, Kind.HESSIAN):
-        return result.check, cause.mistake if cause else Mistake.SECOND_ORDER, OnItsOwn(result)
+        return (result.check, cause.mistake if cause else Mistake.SECOND_ORDER,
+                SecondOrderOnItsOwn(result))
     if result.check in (Kind.JACOBIAN, Kind.CUSTOM_GRADIENT, Kind.FAST):
+        raised = isinstance(result.evidence, GradientRaised) and result.attributed_to is None
         return (Kind.CUSTOM_GRADIENT, cause.mistake if cause else Mistake.WRONG_VALUES,
-                OnItsOwn(result))
+                (RaisedOnItsOwn if raised else OnItsOwn)(result))
     return None
 
 

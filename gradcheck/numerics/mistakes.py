@@ -1,5 +1,5 @@
 """Naming a wrong gradient's mistake from its numbers: sign, factor, transposed J, J * u...
-(NumPy only; gradcheck.render.causes words what a grad_fn did, for the user who wrote it)."""
+(NumPy only; the facts in gradcheck.evidence.causes word what a grad_fn did, for its author)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from html import escape
 from typing import Any
 
-from gradcheck.report import Cause, CheckResult, Report
+from gradcheck.report import CheckResult, Report
 
 NO_BLOCKS = ("this report kept no Jacobian blocks to draw: check with"
              " gradcheck.check(..., keep_blocks=True), then call report.plot()")
@@ -24,18 +24,6 @@ def headline(result: CheckResult) -> str:
     from gradcheck.render.sentences import headline
 
     return headline(result)
-
-
-def cause_what(cause: Cause) -> str:
-    from gradcheck.render.causes import what
-
-    return what(cause)
-
-
-def cause_fix(cause: Cause) -> str | None:
-    from gradcheck.render.causes import fix
-
-    return fix(cause)
 
 
 def text(report: Report) -> str:

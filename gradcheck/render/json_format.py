@@ -16,14 +16,13 @@ from gradcheck.evidence.explain import (
     TensorView,
 )
 from gradcheck.evidence.notes import Note
-from gradcheck.render.causes import cause_dict
 from gradcheck.render.sentences.explain import (
     FORMULAS,
     coincide_text,
     misconception_text,
     several_text,
 )
-from gradcheck.report import VERSION, CheckResult, Report, TensorInfo
+from gradcheck.report import VERSION, Cause, CheckResult, Report, TensorInfo
 
 
 def _clean(value: Any) -> Any:
@@ -54,6 +53,14 @@ def _details(result: CheckResult) -> dict[str, Any]:
     published = public_fields(evidence) if evidence is not None else {}
     return {name: value.words() if isinstance(value, Note) else value
             for name, value in (published or result.details).items()}
+
+
+def cause_dict(cause: Cause | None) -> dict[str, Any] | None:
+    """The JSON report's `cause` object."""
+    if cause is None:
+        return None
+    return {"mistake": cause.mistake, "what": cause.what, "culprit": cause.culprit,
+            "location": cause.location, "fix": cause.fix}
 
 
 def check_dict(result: CheckResult) -> dict[str, Any]:

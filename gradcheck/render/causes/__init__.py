@@ -1,24 +1,26 @@
-"""Every cause's words, made from its facts (gradcheck.evidence.causes): `what` is wrong and
-the `fix`, as the JSON report's `cause` object and the messages say them.
-
-`words` is dispatched on the facts' type; each family registers its words in a module of this
-package, imported below. Causes without facts are worded by their mistake alone.
-"""
+"""Kept for the sentences of gradcheck.render.sentences not yet converted (removed once they
+are): a cause's words are its facts' own (gradcheck.evidence.causes), read as Cause.what and
+Cause.fix."""
 
 from __future__ import annotations
 
-# Each family registers its words when imported (one line each, sorted).
-import gradcheck.render.causes.checks  # noqa: E402,F401
-import gradcheck.render.causes.custom_gradients  # noqa: E402,F401
-import gradcheck.render.causes.gradients  # noqa: E402,F401
-import gradcheck.render.causes.paths  # noqa: E402,F401
-from gradcheck.render.causes.dispatch import (  # noqa: F401 - the package's interface
-    PLAIN,
-    WhatAndFix,
-    cause_dict,
-    fix,
-    kink_place,
-    stated_cause,
-    what,
-    words,
-)
+from gradcheck.evidence.causes import kink_place
+from gradcheck.report import Cause, CheckResult
+
+__all__ = ["fix", "kink_place", "stated_cause", "what"]
+
+
+def what(cause: Cause) -> str:
+    """What is wrong, in words."""
+    return cause.what
+
+
+def fix(cause: Cause) -> str | None:
+    """What to do about it, when that follows from the cause."""
+    return cause.fix
+
+
+def stated_cause(result: CheckResult) -> Cause:
+    """The cause of a finding whose evidence its cause tells (that evidence always has one)."""
+    assert result.cause is not None, f"{type(result.evidence).__name__} is told by its cause"
+    return result.cause

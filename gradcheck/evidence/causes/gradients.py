@@ -1,18 +1,15 @@
-"""The words of a wrong gradient's named mistake (numerics/mistakes.py): sign, factor,
-transposed J, J * u..., for the user who wrote the grad_fn."""
+"""A wrong gradient's facts and their words: a grad_fn's named mistake (numerics/mistakes.py:
+sign, factor, transposed J, J * u..., for the user who wrote it), and TensorFlow's own
+gradient of an op, wrong at f's values."""
 
 from __future__ import annotations
 
-from gradcheck.evidence.causes import (
-    ReturnedShape,
-    ReturnedValues,
-    TensorFlowGradientOp,
-    UpstreamProbe,
-    WrongGradientReason,
-)
-from gradcheck.render.causes.dispatch import WhatAndFix, words
-from gradcheck.render.causes.paths import SPELLINGS
-from gradcheck.report import Mistake
+import dataclasses
+
+from gradcheck.evidence.causes.base import Facts, WhatAndFix
+from gradcheck.evidence.causes.mistakes import Mistake
+from gradcheck.evidence.causes.paths import SPELLINGS
+from gradcheck.spelling import Spelled
 
 CONJUGATE_FIX = (
     "TensorFlow's gradient for a complex z is ∂L/∂Re z + i ∂L/∂Im z, the conjugate of the"
@@ -75,27 +72,73 @@ SHAPES: dict[Mistake, WhatAndFix] = {
 }
 
 
-@words.register
-def _values(facts: ReturnedValues, mistake: Mistake) -> WhatAndFix:
-    said, fixed = VALUES[mistake]
-    return (said.format(factor=facts.factor, output=facts.output),
-            None if fixed is None else fixed.format(output=facts.output))
+@dataclasses.dataclass(frozen=True)
+class ReturnedValues(Facts):
+    """A gradient's values next to the true ones (numerics/mistakes.py): the constant `factor`
+    it is off by, the `output` whose upstream it ignores."""
+
+    factor: float | None = None
+    output: str | None = None
+
+    def words(self, mistake: Mistake) -> WhatAndFix:
+        said, fixed = VALUES[mistake]
+        return (said.format(factor=self.factor, output=self.output),
+                None if fixed is None else fixed.format(output=self.output))
 
 
-@words.register
-def _shape(facts: ReturnedShape, mistake: Mistake) -> WhatAndFix:
-    if mistake == Mistake.WRONG_SHAPE:
-        return ("returned the wrong shape" if facts.shape is None
-                else f"returned shape {facts.shape}"), None
-    return SHAPES[mistake]
+@dataclasses.dataclass(frozen=True)
+class ReturnedShape(Facts):
+    """A wrong-shaped gradient (numerics/mistakes.py): its `shape`, None when not measured."""
+
+    shape: tuple[int, ...] | None = None
+
+    def words(self, mistake: Mistake) -> WhatAndFix:
+        if mistake == Mistake.WRONG_SHAPE:
+            return ("returned the wrong shape" if self.shape is None
+                    else f"returned shape {self.shape}"), None
+        return SHAPES[mistake]
 
 
-@words.register
-def _upstream_probe(facts: UpstreamProbe, mistake: Mistake) -> WhatAndFix:
-    if facts.ignored:
-        return ("ignores its upstream: it returns the same gradient whatever upstream u it is"
-                " given", "multiply by the upstream (return upstream * dy/dx, or uᵀJ)")
-    return "returns a wrong VJP for a random upstream", None
+@dataclasses.dataclass(frozen=True)
+class UpstreamProbe(Facts):
+    """A custom gradient called with two random upstreams: `ignored` when it returned the same
+    gradient for both."""
+
+    ignored: bool = False
+
+    def words(self, mistake: Mistake) -> WhatAndFix:
+        if self.ignored:
+            return ("ignores its upstream: it returns the same gradient whatever upstream u it"
+                    " is given", "multiply by the upstream (return upstream * dy/dx, or uᵀJ)")
+        return "returns a wrong VJP for a random upstream", None
+
+
+class WrongGradientReason(Spelled):
+    """Why TensorFlow's own gradient of an op is wrong at f's values."""
+
+    # Repeated indices: the value keeps the last write, the gradient reaches every one.
+    DUPLICATE_INDICES = "duplicate-indices"
+    # A TensorFlow function's own tf.custom_gradient leaves out the conjugate (tf.nn.silu).
+    COMPLEX_CUSTOM_GRADIENT = "complex-custom-gradient"
+    # A TensorFlow function's own tf.custom_gradient returns gradients of the wrong shape
+    # where its inputs broadcast (tf.nn.silu with a tensor beta: beta's summed to a scalar).
+    BROADCAST_CUSTOM_GRADIENT = "broadcast-custom-gradient"
+    # The op's registered gradient is wrong for complex inputs, eagerly too.
+    COMPLEX_GRADIENT = "complex-gradient"
+    # XLA multiplies a tf.where's zero upstream by an infinite local derivative.
+    XLA_UNTAKEN_BRANCH = "xla-untaken-branch"
+    # XLA's gradient kernel leaves out the conjugate the eager one applies.
+    XLA_UNCONJUGATED = "xla-unconjugated"
+
+    @property
+    def shape_only(self) -> bool:
+        """The gradient's shape is wrong (a grad-shape finding), not its values."""
+        return self == WrongGradientReason.BROADCAST_CUSTOM_GRADIENT
+
+    @property
+    def xla_only(self) -> bool:
+        return self in (WrongGradientReason.XLA_UNTAKEN_BRANCH,
+                        WrongGradientReason.XLA_UNCONJUGATED)
 
 
 # Why TensorFlow's own gradient of an op is wrong, and how to step around it, per reason.
@@ -185,14 +228,21 @@ _COMPLEX_WRONG = {
 }
 
 
-@words.register
-def _tensorflow_gradient(facts: TensorFlowGradientOp, mistake: Mistake) -> WhatAndFix:
-    said, fix = _WRONG_TENSORFLOW_GRADIENTS[facts.reason]
-    spelled = SPELLINGS.get(facts.op, f"{facts.op}({{v}})").format(v="tf.where(c, v, safe)")
-    called, exact, cut = _XLA_EXACT.get(facts.op, (facts.op, facts.op, ""))
-    source = ""
-    if facts.reason == WrongGradientReason.COMPLEX_GRADIENT:
-        called, source, exact = _COMPLEX_WRONG.get(
-            facts.op, (facts.op, "", f"compute it without {facts.op}"))
-    named = {"op": facts.op, "called": called, "exact": exact, "cut": cut, "source": source}
-    return said.format(**named), fix.format(spelled=spelled, **named) if fix else fix
+@dataclasses.dataclass(frozen=True)
+class TensorFlowGradientOp(Facts):
+    """TensorFlow's own registered gradient of op type `op` is wrong at f's values, for
+    `reason`."""
+
+    op: str
+    reason: WrongGradientReason
+
+    def words(self, mistake: Mistake) -> WhatAndFix:
+        said, fix = _WRONG_TENSORFLOW_GRADIENTS[self.reason]
+        spelled = SPELLINGS.get(self.op, f"{self.op}({{v}})").format(v="tf.where(c, v, safe)")
+        called, exact, cut = _XLA_EXACT.get(self.op, (self.op, self.op, ""))
+        source = ""
+        if self.reason == WrongGradientReason.COMPLEX_GRADIENT:
+            called, source, exact = _COMPLEX_WRONG.get(
+                self.op, (self.op, "", f"compute it without {self.op}"))
+        named = {"op": self.op, "called": called, "exact": exact, "cut": cut, "source": source}
+        return said.format(**named), fix.format(spelled=spelled, **named) if fix else fix

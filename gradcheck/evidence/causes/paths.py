@@ -1,16 +1,13 @@
-"""The words of cut gradient paths and of the ops that make values non-finite."""
+"""The facts of cut gradient paths and of the ops that make values non-finite, and their
+words."""
 
 from __future__ import annotations
 
-from gradcheck.evidence.causes import (
-    CutOp,
-    DivergedWeight,
-    FirstNonFinite,
-    NonFiniteOp,
-    NoNonFiniteOp,
-)
-from gradcheck.render.causes.dispatch import WhatAndFix, words
-from gradcheck.report import Mistake
+import dataclasses
+
+from gradcheck.evidence.causes.base import Facts, WhatAndFix
+from gradcheck.evidence.causes.mistakes import Mistake
+from gradcheck.evidence.location import Location
 
 # What people do where an op gives no gradient (a hard count, index or threshold).
 RELAX = ("for a gradient, use a smooth relaxation (a sigmoid- or softmax-weighted count, a soft"
@@ -77,13 +74,54 @@ CUTS: dict[Mistake, tuple[str, str]] = {
 }
 
 
-@words.register
-def _cut(facts: CutOp, mistake: Mistake) -> WhatAndFix:
-    said, fixed = CUTS[mistake]
-    alias = f" ({OP_NAMES[facts.op]})" if facts.op in OP_NAMES else ""
-    called = f"{facts.op}()" if facts.op else "float()/int()"
-    return said.format(input=facts.input, op=facts.op, dtype=facts.dtype, alias=alias,
-                       called=called), fixed
+@dataclasses.dataclass(frozen=True)
+class CutOp(Facts):
+    """The gradient path from `input` is cut by the op `op` (of output dtype `dtype`)."""
+
+    input: str
+    op: str = ""
+    dtype: str | None = None
+
+    def words(self, mistake: Mistake) -> WhatAndFix:
+        said, fixed = CUTS[mistake]
+        alias = f" ({OP_NAMES[self.op]})" if self.op in OP_NAMES else ""
+        called = f"{self.op}()" if self.op else "float()/int()"
+        return said.format(input=self.input, op=self.op, dtype=self.dtype, alias=alias,
+                           called=called), fixed
+
+
+@dataclasses.dataclass(frozen=True)
+class NonFiniteOp:
+    """One op that made non-finite values: `op` as the user wrote it (`name`: with the
+    TensorFlow function it belongs to), its local derivative (`backward`) or its value, at the
+    `arguments`; `branch`: the tf.where whose untaken branch it feeds (`untaken`), in a
+    library's code when `branch_library`."""
+
+    op: str
+    name: str
+    kernel: str
+    location: Location | None
+    backward: bool
+    produced: str
+    arguments: tuple[float, ...] = ()
+    untaken: bool = False
+    branch: Location | None = None
+    branch_library: str | None = None  # the package whose code has that tf.where
+    second: bool = False  # its second derivative (made differentiating the gradient)
+    xla: bool = False  # the untaken branch's NaN is XLA's gradient only (eagerly finite)
+    # What feeds it: Softmax, Sigmoid, "1+Exp" (a stable primitive's pattern) or f's argument.
+    fed_by: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class DivergedWeight:
+    """A training step's weight that earlier updates drove to `magnitude` (its largest |value|),
+    and the optimizer that made them (its class and learning rate, when known)."""
+
+    weight: str
+    magnitude: float
+    optimizer: str = ""
+    learning_rate: float | None = None
 
 
 # How the user wrote an op, with {v} for its (first) argument.
@@ -251,24 +289,35 @@ def _fix(origin: NonFiniteOp) -> str:
         " its derivative are finite")
 
 
-@words.register
-def _first_non_finite(facts: FirstNonFinite, mistake: Mistake) -> WhatAndFix:
-    first = facts.first
-    stage = "of the backward pass " if facts.gradient and first.backward else ""
-    if facts.order == 2:
-        stage = "of the second backward pass (the gradient differentiated again) "
-    said = (f"the first op {stage}that turns finite values into non-finite ones is"
-            f" {_origin_words(first)}{_branch_words(first)}")
-    others = [("the gradient of " if o.backward else "") + o.op
-              + (f" at {o.location}" if o.location else "") for o in facts.others]
-    if others:
-        said += f" (also: {', '.join(others)})"
-    if facts.dtype:
-        said += (f"; traced in {facts.dtype}, the arguments' own dtype, as f does not"
-                 " trace with promoted float64 inputs")
-    if facts.diverged is not None:
-        return said + _diverged_words(facts.diverged), _diverged_fix(facts.diverged)
-    return said, _fix(first)
+@dataclasses.dataclass(frozen=True)
+class FirstNonFinite(Facts):
+    """The first op that made a value non-finite (`gradient`: the value is a gradient), the
+    next `others`; `dtype` the arguments' own dtype f was traced in, when not promoted."""
+
+    first: NonFiniteOp
+    others: tuple[NonFiniteOp, ...] = ()
+    gradient: bool = False
+    dtype: str | None = None
+    order: int = 1  # 2: the value is a second derivative (the gradient itself is finite)
+    diverged: DivergedWeight | None = None  # in training: the weight behind the huge argument
+
+    def words(self, mistake: Mistake) -> WhatAndFix:
+        first = self.first
+        stage = "of the backward pass " if self.gradient and first.backward else ""
+        if self.order == 2:
+            stage = "of the second backward pass (the gradient differentiated again) "
+        said = (f"the first op {stage}that turns finite values into non-finite ones is"
+                f" {_origin_words(first)}{_branch_words(first)}")
+        others = [("the gradient of " if o.backward else "") + o.op
+                  + (f" at {o.location}" if o.location else "") for o in self.others]
+        if others:
+            said += f" (also: {', '.join(others)})"
+        if self.dtype:
+            said += (f"; traced in {self.dtype}, the arguments' own dtype, as f does not"
+                     " trace with promoted float64 inputs")
+        if self.diverged is not None:
+            return said + _diverged_words(self.diverged), _diverged_fix(self.diverged)
+        return said, _fix(first)
 
 
 def _diverged_words(diverged: DivergedWeight) -> str:
@@ -284,8 +333,13 @@ def _diverged_fix(diverged: DivergedWeight) -> str:
             " input would only hide the divergence")
 
 
-@words.register
-def _no_non_finite_op(facts: NoNonFiniteOp, mistake: Mistake) -> WhatAndFix:
-    if not facts.traced:
-        return "not traceable", None
-    return "no single op in the traced graph turns finite values into it", None
+@dataclasses.dataclass(frozen=True)
+class NoNonFiniteOp(Facts):
+    """No op was found that made the value non-finite (`traced`: f could be traced)."""
+
+    traced: bool = True
+
+    def words(self, mistake: Mistake) -> WhatAndFix:
+        if not self.traced:
+            return "not traceable", None
+        return "no single op in the traced graph turns finite values into it", None
