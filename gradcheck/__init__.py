@@ -14,7 +14,11 @@ if sys.argv[:1] == ["-m"] and sys.path and sys.path[0] in ("", os.getcwd()):
 try:
     from typing import TYPE_CHECKING, Any
 
+    from gradcheck import report as _report
+    from gradcheck.render import display as _display
     from gradcheck.report import VERSION as __version__
+
+    _report.install_views(_display)
 except (ImportError, AttributeError) as exc:  # a user's file shadowing what gradcheck needs
     from gradcheck.shadowing import explain_import_failure
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Protocol
 
 from gradcheck.errors import ExitCode
 from gradcheck.evidence import Evidence, Location, public_fields
 from gradcheck.evidence.causes import Facts, Mistake, WhatAndFix, plain_words
 from gradcheck.evidence.explain import Explanation
 from gradcheck.evidence.notes import Note
+from gradcheck.evidence.text import first_clause
 from gradcheck.spelling import Spelled
 
 VERSION = "0.1.0"
@@ -84,12 +85,66 @@ class Attribution:
     surrogate: str | None = None
     earlier: Attribution | None = None
 
+    def words(self) -> str:
+        """What explains the finding, as the clauses that follow its words (what explained it
+        earlier first)."""
+        said = self._own_words()
+        return said if self.earlier is None else f"{self.earlier.words()}; {said}"
 
-def _views() -> Any:
-    """gradcheck.render, a layer above: imported only when something is shown."""
-    from gradcheck.render import display
+    def _own_words(self) -> str:
+        cause, relation = self.cause, self.relation
+        culprit = cause.culprit if cause is not None and cause.culprit else "a custom gradient"
+        if relation == Relation.DECLARED_SURROGATE:
+            return (f"declared a deliberate surrogate gradient (--surrogate {self.surrogate}),"
+                    " so not a failure")
+        if relation == Relation.EXPECTED_SURROGATE:
+            return f"expected: {culprit} is a declared surrogate"
+        at = f" at {cause.location}" if cause is not None and cause.location else ""
+        if relation == Relation.TENSORFLOW_GRADIENT and cause is not None:
+            return f"likely cause: {cause.what}{at}; workaround: {cause.fix}"
+        if relation == Relation.CREATED_IN_CALL and cause is not None:
+            return f"likely cause: {cause.what}{at}; fix: {cause.fix}"
+        if relation == Relation.CUT_PATH and cause is not None:
+            return f"likely cause: {cause.what}{at}"
+        if relation == Relation.NON_FINITE and cause is not None:
+            return (f"likely cause: non-finite values from {culprit}{at} (see the non-finite"
+                    " check)")
+        where = f" (grad_fn at {cause.location})" if cause is not None and cause.location else ""
+        return f"likely cause: {culprit}{where}"
 
-    return display
+
+class ReportViews(Protocol):
+    """How a report shows itself (gradcheck.render.display, a layer above, which the package
+    root installs: report never imports render)."""
+
+    def text(self, report: Report) -> str: ...
+
+    def html(self, report: Report) -> str: ...
+
+    def plot(self, report: Report) -> Any: ...
+
+    def show(self, report: Report) -> None: ...
+
+
+_installed: list[ReportViews] = []
+
+
+def install_views(views: ReportViews) -> None:
+    """Called once by gradcheck/__init__.py."""
+    _installed[:] = [views]
+
+
+def _views() -> ReportViews:
+    if not _installed:
+        raise RuntimeError("gradcheck.report's views are installed by importing gradcheck")
+    return _installed[0]
+
+
+def _words(result: CheckResult) -> str:
+    """A finding's whole message: its evidence's words, then what it is attributed to."""
+    assert result.evidence is not None
+    said = result.evidence.words(result)
+    return said if result.attributed_to is None else f"{said}; {result.attributed_to.words()}"
 
 
 class _Message:
@@ -102,7 +157,7 @@ class _Message:
         if result.evidence is None:
             return str(result.__dict__.get("_given_message", ""))
         if "_message" not in result.__dict__:  # made once, when first read
-            result.__dict__["_message"] = str(_views().message(result))
+            result.__dict__["_message"] = _words(result)
         return str(result.__dict__["_message"])
 
     def __set__(self, result: CheckResult, text: str) -> None:
@@ -144,7 +199,7 @@ class Cause:
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
     """One finding. The core gives `evidence` (and the diagnosis `attributed_to`), and
-    `message` is rendered from them by gradcheck.render.sentences when first read (at output);
+    `message` is made from them (the evidence's words, then the attribution's) when first read;
     a hand-built result (renderer tests, plugins) may give `message` itself."""
 
     check: Kind
@@ -175,7 +230,9 @@ class CheckResult:
     @property
     def headline(self) -> str:
         """What the finding is, in one clause (the message without its attribution)."""
-        return str(_views().headline(self))
+        if self.evidence is None:
+            return first_clause(self.message)
+        return self.evidence.clause(self)
 
     @property
     def failed(self) -> bool:

@@ -155,13 +155,15 @@ def test_no_core_module_words_a_cause() -> None:
     assert worded == []
 
 
-# The methods in which a finding says itself: the only core code that may read words.
+# The methods in which a finding says itself (and their helpers, named *_words): the only core
+# code that may read words.
 WORDING_METHODS = frozenset({"words", "clause"})
 
 
 def _unworded_reads(tree: ast.AST) -> list[int]:
     """The lines that read a cause's words (.what, .fix) outside a wording method."""
-    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)) and tree.name in WORDING_METHODS:
+    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            tree.name in WORDING_METHODS or tree.name.endswith("_words")):
         return []
     read = isinstance(tree, ast.Attribute) and tree.attr in ("what", "fix")
     found = [tree.lineno] if read else []

@@ -16,13 +16,13 @@ from gradcheck.evidence.explain import Explanation, TensorView
 from gradcheck.options import COMMAND_KINDS, CheckOptions
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.explain import render_explanation
-from gradcheck.render.json_format import explanation_dict
-from gradcheck.render.sentences.explain import (
+from gradcheck.render.explanation_words import (
     FORMULAS,
     coincide_text,
     misconception_text,
     several_text,
 )
+from gradcheck.render.json_format import explanation_dict
 
 from .conftest import FIXTURES, fixture_module, fixture_target
 

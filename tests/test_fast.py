@@ -199,7 +199,7 @@ def test_smaller_steps_tried_at_a_kink_do_not_hide_a_wrong_gradient() -> None:
 
 def test_a_failing_block_reads_as_before_with_its_first_clause_as_headline() -> None:
     from gradcheck.evidence.fast import ProjectedCut
-    from gradcheck.render.sentences import first_clause
+    from gradcheck.evidence.text import first_clause
 
     run = {"mode_reason": "--mode fast was asked for", "probes": 8, "probes_run": 1,
            "failed_probes": (0,), "evaluations": 40, "backward_passes": 2, "seed": 0,

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from gradcheck.evidence import Evidence
 from gradcheck.kinds.registry import ELSEWHERE, KINDS
-from gradcheck.render.sentences import sentence
 from gradcheck.report import CheckResult, Kind, Status
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradcheck"
@@ -83,7 +82,7 @@ def test_a_kind_folder_is_reached_through_the_registry_only() -> None:
 
 def test_a_kind_s_findings_say_themselves() -> None:
     """Every evidence class in a kind's folder that no other derives from (a family's base is
-    never built) has its own `words`: the sentence dispatcher uses them."""
+    never built) has its own `words`: a finding's message is made of them."""
     for folder in FOLDERS:
         module = importlib.import_module(f"gradcheck.kinds.{folder.name}.evidence")
         classes = [c for c in vars(module).values() if isinstance(c, type)
@@ -99,7 +98,7 @@ def test_the_dispatcher_reads_a_finding_s_own_words() -> None:
 
     evidence = AccumulatedGradient("sum", 4, 0.75, 0.25)
     result = CheckResult(Kind.ACCUMULATION, Status.FAIL, evidence=evidence)
-    assert sentence(evidence, result) == evidence.words(result) == result.message
+    assert evidence.words(result) == result.message
     assert "is 1/4 of the whole batch's" in result.message
     assert "words" not in {f.name for f in dataclasses.fields(evidence)}
     assert evidence.published() == {"state": "sum", "micro_batches": 4, "error": 0.75,

@@ -10,7 +10,6 @@ import gradcheck.evidence
 import gradcheck.kinds
 from gradcheck.evidence import Evidence, Location
 from gradcheck.evidence.notes import Note
-from gradcheck.render.sentences import sentence
 from gradcheck.report import CheckResult, Kind, Status
 
 
@@ -30,22 +29,18 @@ def _subclasses(base: type) -> set[type]:
     return found
 
 
-def _unworded(base: type, dispatcher: object = None) -> list[str]:
+def _unworded(base: type) -> list[str]:
     """The kinds (the classes no other kind derives from: a family's base is never built)
-    whose words are the base's, which raise, and whose sentence, if a dispatcher is given, is
-    its default, which raises TypeError."""
+    whose words are the base's, which raise."""
     kinds = _subclasses(base)
-    default = dispatcher.dispatch(base) if dispatcher else None  # type: ignore[attr-defined]
     return sorted(kind.__name__ for kind in kinds if not kinds & set(kind.__subclasses__())
-                  and (dispatcher is None
-                       or dispatcher.dispatch(kind) is default)  # type: ignore[attr-defined]
                   and getattr(kind, "words", None) is getattr(base, "words", None))
 
 
 def test_every_evidence_type_has_a_sentence() -> None:
     evidence = _subclasses(Evidence)
     assert len(evidence) > 40
-    assert _unworded(Evidence, sentence) == []
+    assert _unworded(Evidence) == []
 
 
 def test_every_note_type_says_itself() -> None:
@@ -77,6 +72,6 @@ def test_the_check_finds_an_evidence_type_without_a_sentence() -> None:
         pass
 
     Unworded.__module__ = "gradcheck.evidence.unworded"
-    assert _unworded(Evidence, sentence) == ["Unworded"]
+    assert _unworded(Evidence) == ["Unworded"]
     del Unworded
     gc.collect()

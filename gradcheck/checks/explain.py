@@ -1,6 +1,6 @@
 """The explanation of the output_gradients contract (Report.explain): what tape.gradient returns
 for each input, with and without output_gradients, turned into plain data (J, 1ᵀJ, uᵀJ and the
-mistake) that gradcheck.render.sentences.explain words."""
+mistake) that gradcheck.render.explanation_words words."""
 
 from __future__ import annotations
 

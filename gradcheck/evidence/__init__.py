@@ -2,9 +2,8 @@
 
 The checks and the diagnosis build these, and each says itself: `words` (the whole finding)
 and `clause` (its headline), made from its facts and the CheckResult when the message is first
-read (never written by the core, appended to or parsed back). Families not yet moved into
-gradcheck.kinds are still worded in gradcheck.render.sentences. Fields marked `internal()`
-stay out of the JSON report's `details`.
+read (never written by the core, appended to or parsed back). Fields marked `internal()` stay
+out of the JSON report's `details`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The explanation of tape.gradient (Report.explain) as data: per input, per target, J, 1ᵀJ,
 uᵀJ and `gradient * u` (the misconception), with which case each is in. Its sentences and the
-formulas are made in gradcheck.render.sentences.explain; render/json_format.py publishes it as
+formulas are made in gradcheck.render.explanation_words; render/json_format.py publishes it as
 the JSON report's `explain` object."""
 
 from __future__ import annotations

@@ -6,6 +6,18 @@ from __future__ import annotations
 import dataclasses
 
 from gradcheck.evidence import Evidence, Location, internal
+from gradcheck.evidence.causes import kink_place, raised_clause, raised_without_fix
+from gradcheck.evidence.finding import Finding, stated_cause
+from gradcheck.spelling import format_index
+
+# How to step around TensorFlow's own gradient of an op where it raises.
+_TENSORFLOW_GRADIENT_WORKAROUNDS = {
+    "GatherNd": "index so that the result keeps a dimension (tf.gather_nd(x, [[i]])[0]) or use"
+                " x[i] or tf.gather",
+    "EagerPyFunc": "return only floating-point values from the tf.py_function (cast integers"
+                   " outside it), or give it a tf.custom_gradient",
+}
+NO_GRADIENTS = "Keras reports 'No gradients provided for any variable' for such weights"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,6 +29,25 @@ class GradientRaised(Evidence):
     dtype_mix: bool = internal(False)
     # The op whose gradient, TensorFlow's own (no custom gradient of f's on the way), raised.
     tensorflow_op: str | None = None
+
+    def clause(self, result: Finding) -> str:
+        return raised_clause(self, result)
+
+    def words(self, result: Finding) -> str:
+        if self.tensorflow_op is not None:
+            op = self.tensorflow_op
+            where = f" at {result.location}" if result.location else ""
+            workaround = _TENSORFLOW_GRADIENT_WORKAROUNDS.get(
+                op, f"compute it without {op}, or wrap it in a tf.custom_gradient with the"
+                    " gradient you know")
+            return (f"TensorFlow's own gradient of {op}{where} raised {self.error} while"
+                    f" computing the gradient of {result.output} with respect to"
+                    f" {result.input}; f has no custom gradient there, so TensorFlow's"
+                    f" registered gradient for {op} is at fault: {workaround}")
+        said = raised_without_fix(self, result)
+        if not self.dtype_mix or result.cause is None:
+            return said
+        return f"{said}; {result.cause.fix}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +62,11 @@ class NoGradient(Evidence):
 class Independent(NoGradient):
     """An argument the output does not depend on."""
 
+    def words(self, result: Finding) -> str:
+        y, x = result.output, result.input
+        return (f"autodiff returns None for d{y}/d{x} and finite differences agree that {y}"
+                f" does not depend on {x}")
+
 
 @dataclasses.dataclass(frozen=True)
 class UntrainedWeight(NoGradient):
@@ -39,6 +75,21 @@ class UntrainedWeight(NoGradient):
 
     never_read: bool = internal(False)
     read_at: str | None = None
+
+    def words(self, result: Finding) -> str:
+        why = ("f never reads it (an unused layer, or a head not on the path?)"
+               if self.never_read
+               else "its path may end in an integer cast, argmax or a Python branch")
+        if self.read_at:
+            return (f"the trainable weight {result.input} is never read while the loss is"
+                    f" computed: its value was read once, outside the training step, at"
+                    f" {self.read_at}, and the step uses that stale tensor, so it gets no"
+                    " gradient and never trains; read the weight inside call() (the op that"
+                    " uses it, where it is used)")
+        y = result.output
+        return (f"the trainable weight {result.input} gets no gradient from {y} (None), and"
+                f" finite differences agree that {y} does not depend on it here, so it never"
+                f" trains through {y} (Keras: 'No gradients provided'): {why}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +100,18 @@ class CutPath(Evidence):
     finite_difference: list[object] | None
     magnitude: float = internal(0.0)
     origin: str | None = internal()
+
+    def clause(self, result: Finding) -> str:
+        x, y = result.input, result.output
+        return (f"the gradient path from {x} to {y} is cut: autodiff returns None, but finite"
+                f" differences show {y} depends on {x} (|dy/dx| up to {self.magnitude:.3g})")
+
+    def words(self, result: Finding) -> str:
+        said = self.clause(result)
+        if self.origin is None:
+            return said
+        return (f"{said}; {result.output} is a {self.origin} value, computed outside"
+                " TensorFlow")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +135,22 @@ class Kink(Evidence):
     site: KinkSite | None = internal()
     weight: bool = internal(False)  # the source is a trainable weight, not an argument
 
+    def clause(self, result: Finding) -> str:
+        return (f"{result.output} is not differentiable in {result.input} at this point"
+                f" ({self.count} element(s), e.g. {format_index(self.index)}): autodiff"
+                f" gives {self.autodiff:.6g}, finite differences across the kink"
+                f" {self.across:.6g}")
+
+    def words(self, result: Finding) -> str:
+        site = self.site
+        at = (f"; the kink: {site.name} {kink_place(site.tie, site.name)} at {site.location}"
+              if site else "")
+        if self.weight:  # a weight's point is where training is, not the user's choice
+            return (f"{self.clause(result)}{at}; harmless for training: autodiff gives one"
+                    " side's derivative, as every optimiser step uses it; only finite"
+                    " differences, whose step crosses the kink, cannot judge this element")
+        return f"{self.clause(result)}{at}; move the point away from the kink"
+
 
 @dataclasses.dataclass(frozen=True)
 class Jump(Evidence):
@@ -85,10 +164,32 @@ class Jump(Evidence):
     across: float = internal(0.0)
     site: KinkSite | None = internal()
 
+    def clause(self, result: Finding) -> str:
+        return (f"{result.output} is discontinuous in {result.input} at this point"
+                f" ({self.count} element(s), e.g. {format_index(self.index)}): finite"
+                f" differences across the jump give {self.across:.6g}, which grows as the"
+                f" step shrinks; autodiff gives one side's derivative, {self.autodiff:.6g}")
+
+    def words(self, result: Finding) -> str:
+        site = self.site
+        cut = "where it wraps" if site and site.name.startswith("FloorMod") else "its branch cut"
+        at = (f"; the discontinuity: {site.name} at {site.location}, {cut}" if site
+              else "; e.g. a branch cut (angle, atan2, log or sqrt of a complex number across"
+              " the negative real axis) or a wrap (floormod)")
+        return (f"{self.clause(result)}{at}; the gradient is right on either side: move the"
+                " point off the discontinuity")
+
 
 @dataclasses.dataclass(frozen=True)
 class AllOnesUpstream(Evidence):
     """A supplied upstream of all ones (uᵀJ: column sums)."""
+
+    def clause(self, result: Finding) -> str:
+        return (f"the upstream for {result.output} is all ones: uᵀJ is then the column sums"
+                " of J, which hides transposed or mixed-up rows")
+
+    def words(self, result: Finding) -> str:
+        return f"{self.clause(result)}; a random upstream (the default) catches them"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +198,14 @@ class UnbuiltLayer(Evidence):
 
     function: str = internal("")
     layer: str = internal("")
+
+    def clause(self, result: Finding) -> str:
+        return (f"{self.function} never calls its layer {self.layer}, so the layer has no"
+                f" weights yet and none of them would ever train ({NO_GRADIENTS})")
+
+    def words(self, result: Finding) -> str:
+        return (f"{self.clause(result)}; an unused layer, or a head not on the path to the"
+                " output?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,3 +217,13 @@ class VariableInCall(Evidence):
     layer_class: str = internal("")
     variables: tuple[str, ...] = ()
     made: str | None = internal(None)  # the class of a layer call constructs every time
+
+    def clause(self, result: Finding) -> str:
+        made = f" {self.made} layer, and with it new tf.Variables" if self.made else (
+            " tf.Variable")
+        return (f"layer {self.layer} ({self.layer_class}) creates a new{made}"
+                f" ({', '.join(self.variables)}) every time it is called")
+
+    def words(self, result: Finding) -> str:
+        cause = stated_cause(result)
+        return f"{cause.what}; fix: {cause.fix}"

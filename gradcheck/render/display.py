@@ -1,5 +1,6 @@
 """How a Report shows itself (str, Jupyter, report.plot() and report.show()): the views the
-package root installs into gradcheck.report, each delegating to a renderer."""
+package root installs into gradcheck.report (report.install_views), each delegating to a
+renderer."""
 
 from __future__ import annotations
 
@@ -8,22 +9,10 @@ from collections.abc import Iterator, Sequence
 from html import escape
 from typing import Any
 
-from gradcheck.report import CheckResult, Report
+from gradcheck.report import Report
 
 NO_BLOCKS = ("this report kept no Jacobian blocks to draw: check with"
              " gradcheck.check(..., keep_blocks=True), then call report.plot()")
-
-
-def message(result: CheckResult) -> str:
-    from gradcheck.render.sentences import message
-
-    return message(result)
-
-
-def headline(result: CheckResult) -> str:
-    from gradcheck.render.sentences import headline
-
-    return headline(result)
 
 
 def text(report: Report) -> str:

@@ -17,7 +17,7 @@ from gradcheck.evidence.explain import (
     TargetExplanation,
     TensorView,
 )
-from gradcheck.render.sentences.explain import (
+from gradcheck.render.explanation_words import (
     FORMULAS,
     coincide_text,
     misconception_text,

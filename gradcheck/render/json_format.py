@@ -16,7 +16,7 @@ from gradcheck.evidence.explain import (
     TensorView,
 )
 from gradcheck.evidence.notes import Note
-from gradcheck.render.sentences.explain import (
+from gradcheck.render.explanation_words import (
     FORMULAS,
     coincide_text,
     misconception_text,
