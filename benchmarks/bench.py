@@ -72,7 +72,7 @@ def timed(run: Callable[[], Any]) -> tuple[Any, float, int]:
 
 
 class PhaseClock:
-    """Seconds spent in each phase gradcheck announces (RunSettings.phase), by group."""
+    """Seconds spent in each phase gradcheck announces (CheckSettings.phase), by group."""
 
     GROUPS = (("compiled", "under tf.function"), ("jvp", "forward-mode JVP"),
               ("jacobian", "tape.jacobian"), ("evaluations", "vectorised evaluation"))
@@ -114,11 +114,11 @@ def _warm_up() -> None:
 
 def _check_timed(f: Any, x: Any, mode: str) -> tuple[Any, float, int, dict[str, float]]:
     from gradcheck.api import check_here
+    from gradcheck.check_settings import CheckSettings
     from gradcheck.options import CheckOptions
-    from gradcheck.run_settings import RunSettings
 
     clock = PhaseClock()
-    options, settings = CheckOptions(mode=mode), RunSettings(phase=clock)
+    options, settings = CheckOptions(mode=mode), CheckSettings(phase=clock)
     report, seconds, memory = timed(lambda: check_here(f, (x,), {}, ".", True, options,
                                                        settings))
     clock.stop()

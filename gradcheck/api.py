@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.check_settings import DEFAULT_RUN, CheckSettings
 from gradcheck.load.inputs import Arguments, resolve_arguments
 from gradcheck.options import ALL_KINDS, CheckOptions, default
 from gradcheck.pipeline import check_callable, check_target, compared_with, load_any
 from gradcheck.report import Report
-from gradcheck.run_settings import DEFAULT_RUN, RunSettings
 
 # What check_here is called with before its options: f, args, kwargs, path, instrument.
 Call = tuple[Callable[..., Any] | str, tuple[Any, ...], dict[str, Any], str, bool]
@@ -95,10 +95,10 @@ def check(
         compiled=compiled, timeout=timeout,
     )
     call = (f, tuple(args), dict(kwargs or {}), path, instrument)
-    return _run(call, options, RunSettings(keep_blocks=keep_blocks), isolate)
+    return _check(call, options, CheckSettings(keep_blocks=keep_blocks), isolate)
 
 
-def _run(call: Call, options: CheckOptions, settings: RunSettings, isolate: bool) -> Report:
+def _check(call: Call, options: CheckOptions, settings: CheckSettings, isolate: bool) -> Report:
     """check() in a worker process, or in this one, which no time limit can stop."""
     if isolate:
         return _check_isolated(call, options, settings)
@@ -109,7 +109,7 @@ def _run(call: Call, options: CheckOptions, settings: RunSettings, isolate: bool
 
 def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[str, Any],
                path: str, instrument: bool, options: CheckOptions,
-               settings: RunSettings = DEFAULT_RUN) -> Report:
+               settings: CheckSettings = DEFAULT_RUN) -> Report:
     """check() in this process, with its options already gathered."""
     arguments = Arguments(args, kwargs, "gradcheck.check")
     if not isinstance(f, str):
@@ -140,7 +140,7 @@ def callable_label(f: Callable[..., Any], qualified: bool = True) -> str:
     return type(f).__name__
 
 
-def _check_isolated(call: Call, options: CheckOptions, settings: RunSettings) -> Report:
+def _check_isolated(call: Call, options: CheckOptions, settings: CheckSettings) -> Report:
     """check() in a worker process; its errors are raised here, as check() would raise them."""
     import pickle
 

@@ -283,7 +283,7 @@ class CheckOptions:
     """What the user asked of the check, validated once here whether it came from a flag, the
     configuration or an API keyword (OPTIONS above names each). How the run goes (kept
     blocks, vectorisation, the progress and phase callbacks) travels beside it, in a
-    RunSettings (gradcheck.run_settings)."""
+    CheckSettings (gradcheck.check_settings)."""
 
     upstream: tuple[Any, ...] = ()
     atol: float | None = default("atol")

@@ -11,8 +11,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from gradcheck.check_settings import DEFAULT_RUN, CheckSettings
 from gradcheck.options import default
-from gradcheck.run_settings import DEFAULT_RUN, RunSettings
 
 if TYPE_CHECKING:
     from gradcheck.evidence.notes import Note
@@ -61,7 +61,7 @@ class TargetRequest:
 def check_request(
     request: TargetRequest,
     options: CheckOptions,
-    settings: RunSettings = DEFAULT_RUN,
+    settings: CheckSettings = DEFAULT_RUN,
     *,
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Report:
@@ -114,7 +114,7 @@ def check_target(
     path: str,
     options: CheckOptions,
     arguments_for: Callable[[Target], Arguments],
-    settings: RunSettings,
+    settings: CheckSettings,
     *,
     instrument: bool = True,
     import_context: Callable[[], AbstractContextManager[Any]] | None = None,
@@ -164,7 +164,7 @@ def _vjp(function: Callable[..., Any], arguments: Arguments, options: CheckOptio
 
 
 def check_callable(function: Callable[..., Any], arguments: Callable[[], Arguments],
-                   options: CheckOptions, settings: RunSettings, label: str, *,
+                   options: CheckOptions, settings: CheckSettings, label: str, *,
                    instrument: bool = True) -> Report:
     """A function, a Keras layer or model (called with training=True under --training), or
     a factory of one, at the given arguments; every custom gradient it calls is observed

@@ -157,7 +157,7 @@ def _table_lines(source: Path, count: int) -> list[int]:
     return found if len(found) == count else [0] * count
 
 
-def run_check(check: CheckConfig, timeout: float | None) -> CheckOutcome:
+def check_configured(check: CheckConfig, timeout: float | None) -> CheckOutcome:
     """One configured check, exactly as `gradcheck run` runs it (each module loaded afresh)."""
     from gradcheck import runner
 
@@ -204,7 +204,7 @@ class GradcheckItem(pytest.Item):
         return self.path, self.line, f"{COLLECTOR}::{self.name}"
 
     def setup(self) -> None:
-        self.outcome = run_check(self.check, self.timeout)
+        self.outcome = check_configured(self.check, self.timeout)
         if self.outcome.report is None:
             message = (f"Error: {self.outcome.error or 'error'}"
                        f" (exit code {int(self.outcome.exit_code)})")

@@ -9,12 +9,12 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gradcheck.check_settings import CheckSettings
 from gradcheck.errors import ExitCode, Interrupted
 from gradcheck.load.config import CheckConfig
 from gradcheck.options import DEFAULT_MAX_MEMORY
 from gradcheck.processes.supervisor import Events, Job, JobResult, memory_cap, run_jobs
 from gradcheck.report import CheckOutcome, RunResult
-from gradcheck.run_settings import RunSettings
 from gradcheck.spelling import format_size
 
 _SESSIONS = itertools.count()
@@ -36,7 +36,7 @@ def check_job(check: CheckConfig, timeout: float | None = None,
                name=check.target.rpartition(":")[2], target=check.target,
                timeout=check.timeout if own else timeout, timeout_flag="timeout" if own
                else "--timeout", memory_limit=memory_cap(DEFAULT_MAX_MEMORY), session=session,
-               settings=RunSettings(keep_blocks=keep_blocks))
+               settings=CheckSettings(keep_blocks=keep_blocks))
 
 
 def outcome_of(check: CheckConfig, result: JobResult) -> CheckOutcome:

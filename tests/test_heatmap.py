@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from gradcheck.check_settings import CheckSettings
 from gradcheck.options import options_from
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.heatmap import render_heatmaps
 from gradcheck.report import Block, Report, TensorInfo
-from gradcheck.run_settings import RunSettings
 from tests.conftest import fixture_target
 
 
@@ -29,7 +29,7 @@ def shown(renderable: object, color: bool) -> str:
 def wrong_column() -> Report:
     return check_request(TargetRequest(target=fixture_target("wrong_column")),
                          options_from("check", {}),
-                         RunSettings(keep_blocks=True))
+                         CheckSettings(keep_blocks=True))
 
 
 def test_no_color_heatmap_of_a_wrong_column(wrong_column: Report) -> None:

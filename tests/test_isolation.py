@@ -15,6 +15,7 @@ import pytest
 from click.testing import Result
 
 import gradcheck
+from gradcheck.check_settings import CheckSettings
 from gradcheck.errors import ExitCode, FunctionError, InternalError, Phase
 from gradcheck.evidence.notes import RETRY_NOTE
 from gradcheck.options import CheckOptions, options_from
@@ -23,7 +24,6 @@ from gradcheck.processes import supervisor
 from gradcheck.processes.failures import unexpected_error
 from gradcheck.processes.supervisor import Events, Job, JobResult, run_jobs
 from gradcheck.report import Report
-from gradcheck.run_settings import RunSettings
 from tests.conftest import FIXTURES, notes
 
 BAD = FIXTURES / "bad"
@@ -104,7 +104,7 @@ def test_the_float32_expm_ends_with_a_verdict(in_fixtures: Path, run_cli: Run) -
 
 
 def crashes_while_vectorising(vectorised: bool, target: str, options: CheckOptions,
-                              settings: RunSettings) -> Report:
+                              settings: CheckSettings) -> Report:
     """Aborts in a phase whose text says "vectorised", flagged `vectorised` or not; without
     vectorisation it checks `target`."""
     assert settings.phase is not None

@@ -16,13 +16,13 @@ import pytest
 from click.testing import Result
 
 import gradcheck
+from gradcheck.check_settings import CheckSettings
 from gradcheck.cli.command_options import CommandOptions
 from gradcheck.cli.commands import cli
 from gradcheck.cli.flags import output_options
 from gradcheck.errors import ExitCode, UsageError
 from gradcheck.load.config import CHECK_KEYS, OWN_KEYS, parse_config
 from gradcheck.options import OPTIONS, SPECS, CheckOptions, OptionError, OptionSpec, options_from
-from gradcheck.run_settings import RunSettings
 
 Run = Callable[..., Result]
 CHECK_COMMANDS = ("check", "jacobian", "vjp", "hessian")
@@ -173,11 +173,11 @@ def test_a_check_configured_for_hessian_gets_its_kinds_and_second_order() -> Non
 
 
 def test_the_users_options_hold_no_run_state_and_a_runs_callbacks_stay_in_its_process() -> None:
-    run_state = {f.name for f in dataclasses.fields(RunSettings)}
+    run_state = {f.name for f in dataclasses.fields(CheckSettings)}
     assert run_state == {"keep_blocks", "vectorise", "progress", "phase", "scratch"}
     assert not run_state & FIELDS
     told: list[Any] = []
-    settings = RunSettings(keep_blocks=True, vectorise=False, progress=lambda *a: None,
+    settings = CheckSettings(keep_blocks=True, vectorise=False, progress=lambda *a: None,
                            phase=told.append)
     sent = pickle.loads(pickle.dumps(settings))  # as a Job travels to a worker process
     assert (sent.keep_blocks, sent.vectorise, sent.progress, sent.phase) == (True, False, None,

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gradcheck.check_settings import CheckSettings
 from gradcheck.errors import UsageError
 from gradcheck.evidence.jacobian import JacobianSymmetric, SymmetricPerturbations
 from gradcheck.options import options_from
@@ -37,7 +38,6 @@ from gradcheck.report import (
     RunResult,
     TensorInfo,
 )
-from gradcheck.run_settings import RunSettings
 from tests.conftest import fixture_target
 
 pytest.importorskip("matplotlib")
@@ -47,7 +47,7 @@ def kept(name: str, function: str = "f") -> Report:
     """A real report of a fixture, with every Jacobian block kept."""
     return check_request(TargetRequest(target=fixture_target(name, function)),
                          options_from("check", {}),
-                         RunSettings(keep_blocks=True))
+                         CheckSettings(keep_blocks=True))
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gradcheck.check_settings import CheckSettings
 from gradcheck.errors import UsageError
 from gradcheck.evidence.gradients import CutPath
 from gradcheck.options import options_from
@@ -16,13 +17,12 @@ from gradcheck.render.artifacts import write_artifacts
 from gradcheck.render.files import write_file
 from gradcheck.render.save import block_arrays, write_npz
 from gradcheck.report import Block, CheckResult, Report, TensorInfo
-from gradcheck.run_settings import RunSettings
 from tests.conftest import fixture_target
 
 
 def test_a_real_report_saves_every_array_of_its_block(tmp_path: Path) -> None:
     report = check_request(TargetRequest(target=fixture_target("wrong_column")),
-                           options_from("check", {}), RunSettings(keep_blocks=True))
+                           options_from("check", {}), CheckSettings(keep_blocks=True))
     (path,) = write_artifacts(report, save_file=tmp_path / "out" / "blocks.npz")
     with np.load(path, allow_pickle=False) as saved:
         shapes = {key: saved[key].shape for key in saved.files}

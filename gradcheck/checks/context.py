@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.check_settings import CheckSettings
 from gradcheck.engine.program import Evaluation, OutputLeaf, Program
 from gradcheck.engine.recording import Recording
 from gradcheck.evidence.notes import Note
 from gradcheck.numerics.tolerances import Tolerance, fd_tolerance
 from gradcheck.options import CheckOptions
 from gradcheck.report import Block, CheckResult, Kind, Status
-from gradcheck.run_settings import RunSettings
 
 # Blocks up to this many elements carry their matrices in the report details.
 SHOWN_BLOCK_SIZE = 64
@@ -27,7 +27,7 @@ class CheckContext:
 
     recording: Recording
     options: CheckOptions
-    settings: RunSettings
+    settings: CheckSettings
     tolerance: Tolerance
     tolerance_dtype: str
     upstreams: tuple[np.ndarray, ...]

@@ -28,7 +28,7 @@ from gradcheck.numerics import projections, tolerances
 from gradcheck.numerics.projections import PROJECTION_SAFETY, Allowance, Projection
 from gradcheck.report import Kind, Status
 
-__all__ = ["PROJECTION_SAFETY", "run_fast"]
+__all__ = ["PROJECTION_SAFETY", "check_fast"]
 
 # Narrowing down a failing block reports at most this many failing slices...
 MAX_BRANCHES = 4
@@ -95,7 +95,7 @@ class FastChecker:
             self.points[slot_index] = self.ctx.program.value_of(slot_index)
         return self.points[slot_index]
 
-    def run(self) -> Findings:
+    def check(self) -> Findings:
         options, findings = self.ctx.options, self.findings
         tell = self.ctx.settings.task_progress("fast mode: random projections")
         probes = max(1, options.probes)
@@ -281,7 +281,7 @@ class FastChecker:
             pending.append((start, middle, left, False))
         return found
 
-    def _run(self, results: Sequence[Probe], worst: Projection) -> dict[str, Any]:
+    def _fields(self, results: Sequence[Probe], worst: Projection) -> dict[str, Any]:
         """The fields of Projections, the evidence every fast-mode verdict shares."""
         shapes = [self.ctx.outputs[k].shape for k in self.ctx.diff_outputs]
         return {"mode_reason": self.reason, "probes": max(1, self.ctx.options.probes),
@@ -300,7 +300,7 @@ class FastChecker:
         worst = max(results, key=lambda p: p.result.error / max(p.result.allowed, 1e-300)).result
         probe = results[-1]
         if probe.result.ok:
-            agree = ProjectionsAgree(**self._run(results, worst), largest_error=worst.error)
+            agree = ProjectionsAgree(**self._fields(results, worst), largest_error=worst.error)
             findings.add(Kind.FAST, Status.PASS, evidence=agree, input=single_input,
                          max_abs_err=worst.error)
             for i in disconnected:
@@ -310,18 +310,18 @@ class FastChecker:
                                  evidence=ProjectedUnconnected(input=name))
             return
         blocks = self.narrow(probe)
-        run = self._run(results, worst)
+        fields = self._fields(results, worst)
         if not blocks:
             failed = probe.result
             findings.add(Kind.FAST, Status.FAIL, input=single_input, max_abs_err=failed.error,
-                         evidence=ProbeFailed(**run, autodiff=failed.autodiff,
+                         evidence=ProbeFailed(**fields, autodiff=failed.autodiff,
                                               finite_difference=failed.finite_difference,
                                               allowed=failed.allowed))
             return
         for k, i, block, slices in blocks:
-            self._block_finding(run, k, i, block, slices, i in disconnected)
+            self._block_finding(fields, k, i, block, slices, i in disconnected)
 
-    def _block_finding(self, run: dict[str, Any], k: int, i: int, block: Projection,
+    def _block_finding(self, fields: dict[str, Any], k: int, i: int, block: Projection,
                        slices: list[Span], disconnected: bool) -> None:
         slot = self.ctx.program.slots[i]
         output = self.ctx.outputs[k]
@@ -330,7 +330,7 @@ class FastChecker:
         where = {"input": slot.name, "output": output.name}
         cut = disconnected and self.ctx.wants(Kind.CONNECTED)
         evidence = (ProjectedCut if cut else BlockFailed)(
-            **run, autodiff=block.autodiff, finite_difference=block.finite_difference,
+            **fields, autodiff=block.autodiff, finite_difference=block.finite_difference,
             allowed=block.allowed, elements=tuple(slices), output=output.name, input=slot.name,
             input_shape=slot.shape)
         if cut:
@@ -352,6 +352,6 @@ def _within(array: np.ndarray, span: Span | None) -> np.ndarray:
     return array if span is None else array.reshape(-1)[span[0]:span[1]]
 
 
-def run_fast(ctx: CheckContext, reason: ModeReason) -> Findings:
+def check_fast(ctx: CheckContext, reason: ModeReason) -> Findings:
     """The fast-mode findings (and notes)."""
-    return FastChecker(ctx, reason).run()
+    return FastChecker(ctx, reason).check()

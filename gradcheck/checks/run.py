@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.check_settings import CheckSettings
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.determinism import backward_changed, changed_between_calls
 from gradcheck.checks.explain import explanation
-from gradcheck.checks.fast import run_fast
+from gradcheck.checks.fast import check_fast
 from gradcheck.checks.full import analyse
 from gradcheck.checks.jacobian import JudgedInput, judge_input
 from gradcheck.checks.mode import Mode, choose_mode
@@ -36,7 +37,7 @@ from gradcheck.evidence.notes import (
     RoundsToFloat32,
 )
 from gradcheck.forensics.gaps import lowest_precision_inside
-from gradcheck.kinds.registry import run_registered, validate_registered
+from gradcheck.kinds.registry import check_registered, validate_registered
 from gradcheck.load.inputs import resolve_upstreams
 from gradcheck.numerics.rounding import (
     PROBE_STEPS,
@@ -50,7 +51,6 @@ from gradcheck.numerics.rounding import (
 from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.options import SWEPT_KINDS, CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, TensorInfo
-from gradcheck.run_settings import RunSettings
 from gradcheck.targets.named import NamedArgument
 
 
@@ -197,7 +197,7 @@ def _sizing_dtype(recording: Recording, diff_outputs: Sequence[int]) -> tuple[st
     return dtype, None
 
 
-def _context(recording: Recording, options: CheckOptions, settings: RunSettings
+def _context(recording: Recording, options: CheckOptions, settings: CheckSettings
              ) -> tuple[CheckContext, list[Note]]:
     """Outputs to check, upstreams and the tolerance of the lowest precision involved (f's
     program then sized for it), with what the choice has to say."""
@@ -234,16 +234,16 @@ def _full_mode(ctx: CheckContext) -> tuple[Findings, list[tuple[JudgedInput, Gra
     return found, inputs
 
 
-def run_checks(function: Callable[..., Any], named: Sequence[NamedArgument],
-               options: CheckOptions, settings: RunSettings, target_label: str) -> Report:
+def check_function(function: Callable[..., Any], named: Sequence[NamedArgument],
+               options: CheckOptions, settings: CheckSettings, target_label: str) -> Report:
     """Evaluate f, compare autodiff with finite differences, and report every finding."""
     return check_program(function, named, options, settings, target_label)[0]
 
 
 def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
-                  options: CheckOptions, settings: RunSettings, target_label: str
+                  options: CheckOptions, settings: CheckSettings, target_label: str
                   ) -> tuple[Report, Program]:
-    """run_checks, also returning f bound to its arguments (for diagnosis to reuse)."""
+    """check_function, also returning f bound to its arguments (for diagnosis to reuse)."""
     name = function_name(function)
     evaluation = Evaluation(vectorise=settings.vectorise, wrt=options.wrt, phase=settings.phase)
     evaluation.announce(f"the first calls of {name} and its gradient")
@@ -270,11 +270,11 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
                                  [ctx.outputs[k].shape for k in ctx.diff_outputs],
                                  recording.call_seconds)
             if choice.mode is Mode.FAST:
-                found.extend(run_fast(ctx, choice.reason))
+                found.extend(check_fast(ctx, choice.reason))
             else:
                 full, judged = _full_mode(ctx)
                 found.extend(full)
-        found.extend(run_registered(ctx))
+        found.extend(check_registered(ctx))
     found.results += check_upstreams(ctx) + unbuilt_layer_results(recording)
     found.results = variable_in_call_results(recording, found.results)
     found.notes += [note for note in recording.workarounds if note not in found.notes]

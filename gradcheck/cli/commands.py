@@ -39,8 +39,8 @@ from gradcheck.options import SPECS
 from gradcheck.render.files import write_file
 
 if TYPE_CHECKING:
+    from gradcheck.check_settings import CheckSettings
     from gradcheck.options import CheckOptions
-    from gradcheck.run_settings import RunSettings
 
 # `-k` that matches nothing lists this many of the configured checks' names.
 LISTED_NAMES = 10
@@ -95,14 +95,14 @@ def _checking_command(function: Any) -> Any:
 
 
 def _validated(command: str, target: str, options: CommandOptions
-               ) -> tuple[CheckOptions, RunSettings]:
+               ) -> tuple[CheckOptions, CheckSettings]:
     """Every check of the command line that needs no TensorFlow, before a worker starts: the
     options, the TARGET's form, the output paths, shapes; the CheckOptions, and the run's
     settings (the blocks are kept when a picture, --save or the table shows them)."""
+    from gradcheck.check_settings import CheckSettings
     from gradcheck.load.inputs import check_shape_fits
     from gradcheck.options import options_from
     from gradcheck.processes import supervisor
-    from gradcheck.run_settings import RunSettings
     from gradcheck.targets.modules import split_spec
     from gradcheck.targets.saved_files import validate_target
 
@@ -119,7 +119,7 @@ def _validated(command: str, target: str, options: CommandOptions
             raise InputError(f"--inputs {options.inputs_attr}: {exc.message}") from exc
     check_options = options_from(command, options.values,
                                  explain=_explain_wanted(command, options))
-    settings = RunSettings(keep_blocks=bool(options.plot_dir or options.save_file)
+    settings = CheckSettings(keep_blocks=bool(options.plot_dir or options.save_file)
                            or options.output.format.keeps_blocks(options.output.quiet))
     guard_single(target, options)
     for shape in options.shapes:
@@ -127,7 +127,7 @@ def _validated(command: str, target: str, options: CommandOptions
     return check_options, settings
 
 
-def _run_single(command: str, target: str, options: CommandOptions) -> None:
+def _check_single(command: str, target: str, options: CommandOptions) -> None:
     output, output_format = options.output, options.output.format
     # -o gets the error document too, once it is known to be a path the run may write.
     error_file: str | None = None
@@ -190,7 +190,7 @@ def _explain_wanted(command: str, options: CommandOptions) -> bool:
 @output_options
 def jacobian(target: str, **options: Any) -> None:
     """Autodiff Jacobian vs finite differences, block by block."""
-    _run_single("jacobian", target, CommandOptions.from_click(options))
+    _check_single("jacobian", target, CommandOptions.from_click(options))
 
 
 @_checking_command
@@ -201,7 +201,7 @@ def jacobian(target: str, **options: Any) -> None:
 @explain_option
 def vjp(target: str, **options: Any) -> None:
     """tape.gradient(y, x, output_gradients=u) vs uᵀJ (autodiff and finite differences)."""
-    _run_single("vjp", target, CommandOptions.from_click(options))
+    _check_single("vjp", target, CommandOptions.from_click(options))
 
 
 @_checking_command
@@ -211,7 +211,7 @@ def vjp(target: str, **options: Any) -> None:
 @output_options
 def check(target: str, **options: Any) -> None:
     """Every check gradcheck knows; the one to use in CI."""
-    _run_single("check", target, CommandOptions.from_click(options))
+    _check_single("check", target, CommandOptions.from_click(options))
 
 
 @_checking_command
@@ -221,7 +221,7 @@ def check(target: str, **options: Any) -> None:
 def hessian(target: str, **options: Any) -> None:
     """The Hessian of a scalar f (Hessian-vector products for large inputs) vs finite
     differences of its gradient, block by block."""
-    _run_single("hessian", target, CommandOptions.from_click(options))
+    _check_single("hessian", target, CommandOptions.from_click(options))
 
 
 @cli.command()

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from gradcheck.check_settings import CheckSettings
 from gradcheck.checks.run import IntegerOutputs, check_program
 from gradcheck.diagnosis.attribution import as_surrogate, blame, excuse
 from gradcheck.diagnosis.custom_gradients import merge_shape_findings
@@ -24,7 +25,6 @@ from gradcheck.evidence.non_finite import NonFiniteSeen, NoVerdictAtNonFinite
 from gradcheck.kinds.precision.evidence import PrecisionLoss
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, Status
-from gradcheck.run_settings import RunSettings
 from gradcheck.targets.named import NamedArgument
 
 # The findings made of finite differences of f's values.
@@ -32,7 +32,7 @@ BUILT_ON_VALUES = frozenset({Kind.CONNECTED, Kind.JACOBIAN, Kind.VJP, Kind.FAST}
 
 
 def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
-             options: CheckOptions, settings: RunSettings, label: str,
+             options: CheckOptions, settings: CheckSettings, label: str,
              observer: Observer | None = None) -> Report:
     """The full report: site and graph-break findings first, then the core checks."""
     try:

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.checks.run import run_checks
+from gradcheck.check_settings import CheckSettings
+from gradcheck.checks.run import check_function
 from gradcheck.diagnosis.custom_gradients import (
     Probe,
     site_label,
@@ -33,7 +34,6 @@ from gradcheck.load.inputs import Arguments, name_arguments
 from gradcheck.numerics.mistakes import shape_mistake
 from gradcheck.options import CheckOptions
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Report, Status
-from gradcheck.run_settings import RunSettings
 from gradcheck.targets.named import NamedArgument
 
 # VJP: a random upstream, so that a grad_fn ignoring its upstream fails even at a scalar output
@@ -141,18 +141,18 @@ def _forward_mode_gaps(site: Site, named: Sequence[NamedArgument],
 
 
 def _checked_alone(site: Site, named: list[NamedArgument], options: CheckOptions,
-                   settings: RunSettings) -> Report | None:
+                   settings: CheckSettings) -> Report | None:
     function, judged = _judged(site, named)
     if not judged:
         return None  # f differentiates none of its arguments (passed by keyword, constants)
     # The site's own arguments are what its grad_fn differentiates, whatever f's sources were
     # (under wrt="variables" the site alone would have nothing to judge, and pass).
     site_options = replace(options, kinds=SITE_KINDS, upstream=(), wrt="all")
-    report = run_checks(function, judged, site_options, settings, site.name)
+    report = check_function(function, judged, site_options, settings, site.name)
     if site.graph_only and any(_graph_only(r) for r in report.checks):
         # A grad_fn written for graph mode (tf.gradients inside), called in f's tf.function:
         # judged eagerly it raises only because of how gradcheck calls it.
-        report = run_checks(traced(function), judged, site_options, settings, site.name)
+        report = check_function(traced(function), judged, site_options, settings, site.name)
     return report
 
 
@@ -163,7 +163,7 @@ def _graph_only(result: CheckResult) -> bool:
 
 
 def site_results(site: Site, top_function: Callable[..., Any], top_report: Report,
-                 options: CheckOptions, settings: RunSettings) -> list[CheckResult]:
+                 options: CheckOptions, settings: CheckSettings) -> list[CheckResult]:
     """Check one custom_gradient on its own (or reuse the top-level report if it is f). One
     in an installed library is checked on its own only when f's own checks fail: where they
     pass, it gives f's gradient correctly, and checking it costs as much as f."""

@@ -60,7 +60,7 @@ def validate_registered(ctx: CheckContext) -> None:
         registered.validate(ctx)
 
 
-def run_registered(ctx: CheckContext) -> Findings:
+def check_registered(ctx: CheckContext) -> Findings:
     """What every registered kind that ctx wants finds, in the registry's order."""
     found = Findings()
     for registered in _running(ctx):

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gradcheck.check_settings import DEFAULT_RUN, CheckSettings
 from gradcheck.errors import GradcheckError, Phase
-from gradcheck.run_settings import DEFAULT_RUN, RunSettings
 
 if TYPE_CHECKING:
     from gradcheck.options import CheckOptions
@@ -36,11 +36,11 @@ class Job:
     memory_limit: int | None = None
     # Jobs of one session (a `gradcheck run`) that share a worker share its loaded modules.
     session: str | None = None
-    settings: RunSettings = DEFAULT_RUN
+    settings: CheckSettings = DEFAULT_RUN
 
 
 @dataclass(frozen=True)
-class RunCheck:
+class JobRequest:
     """Run `job` in the parent's directory and environment."""
 
     job: Job
@@ -98,4 +98,4 @@ class Outcome:
 
 Reply = Ready | Broken | Began | Progress | Where | Outcome
 
-__all__ = ["Began", "Broken", "Outcome", "Progress", "Ready", "Reply", "RunCheck", "Where"]
+__all__ = ["Began", "Broken", "Outcome", "Progress", "Ready", "Reply", "JobRequest", "Where"]

@@ -22,11 +22,11 @@ from gradcheck.errors import Phase
 from gradcheck.processes.protocol import (
     Began,
     Broken,
+    JobRequest,
     Outcome,
     Progress,
     Ready,
     Reply,
-    RunCheck,
     Where,
 )
 from gradcheck.processes.trees import become_subreaper, end_tree
@@ -267,7 +267,7 @@ def main(connection: Any, scratch: str, threads: int | None = None) -> None:
             channel.send(Outcome(None, UsageError(
                 f"the worker process cannot load the check: {type(exc).__name__}: {exc}"), 0.0))
             continue
-        if not isinstance(message, RunCheck):
+        if not isinstance(message, JobRequest):
             break
         job = message.job
         _apply(message.cwd, message.environ)

@@ -22,7 +22,7 @@ from typing import Any
 
 from gradcheck.errors import GradcheckError, InternalError, Phase, UsageError
 from gradcheck.processes import failures, worker
-from gradcheck.processes.protocol import Job, RunCheck
+from gradcheck.processes.protocol import Job, JobRequest
 from gradcheck.processes.trees import end_tree, resident_memory, short_socket_folder, stat_fields
 
 # Idle workers kept for later checks of this process (tests, the Python API).
@@ -186,7 +186,7 @@ class WorkerProcess:
         sent = dataclasses.replace(  # pickled without its callbacks
             job, timeout=left, settings=dataclasses.replace(job.settings, scratch=self.scratch))
         environ = {"TF_CPP_MIN_LOG_LEVEL": "3", **os.environ}  # as gradcheck.engine.runtime does
-        self.connection.send(RunCheck(sent, os.getcwd(), environ))
+        self.connection.send(JobRequest(sent, os.getcwd(), environ))
         self.index, self.job, self.sent_at = index, job, now
         self.phase = Phase(f"the start of the check of {job.target}")
         self.where = self.stack = None

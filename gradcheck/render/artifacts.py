@@ -35,7 +35,7 @@ def write_pictures(report: Report, plot_dir: PathLike) -> list[str]:
 def write_artifacts(report: Report, plot_dir: PathLike | None = None,
                     save_file: PathLike | None = None) -> list[str]:
     """Write the pictures (--plot DIR) and the arrays (--save FILE.npz) of a report whose
-    checks ran with RunSettings(keep_blocks=True); return the paths written. Raises
+    checks ran with CheckSettings(keep_blocks=True); return the paths written. Raises
     UsageError (exit 2) when matplotlib is missing or a file cannot be written."""
     written = []
     if plot_dir is not None:

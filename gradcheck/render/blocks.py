@@ -204,7 +204,7 @@ def _cause_line(verdict: CheckResult | None) -> str | None:
 
 
 def block_views(report: Report) -> list[BlockView]:
-    """Every block the report kept (Report.blocks, RunSettings(keep_blocks=True)), and the
+    """Every block the report kept (Report.blocks, CheckSettings(keep_blocks=True)), and the
     cut paths, as matrices."""
     return [_view(report, block) for block in all_blocks(report)]
 

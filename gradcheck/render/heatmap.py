@@ -132,7 +132,7 @@ def heatmap_views(report: Report, failing_only: bool = False) -> list[BlockView]
 
 def render_heatmaps(report: Report, color: bool, *, failing_only: bool = False) -> Any:
     """Every qualifying block's heatmap as a rich Group (empty when none qualifies); needs
-    Report.blocks (RunSettings(keep_blocks=True))."""
+    Report.blocks (CheckSettings(keep_blocks=True))."""
     parts: list[RenderableType] = [heatmap_text(view, color)
                                    for view in heatmap_views(report, failing_only)]
     return Group(*parts)

@@ -353,7 +353,7 @@ def _stems(views: list[BlockView]) -> list[str]:
 
 
 def render_pictures(report: Report) -> list[Picture]:
-    """One Picture per block the report kept (RunSettings(keep_blocks=True)) and per cut
+    """One Picture per block the report kept (CheckSettings(keep_blocks=True)) and per cut
     path with recorded finite differences; raises UsageError when matplotlib is missing."""
     require_matplotlib()
     views = block_views(report)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gradcheck.run_settings import DEFAULT_RUN, RunSettings
+from gradcheck.check_settings import DEFAULT_RUN, CheckSettings
 
 if TYPE_CHECKING:
     from gradcheck.options import CheckOptions
@@ -39,7 +39,7 @@ def step_options(trigger: str, mode: str | None = None,
 def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[Any],
                structure: str, options: CheckOptions, label: str,
                health: Mapping[str, Any] | None = None,
-               settings: RunSettings = DEFAULT_RUN, optimizer: Any = None,
+               settings: CheckSettings = DEFAULT_RUN, optimizer: Any = None,
                without_gradient: Sequence[str] = ()) -> Report:
     """The step's loss (`loss_fn(model, *batch)`, or the model's compiled loss at fit's x, y,
     sample_weight) at its batch and the model's weights as they are. Afterwards the model's
@@ -199,7 +199,7 @@ def _machinery(note: Any) -> bool:
 
 
 def check_snapshot(replay: Replay, options: CheckOptions,
-                   settings: RunSettings = DEFAULT_RUN) -> Report:
+                   settings: CheckSettings = DEFAULT_RUN) -> Report:
     """A snapshot's step checked as Watch checked it live: the model from the user's factory,
     else its model.keras in Keras' safe mode (with the user's classes and its Lambda layers only
     when trusted); the loss from the user's function, the compiled loss, or (when trusted) the

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
-from gradcheck.checks.fast import run_fast
+from gradcheck.checks.fast import check_fast
 from gradcheck.checks.full import analyse
 from gradcheck.checks.jacobian import judge_input
 from gradcheck.checks.mode import choose_mode
@@ -98,7 +98,7 @@ def differentiate_gradient(ctx: CheckContext, what: Differentiated) -> Findings:
                          [gctx.outputs[k].shape for k in gctx.diff_outputs],
                          recording.call_seconds)
     if choice.mode == "fast":
-        found = run_fast(gctx, choice.reason)
+        found = check_fast(gctx, choice.reason)
         found.results += _projected_symmetry(gctx, what.kind, rows)
     else:
         found = Findings()

@@ -1,4 +1,4 @@
-"""How one run goes, apart from what the user asked of the check (gradcheck.options): whether
+"""How one check goes, apart from what the user asked of the check (gradcheck.options): whether
 it keeps the Jacobian blocks, whether it may vectorise, and whom it tells what it is doing."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from gradcheck.errors import Phase
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    """The run's plumbing, which travels beside the CheckOptions (a Job carries both) and is
+class CheckSettings:
+    """The check's plumbing, which travels beside the CheckOptions (a Job carries both) and is
     set by whoever runs the check, never by a check option.
 
     The callbacks belong to the process that made them: they are never pickled (a worker
@@ -36,18 +36,18 @@ class RunSettings:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "progress": None, "phase": None}
 
-    def __copy__(self) -> RunSettings:
+    def __copy__(self) -> CheckSettings:
         return self  # frozen: a copy keeps its callbacks (only pickling leaves them behind)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> RunSettings:
+    def __deepcopy__(self, memo: dict[int, Any]) -> CheckSettings:
         return self
 
     def reporting_to(self, phase: Callable[[Phase | str], None] | None,
-                     progress: Callable[[str, int, int], None] | None) -> RunSettings:
+                     progress: Callable[[str, int, int], None] | None) -> CheckSettings:
         """These settings, telling `phase` and `progress` as the run advances."""
         return dataclasses.replace(self, phase=phase, progress=progress)
 
-    def without_vectorisation(self) -> RunSettings:
+    def without_vectorisation(self) -> CheckSettings:
         return dataclasses.replace(self, vectorise=False)
 
     def task_progress(self, task: str) -> Callable[[int, int], None] | None:
@@ -59,4 +59,4 @@ class RunSettings:
 
 
 # A run nobody watches: no blocks kept, vectorised, no callbacks (the Python API's default).
-DEFAULT_RUN = RunSettings()
+DEFAULT_RUN = CheckSettings()
