@@ -5,7 +5,7 @@ nondeterministic) repeats on a CPU and passes."""
 from __future__ import annotations
 
 import gradcheck
-from gradcheck.evidence.determinism import BackwardNondeterministic
+from gradcheck.kinds.nondeterminism.evidence import BackwardNondeterministic
 from gradcheck.report import CheckResult, Kind, Status
 
 from .conftest import fixture_module

@@ -33,6 +33,8 @@ READERS: dict[str, frozenset[str]] = {
                            "gradcheck.diagnosis.tensorflow_gradients"}),
     # Judged from what gradcheck.Watch recorded, in a snapshot's diagnosis (registry.ELSEWHERE).
     "health": frozenset({"gradcheck.training.step"}),
+    # f changing between calls stops every other check: the report's assembly asks it first.
+    "nondeterminism": frozenset({"gradcheck.checks.run"}),
 }
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import Words
-from gradcheck.evidence.determinism import ChangingState, Nondeterministic
 from gradcheck.kinds.compiled.evidence import CompiledDiffers, CompiledNotFinite, XlaUnsupported
 from gradcheck.kinds.jvp.evidence import ComparedForwardGap, ModesDisagree
+from gradcheck.kinds.nondeterminism.evidence import ChangingState, Nondeterministic
 from gradcheck.kinds.second_order.evidence import Asymmetric, SecondOrderOf
 from gradcheck.render.json_format import check_dict
 from gradcheck.report import Cause, CheckResult, Mistake

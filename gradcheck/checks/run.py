@@ -10,7 +10,6 @@ import numpy as np
 
 from gradcheck.check_settings import CheckSettings
 from gradcheck.checks.context import CheckContext, Findings
-from gradcheck.checks.determinism import backward_changed, changed_between_calls
 from gradcheck.checks.explain import explanation
 from gradcheck.checks.fast import check_fast
 from gradcheck.checks.full import analyse
@@ -37,6 +36,7 @@ from gradcheck.evidence.notes import (
     RoundsToFloat32,
 )
 from gradcheck.forensics.gaps import lowest_precision_inside
+from gradcheck.kinds.nondeterminism.check import backward_changed, changed_between_calls
 from gradcheck.kinds.registry import check_registered, validate_registered
 from gradcheck.load.inputs import resolve_upstreams
 from gradcheck.numerics.rounding import (

@@ -72,4 +72,6 @@ def check_registered(ctx: CheckContext) -> Findings:
 ELSEWHERE = {
     Kind.AGAINST: "gradcheck.pipeline: f against another TARGET, loaded beside it",
     Kind.HEALTH: "gradcheck.training.step: the weights' gradients gradcheck.Watch recorded",
+    Kind.NONDETERMINISM: "gradcheck.checks.run: before every other, since f changing between"
+                         " calls at the same point leaves no finite difference to judge",
 }

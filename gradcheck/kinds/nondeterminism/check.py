@@ -11,13 +11,17 @@ import numpy as np
 from gradcheck.engine.program import OutputLeaf, flatten_outputs, output_base
 from gradcheck.engine.recording import Recording
 from gradcheck.evidence.causes import OutputChanged
-from gradcheck.evidence.determinism import BackwardNondeterministic, ChangingState, Nondeterministic
 from gradcheck.forensics.culprits import (
     VARIABLE_WRITES,
     backward_nondeterministic_sites,
     is_random_op,
     recomputed_random_sites,
     stateful_sites,
+)
+from gradcheck.kinds.nondeterminism.evidence import (
+    BackwardNondeterministic,
+    ChangingState,
+    Nondeterministic,
 )
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status
