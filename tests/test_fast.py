@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.checks.mode import choose_mode, full_mode_bytes
 from gradcheck.engine.batch import point_bytes
 from gradcheck.errors import UsageError
 from gradcheck.evidence.fast import BlockFailed
+from gradcheck.kinds.jacobian.mode import choose_mode, full_mode_bytes
 from gradcheck.options import CheckOptions
 from tests.conftest import details, fixture_module, fixture_target, notes
 

@@ -33,6 +33,15 @@ READERS: dict[str, frozenset[str]] = {
                            "gradcheck.diagnosis.tensorflow_gradients"}),
     # Judged from what gradcheck.Watch recorded, in a snapshot's diagnosis (registry.ELSEWHERE).
     "health": frozenset({"gradcheck.training.step"}),
+    # The sweep runs first in the report's assembly, which explains the inputs it judged; the
+    # diagnosis reads a disagreement's facts; the renderers draw its blocks (its evidence).
+    "jacobian": frozenset({"gradcheck.checks.run", "gradcheck.checks.explain",
+                           "gradcheck.diagnosis.diagnose", "gradcheck.render.blocks",
+                           "gradcheck.render.heatmap", "gradcheck.render.html",
+                           "gradcheck.render.table"}),
+    # Run after the sweep, against its blocks; --explain and the renderers read its evidence.
+    "vjp": frozenset({"gradcheck.checks.run", "gradcheck.checks.explain",
+                      "gradcheck.render.blocks"}),
     # f changing between calls stops every other check: the report's assembly asks it first.
     "nondeterminism": frozenset({"gradcheck.checks.run"}),
 }

@@ -11,7 +11,7 @@ import pytest
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import Words
-from gradcheck.evidence.jacobian import Disagreement, JacobianMismatch
+from gradcheck.kinds.jacobian.evidence import Disagreement, JacobianMismatch
 from gradcheck.render.html import render_html
 from gradcheck.report import (
     Attribution,

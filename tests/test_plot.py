@@ -12,7 +12,7 @@ import pytest
 
 from gradcheck.check_settings import CheckSettings
 from gradcheck.errors import UsageError
-from gradcheck.evidence.jacobian import JacobianSymmetric, SymmetricPerturbations
+from gradcheck.kinds.jacobian.evidence import JacobianSymmetric, SymmetricPerturbations
 from gradcheck.options import options_from
 from gradcheck.pipeline import TargetRequest, check_request
 from gradcheck.render.artifacts import (

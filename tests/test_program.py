@@ -7,11 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gradcheck.checks.mode import Mode, choose_mode
 from gradcheck.engine.binding import Prepared, prepare
 from gradcheck.engine.program import Evaluation, Origin, SlotKind, flatten_outputs
 from gradcheck.engine.recording import record
 from gradcheck.engine.runtime import tensorflow
+from gradcheck.kinds.jacobian.mode import Mode, choose_mode
 from gradcheck.load.inputs import Arguments, name_arguments
 from gradcheck.options import CheckOptions
 from gradcheck.targets.named import OutputPath

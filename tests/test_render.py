@@ -82,7 +82,7 @@ def test_ok_report_summary() -> None:
 
 
 def test_a_block_of_a_rank_2_output_is_shown_one_row_per_output_element() -> None:
-    from gradcheck.evidence.jacobian import JacobianMatch
+    from gradcheck.kinds.jacobian.evidence import JacobianMatch
 
     block = [[[1.0, 0, 0, 0], [0, 2.0, 0, 0]], [[0, 0, 3.0, 0], [0, 0, 0, 4.0]]]
     report = Report(

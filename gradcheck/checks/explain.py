@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.checks.context import CheckContext
-from gradcheck.checks.jacobian import JudgedInput
 from gradcheck.engine.recording import GradientOutcome
 from gradcheck.evidence.explain import (
     Coincidence,
@@ -24,7 +23,8 @@ from gradcheck.evidence.explain import (
     TargetExplanation,
     TensorView,
 )
-from gradcheck.evidence.vjp import VjpSymmetric
+from gradcheck.kinds.jacobian.check import JudgedInput
+from gradcheck.kinds.vjp.evidence import VjpSymmetric
 from gradcheck.numerics import judging
 from gradcheck.numerics.symmetric import symmetrise
 from gradcheck.report import CheckResult, Kind, Status

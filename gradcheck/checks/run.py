@@ -11,12 +11,7 @@ import numpy as np
 from gradcheck.check_settings import CheckSettings
 from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.explain import explanation
-from gradcheck.checks.fast import check_fast
-from gradcheck.checks.full import analyse
-from gradcheck.checks.jacobian import JudgedInput, judge_input
-from gradcheck.checks.mode import Mode, choose_mode
 from gradcheck.checks.upstream import check_upstreams
-from gradcheck.checks.vjp import check_vjp
 from gradcheck.checks.weights import unbuilt_layer_results, variable_in_call_results
 from gradcheck.engine.binding import prepare
 from gradcheck.engine.program import (
@@ -36,8 +31,13 @@ from gradcheck.evidence.notes import (
     RoundsToFloat32,
 )
 from gradcheck.forensics.gaps import lowest_precision_inside
+from gradcheck.kinds.jacobian.check import JudgedInput, judge_input
+from gradcheck.kinds.jacobian.fast import check_fast
+from gradcheck.kinds.jacobian.full import analyse
+from gradcheck.kinds.jacobian.mode import Mode, choose_mode
 from gradcheck.kinds.nondeterminism.check import backward_changed, changed_between_calls
 from gradcheck.kinds.registry import check_registered, validate_registered
+from gradcheck.kinds.vjp.check import check_vjp
 from gradcheck.load.inputs import resolve_upstreams
 from gradcheck.numerics.rounding import (
     PROBE_STEPS,

@@ -20,8 +20,8 @@ from gradcheck.engine.observer import Observer, defines
 from gradcheck.errors import InputError
 from gradcheck.evidence.diagnosis import CutNotFound, SiteMistake
 from gradcheck.evidence.gradients import CutPath
-from gradcheck.evidence.jacobian import Disagreement
 from gradcheck.evidence.non_finite import NonFiniteSeen, NoVerdictAtNonFinite
+from gradcheck.kinds.jacobian.evidence import Disagreement
 from gradcheck.kinds.precision.evidence import PrecisionLoss
 from gradcheck.options import CheckOptions
 from gradcheck.report import CheckResult, Kind, Report, Status

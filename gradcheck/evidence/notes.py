@@ -29,7 +29,7 @@ class Note:
         return self.words()
 
 
-# Full or fast mode, and why (checks/mode.py).
+# Full or fast mode, and why (kinds/jacobian/mode.py).
 @dataclasses.dataclass(frozen=True)
 class ModeReason(Note):
     """Why full or fast mode was chosen."""
@@ -264,8 +264,8 @@ class CalledTraining(Note):
         return f"{self.layer} is called with training=True (--training)"
 
 
-# How the gradients were taken (engine/recording.py, engine/batch.py, checks/full.py,
-# checks/jacobian.py).
+# How the gradients were taken (engine/recording.py, engine/batch.py, kinds/jacobian/full.py,
+# kinds/jacobian/check.py).
 @dataclasses.dataclass(frozen=True)
 class PointByPoint(Note):
     """Finite differences for `input` evaluated f point by point: vectorised evaluation

@@ -72,6 +72,9 @@ def check_registered(ctx: CheckContext) -> Findings:
 ELSEWHERE = {
     Kind.AGAINST: "gradcheck.pipeline: f against another TARGET, loaded beside it",
     Kind.HEALTH: "gradcheck.training.step: the weights' gradients gradcheck.Watch recorded",
+    Kind.JACOBIAN: "gradcheck.checks.run: the sweep over f's inputs, first, whose judged inputs"
+                   " the vjp kind and --explain read",
+    Kind.VJP: "gradcheck.checks.run: against the Jacobian blocks the sweep judged",
     Kind.NONDETERMINISM: "gradcheck.checks.run: before every other, since f changing between"
                          " calls at the same point leaves no finite difference to judge",
 }

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from gradcheck.evidence.gradients import CutPath
-from gradcheck.evidence.jacobian import JacobianSymmetric
-from gradcheck.evidence.vjp import VjpSymmetric
+from gradcheck.kinds.jacobian.evidence import JacobianSymmetric
+from gradcheck.kinds.vjp.evidence import VjpSymmetric
 from gradcheck.report import Block, CheckResult, Kind, Report, Status
 
 # A cut path recorded only through the connected check's details (no Block): elements whose

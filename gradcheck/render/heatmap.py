@@ -10,7 +10,7 @@ import numpy as np
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from gradcheck.evidence.jacobian import JacobianEvidence
+from gradcheck.kinds.jacobian.evidence import JacobianEvidence
 from gradcheck.render.blocks import BlockView, block_views
 from gradcheck.report import Kind, Report
 

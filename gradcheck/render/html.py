@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.evidence.jacobian import JacobianEvidence
+from gradcheck.kinds.jacobian.evidence import JacobianEvidence
 from gradcheck.render.table import MATRIX_KINDS, STATUS_LABEL, summary_line
 from gradcheck.report import CheckResult, Kind, Report
 from gradcheck.spelling import format_index

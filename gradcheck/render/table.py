@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gradcheck.evidence import Location
-from gradcheck.evidence.jacobian import JacobianEvidence
+from gradcheck.kinds.jacobian.evidence import JacobianEvidence
 from gradcheck.report import CheckResult, Kind, Report
 from gradcheck.spelling import format_index
 

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
-from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.checks.weights import variable_in_call_cause
 from gradcheck.engine.program import NotTraceable, first_line
 from gradcheck.evidence.causes import Compiled, NotCompiled
@@ -33,6 +32,7 @@ from gradcheck.kinds.compiled.evidence import (
 )
 from gradcheck.kinds.compiled.judging import judge_compiled, output_differs
 from gradcheck.kinds.compiled.tf import CompiledVJP, compiled_vjp, eager_vjp
+from gradcheck.kinds.jacobian.verdicts import comparison_fields
 from gradcheck.load.locations import exception_location
 from gradcheck.numerics.tolerances import tolerance_for
 from gradcheck.report import Cause, CheckResult, Kind, Mistake, Status

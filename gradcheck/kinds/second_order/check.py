@@ -12,11 +12,6 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
-from gradcheck.checks.fast import check_fast
-from gradcheck.checks.full import analyse
-from gradcheck.checks.jacobian import judge_input
-from gradcheck.checks.mode import choose_mode
-from gradcheck.checks.verdicts import comparison_fields
 from gradcheck.engine.nested import record_gradient
 from gradcheck.engine.program import Slot
 from gradcheck.engine.recording import Recording
@@ -30,6 +25,11 @@ from gradcheck.forensics.gaps import (
     missing_gradient_of,
     second_order_gaps,
 )
+from gradcheck.kinds.jacobian.check import judge_input
+from gradcheck.kinds.jacobian.fast import check_fast
+from gradcheck.kinds.jacobian.full import analyse
+from gradcheck.kinds.jacobian.mode import choose_mode
+from gradcheck.kinds.jacobian.verdicts import comparison_fields
 from gradcheck.kinds.second_order.evidence import (
     Asymmetric,
     MissingInTensorFlow,

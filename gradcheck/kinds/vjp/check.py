@@ -8,10 +8,15 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings, shown
-from gradcheck.checks.jacobian import JudgedInput
-from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
 from gradcheck.engine.recording import GradientOutcome
-from gradcheck.evidence.vjp import VjpMatch, VjpMismatch, VjpSkipped, VjpSymmetric
+from gradcheck.kinds.jacobian.check import JudgedInput
+from gradcheck.kinds.jacobian.verdicts import (
+    comparison_fields,
+    disagreement,
+    mismatch,
+    symmetric_warning,
+)
+from gradcheck.kinds.vjp.evidence import VjpMatch, VjpMismatch, VjpSkipped, VjpSymmetric
 from gradcheck.numerics import judging
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY
 from gradcheck.report import Kind, Status

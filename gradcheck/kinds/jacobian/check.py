@@ -10,9 +10,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings, shown
-from gradcheck.checks.full import SourceAnalysis
-from gradcheck.checks.kinks import with_crossed_kinks
-from gradcheck.checks.verdicts import comparison_fields, disagreement, mismatch, symmetric_warning
 from gradcheck.engine.program import OutputLeaf, Slot
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import Kinked
@@ -26,15 +23,23 @@ from gradcheck.evidence.gradients import (
     KinkSite,
     UntrainedWeight,
 )
-from gradcheck.evidence.jacobian import (
+from gradcheck.forensics.culprits import OpSite, crossed_kink_site, jump_site, kink_site
+from gradcheck.forensics.gradient_faults import tensorflow_gradient_fault
+from gradcheck.kinds.jacobian.evidence import (
     JacobianInconclusive,
     JacobianMatch,
     JacobianMismatch,
     JacobianSymmetric,
     TapeJacobianFailed,
 )
-from gradcheck.forensics.culprits import OpSite, crossed_kink_site, jump_site, kink_site
-from gradcheck.forensics.gradient_faults import tensorflow_gradient_fault
+from gradcheck.kinds.jacobian.full import SourceAnalysis
+from gradcheck.kinds.jacobian.kinks import with_crossed_kinks
+from gradcheck.kinds.jacobian.verdicts import (
+    comparison_fields,
+    disagreement,
+    mismatch,
+    symmetric_warning,
+)
 from gradcheck.numerics import differences, float32, judging, symmetric
 from gradcheck.numerics.differences import FiniteDifference
 from gradcheck.numerics.mistakes import value_mistake

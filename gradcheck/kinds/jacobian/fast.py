@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from gradcheck.checks.context import CheckContext, Findings
-from gradcheck.checks.mode import full_mode_bytes
 from gradcheck.engine.program import flatten_outputs
 from gradcheck.evidence.fast import (
     BlockFailed,
@@ -24,6 +23,7 @@ from gradcheck.evidence.fast import (
     ProjectionsAgree,
 )
 from gradcheck.evidence.notes import FastModeUsed, ModeReason
+from gradcheck.kinds.jacobian.mode import full_mode_bytes
 from gradcheck.numerics import projections, tolerances
 from gradcheck.numerics.projections import PROJECTION_SAFETY, Allowance, Projection
 from gradcheck.report import Kind, Status

@@ -8,7 +8,7 @@ from typing import Any
 
 from gradcheck.evidence import Evidence, internal
 from gradcheck.evidence.finding import Finding
-from gradcheck.evidence.jacobian import (
+from gradcheck.kinds.jacobian.evidence import (
     Disagreement,
     SymmetricPerturbations,
     convention,

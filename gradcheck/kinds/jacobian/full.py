@@ -1,5 +1,5 @@
 """Full mode's finite differences: per input, f at x ± h (and x ± 2h) for every element,
-with their error estimate and the kinks the steps cross; checks/jacobian.py judges each
+with their error estimate and the kinks the steps cross; check.py judges each
 block against them."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.evidence import Evidence
-from gradcheck.evidence.jacobian import Disagreement, SymmetricNote, SymmetricPerturbations
+from gradcheck.kinds.jacobian.evidence import Disagreement, SymmetricNote, SymmetricPerturbations
 from gradcheck.numerics import symmetric
 from gradcheck.numerics.judging import Comparison
 from gradcheck.report import Cause, CheckResult, Kind, Status
