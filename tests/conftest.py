@@ -87,3 +87,12 @@ def in_fixtures(monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def as_at_a_terminal() -> None:
+    """A command's preexec_fn: Ctrl-C as a terminal delivers it, SIGINT at its default whatever
+    the test process (an xdist worker that earlier tests ran in) has it set to; an ignored
+    SIGINT is inherited across exec and would make the command deaf to it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -16,16 +16,9 @@ import pytest
 from click.testing import Result
 
 from gradcheck.runner import WORKER_MEMORY, cap_workers, usable_cores
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, as_at_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _as_at_a_terminal() -> None:
-    """Ctrl-C as a terminal delivers it: SIGINT at its default in the command, whatever the
-    test process (an xdist worker that earlier tests ran in) has it set to; an ignored SIGINT
-    is inherited across exec and would make the command deaf to it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 GiB = 1 << 30
 
 
@@ -97,7 +90,7 @@ def test_an_interrupted_run_exits_130_and_reports_what_finished(
     started = tmp_path / "started"
     process = subprocess.Popen(
         [sys.executable, "-m", "gradcheck", "run", "--format", output_format], cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_at_a_terminal,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_at_a_terminal,
         env={**os.environ, "PYTHONPATH": str(REPO), "GRADCHECK_STARTED_FILE": str(started)})
     for _ in range(1800):
         if started.exists() or process.poll() is not None:
@@ -124,7 +117,7 @@ def test_ctrl_c_in_a_single_check_exits_130_with_one_error_line(tmp_path: Path) 
     process = subprocess.Popen(
         [sys.executable, "-m", "gradcheck", "check", "bad/waits_forever.py:f", "--format", "json"],
         cwd=FIXTURES, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=_as_at_a_terminal,
+        preexec_fn=as_at_a_terminal,
         env={**os.environ, "PYTHONPATH": str(REPO), "GRADCHECK_STARTED_FILE": str(started)})
     for _ in range(1800):
         if started.exists() or process.poll() is not None:

@@ -20,7 +20,7 @@ import pytest
 
 from gradcheck.kinds.strategy.multiworker import usable_cores, worker_limit
 from gradcheck.processes.trees import available_memory
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, as_at_a_terminal
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="processes read from /proc")
 
@@ -61,7 +61,7 @@ class Command:
         self.pids = tmp_path / "pids"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gradcheck", *args], cwd=FIXTURES, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_at_a_terminal,
             env={**os.environ, "PYTHONPATH": str(FIXTURES.parent), MARKER: self.marker,
                  "TMPDIR": str(self.tmpdir), "GRADCHECK_STARTED_FILE": str(self.started),
                  "GRADCHECK_CHILD_PID_FILE": str(self.pids)})

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gradcheck
-from tests.conftest import FIXTURES, fixture_module
+from tests.conftest import FIXTURES, as_at_a_terminal, fixture_module
 
 CASES = ["env_in_subprocess", "external_tool", "pool_never_closed", "executor_never_shut",
          "server_started"]
@@ -69,7 +69,7 @@ def test_processes_f_starts_end_when_the_command_is_interrupted(pid_file: Path) 
         [sys.executable, "-m", "gradcheck", "check", "spawned_processes.py:server_started",
          "--no-compiled", "--format", "json"],
         cwd=FIXTURES, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
+        preexec_fn=as_at_a_terminal, env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
     for _ in range(1200):
         if len(_started(pid_file)) >= 2 or process.poll() is not None:
             break
