@@ -88,10 +88,12 @@ def _result(value: NonFiniteValue, analysis: NonFiniteAnalysis, variant: str | N
     first = value.origins[0]
     facts = FirstNonFinite(_facts(first, analysis.jit),
                            tuple(_facts(o) for o in value.origins[1:4]),
-                           value.gradient, analysis.dtype, analysis.order)
-    cause = Cause(_mistake(first), _op_name(first), first.location, facts)
+                           value.gradient, analysis.dtype, analysis.order, source=first.source)
+    # The source's line when the cause is there (a fill, a hyperparameter), else the op's.
+    location = (first.source.location if first.source is not None else None) or first.location
+    cause = Cause(_mistake(first), _op_name(first), location, facts)
     return CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=evidence,
-                       location=first.location, worst_index=value.index, cause=cause,
+                       location=location, worst_index=value.index, cause=cause,
                        **_where(value))
 
 

@@ -16,6 +16,8 @@ from gradcheck.engine.arrays import as_array
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.evidence import Location
+from gradcheck.evidence.causes.sources import Source, Trial
+from gradcheck.forensics.provenance import Candidate, sources
 from gradcheck.forensics.values import TracedValues, library_of, op_location, trace_values
 from gradcheck.load.locations import innermost_user_frame
 
@@ -42,6 +44,7 @@ class Branch:
 class OriginOp:
     """One op that made non-finite values out of finite ones."""
 
+    op_name: str  # the graph op's name
     op: str  # the forward op the user wrote: Sqrt, Log, RealDiv...
     scope: str  # the TensorFlow function it belongs to (norm for tf.norm), or ""
     location: Location | None
@@ -54,6 +57,9 @@ class OriginOp:
     # What feeds the op, through ops that only pass values on: Softmax, Sigmoid, "1+Exp" (the
     # patterns a stable primitive replaces), or the name of f's argument it is ("y").
     fed_by: str = ""
+    # Where its argument comes from when that is the cause (a batch feature, a fill...), with
+    # the fixes tried at the point.
+    source: Source | None = None
 
 
 @dataclass(frozen=True)
@@ -218,7 +224,7 @@ def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) 
     if scope.startswith("gradient_tape"):
         scope = ""
     return OriginOp(
-        op=named.type, scope=scope, location=location, backward=traced.is_backward(op),
+        op_name=op.name, op=named.type, scope=scope, location=location, backward=traced.is_backward(op),
         produced=_describe(bad), kernel=op.type,
         arguments=_arguments(traced, forward, bad) if forward is not None else (),
         branch=_branch(traced, forward, bad) if forward is not None else None,
@@ -259,9 +265,54 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
             continue
         found = _origin(traced, op, arguments)
         origins.setdefault((found.op, found.location, found.backward), found)
+    found = list(origins.values())
+    if found:
+        found[0] = _with_source(traced, found[0], arguments)
     mask = ~np.isfinite(array)
     return NonFiniteValue(name, gradient, _describe(array), int(mask.sum()), int(array.size),
-                          _first_bad(array) or None, tuple(origins.values()))
+                          _first_bad(array) or None, tuple(found))
+
+
+# How many sources are tried (each trial runs the graph once more).
+_TRIALS = 3
+
+
+def _with_source(traced: TracedValues, origin: OriginOp, arguments: Mapping[str, np.ndarray]
+                 ) -> OriginOp:
+    """The origin with the source of its argument, each changeable source's fix tried: the
+    first that makes every output and gradient finite, else the first found."""
+    if origin.op_name not in traced.index:
+        return origin
+    op = traced.ops[traced.index[origin.op_name]]
+    forward = traced.forward_op(op)
+    if forward is None:
+        return origin
+    value = traced.value(forward.outputs[0]) if forward.outputs else None
+    if value is None or traced.is_backward(op):
+        value = traced.value(op.outputs[0]) if op.outputs else None
+    candidates = sources(traced, forward, value if value is not None else np.asarray(np.nan),
+                         arguments)
+    if not candidates:
+        return origin
+    tried = [(c, _trial(traced, c)) for c in candidates[:_TRIALS]]
+    chosen, trial = next(((c, t) for c, t in tried if t is not None and t.repaired), tried[0])
+    return replace(origin, source=chosen.source.with_trials((trial,) if trial else ()))
+
+
+def _trial(traced: TracedValues, candidate: Candidate) -> Trial | None:
+    """The candidate's change applied to the graph: whether f and its gradients are finite."""
+    if not candidate.feeds or traced.rerun is None:
+        return None
+    try:
+        values = traced.rerun(candidate.feeds)
+    except Exception:  # noqa: BLE001 - a change the graph cannot take is not tried
+        return None
+    present = [v for v in values if v is not None]
+    finite = all(bool(np.all(np.isfinite(v))) for v in present)
+    gradients = [v for v in values[len(traced.outputs):] if v is not None and v.size]
+    largest = max((float(np.max(np.abs(g))) for g in gradients), default=None) if finite \
+        else None
+    return Trial(candidate.change, finite, largest)
 
 
 def analyse_non_finite(program: Program, output_indices: Sequence[int],
@@ -305,7 +356,7 @@ def _eager_origins(program: Program) -> tuple[OriginOp, ...]:
             continue
         location = innermost_user_frame(op.traceback)
         origins.setdefault((op.type, location), OriginOp(
-            op=op.type, scope=op.scope, location=location, backward=False,
+            op_name="", op=op.type, scope=op.scope, location=location, backward=False,
             produced=_describe(made[0]), arguments=_at_first_bad(inputs, made[0]), branch=None,
             kernel=op.type))
     return tuple(origins.values())

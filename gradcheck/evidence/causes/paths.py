@@ -7,6 +7,7 @@ import dataclasses
 
 from gradcheck.evidence.causes.base import Facts, WhatAndFix
 from gradcheck.evidence.causes.mistakes import Mistake
+from gradcheck.evidence.causes.sources import Source
 from gradcheck.evidence.location import Location
 
 # What people do where an op gives no gradient (a hard count, index or threshold).
@@ -300,6 +301,7 @@ class FirstNonFinite(Facts):
     dtype: str | None = None
     order: int = 1  # 2: the value is a second derivative (the gradient itself is finite)
     diverged: DivergedWeight | None = None  # in training: the weight behind the huge argument
+    source: Source | None = None  # where the op's argument comes from, when that is the cause
 
     def words(self, mistake: Mistake) -> WhatAndFix:
         first = self.first
@@ -315,8 +317,15 @@ class FirstNonFinite(Facts):
         if self.dtype:
             said += (f"; traced in {self.dtype}, the arguments' own dtype, as f does not"
                      " trace with promoted float64 inputs")
+        source = self.source
+        if source is not None and source.chain():
+            said += f"; {source.chain()}"
+        if source is not None and (source.repaired or (source.chain() and not source.trials)):
+            return said, f"{source.fix()} ({source.tried()})"
         if self.diverged is not None:
             return said + _diverged_words(self.diverged), _diverged_fix(self.diverged)
+        if source is not None:
+            return said + f"; {source.tried()}", _fix(first)
         return said, _fix(first)
 
 
