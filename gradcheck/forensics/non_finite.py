@@ -224,7 +224,8 @@ def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) 
     if scope.startswith("gradient_tape"):
         scope = ""
     return OriginOp(
-        op_name=op.name, op=named.type, scope=scope, location=location, backward=traced.is_backward(op),
+        op_name=op.name, op=named.type, scope=scope, location=location,
+        backward=traced.is_backward(op),
         produced=_describe(bad), kernel=op.type,
         arguments=_arguments(traced, forward, bad) if forward is not None else (),
         branch=_branch(traced, forward, bad) if forward is not None else None,

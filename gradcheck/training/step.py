@@ -46,7 +46,7 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
     variables, its metrics' and the random number generators are bitwise as they were. A
     batch holding NaN or inf is an InputError that names it (the data is at fault)."""
     from gradcheck.errors import InputError
-    from gradcheck.load.inputs import Arguments
+    from gradcheck.load.inputs import Arguments, is_infinite_mask
     from gradcheck.options import SWEPT_KINDS
     from gradcheck.pipeline import check_callable
     from gradcheck.training.gate import train_step_loss
@@ -59,7 +59,9 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
     from gradcheck.training.snapshot import non_finite_data
     from gradcheck.training.step_state import preserved
 
-    bad_data = non_finite_data(batch_arrays(batch, structure)[1])
+    bad_data = non_finite_data({name: array for name, array in
+                                batch_arrays(batch, structure)[1].items()
+                                if not is_infinite_mask(array)})
     if bad_data:
         raise InputError(bad_data)
     if loss_fn is None and own_train_step(model):
@@ -87,6 +89,7 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
     report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)),
                      checks=tuple(_untrained(_of_the_loss(c, diverged), model, without_gradient)
                                   for c in report.checks))
+    report = _previous_update_tried(report, model, optimizer, function, arguments)
     if health is None:
         return report
     from gradcheck.kinds.health.check import health_results
@@ -186,6 +189,33 @@ def _of_the_loss(result: Any, diverged: Any) -> Any:
         result = replace(result, cause=replace(result.cause,
                                                facts=replace(facts, diverged=diverged)))
     return result
+
+
+def _previous_update_tried(report: Report, model: Any, optimizer: Any,
+                           function: Callable[..., Any], arguments: Any) -> Report:
+    """A non-finite step whose source the graph did not show: the previous update, when it
+    moved a weight far more than the learning rate, recomputed with another epsilon or
+    learning rate and the step run again with it."""
+    from gradcheck.evidence.causes import FirstNonFinite
+    from gradcheck.report import Kind
+    from gradcheck.training.step_state import preserved
+    from gradcheck.training.trials import previous_update
+
+    first = next((c for c in report.checks if c.check == Kind.NON_FINITE and c.cause is not None
+                  and isinstance(c.cause.facts, FirstNonFinite)), None)
+    if first is None or (first.cause.facts.source is not None
+                         and first.cause.facts.source.repaired):
+        return report
+    optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    with preserved(model):
+        found = previous_update(model, optimizer,
+                                lambda: function(*arguments.args, **arguments.kwargs))
+    if found is None:
+        return report
+    cause = replace(first.cause, facts=replace(first.cause.facts, source=found, diverged=None))
+    return replace(report, checks=tuple(replace(c, cause=cause) if c is first else c
+                                        for c in report.checks))
 
 
 def _machinery(note: Any) -> bool:
