@@ -214,6 +214,8 @@ def _origin_words(origin: NonFiniteOp) -> str:
     at = f" at {origin.location}" if origin.location else ""
     if origin.op == "Placeholder":
         return "the input itself is not finite"
+    if origin.op == "Const":  # a value written in the code or passed in, not an op's result
+        return f"a constant{at} that holds {origin.produced}"
     if origin.second:
         kernel = f" ({origin.kernel})" if origin.kernel != origin.op else ""
         return (f"the second derivative of {origin.name}{at}: differentiating its gradient"
@@ -308,8 +310,9 @@ class FirstNonFinite(Facts):
         stage = "of the backward pass " if self.gradient and first.backward else ""
         if self.order == 2:
             stage = "of the second backward pass (the gradient differentiated again) "
+        branch = "" if self.source is not None and self.source.repaired else _branch_words(first)
         said = (f"the first op {stage}that turns finite values into non-finite ones is"
-                f" {_origin_words(first)}{_branch_words(first)}")
+                f" {_origin_words(first)}{branch}")
         others = [("the gradient of " if o.backward else "") + o.op
                   + (f" at {o.location}" if o.location else "") for o in self.others]
         if others:
