@@ -255,8 +255,9 @@ def replay(snapshot: str, trust: bool, model_spec: str | None, loss_spec: str | 
         from pathlib import Path
 
         from gradcheck.processes import supervisor
+        from gradcheck.training.replay import Replay, check_snapshot
         from gradcheck.training.snapshot import read_snapshot
-        from gradcheck.training.step import Replay, check_snapshot, step_options
+        from gradcheck.training.step import step_options
 
         manifest = read_snapshot(snapshot)  # missing, partial or altered: exit 2 at once
         guard_replay(Path(snapshot), output.file, model_spec, loss_spec, path)
