@@ -254,3 +254,14 @@ def test_a_model_file_naming_a_module_imports_nothing_without_trust(package, tmp
     assert "replay_canary" in caught.value.message and "--trust" in caught.value.message
     assert not (tmp_path / "code" / "RAN").exists()
     assert "replay_canary" not in sys.modules
+
+
+def test_a_saved_model_with_a_custom_loss_is_checked_without_its_loss(tmp_path):
+    """A ModelCheckpoint file compiled with a custom loss: the check needs no compiled loss, so
+    the file loads uncompiled, from a folder where the loss's module is not importable."""
+    model = rm.make_compiled()
+    model.save(tmp_path / "ckpt.keras")
+    done = subprocess.run([sys.executable, "-m", "gradcheck", "check", "ckpt.keras", "--shape",
+                           "2,3", "-q"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "ckpt.keras" in done.stdout and "Could not locate" not in done.stderr
