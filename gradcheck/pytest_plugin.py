@@ -98,8 +98,14 @@ def _source(config: pytest.Config) -> tuple[Path, RunConfig | ConfigError]:
     try:
         run = load_config(None if given is None else str(here / given), start=here)
     except ConfigError as exc:
-        raise pytest.UsageError(exc.message) from exc
+        raise pytest.UsageError(_own_words(exc.message)) from exc
     return run.source, run
+
+
+def _own_words(message: str) -> str:
+    """A configuration error as the plugin's options say it (`gradcheck run`'s --config is
+    --gradcheck-config here)."""
+    return message.replace("--config FILE", "--gradcheck-config FILE")
 
 
 def _width(config: pytest.Config) -> int:
@@ -181,7 +187,7 @@ class GradcheckFile(pytest.File):
         from gradcheck.errors import GradcheckError
 
         if isinstance(excinfo.value, GradcheckError):
-            return f"Error: {excinfo.value.message}"
+            return f"Error: {_own_words(excinfo.value.message)}"
         return super().repr_failure(excinfo)
 
 

@@ -177,6 +177,12 @@ def test_a_missing_configuration_file_is_a_usage_error(pytester: pytest.Pytester
     result.stderr.fnmatch_lines(["ERROR: config file '*missing.toml' not found"])
 
 
+def test_a_usage_error_names_the_plugins_own_option(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--gradcheck", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: no pyproject.toml in * give --gradcheck-config FILE"])
+
+
 def test_the_gradcheck_fixture_in_hand_written_tests(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_ACTIONS", "true")

@@ -22,8 +22,9 @@ import pytest
 
 import gradcheck
 from gradcheck.errors import GradcheckError
+from gradcheck.training.replay import Replay, check_snapshot
 from gradcheck.training.snapshot import leftover_partials, write_report_files
-from gradcheck.training.step import Replay, check_snapshot, step_options
+from gradcheck.training.step import step_options
 
 TRAINING = Path(__file__).resolve().parent.parent / "fixtures" / "training"
 sys.path.insert(0, str(TRAINING))

@@ -193,7 +193,7 @@ def test_a_script_without_a_main_guard_is_diagnosed_once_and_never_rerun(tmp_pat
     assert _processes_with(str(script)) == []
     refused = _replay(tmp_path / "snapshots" / "step-000002", "--trust", cwd=str(tmp_path))
     assert refused.returncode == 2 and "__main__" in refused.stderr, refused.stderr
-    assert "--model MODULE:FUNCTION" in refused.stderr
+    assert "pass --loss MODULE:euclidean" in refused.stderr  # the loss, copied into a module
     assert sorted(p.name for p in (tmp_path / "snapshots").iterdir()) == ["step-000002"]
     assert _processes_with(str(script)) == []
 

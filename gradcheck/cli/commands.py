@@ -233,7 +233,8 @@ def hessian(target: str, **options: Any) -> None:
               help="A function that builds the model (subclassed, tf.Module, Lambda layers);"
                    " the snapshot's weights are put into it.")
 @click.option("--loss", "loss_spec", metavar="MODULE:FUNCTION",
-              help="The loss as the training loop computed it: loss(model, *batch).")
+              help="The loss as the training step computed it, loss(model, *batch), or as"
+                   " Keras calls a compiled loss, loss(y_true, y_pred).")
 @click.option("--path", default=".", show_default=True, metavar="DIR",
               help="Put DIR first on sys.path to import --model, --loss (and, with --trust,"
                    " the modules the snapshot names).")
@@ -251,15 +252,18 @@ def replay(snapshot: str, trust: bool, model_spec: str | None, loss_spec: str | 
     runs no code the snapshot names unless you pass --trust."""
     output = OutputOptions.from_click(output_flags)
     output_format = output.format
+    error_file: str | None = None  # -o gets the error document once the path is checked
     try:
         from pathlib import Path
 
         from gradcheck.processes import supervisor
+        from gradcheck.training.replay import Replay, check_snapshot
         from gradcheck.training.snapshot import read_snapshot
-        from gradcheck.training.step import Replay, check_snapshot, step_options
+        from gradcheck.training.step import step_options
 
         manifest = read_snapshot(snapshot)  # missing, partial or altered: exit 2 at once
         guard_replay(Path(snapshot), output.file, model_spec, loss_spec, path)
+        error_file = output.file
         check_options = step_options(manifest.trigger.kind, mode, timeout)
         supervisor.prestart(1)
         job = supervisor.Job(check_snapshot,
@@ -284,7 +288,7 @@ def replay(snapshot: str, trust: bool, model_spec: str | None, loss_spec: str | 
                       if HEALTH_FILE in manifest.files else None)
             write_report_files(Path(snapshot), report_files(report, None, health))
     except GradcheckError as error:
-        sys.exit(report_error(error, output, snapshot, output.file))
+        sys.exit(report_error(error, output, snapshot, error_file))
     output_format.show(report, text, "replay", output)
     sys.exit(int(report.exit_code))
 

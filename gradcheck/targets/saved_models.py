@@ -118,13 +118,16 @@ def _callable_of(loaded: Any, target: SavedTarget) -> LoadedModel:
 
 
 def load_saved(target: SavedTarget) -> LoadedModel:
-    """Load TARGET's model (a .keras file in safe mode: no code from the file runs)."""
+    """Load TARGET's model (a .keras file in safe mode, not compiled: no code from the file
+    runs, and its compiled loss, which the check does not use, need not be importable)."""
     tf = tensorflow()
     try:
         if target.keras:
             import keras
 
-            return LoadedModel(keras.saving.load_model(target.path, safe_mode=True))
+            # Not compiled: a gradient check needs no loss, and a custom one would not load.
+            return LoadedModel(keras.saving.load_model(target.path, safe_mode=True,
+                                                       compile=False))
         with _unsaved_gradients() as unsaved:
             loaded = tf.saved_model.load(target.path)
     except Exception as exc:  # noqa: BLE001 - any failure to read the file is the user's

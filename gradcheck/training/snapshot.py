@@ -30,6 +30,7 @@ HEALTH_PLOT = "health.png"
 DATA_FILES = (MODEL_FILE, BATCH_FILE, WEIGHTS_FILE, HEALTH_FILE)
 REPORT_JSON, REPORT_TEXT = "report.json", "report.txt"
 MAX_MANIFEST_BYTES = 1 << 20
+LISTED_SNAPSHOTS = 5  # a folder of snapshots given to replay: the newest it names
 KERAS_PACKAGES = ("keras", "tf_keras")  # the only packages a snapshot's model is loaded with
 # step-000345, or step-000345-<run id> when another run already holds that step's name.
 _STEP_NAME = re.compile(r"^step-(\d{6,})(?:-[0-9a-f]{8}(?:-\d+)?)?$")
@@ -249,6 +250,19 @@ def leftover_partials(directory: Path, alive: Callable[[int], bool]) -> list[Pat
             if (m := _PARTIAL_NAME.match(p.name)) and not alive(int(m.group(1)))]
 
 
+def snapshots_in(directory: Path) -> list[Path]:
+    """The published snapshots directly in `directory` (Watch's DIRECTORY), newest first."""
+    found = []
+    try:
+        for entry in directory.iterdir():
+            manifest = entry / MANIFEST
+            if _STEP_NAME.match(entry.name) and manifest.is_file() and not entry.is_symlink():
+                found.append((manifest.stat().st_mtime, entry.name, entry))
+    except OSError:
+        return []
+    return [entry for _, _, entry in sorted(found, reverse=True)]
+
+
 def read_snapshot(directory: str | Path) -> Snapshot:
     """snapshot.json of a complete, unaltered snapshot; a LoadError (exit 2) in one line for a
     missing, partial, altered or malformed one."""
@@ -260,6 +274,13 @@ def read_snapshot(directory: str | Path) -> Snapshot:
                         " DIRECTORY/step-NNNNNN directories)")
     manifest = path / MANIFEST
     if not manifest.is_file():
+        inside = snapshots_in(path)
+        if inside:
+            listed = ", ".join(str(p) for p in inside[:LISTED_SNAPSHOTS]) + (
+                f" and {len(inside) - LISTED_SNAPSHOTS} more"
+                if len(inside) > LISTED_SNAPSHOTS else "")
+            raise LoadError(f"{directory} holds snapshots, it is not one: replay one of them,"
+                            f" e.g. gradcheck replay {inside[0]} (newest first: {listed})")
         raise LoadError(f"snapshot {directory} is partial or not a snapshot: it has no {MANIFEST}")
     try:
         if manifest.stat().st_size > MAX_MANIFEST_BYTES:
