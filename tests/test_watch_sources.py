@@ -123,3 +123,22 @@ def test_the_source_is_named_and_the_fix_tried_on_the_snapshot(name, runs):
 def test_the_corrected_version_trains_with_no_trigger(name, runs):
     watch, lines = runs(name, fixed=True)
     assert watch.snapshots == [] and not watch.stopped, lines
+
+
+def test_layers_whose_outputs_never_reach_the_loss_are_named_where_they_are_called(tmp_path):
+    """tensorflow/tensorflow#36880: linear1..3 each called on x, only linear4's result used.
+    Each unused layer is a failing `connected` finding at the line that calls it, not at a line
+    inside Keras."""
+    case = C.CASES["dropped-layer-outputs"]
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path, log=lines.append)
+    _fit(case["run"])(watch, False)
+    report = json.loads((watch.snapshots[0] / "report.json").read_text())
+    dropped = {c["input"]: c for c in report["checks"]
+               if c["check"] == "connected" and c["status"] == "fail"}
+    for layer, call in (("dense", "x1 = self.linear1(x)"), ("dense_1", "x2 = self.linear2(x)"),
+                        ("dense_2", "x3 = self.linear3(x)")):
+        finding = dropped[f"{layer}/kernel"]
+        assert finding["location"].endswith(_line(C, call)), finding
+        assert "never reaches the loss" in finding["message"], finding
+    assert all("site-packages" not in (c["location"] or "") for c in report["checks"])

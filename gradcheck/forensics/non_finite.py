@@ -266,12 +266,12 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
             continue
         found = _origin(traced, op, arguments)
         origins.setdefault((found.op, found.location, found.backward), found)
-    found = list(origins.values())
-    if found:
-        found[0] = _with_source(traced, found[0], arguments)
+    ordered = list(origins.values())
+    if ordered:
+        ordered[0] = _with_source(traced, ordered[0], arguments)
     mask = ~np.isfinite(array)
     return NonFiniteValue(name, gradient, _describe(array), int(mask.sum()), int(array.size),
-                          _first_bad(array) or None, tuple(found))
+                          _first_bad(array) or None, tuple(ordered))
 
 
 # How many sources are tried (each trial runs the graph once more).

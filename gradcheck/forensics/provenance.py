@@ -87,7 +87,7 @@ def _sample(bad: np.ndarray, rows: int | None) -> int | None:
 def _first_nan_downstream(traced: TracedValues, op: Any, rows: int | None) -> int | None:
     """The batch row of the first NaN an op downstream of `op` makes (where an infinite fill
     becomes NaN: the fully masked row)."""
-    frontier, seen = [op], set()
+    frontier, seen = [op], set[str]()
     while frontier and len(seen) < _REACH:
         current = frontier.pop(0)
         if current.name in seen or current.name not in traced.index or traced.is_backward(
@@ -201,7 +201,7 @@ def _unbounded_term(traced: TracedValues, forward: Any, bad: np.ndarray) -> Unbo
 
 def _coefficient_line(traced: TracedValues, forward: Any) -> Location | None:
     """The user's line of the first scalar constant multiplying the log's output downstream."""
-    frontier, seen = [forward], set()
+    frontier, seen = [forward], set[str]()
     while frontier and len(seen) < 50:
         op = frontier.pop(0)
         if op.name in seen or op.name not in traced.index or traced.is_backward(op):

@@ -1,5 +1,5 @@
 """Where a non-finite value's cause lies when it is not the op that broke: a batch feature out
-of scale, an infinite fill or mask, the labels, a hyperparameter, the previous update; and the
+of scale, an infinite fill or mask, a hyperparameter, the previous update; and the
 fixes tried on the step (whether each made the gradient finite). Facts and their words."""
 
 from __future__ import annotations
@@ -177,21 +177,6 @@ class UnboundedTerm(Source):
 
 
 @dataclasses.dataclass(frozen=True)
-class SwappedLabels(Source):
-    """The op's argument is the batch's labels as they are: a loss with its arguments swapped."""
-
-    argument: str = "y"
-
-    def chain(self) -> str:
-        return (f"its argument is the batch's labels ({self.argument}, y_true) as they are: a"
-                " Keras loss is called as loss(y_true, y_pred), so this loss has its arguments"
-                " swapped")
-
-    def fix(self) -> str:
-        return "swap the loss's arguments to (y_true, y_pred); clipping would train a wrong loss"
-
-
-@dataclasses.dataclass(frozen=True)
 class PreviousUpdate(Source):
     """The weights the previous update moved (by up to `moved`, `ratio` times the learning rate)
     with the optimizer's `setting` too small for the weights' `dtype`."""
@@ -220,14 +205,3 @@ class PreviousUpdate(Source):
                     " the weights and the optimizer in float32")
         return ("lower the learning rate, or clip the updates (clipnorm=1.0 on the optimizer);"
                 " clipping the op would hide the divergence")
-
-
-@dataclasses.dataclass(frozen=True)
-class NoSourceFound(Source):
-    """The chain was followed and no source outside the op was found; fixes were tried."""
-
-    def chain(self) -> str:
-        return ""
-
-    def fix(self) -> str:
-        return ""
