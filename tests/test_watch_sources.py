@@ -26,10 +26,10 @@ import cause_reports  # noqa: E402
 import source_reports  # noqa: E402
 
 
-def _line(module: Any, text: str) -> str:
+def _line(module: Any, text: str, occurrence: int = 0) -> str:
     path = Path(module.__file__)
-    number = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
-    return f"{path.name}:{number}"
+    numbers = [n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    return f"{path.name}:{numbers[occurrence]}"
 
 
 def _fit(make: Callable[..., Any]) -> Callable[[gradcheck.Watch, bool], None]:
@@ -78,6 +78,12 @@ CASES = {
     "returnn-fully-masked-row": Case(
         _fit(C.CASES["fully-masked-attention-row"]["run"]), 2, None,
         ("-inf fill", "sample 3 of the batch"), "the fill -1e9"),
+    # keras-team/keras#13221: stacked relu LSTMs; the second one's state overflows, inside
+    # Keras' loop: located at the line that built that layer, its activation the source
+    "relu-lstm-state-overflow": Case(
+        _fit(C.CASES["relu-lstm-recurrent"]["run"]), 1,
+        _line(C, "keras.layers.LSTM(32, activation=activation", occurrence=1),
+        ("recurrent layer lstm", "activation='relu'"), "with tanh as lstm"),
     # tensorflow/tensorflow#11756 in a two-input functional model with a Lambda
     "lambda-inf-mask-multiply": Case(
         _fit(C.CASES["infinity-mask-multiply"]["run"]), 2, None, ("-inf",), "-1e9"),
@@ -116,7 +122,7 @@ def test_the_source_is_named_and_the_fix_tried_on_the_snapshot(name, runs):
         assert "no fix could be tried on the snapshot" in message, message
     else:
         tried = message[message.index("tried on the snapshot:"):]
-        assert case.repaired_by in tried and "gradient is finite" in tried, tried
+        assert case.repaired_by in tried and "is finite" in tried, tried
 
 
 @pytest.mark.parametrize("name", list(CASES))

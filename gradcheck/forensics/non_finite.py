@@ -16,10 +16,12 @@ from gradcheck.engine.arrays import as_array
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.evidence import Location
-from gradcheck.evidence.causes.sources import Source, Trial
+from gradcheck.evidence.causes.sources import Source, Trial, UnboundedRecurrence
 from gradcheck.forensics.provenance import Candidate, sources
+from gradcheck.forensics.site_lines import layer_line
 from gradcheck.forensics.values import TracedValues, library_of, op_location, trace_values
 from gradcheck.load.locations import innermost_user_frame
+from gradcheck.user_code import is_gradcheck_file
 
 SELECT_OPS = frozenset({"Select", "SelectV2"})
 # Ops that only pass values on: a NaN they output came in through an input.
@@ -346,21 +348,58 @@ def _float_array(tensor: Any) -> np.ndarray | None:
 
 
 def _eager_origins(program: Program) -> tuple[OriginOp, ...]:
-    """The ops f runs eagerly that make non-finite values out of finite ones: inside a loop's
-    body (a Keras RNN's cell), which its traced graph shows only as the loop's result."""
-    recording = recorded.record(program, scopes=True)
-    origins: dict[tuple[str, Location | None], OriginOp] = {}
-    for op in recording.ops if recording is not None else ():
-        made = [a for t in op.outputs if (a := _float_array(t)) is not None and _bad(a)]
-        inputs = [a for t in op.inputs if (a := _float_array(t)) is not None]
-        if not made or any(_bad(a) for a in inputs):
-            continue
-        location = innermost_user_frame(op.traceback)
-        origins.setdefault((op.type, location), OriginOp(
-            op_name="", op=op.type, scope=op.scope, location=location, backward=False,
-            produced=_describe(made[0]), arguments=_at_first_bad(inputs, made[0]), branch=None,
-            kernel=op.type))
-    return tuple(origins.values())
+    """The op f runs eagerly that first makes non-finite values out of finite ones: inside a
+    loop's body (a Keras RNN's cell), which its traced graph shows only as the loop's result.
+    f runs only until that op."""
+    op = recorded.first_non_finite_op(program)
+    if op is None:
+        return ()
+    inputs = [a for t in op.inputs if (a := _float_array(t)) is not None]
+    made = next(a for t in op.outputs if (a := _float_array(t)) is not None and _bad(a))
+    frames = list(op.traceback)
+    ours = [i for i, frame in enumerate(frames) if is_gradcheck_file(frame.filename)]
+    location = innermost_user_frame(frames[ours[-1] + 1:] if ours else frames) or \
+        layer_line(op.layers)
+    return (OriginOp(op_name="", op=op.type, scope=op.scope, location=location, backward=False,
+                     produced=_describe(made), arguments=_at_first_bad(inputs, made),
+                     branch=None, kernel=op.type,
+                     source=_recurrence(program, op.layers, location)),)
+
+
+# Activations that keep a recurrent state bounded.
+_BOUNDED = frozenset({"tanh", "sigmoid", "hard_sigmoid", "softsign"})
+
+
+def _recurrence(program: Program, layers: Sequence[Any],
+                location: Location | None) -> UnboundedRecurrence | None:
+    """The innermost running recurrent layer whose activation leaves its state unbounded, with
+    the step's loss run again with tanh in its place (put back afterwards)."""
+    layer = next((layer for layer in reversed(layers) if hasattr(layer, "cell")
+                  and hasattr(layer.cell, "activation")), None)
+    if layer is None:
+        return None
+    cell = layer.cell
+    activation = getattr(cell.activation, "__name__", str(cell.activation))
+    if activation in _BOUNDED:
+        return None
+    kept = cell.activation
+    try:
+        cell.activation = tensorflow().math.tanh
+        with silenced_stderr_fd():
+            finite = all(_finite(leaf.tensor) for leaf in flatten_outputs(program.call()))
+        trial: tuple[Trial, ...] = (Trial(f"with tanh as {layer.name}'s activation", finite,
+                                          judged="loss"),)
+    except Exception:  # noqa: BLE001 - a layer that cannot take it is not tried
+        trial = ()
+    finally:
+        cell.activation = kept
+    return UnboundedRecurrence(trials=trial, layer=layer.name, kind=type(layer).__name__,
+                               activation=activation, at=location)
+
+
+def _finite(tensor: Any) -> bool:
+    array = _float_array(tensor)
+    return array is None or bool(np.all(np.isfinite(array)))
 
 
 def _made_in_a_loop(program: Program, value: NonFiniteValue | None) -> NonFiniteValue | None:

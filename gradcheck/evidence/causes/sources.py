@@ -17,12 +17,13 @@ class Trial:
     change: str
     repaired: bool
     largest: float | None = None  # the largest |gradient| after the change, when finite
+    judged: str = "gradient"  # what was run and judged: the "gradient", or the "loss" only
 
     def words(self) -> str:
         if not self.repaired:
-            return f"{self.change}, this step's gradient is still not finite"
+            return f"{self.change}, this step's {self.judged} is still not finite"
         largest = f" (largest |g| {self.largest:.3g})" if self.largest is not None else ""
-        return f"{self.change}, this step's gradient is finite{largest}"
+        return f"{self.change}, this step's {self.judged} is finite{largest}"
 
 
 def _range(low: float, high: float) -> str:
@@ -174,6 +175,33 @@ class UnboundedTerm(Source):
         return (f"put {named} back in its range (a focal loss's alpha is a class weight in"
                 " [0, 1], e.g. 0.25), so that every log term enters the loss with a negative"
                 " sign; clamping the log would train a loss that rewards the wrong answer")
+
+
+@dataclasses.dataclass(frozen=True)
+class UnboundedRecurrence(Source):
+    """A recurrent layer whose activation does not bound its state (relu): once its recurrent
+    kernel's gain passes 1 the state grows geometrically along the sequence and overflows."""
+
+    layer: str = ""
+    kind: str = "LSTM"
+    activation: str = "relu"
+    at: Location | None = None
+
+    @property
+    def location(self) -> Location | None:
+        return self.at
+
+    def chain(self) -> str:
+        at = f" built at {self.at}" if self.at else ""
+        return (f"its source is the recurrent layer {self.layer} ({self.kind}{at}) with"
+                f" activation={self.activation!r}, which does not bound the state it carries"
+                " from step to step: it grows geometrically along the sequence until it"
+                " overflows")
+
+    def fix(self) -> str:
+        return (f"use a bounded activation in {self.layer} (tanh, the recurrent layers'"
+                " default), or clip the updates (clipnorm=1.0 on the optimizer) and lower the"
+                " learning rate")
 
 
 @dataclasses.dataclass(frozen=True)
