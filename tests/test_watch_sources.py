@@ -84,6 +84,10 @@ CASES = {
         _fit(C.CASES["relu-lstm-recurrent"]["run"]), 1,
         _line(C, "keras.layers.LSTM(32, activation=activation", occurrence=1),
         ("recurrent layer lstm", "activation='relu'"), "with tanh as lstm"),
+    # CyberZHG/keras-radam#43: a warm-up schedule whose 'decay' rises 100 times
+    "warmup-schedule-spike": Case(
+        _fit(C.CASES["warmup-min-lr-above-lr"]["run"]), 6, None,
+        ("schedule RAdamWarmup: its rate jumps from 1e-05 at step 2",), None),
     # tensorflow/tensorflow#11756 in a two-input functional model with a Lambda
     "lambda-inf-mask-multiply": Case(
         _fit(C.CASES["infinity-mask-multiply"]["run"]), 2, None, ("-inf",), "-1e9"),
@@ -148,3 +152,15 @@ def test_layers_whose_outputs_never_reach_the_loss_are_named_where_they_are_call
         assert finding["location"].endswith(_line(C, call)), finding
         assert "never reaches the loss" in finding["message"], finding
     assert all("site-packages" not in (c["location"] or "") for c in report["checks"])
+
+
+def test_a_constant_feature_standardised_to_nan_is_named_as_such(tmp_path):
+    """mllam/neural-lam#136: a tf.data pipeline standardises every feature, one of which is
+    constant: 0/0 in every sample. The data is at fault, and the report says which feature and
+    why, not only 'clean the input pipeline'."""
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path, log=lines.append)
+    _fit(C.CASES["standardise-constant-field-tf-data"]["run"])(watch, False)
+    report = json.loads((watch.snapshots[0] / "report.json").read_text())
+    assert "NaN in every sample of feature(s) 3" in report["error"], report
+    assert "zero standard deviation" in report["error"], report

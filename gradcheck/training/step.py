@@ -192,7 +192,7 @@ def _previous_update_tried(report: Report, model: Any, optimizer: Any,
     from gradcheck.evidence.causes import FirstNonFinite
     from gradcheck.report import Kind
     from gradcheck.training.step_state import preserved
-    from gradcheck.training.trials import previous_update
+    from gradcheck.training.trials import previous_update, schedule_spike
 
     first = next((c for c in report.checks if c.check == Kind.NON_FINITE and c.cause is not None
                   and isinstance(c.cause.facts, FirstNonFinite)), None)
@@ -204,10 +204,14 @@ def _previous_update_tried(report: Report, model: Any, optimizer: Any,
     optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)
     with preserved(model):
-        found = previous_update(model, optimizer,
-                                lambda: function(*arguments.args, **arguments.kwargs))
+        updated = previous_update(model, optimizer,
+                                  lambda: function(*arguments.args, **arguments.kwargs))
+    found = updated or schedule_spike(optimizer)
     if found is None:
         return report
+    from gradcheck.evidence.causes import Source
+
+    assert isinstance(found, Source)
     cause = replace(cause, facts=replace(facts, source=found, diverged=None))
     return replace(report, checks=tuple(replace(c, cause=cause) if c is first else c
                                         for c in report.checks))

@@ -13,8 +13,13 @@ import numpy as np
 from gradcheck.engine.arrays import as_array
 from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.engine.variables import weight_path_in
-from gradcheck.evidence.causes.sources import PreviousUpdate, Trial
+from gradcheck.evidence.causes.sources import PreviousUpdate, ScheduleSpike, Trial
 
+# A schedule whose rate rises this many times from one step to the next spikes (a linear
+# warm-up rises at most twofold after its first step).
+_JUMP = 10.0
+# How many of the last steps a schedule is read at.
+_SCHEDULE_STEPS = 10_000
 # An Adam-like step moves a weight by about its learning rate: this many times more is the
 # optimizer dividing by almost nothing (an epsilon its dtype cannot hold beside sqrt(v)).
 _RUNAWAY = 10.0
@@ -109,3 +114,24 @@ def _with_weights(weights: Sequence[Any], made: Sequence[Any], replaced: Sequenc
     finally:
         for weight, value in zip(weights, kept):
             weight.assign(value)
+
+
+def schedule_spike(optimizer: Any) -> ScheduleSpike | None:
+    """The step where the optimizer's learning-rate schedule last jumped (a rise of _JUMP times
+    or more from one step to the next), before the updates that led to this step."""
+    schedule = getattr(optimizer, "_learning_rate", None)
+    if schedule is None or not callable(schedule) or hasattr(schedule, "assign"):
+        return None
+    try:
+        last = int(as_array(optimizer.iterations))
+        first = max(0, last - _SCHEDULE_STEPS)
+        rates = [float(as_array(schedule(step))) for step in range(first, last)]
+    except Exception:  # noqa: BLE001 - a schedule that cannot be read at a step tells nothing
+        return None
+    jumps = [k for k in range(1, len(rates)) if rates[k - 1] > 0
+             and rates[k] >= _JUMP * rates[k - 1]]
+    if not jumps:
+        return None
+    k = jumps[-1]
+    return ScheduleSpike(schedule=type(schedule).__name__, step=first + k, before=rates[k - 1],
+                         after=rates[k], last=rates[-1])

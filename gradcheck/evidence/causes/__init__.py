@@ -49,6 +49,7 @@ from gradcheck.evidence.causes.sources import (
     InfiniteFill,
     InfiniteMask,
     PreviousUpdate,
+    ScheduleSpike,
     Source,
     Trial,
     UnboundedTerm,
@@ -63,6 +64,6 @@ __all__ = [
     "ReturnedValues", "SecondOrder", "SecondOrderOnItsOwn", "ShapeOnItsOwn",
     "TensorFlowGradientOp", "UnusedLayer", "UpstreamProbe", "WhatAndFix", "Words",
     "WrongGradientReason", "kink_place", "plain_words", "raised_clause", "raised_without_fix",
-    "InfiniteFill", "InfiniteMask", "PreviousUpdate", "Source",
+    "InfiniteFill", "InfiniteMask", "PreviousUpdate", "ScheduleSpike", "Source",
     "Trial", "UnboundedTerm", "UnscaledFeature",
 ]

@@ -205,6 +205,29 @@ class UnboundedRecurrence(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class ScheduleSpike(Source):
+    """A learning-rate schedule whose rate jumps (`ratio` times from one step to the next) at
+    `step`, before the updates that diverged."""
+
+    schedule: str = ""
+    step: int = 0
+    before: float = 0.0
+    after: float = 0.0
+    last: float = 0.0
+
+    def chain(self) -> str:
+        return (f"its source is the learning-rate schedule {self.schedule}: its rate jumps"
+                f" from {self.before:.3g} at step {self.step - 1} to {self.after:.3g} at step"
+                f" {self.step} ({self.after / self.before:.3g} times), and is {self.last:.3g}"
+                " at the last update; the updates since the jump diverged")
+
+    def fix(self) -> str:
+        return (f"check {self.schedule}'s parameters (a decay whose final rate is above the"
+                " warm-up's peak, such as min_lr > learning_rate): a rate should not rise after"
+                " warm-up; clipping the op would hide the divergence")
+
+
+@dataclasses.dataclass(frozen=True)
 class PreviousUpdate(Source):
     """The weights the previous update moved (by up to `moved`, `ratio` times the learning rate)
     with the optimizer's `setting` too small for the weights' `dtype`."""
