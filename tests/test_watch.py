@@ -330,8 +330,14 @@ def test_a_collapsing_loss_scale_is_caught_with_the_last_skipped_batch(package, 
     model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False, callbacks=[watch])
     [snapshot] = watch.snapshots
     manifest = read_snapshot(snapshot)
-    assert manifest.trigger.kind == "loss-scale" and "even unscaled" in manifest.trigger.message
-    assert snapshot.name == f"step-{manifest.step:06d}" and manifest.step >= 14
+    if package == "tf_keras":
+        # tf-keras compares the targets with the float16 output in float16: 1e5 is inf there,
+        # so the loss itself is not finite, which no loss scale repairs: caught at once.
+        assert manifest.trigger.kind == "non-finite-loss" and manifest.step == 0
+    else:  # Keras 3 compares in float32: the gradient overflows until the scale is below 1
+        assert manifest.trigger.kind == "loss-scale", manifest.trigger.message
+        assert "overflowed at loss scale 1:" in manifest.trigger.message
+        assert snapshot.name == f"step-{manifest.step:06d}" and manifest.step >= 14
     assert np.load(snapshot / "batch.npz")["y"].shape == (16, 1)
 
 

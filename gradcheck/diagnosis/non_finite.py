@@ -13,6 +13,7 @@ from gradcheck.evidence.causes import (
     FirstNonFinite,
     NonFiniteOp,
     NoNonFiniteOp,
+    Source,
     TensorFlowGradientOp,
     WrongGradientReason,
 )
@@ -88,11 +89,22 @@ def _result(value: NonFiniteValue, analysis: NonFiniteAnalysis, variant: str | N
     first = value.origins[0]
     facts = FirstNonFinite(_facts(first, analysis.jit),
                            tuple(_facts(o) for o in value.origins[1:4]),
-                           value.gradient, analysis.dtype, analysis.order)
-    cause = Cause(_mistake(first), _op_name(first), first.location, facts)
+                           value.gradient, analysis.dtype, analysis.order, source=first.source)
+    # The source's line when the cause is there (a fill, a hyperparameter), else the op's.
+    location = (first.source.location if first.source is not None else None) or first.location
+    cause = Cause(_mistake(first), _op_name(first), location, facts)
     return CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=evidence,
-                       location=first.location, worst_index=value.index, cause=cause,
-                       **_where(value))
+                       location=location, worst_index=value.index or _batch_index(first.source),
+                       cause=cause, **_where(value))
+
+
+def _batch_index(source: Source | None) -> tuple[int, ...] | None:
+    """For a scalar loss: the batch's sample (and feature) where the source made it so."""
+    sample = getattr(source, "sample", None)
+    if sample is None:
+        return None
+    column = getattr(source, "column", None)
+    return (sample,) if column is None else (sample, column)
 
 
 def _where(value: NonFiniteValue) -> dict[str, Any]:

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.forensics.cut_ops import VALUE_INDEPENDENT_OPS, CutSite, op_cut
 from gradcheck.user_code import is_gradcheck_file, is_user_file
@@ -27,6 +29,7 @@ class RecordedOp:
     outputs: tuple[Any, ...]
     traceback: list[traceback.FrameSummary]
     scope: str = ""  # the Keras layers running it (recorded with `scopes` only)
+    layers: tuple[Any, ...] = ()  # those layers themselves, outermost first (first_non_finite_op)
 
 
 @dataclass
@@ -98,6 +101,50 @@ def record(program: Program, scopes: bool = False) -> RecordedCall | None:
         return None
     return RecordedCall(ops, result, [leaf.tensor for leaf in flat if leaf.differentiable] or [
         leaf.tensor for leaf in flat if hasattr(leaf.tensor, "dtype")])
+
+
+class _Found(Exception):
+    """Raised inside f's eager call to stop it at the op sought."""
+
+
+def _non_finite(tensors: Any) -> list[bool]:
+    found = []
+    for tensor in tensors or ():
+        dtype = getattr(tensor, "dtype", None)
+        if dtype is None or not (dtype.is_floating or dtype.is_complex):
+            continue
+        found.append(not bool(np.all(np.isfinite(np.asarray(tensor)))))
+    return found
+
+
+def first_non_finite_op(program: Program) -> RecordedOp | None:
+    """f called eagerly until its first op that makes non-finite values out of finite ones
+    (inside a loop's body too: a Keras RNN's cell), recorded with its frames and Keras layers;
+    f stops there. None when no op does."""
+    from tensorflow.python.framework import op_callbacks
+
+    from gradcheck.targets.keras import layer_scope, running_layers
+
+    found: list[RecordedOp] = []
+
+    def callback(op_type: Any, inputs: Any, attrs: Any, outputs: Any,
+                 op_name: Any = None, graph: Any = None) -> None:
+        made = _non_finite(outputs)
+        if graph is not None or not any(made) or any(_non_finite(inputs)):
+            return
+        name = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+        found.append(RecordedOp(name, tuple(inputs or ()), tuple(outputs or ()),
+                                _frames_inside_f(), layer_scope(), tuple(running_layers())))
+        raise _Found
+
+    op_callbacks.add_op_callback(callback)
+    try:
+        program.call()
+    except Exception:  # noqa: BLE001 - _Found, or f raising: what was found is the answer
+        pass
+    finally:
+        op_callbacks.remove_op_callback(callback)
+    return found[0] if found else None
 
 
 def _ends(recording: RecordedCall) -> list[Any]:

@@ -75,8 +75,16 @@ class UntrainedWeight(NoGradient):
 
     never_read: bool = internal(False)
     read_at: str | None = None
+    dropped_at: str | None = None  # the step reads it here, into a result the loss never uses
 
     def words(self, result: Finding) -> str:
+        if self.dropped_at:
+            return (f"the trainable weight {result.input} is used at {self.dropped_at}, but what"
+                    " that computes never reaches the loss: the layer's output is overwritten or"
+                    " dropped (each layer called on the same input, only the last one's result"
+                    " used), so it gets no gradient and never trains (Keras: 'Gradients do not"
+                    " exist for variables'); feed it into what follows (output ="
+                    " self.next_layer(output)), or remove the layer")
         why = ("f never reads it (an unused layer, or a head not on the path?)"
                if self.never_read
                else "its path may end in an integer cast, argmax or a Python branch")

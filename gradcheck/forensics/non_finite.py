@@ -16,8 +16,12 @@ from gradcheck.engine.arrays import as_array
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.evidence import Location
+from gradcheck.evidence.causes.sources import Source, Trial, UnboundedRecurrence
+from gradcheck.forensics.provenance import Candidate, sources
+from gradcheck.forensics.site_lines import layer_line
 from gradcheck.forensics.values import TracedValues, library_of, op_location, trace_values
 from gradcheck.load.locations import innermost_user_frame
+from gradcheck.user_code import is_gradcheck_file
 
 SELECT_OPS = frozenset({"Select", "SelectV2"})
 # Ops that only pass values on: a NaN they output came in through an input.
@@ -42,6 +46,7 @@ class Branch:
 class OriginOp:
     """One op that made non-finite values out of finite ones."""
 
+    op_name: str  # the graph op's name
     op: str  # the forward op the user wrote: Sqrt, Log, RealDiv...
     scope: str  # the TensorFlow function it belongs to (norm for tf.norm), or ""
     location: Location | None
@@ -54,6 +59,9 @@ class OriginOp:
     # What feeds the op, through ops that only pass values on: Softmax, Sigmoid, "1+Exp" (the
     # patterns a stable primitive replaces), or the name of f's argument it is ("y").
     fed_by: str = ""
+    # Where its argument comes from when that is the cause (a batch feature, a fill...), with
+    # the fixes tried at the point.
+    source: Source | None = None
 
 
 @dataclass(frozen=True)
@@ -218,7 +226,8 @@ def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) 
     if scope.startswith("gradient_tape"):
         scope = ""
     return OriginOp(
-        op=named.type, scope=scope, location=location, backward=traced.is_backward(op),
+        op_name=op.name, op=named.type, scope=scope, location=location,
+        backward=traced.is_backward(op),
         produced=_describe(bad), kernel=op.type,
         arguments=_arguments(traced, forward, bad) if forward is not None else (),
         branch=_branch(traced, forward, bad) if forward is not None else None,
@@ -259,9 +268,54 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
             continue
         found = _origin(traced, op, arguments)
         origins.setdefault((found.op, found.location, found.backward), found)
+    ordered = list(origins.values())
+    if ordered:
+        ordered[0] = _with_source(traced, ordered[0], arguments)
     mask = ~np.isfinite(array)
     return NonFiniteValue(name, gradient, _describe(array), int(mask.sum()), int(array.size),
-                          _first_bad(array) or None, tuple(origins.values()))
+                          _first_bad(array) or None, tuple(ordered))
+
+
+# How many sources are tried (each trial runs the graph once more).
+_TRIALS = 3
+
+
+def _with_source(traced: TracedValues, origin: OriginOp, arguments: Mapping[str, np.ndarray]
+                 ) -> OriginOp:
+    """The origin with the source of its argument, each changeable source's fix tried: the
+    first that makes every output and gradient finite, else the first found."""
+    if origin.op_name not in traced.index:
+        return origin
+    op = traced.ops[traced.index[origin.op_name]]
+    forward = traced.forward_op(op)
+    if forward is None:
+        return origin
+    value = traced.value(forward.outputs[0]) if forward.outputs else None
+    if value is None or traced.is_backward(op):
+        value = traced.value(op.outputs[0]) if op.outputs else None
+    candidates = sources(traced, forward, value if value is not None else np.asarray(np.nan),
+                         arguments)
+    if not candidates:
+        return origin
+    tried = [(c, _trial(traced, c)) for c in candidates[:_TRIALS]]
+    chosen, trial = next(((c, t) for c, t in tried if t is not None and t.repaired), tried[0])
+    return replace(origin, source=chosen.source.with_trials((trial,) if trial else ()))
+
+
+def _trial(traced: TracedValues, candidate: Candidate) -> Trial | None:
+    """The candidate's change applied to the graph: whether f and its gradients are finite."""
+    if not candidate.feeds or traced.rerun is None:
+        return None
+    try:
+        values = traced.rerun(candidate.feeds)
+    except Exception:  # noqa: BLE001 - a change the graph cannot take is not tried
+        return None
+    present = [v for v in values if v is not None]
+    finite = all(bool(np.all(np.isfinite(v))) for v in present)
+    gradients = [v for v in values[len(traced.outputs):] if v is not None and v.size]
+    largest = max((float(np.max(np.abs(g))) for g in gradients), default=None) if finite \
+        else None
+    return Trial(candidate.change, finite, largest)
 
 
 def analyse_non_finite(program: Program, output_indices: Sequence[int],
@@ -294,21 +348,58 @@ def _float_array(tensor: Any) -> np.ndarray | None:
 
 
 def _eager_origins(program: Program) -> tuple[OriginOp, ...]:
-    """The ops f runs eagerly that make non-finite values out of finite ones: inside a loop's
-    body (a Keras RNN's cell), which its traced graph shows only as the loop's result."""
-    recording = recorded.record(program, scopes=True)
-    origins: dict[tuple[str, Location | None], OriginOp] = {}
-    for op in recording.ops if recording is not None else ():
-        made = [a for t in op.outputs if (a := _float_array(t)) is not None and _bad(a)]
-        inputs = [a for t in op.inputs if (a := _float_array(t)) is not None]
-        if not made or any(_bad(a) for a in inputs):
-            continue
-        location = innermost_user_frame(op.traceback)
-        origins.setdefault((op.type, location), OriginOp(
-            op=op.type, scope=op.scope, location=location, backward=False,
-            produced=_describe(made[0]), arguments=_at_first_bad(inputs, made[0]), branch=None,
-            kernel=op.type))
-    return tuple(origins.values())
+    """The op f runs eagerly that first makes non-finite values out of finite ones: inside a
+    loop's body (a Keras RNN's cell), which its traced graph shows only as the loop's result.
+    f runs only until that op."""
+    op = recorded.first_non_finite_op(program)
+    if op is None:
+        return ()
+    inputs = [a for t in op.inputs if (a := _float_array(t)) is not None]
+    made = next(a for t in op.outputs if (a := _float_array(t)) is not None and _bad(a))
+    frames = list(op.traceback)
+    ours = [i for i, frame in enumerate(frames) if is_gradcheck_file(frame.filename)]
+    location = innermost_user_frame(frames[ours[-1] + 1:] if ours else frames) or \
+        layer_line(op.layers)
+    return (OriginOp(op_name="", op=op.type, scope=op.scope, location=location, backward=False,
+                     produced=_describe(made), arguments=_at_first_bad(inputs, made),
+                     branch=None, kernel=op.type,
+                     source=_recurrence(program, op.layers, location)),)
+
+
+# Activations that keep a recurrent state bounded.
+_BOUNDED = frozenset({"tanh", "sigmoid", "hard_sigmoid", "softsign"})
+
+
+def _recurrence(program: Program, layers: Sequence[Any],
+                location: Location | None) -> UnboundedRecurrence | None:
+    """The innermost running recurrent layer whose activation leaves its state unbounded, with
+    the step's loss run again with tanh in its place (put back afterwards)."""
+    layer = next((layer for layer in reversed(layers) if hasattr(layer, "cell")
+                  and hasattr(layer.cell, "activation")), None)
+    if layer is None:
+        return None
+    cell = layer.cell
+    activation = getattr(cell.activation, "__name__", str(cell.activation))
+    if activation in _BOUNDED:
+        return None
+    kept = cell.activation
+    try:
+        cell.activation = tensorflow().math.tanh
+        with silenced_stderr_fd():
+            finite = all(_finite(leaf.tensor) for leaf in flatten_outputs(program.call()))
+        trial: tuple[Trial, ...] = (Trial(f"with tanh as {layer.name}'s activation", finite,
+                                          judged="loss"),)
+    except Exception:  # noqa: BLE001 - a layer that cannot take it is not tried
+        trial = ()
+    finally:
+        cell.activation = kept
+    return UnboundedRecurrence(trials=trial, layer=layer.name, kind=type(layer).__name__,
+                               activation=activation, at=location)
+
+
+def _finite(tensor: Any) -> bool:
+    array = _float_array(tensor)
+    return array is None or bool(np.all(np.isfinite(array)))
 
 
 def _made_in_a_loop(program: Program, value: NonFiniteValue | None) -> NonFiniteValue | None:

@@ -11,7 +11,7 @@ import re
 import sys
 import textwrap
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gradcheck.evidence import Location
@@ -94,6 +94,33 @@ def op_layer_line(op_name: str) -> Location | None:
             candidates = building or [location for location, _ in calls]
             return candidates[0] if len(candidates) == 1 else None
     return None
+
+
+def layer_line(layers: Sequence[Any]) -> Location | None:
+    """The user's line that built the innermost of `layers` (running, outermost first) that
+    the user's code constructs by its class name: of several such calls, the one in the same
+    order as that layer among the outermost model's layers of its class."""
+    outer = layers[0] if layers else None
+    for layer in reversed(layers[1:]):
+        name = type(layer).__name__
+        calls = [(location, builds) for filename in _user_sources(len(sys.modules),
+                                                                  len(linecache.cache))
+                 for location, builds in ((format_location(filename, line), builds)
+                                          for line, dotted, builds in _calls_in(filename)
+                                          if dotted.split(".")[-1] == name)]
+        building = sorted((location for location, builds in calls if builds), key=_order) or \
+            sorted((location for location, _ in calls), key=_order)
+        if not building:
+            continue
+        same = [other for other in getattr(outer, "_flatten_layers", lambda: [])()
+                if type(other) is type(layer)]
+        index = next((k for k, other in enumerate(same) if other is layer), 0)
+        return building[index] if len(building) == len(same) else building[0]
+    return None
+
+
+def _order(location: Location) -> tuple[str, int]:
+    return location.path, location.line or 0
 
 
 def _calls_of(name: str) -> list[tuple[Location, bool]]:

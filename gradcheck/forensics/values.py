@@ -35,6 +35,9 @@ class TracedValues:
     index: dict[str, int] = field(default_factory=dict)  # op name -> position in `ops`
     # With second derivatives traced: ops at this index and after differentiate the gradient.
     second_start: int | None = None
+    # The graph run again with some tensors' values replaced (by name): f's outputs and the
+    # gradients, as arrays (a fix tried on the point without the user's code).
+    rerun: Callable[[dict[str, np.ndarray]], list[np.ndarray | None]] | None = None
 
     def value(self, tensor: Any) -> np.ndarray | None:
         return self.values.get(tensor.name)
@@ -221,7 +224,40 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
                                  for i, d in zip(arguments, dtypes)]) if execute else []
     except Exception:  # f that cannot be traced (or compiled) has no graph to analyse
         return None
-    return _collected(state, results, program, sources, time.perf_counter() - started)
+    traced = _collected(state, results, program, sources, time.perf_counter() - started)
+    if execute and not jit:
+        given = [tf.constant(program.value_of(i), d) for i, d in zip(arguments, dtypes)]
+        traced.rerun = _rerunner(concrete, given, state)
+    return traced
+
+
+def _rerunner(concrete: Any, given: list[Any], state: dict[str, Any]
+              ) -> Callable[[dict[str, np.ndarray]], list[np.ndarray | None]]:
+    """The traced graph run again with tensors (by name) fed new values: its outputs' and
+    gradients' values (None where a gradient is None)."""
+    tf = tensorflow()
+    fetches = [leaf.tensor for leaf in state["targets"]] + [g for g in state["grads"]
+                                                          if g is not None]
+
+    def rerun(feeds: dict[str, np.ndarray]) -> list[np.ndarray | None]:
+        graph = concrete.graph
+        fed = {name: graph.get_tensor_by_name(name) for name in feeds}
+        # A value f captured (a batch array) is an input of the graph: passed in its place.
+        captured = [t.name for t in graph.internal_captures]
+        inside = [name for name in feeds if name not in captured]
+        pruned = concrete.prune(feeds=list(concrete.inputs[:len(given)])
+                                + [fed[name] for name in inside], fetches=fetches)
+        captures = list(pruned.captured_inputs)
+        for k, tensor in enumerate(pruned.graph.internal_captures):
+            if tensor.name in feeds:
+                captures[k] = tf.constant(feeds[tensor.name], tensor.dtype)
+        fed_values = [tf.constant(feeds[name], fed[name].dtype) for name in inside]
+        with silenced_stderr_fd():  # by position: a pruned function has no Python signature
+            values = pruned._call_flat([*given, *fed_values], captures)
+        found = iter([np.asarray(v) for v in values])
+        outputs = [next(found) for _ in state["targets"]]
+        return outputs + [None if g is None else next(found) for g in state["grads"]]
+    return rerun
 
 
 def _collected(state: dict[str, Any], results: Sequence[Any], program: Program,

@@ -96,15 +96,28 @@ def _as_array(value: Any) -> np.ndarray | None:
     return None
 
 
+def is_infinite_mask(array: np.ndarray) -> bool:
+    """An array that is a mask holding infinities (1 or 0 where kept, -inf where not): an
+    intentional argument, whose effect the non-finite check follows, not bad data."""
+    if not np.issubdtype(array.dtype, np.floating):
+        return False
+    values = np.asarray(array, np.float64)
+    infinite = values[np.isinf(values)]
+    return bool(infinite.size and not np.isnan(values).any()
+                and len(np.unique(np.sign(infinite))) == 1
+                and len(np.unique(values[np.isfinite(values)])) <= 2)
+
+
 def check_finite(name: str, value: Any) -> None:
-    """A floating argument must have elements, all of them finite."""
+    """A floating argument must have elements, all of them finite (or be a mask holding
+    infinities)."""
     array = _as_array(value)
     if array is None or not np.issubdtype(array.dtype, np.inexact):
         return
     if array.size == 0:
         raise InputError(f"input {name} is empty (shape {array.shape}); there is nothing to"
                          " differentiate")
-    if not np.all(np.isfinite(array)):
+    if not np.all(np.isfinite(array)) and not is_infinite_mask(array):
         raise InputError(f"input {name} contains NaN or Inf; gradients need a finite point")
 
 

@@ -93,6 +93,11 @@ def layer_at_work(known: Sequence[Any] = ()) -> LayerAtWork | None:
     return LayerAtWork(type(culprit).__name__, _name(culprit), line, made)
 
 
+def running_layers() -> list[Any]:
+    """The Keras layers whose `call` is running, outermost first."""
+    return [layer for layer, _ in reversed(list(_running_layers(_stack_layers(sys._getframe(1)))))]
+
+
 def layer_scope() -> str:
     """The Keras layers whose `call` is running, outermost first, as a name scope
     (functional/simple_rnn/simple_rnn_cell); "" outside any."""

@@ -130,7 +130,8 @@ class Gate:
     def _recorded_beside(self, code: Any, first_bad: Callable[[], Any], apply: Callable[[], Any],
                          fires: Any) -> Any:
         """Under a LossScaleOptimizer: its update always runs (it skips a non-finite step
-        itself); the last non-finite step is recorded, and its batch kept, for the callback."""
+        itself); the last non-finite step is recorded, and its batch kept, for the callback;
+        a non-finite loss halts."""
         tf = tensorflow()
         apply()
 
@@ -138,6 +139,8 @@ class Gate:
             self.code.assign(code)
             self.step.assign(self.steps)
             self.first_bad.assign(first_bad())
+            # A non-finite loss is the forward pass's: no loss scale repairs it. It stops.
+            self.halted.assign(tf.equal(code, NON_FINITE_LOSS))
             if self.batch is not None:
                 self._store(self.batch)
             return tf.constant(True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,8 @@ import numpy as np
 from gradcheck.engine.arrays import as_array, dense_values
 from gradcheck.engine.runtime import tensorflow
 from gradcheck.engine.variables import weight_path, weight_path_in
+from gradcheck.evidence import Location
+from gradcheck.user_code import is_user_file
 
 
 def keras_package(model: Any) -> str:
@@ -79,6 +81,8 @@ def read_outside_the_step(model: Any, name: str) -> str | None:
                 path = inspect.getsourcefile(type(layer))
             except (OSError, TypeError):
                 return None
+            if path is None or not is_user_file(path):  # Keras' own Dense reads it in call()
+                continue
             read = re.compile(rf"self\.{re.escape(attribute)}\b(?!\s*=[^=])")
             method = ""
             for number, line in enumerate(lines, start):
@@ -88,6 +92,47 @@ def read_outside_the_step(model: Any, name: str) -> str | None:
                     relative = os.path.relpath(path) if path else ""
                     return f"{path if relative.startswith('..') else relative}:{number}"
     return None
+
+
+def dropped_output_line(model: Any, name: str, run: Callable[[], Any]) -> Location | None:
+    """Where the step reads the weight `name` in an op whose result never reaches the loss (a
+    layer called on x whose output is overwritten or dropped): that op's user line, from the
+    step traced as a graph (nothing runs)."""
+    from gradcheck.forensics.values import op_location
+
+    tf = tensorflow()
+    weight = next((v for v in model.trainable_variables if weight_path_in(v, model) == name),
+                  None)
+    if weight is None:
+        return None
+    try:
+        graph = tf.function(run, autograph=False).get_concrete_function().graph
+    except Exception:  # noqa: BLE001 - a step that cannot be traced has no graph to read
+        return None
+    handles = {id(internal) for external, internal in graph.captures
+               if external is getattr(weight, "handle", None)}
+    loss_ancestors = _ancestors(graph.outputs)
+    for op in graph.get_operations():
+        if op.type != "ReadVariableOp" or id(op.inputs[0]) not in handles:
+            continue
+        for consumer in (c for out in op.outputs for c in out.consumers()):
+            if consumer.name in loss_ancestors:
+                return None  # it reaches the loss: not dropped
+            location = op_location(consumer)
+            if location is not None:
+                return location
+    return None
+
+
+def _ancestors(tensors: Sequence[Any]) -> set[str]:
+    seen: set[str] = set()
+    stack = [t.op for t in tensors]
+    while stack:
+        op = stack.pop()
+        if op.name not in seen:
+            seen.add(op.name)
+            stack += [t.op for t in op.inputs]
+    return seen
 
 
 def assign_weights(model: Any, arrays: dict[str, np.ndarray]) -> None:

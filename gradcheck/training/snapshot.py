@@ -158,12 +158,28 @@ def non_finite_data(arrays: Mapping[str, np.ndarray]) -> str | None:
             values = array.astype(np.float64)
             bad = ~np.isfinite(values)
             if bad.any():
+                whole = _whole_columns(values)
+                if whole:
+                    return (f"the batch's {name} is NaN in every sample of feature(s)"
+                            f" {', '.join(map(str, whole))}: a feature standardised by a zero"
+                            " standard deviation (a constant column, (x - mean) / std = 0 / 0);"
+                            " divide by max(std, eps) or drop the constant feature in the input"
+                            " pipeline")
                 where = [int(i) for i in np.argwhere(bad)[0]]
                 return (f"the batch's {name} is not finite in {int(bad.sum())} element(s)"
                         f" (first {values[tuple(where)]} at {where}): the data, not a"
                         " gradient, is at fault; clean the input pipeline (drop or impute the"
                         " row; tf.debugging.check_numerics on the dataset finds them all)")
     return None
+
+
+def _whole_columns(values: np.ndarray) -> list[int]:
+    """The features (last axis) that are NaN in every sample, when some are finite."""
+    if values.ndim < 2 or values.shape[0] < 2:
+        return []
+    flat = values.reshape(-1, values.shape[-1])
+    nan = np.isnan(flat).all(axis=0)
+    return [int(k) for k in np.flatnonzero(nan)] if np.isfinite(flat).any() else []
 
 
 def load_arrays(path: Path) -> dict[str, np.ndarray]:

@@ -44,7 +44,7 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
     variables, its metrics' and the random number generators are bitwise as they were. A
     batch holding NaN or inf is an InputError that names it (the data is at fault)."""
     from gradcheck.errors import InputError
-    from gradcheck.load.inputs import Arguments
+    from gradcheck.load.inputs import Arguments, is_infinite_mask
     from gradcheck.options import SWEPT_KINDS
     from gradcheck.pipeline import check_callable
     from gradcheck.training.gate import train_step_loss
@@ -57,7 +57,9 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
     from gradcheck.training.snapshot import non_finite_data
     from gradcheck.training.step_state import preserved
 
-    bad_data = non_finite_data(batch_arrays(batch, structure)[1])
+    bad_data = non_finite_data({name: array for name, array in
+                                batch_arrays(batch, structure)[1].items()
+                                if not is_infinite_mask(array)})
     if bad_data:
         raise InputError(bad_data)
     if loss_fn is None and own_train_step(model):
@@ -83,8 +85,11 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
         report = check_callable(function, lambda: arguments, options, settings, label)
     diverged = _diverged(model, optimizer)
     report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)),
-                     checks=tuple(_untrained(_of_the_loss(c, diverged), model, without_gradient)
+                     checks=tuple(_untrained(_of_the_loss(c, diverged), model, without_gradient,
+                                             lambda: function(*arguments.args,
+                                                              **arguments.kwargs))
                                   for c in report.checks))
+    report = _previous_update_tried(report, model, optimizer, function, arguments)
     if health is None:
         return report
     from gradcheck.kinds.health.check import health_results
@@ -119,24 +124,29 @@ def _without(function: Callable[..., Any], fixed: Mapping[str, Any]) -> Any:
                                          if name not in fixed])
 
 
-def _untrained(result: Any, model: Any, without_gradient: Sequence[str]) -> Any:
+def _untrained(result: Any, model: Any, without_gradient: Sequence[str],
+               run: Callable[[], Any]) -> Any:
     """A weight the step gave no gradient, which the loss does not depend on, is no "pass":
     it never trains; where the user's layer read it once outside the step, that line."""
     from gradcheck.evidence.fast import ProjectedUnconnected
     from gradcheck.evidence.gradients import Independent, UntrainedWeight
     from gradcheck.evidence.location import Location
     from gradcheck.report import Kind, Status
-    from gradcheck.training.keras_snapshot import read_outside_the_step
+    from gradcheck.training.keras_snapshot import dropped_output_line, read_outside_the_step
 
     if result.check != Kind.CONNECTED or result.input not in without_gradient or not isinstance(
             result.evidence, (Independent, UntrainedWeight, ProjectedUnconnected)):
         return result
     read_at = read_outside_the_step(model, result.input)
-    if read_at is None:
+    if read_at is not None:
+        path, _, line = read_at.rpartition(":")
+        return replace(result, status=Status.FAIL, location=Location(path, int(line)),
+                       evidence=UntrainedWeight(never_read=True, read_at=read_at))
+    dropped_at = dropped_output_line(model, result.input, run)
+    if dropped_at is None:
         return replace(result, status=Status.WARN, evidence=UntrainedWeight(never_read=True))
-    path, _, line = read_at.rpartition(":")
-    return replace(result, status=Status.FAIL, location=Location(path, int(line)),
-                   evidence=UntrainedWeight(never_read=True, read_at=read_at))
+    return replace(result, status=Status.FAIL, location=dropped_at,
+                   evidence=UntrainedWeight(never_read=True, dropped_at=str(dropped_at)))
 
 
 def _diverged(model: Any, optimizer: Any) -> Any:
@@ -172,6 +182,39 @@ def _of_the_loss(result: Any, diverged: Any) -> Any:
         result = replace(result, cause=replace(result.cause,
                                                facts=replace(facts, diverged=diverged)))
     return result
+
+
+def _previous_update_tried(report: Report, model: Any, optimizer: Any,
+                           function: Callable[..., Any], arguments: Any) -> Report:
+    """A non-finite step whose source the graph did not show: the previous update, when it
+    moved a weight far more than the learning rate, recomputed with another epsilon or
+    learning rate and the step run again with it."""
+    from gradcheck.evidence.causes import FirstNonFinite
+    from gradcheck.report import Kind
+    from gradcheck.training.step_state import preserved
+    from gradcheck.training.trials import previous_update, schedule_spike
+
+    first = next((c for c in report.checks if c.check == Kind.NON_FINITE and c.cause is not None
+                  and isinstance(c.cause.facts, FirstNonFinite)), None)
+    if first is None or first.cause is None or not isinstance(first.cause.facts, FirstNonFinite):
+        return report
+    cause, facts = first.cause, first.cause.facts
+    if facts.source is not None and facts.source.repaired:
+        return report
+    optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    with preserved(model):
+        updated = previous_update(model, optimizer,
+                                  lambda: function(*arguments.args, **arguments.kwargs))
+    found = updated or schedule_spike(optimizer)
+    if found is None:
+        return report
+    from gradcheck.evidence.causes import Source
+
+    assert isinstance(found, Source)
+    cause = replace(cause, facts=replace(facts, source=found, diverged=None))
+    return replace(report, checks=tuple(replace(c, cause=cause) if c is first else c
+                                        for c in report.checks))
 
 
 def _machinery(note: Any) -> bool:

@@ -282,13 +282,15 @@ class Watch:
             self._last_skipped = current
         elif not skipped:
             self._skipped = 0
+        # The scale the skipped step ran at: the one read before it (a skip halves it after).
+        ran_at = self._last_scale if self._last_scale is not None else scale
         self._last_scale = scale
-        at_floor = skipped and scale <= LOSS_SCALE_FLOOR
+        at_floor = skipped and ran_at <= LOSS_SCALE_FLOOR
         if not (self._skipped >= MAX_SKIPPED_STEPS or at_floor) or self._loss_scale_told:
             return
         self._loss_scale_told = True
-        message = (f"the loss scale is down to {scale:g} and the step still overflows: the"
-                   " gradient is not finite even unscaled" if at_floor else
+        message = (f"the step overflowed at loss scale {ran_at:g}: its gradient is not finite"
+                   " even unscaled" if at_floor else
                    f"the LossScaleOptimizer skipped {self._skipped} steps in a row; its loss"
                    f" scale fell to {scale:g}")
         if fit is None or recorded is None:

@@ -45,6 +45,16 @@ from gradcheck.evidence.causes.paths import (
     NonFiniteOp,
     NoNonFiniteOp,
 )
+from gradcheck.evidence.causes.sources import (
+    InfiniteFill,
+    InfiniteMask,
+    PreviousUpdate,
+    ScheduleSpike,
+    Source,
+    Trial,
+    UnboundedTerm,
+    UnscaledFeature,
+)
 
 __all__ = [
     "PLAIN", "SPELLINGS", "CausedOnItsOwn", "Compiled", "ContractSlip", "CreatedInCall", "CutOp",
@@ -54,4 +64,6 @@ __all__ = [
     "ReturnedValues", "SecondOrder", "SecondOrderOnItsOwn", "ShapeOnItsOwn",
     "TensorFlowGradientOp", "UnusedLayer", "UpstreamProbe", "WhatAndFix", "Words",
     "WrongGradientReason", "kink_place", "plain_words", "raised_clause", "raised_without_fix",
+    "InfiniteFill", "InfiniteMask", "PreviousUpdate", "ScheduleSpike", "Source",
+    "Trial", "UnboundedTerm", "UnscaledFeature",
 ]

@@ -7,6 +7,7 @@ import dataclasses
 
 from gradcheck.evidence.causes.base import Facts, WhatAndFix
 from gradcheck.evidence.causes.mistakes import Mistake
+from gradcheck.evidence.causes.sources import Source
 from gradcheck.evidence.location import Location
 
 # What people do where an op gives no gradient (a hard count, index or threshold).
@@ -213,6 +214,8 @@ def _origin_words(origin: NonFiniteOp) -> str:
     at = f" at {origin.location}" if origin.location else ""
     if origin.op == "Placeholder":
         return "the input itself is not finite"
+    if origin.op == "Const":  # a value written in the code or passed in, not an op's result
+        return f"a constant{at} that holds {origin.produced}"
     if origin.second:
         kernel = f" ({origin.kernel})" if origin.kernel != origin.op else ""
         return (f"the second derivative of {origin.name}{at}: differentiating its gradient"
@@ -300,14 +303,16 @@ class FirstNonFinite(Facts):
     dtype: str | None = None
     order: int = 1  # 2: the value is a second derivative (the gradient itself is finite)
     diverged: DivergedWeight | None = None  # in training: the weight behind the huge argument
+    source: Source | None = None  # where the op's argument comes from, when that is the cause
 
     def words(self, mistake: Mistake) -> WhatAndFix:
         first = self.first
         stage = "of the backward pass " if self.gradient and first.backward else ""
         if self.order == 2:
             stage = "of the second backward pass (the gradient differentiated again) "
+        branch = "" if self.source is not None and self.source.repaired else _branch_words(first)
         said = (f"the first op {stage}that turns finite values into non-finite ones is"
-                f" {_origin_words(first)}{_branch_words(first)}")
+                f" {_origin_words(first)}{branch}")
         others = [("the gradient of " if o.backward else "") + o.op
                   + (f" at {o.location}" if o.location else "") for o in self.others]
         if others:
@@ -315,8 +320,15 @@ class FirstNonFinite(Facts):
         if self.dtype:
             said += (f"; traced in {self.dtype}, the arguments' own dtype, as f does not"
                      " trace with promoted float64 inputs")
+        source = self.source
+        if source is not None and source.chain():
+            said += f"; {source.chain()}"
+        if source is not None and (source.repaired or (source.chain() and not source.trials)):
+            return said, f"{source.fix()} ({source.tried()})"
         if self.diverged is not None:
             return said + _diverged_words(self.diverged), _diverged_fix(self.diverged)
+        if source is not None:
+            return said + f"; {source.tried()}", _fix(first)
         return said, _fix(first)
 
 
