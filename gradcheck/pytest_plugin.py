@@ -103,11 +103,11 @@ def _source(config: pytest.Config) -> tuple[Path, RunConfig | ConfigError]:
 
 
 def _width(config: pytest.Config) -> int:
-    try:
-        width = config.get_terminal_writer().fullwidth
-    except Exception:  # no terminal reporter (a pytest-xdist worker)
-        width = 0
-    return max(width, 160)
+    """The terminal's width, as str(report) takes it (160 columns off a terminal: a
+    pytest-xdist worker, a CI log)."""
+    from gradcheck.render.display import text_width
+
+    return text_width()
 
 
 def _relative(path: Path | str) -> str:

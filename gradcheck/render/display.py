@@ -15,10 +15,18 @@ NO_BLOCKS = ("this report kept no Jacobian blocks to draw: check with"
              " gradcheck.check(..., keep_blocks=True), then call report.plot()")
 
 
+def text_width() -> int:
+    """The terminal's width ($COLUMNS, else the terminal's that stdout is on); off a terminal
+    (a log, a notebook, a pytest-xdist worker) the command line's 160 columns."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size((160, 24)).columns)
+
+
 def text(report: Report) -> str:
     from gradcheck.render.text import render_text
 
-    return "\n".join(line.rstrip() for line in render_text(report).splitlines())
+    return render_text(report, width=text_width()).rstrip("\n")
 
 
 def html(report: Report) -> str:
