@@ -173,5 +173,10 @@ def assert_gradients(f: Callable[..., Any] | str, *args: Any, **options: Any) ->
     __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     report = check(f, *args, **options)
     if not report.ok:
-        raise AssertionError("gradients of " + report.target + " are wrong\n" + str(report))
+        from gradcheck.render.display import text_width
+        from gradcheck.render.text import render_text
+
+        # Test runners indent the message: pytest by "E", its gutter and the caller's indent.
+        table = render_text(report, width=text_width() - 8).rstrip("\n")
+        raise AssertionError("gradients of " + report.target + " are wrong\n" + table)
     return report

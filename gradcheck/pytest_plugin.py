@@ -63,6 +63,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from gradcheck.render.display import share_terminal_width
+
+    share_terminal_width()  # with its pytest-xdist workers, which have no terminal
     config.addinivalue_line(
         "markers", f"{MARKER}: a gradient check from [tool.gradcheck] (pytest --gradcheck)")
     if config.getoption("gradcheck") or config.getoption("gradcheck_config"):
