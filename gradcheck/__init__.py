@@ -39,20 +39,18 @@ __all__ = ["CheckResult", "Report", "Watch", "__version__", "assert_gradients", 
 
 
 def __getattr__(name: str) -> _typing.Any:
-    # Lazy, so that `gradcheck --version` never imports NumPy-heavy or TensorFlow modules.
+    # Lazy, so that `gradcheck --version` never imports NumPy-heavy or TensorFlow modules; once
+    # imported, a name is the module's own (documentation tools read the module's __dict__).
     if name in ("check", "assert_gradients"):
-        from gradcheck import api
-
-        return getattr(api, name)
-    if name == "Watch":
-        from gradcheck.training.watch import Watch
-
-        return Watch
-    if name in ("CheckResult", "Report"):
-        from gradcheck import report
-
-        return getattr(report, name)
-    raise AttributeError(f"module 'gradcheck' has no attribute {name!r}")
+        from gradcheck import api as _module
+    elif name == "Watch":
+        from gradcheck.training import watch as _module
+    elif name in ("CheckResult", "Report"):
+        from gradcheck import report as _module
+    else:
+        raise AttributeError(f"module 'gradcheck' has no attribute {name!r}")
+    value = globals()[name] = getattr(_module, name)
+    return value
 
 
 def __dir__() -> list[str]:

@@ -168,7 +168,7 @@ def assert_gradients(f: Callable[..., Any] | str, *args: Any, **options: Any) ->
     """Like check(), but raise AssertionError with the report table when a check fails.
 
     Takes check()'s arguments and options; returns the report when every check passes. The
-    message is laid out for the terminal's width, as str(report) is.
+    message is laid out for the terminal's width (pytest's, under pytest-xdist too).
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     report = check(f, *args, **options)

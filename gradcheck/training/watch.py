@@ -77,6 +77,9 @@ class Watch:
                  log_freq: int = 100,
                  diagnose: bool = True,
                  log: Callable[[str], Any] = _stderr) -> None:
+        """Options as the class says; a `directory` that cannot be written, `keep` or `log_freq`
+        below 1, or `tensorboard=` without the tensorboard package is a ValueError now, before
+        training."""
         if not isinstance(log_freq, int) or isinstance(log_freq, bool) or log_freq < 1:
             raise ValueError(f"gradcheck.Watch: log_freq must be a positive number of steps,"
                              f" got {log_freq!r}")
