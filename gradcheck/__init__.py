@@ -41,15 +41,13 @@ __all__ = ["CheckResult", "Report", "Watch", "__version__", "assert_gradients", 
 def __getattr__(name: str) -> _typing.Any:
     # Lazy, so that `gradcheck --version` never imports NumPy-heavy or TensorFlow modules; once
     # imported, a name is the module's own (documentation tools read the module's __dict__).
-    if name in ("check", "assert_gradients"):
-        from gradcheck import api as _module
-    elif name == "Watch":
-        from gradcheck.training import watch as _module
-    elif name in ("CheckResult", "Report"):
-        from gradcheck import report as _module
-    else:
+    import importlib
+
+    where = {"check": "api", "assert_gradients": "api", "Watch": "training.watch",
+             "CheckResult": "report", "Report": "report"}.get(name)
+    if where is None:
         raise AttributeError(f"module 'gradcheck' has no attribute {name!r}")
-    value = globals()[name] = getattr(_module, name)
+    value = globals()[name] = getattr(importlib.import_module(f"gradcheck.{where}"), name)
     return value
 
 
