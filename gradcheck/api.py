@@ -165,11 +165,18 @@ def _check_isolated(call: Call, options: CheckOptions, settings: CheckSettings) 
 
 
 def assert_gradients(f: Callable[..., Any] | str, *args: Any, **options: Any) -> Report:
-    """Like check(), but raise AssertionError with the report table when a check fails."""
+    """Like check(), but raise AssertionError with the report table when a check fails.
+
+    Takes check()'s arguments and options; returns the report when every check passes. The
+    message is laid out for the terminal's width (pytest's, under pytest-xdist too).
+    """
     __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     report = check(f, *args, **options)
     if not report.ok:
+        from gradcheck.render.display import text_width
         from gradcheck.render.text import render_text
 
-        raise AssertionError("gradients of " + report.target + " are wrong\n" + render_text(report))
+        # Test runners indent the message: pytest by "E", its gutter and the caller's indent.
+        table = render_text(report, width=text_width() - 8).rstrip("\n")
+        raise AssertionError("gradients of " + report.target + " are wrong\n" + table)
     return report

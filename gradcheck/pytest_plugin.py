@@ -63,6 +63,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from gradcheck.render.display import share_terminal_width
+
+    share_terminal_width()  # with its pytest-xdist workers, which have no terminal
     config.addinivalue_line(
         "markers", f"{MARKER}: a gradient check from [tool.gradcheck] (pytest --gradcheck)")
     if config.getoption("gradcheck") or config.getoption("gradcheck_config"):
@@ -109,11 +112,11 @@ def _own_words(message: str) -> str:
 
 
 def _width(config: pytest.Config) -> int:
-    try:
-        width = config.get_terminal_writer().fullwidth
-    except Exception:  # no terminal reporter (a pytest-xdist worker)
-        width = 0
-    return max(width, 160)
+    """The terminal's width, as str(report) takes it (160 columns off a terminal: a
+    pytest-xdist worker, a CI log)."""
+    from gradcheck.render.display import text_width
+
+    return text_width()
 
 
 def _relative(path: Path | str) -> str:

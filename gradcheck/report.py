@@ -300,7 +300,8 @@ class Report:
         return sum(1 for result in self.checks if result.status == status)
 
     def __str__(self) -> str:
-        """The table as text, as `gradcheck check` prints it."""
+        """The table as text, as `gradcheck check` prints it, laid out for the terminal's
+        width (160 columns off a terminal)."""
         return str(_views().text(self))
 
     def _repr_html_(self) -> str:

@@ -2,13 +2,17 @@
 section heading the text has is rendered as a heading (none swallowed by a code fence left
 open), every local link leads to a file, and every `$ gradcheck ...` command shown in a code
 block runs and gets the findings shown. A block whose info string is `text` is a transcript
-of output, whose commands are not run (a snapshot that only a training run writes)."""
+of output, whose commands are not run (a snapshot that only a training run writes). The commands
+run in an environment installed exactly as the README's Install section says, in a copy of the
+repository: what the docs show needs nothing the README does not install."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -117,14 +121,58 @@ def test_the_docs_show_commands() -> None:
         if not command.startswith("gradcheck ")]
 
 
+def readme_install_command() -> str:
+    """The README's install line (the first command of its Install section's code block)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Install"):]
+    fence = next(t for t in MARKDOWN.parse(section) if t.type == "fence")
+    return fence.content.strip().splitlines()[0]
+
+
+# Left out of the copy: what a fresh clone does not have.
+NOT_CLONED = shutil.ignore_patterns(".venv", ".git", "build", "dist", "__pycache__",
+                                    "*.egg-info", ".mypy_cache", ".ruff_cache", "gradcheck-*")
+
+
+@pytest.fixture(scope="session")
+def readme_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the repository with .venv installed by the README's command (which also runs
+    the demo); built once for all pytest-xdist workers."""
+    # pytest-xdist's workers each have a folder in the session's: they share its parent.
+    shared = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        shared = shared.parent
+    clone, done = shared / "readme-clone", shared / "readme-clone.done"
+    with open(shared / "readme-clone.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(clone, ignore_errors=True)
+            shutil.copytree(ROOT, clone, ignore=NOT_CLONED, symlinks=True)
+            environment = {k: v for k, v in os.environ.items()
+                           if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+            installed = subprocess.run(["bash", "-c", readme_install_command()], cwd=clone,
+                                       env=environment, capture_output=True, text=True,
+                                       timeout=1800, check=False)
+            assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+            done.write_text(installed.stdout)
+    return clone
+
+
+def test_the_readme_installs_with_python3_and_runs_the_demo() -> None:
+    command = readme_install_command()
+    assert command.startswith("python3 -m venv .venv && .venv/bin/pip install ")
+    assert command.endswith(".venv/bin/gradcheck demo")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("where, command, shown", COMMANDS, ids=[c[0] for c in COMMANDS])
-def test_every_command_shown_runs_and_finds_what_is_shown(where: str, command: str,
-                                                          shown: str) -> None:
+def test_every_command_shown_runs_and_finds_what_is_shown(where: str, command: str, shown: str,
+                                                          readme_install: Path) -> None:
     arguments = shlex.split(command, comments=True)
-    done = subprocess.run([sys.executable, "-m", "gradcheck", *arguments[1:]], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"})
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run([str(readme_install / ".venv" / "bin" / "gradcheck"), *arguments[1:]],
+                          cwd=readme_install, capture_output=True, text=True, timeout=300,
+                          check=False, env={**environment, "NO_COLOR": "1", "COLUMNS": "200"})
     assert done.returncode in (0, 1), f"{where}: {command}\n{done.stderr}"
     missing = [f"{status} {kind}" for status, kind in FINDING.findall(shown)
                if f"{status} {kind}" not in done.stdout]

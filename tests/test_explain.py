@@ -248,3 +248,18 @@ def test_a_complex_function_is_explained_in_tensorflows_own_terms() -> None:
     np.testing.assert_array_equal(values(target.upstream), [[1.0, 0.0], [1.0, 0.0]])
     np.testing.assert_allclose(values(entry.vjp), values(entry.plain), atol=1e-12)
     assert target.diagonal and target.misconception.max_abs_difference == pytest.approx(0.0)
+
+
+def test_the_blocks_stack_when_they_do_not_fit_side_by_side() -> None:
+    data = hand_built(np.full(3, 3.0), np.array([1.5, -2.25, 0.125]), (3,), (3,))
+    row = "1 1 1"  # a row of J (3 x 3, all ones): whole on one line at every width
+    for width, side_by_side in ((80, False), (100, False), (200, True)):
+        console = Console(width=width, no_color=True, color_system=None, force_terminal=False)
+        with console.capture() as capture:
+            console.print(render_explanation(data))
+        text = capture.get()
+        lines = text.splitlines()
+        assert max(len(line) for line in lines) <= width and "…" not in text, text
+        assert sum(row in line for line in lines) == 3, text
+        assert ("target y ─" in text) != side_by_side, text
+        assert "J = tape.jacobian(y, x)" in text and "(the misconception)" in text

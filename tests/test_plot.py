@@ -119,7 +119,10 @@ def test_wrong_column_is_one_outlined_column(wrong_column: Report, tmp_path: Pat
     assert data["failing"] == [[row, 5] for row in range(10)] and data["failing_count"] == 10
     assert data["worst"]["column"] == 5 and data["worst"]["input_index"] == [5]
     assert data["worst"]["excess"] > 1e5
-    assert data["cause"].startswith("likely cause: wrong-values, custom_gradient f")
+    # The cause in words (the picture's title), its tag for scripts.
+    assert data["cause"].startswith("likely cause: grad_fn returns wrong values for input x,"
+                                    " custom_gradient f (line ")
+    assert data["mistake"] == "wrong-values" and "wrong-values" not in data["cause"]
 
     (view,) = block_views(wrong_column)
     figure = block_figure(view)
@@ -143,7 +146,8 @@ def test_transposed_jacobian_is_visible(transposed: Report) -> None:
     # The same worst element as the jacobian check itself reports.
     jacobian = next(r for r in transposed.checks if r.check == "jacobian")
     assert jacobian.worst_index == (0, 1)
-    assert "transposed" in picture.sidecar["cause"]
+    assert picture.sidecar["mistake"] == "transposed"
+    assert "grad_fn uses J where Jᵀ is needed" in picture.sidecar["cause"]
     figure = block_figure(view)
     for ax in panels(figure):
         assert outlined_cells(ax) == {(0, 1), (1, 0)}

@@ -96,3 +96,46 @@ def test_a_block_of_a_rank_2_output_is_shown_one_row_per_output_element() -> Non
     rows = [line.split() for line in text.splitlines() if line.strip()[:1].isdigit()]
     assert rows == [[f"{v:g}" for v in r[:4]] * 2 for r in
                     [[1, 0, 0, 0], [0, 2, 0, 0], [0, 0, 3, 0], [0, 0, 0, 4]]]
+
+
+def _with_a_long_skip() -> Report:
+    reason = ("no reverse-mode VJP for x to compare with (see the checks above); forward mode"
+              " needs the gradient that failed")
+    return Report("fixtures/seed_custom_gradient.py:f", (), (), hand_built().checks + (
+        CheckResult("jvp", "skip", reason, input="x", output="y"),))
+
+
+def test_a_skips_reason_is_told_below_the_table_when_the_table_cannot_show_it() -> None:
+    reason = " ".join(_with_a_long_skip().checks[-1].message.split())
+    for width in (80, 100, 200):
+        text = render_text(_with_a_long_skip(), width=width)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert reason in " ".join(text.split()), (width, text)
+        assert text == "".join(line.rstrip() + "\n" for line in text.splitlines())
+    # Wide enough for the whole reason in the message column: not repeated below.
+    short = Report("m.py:f", (), (), (CheckResult("jvp", "skip", "no VJP", input="x"),))
+    assert "1. SKIP" not in render_text(short, width=200)
+    assert "1. SKIP jvp (x)" in render_text(short, width=40)
+
+
+def test_the_run_summary_keeps_names_and_times_and_tells_findings_below_when_narrow() -> None:
+    from gradcheck.errors import ExitCode
+    from gradcheck.render.summary import render_run_text
+    from gradcheck.report import CheckOutcome, RunResult
+
+    result = RunResult((
+        CheckOutcome("a-check-with-a-rather-long-name", "m.py:f", hand_built(),
+                     ExitCode.CHECK_FAILED, seconds=12.5),
+        CheckOutcome("missing-function", "ops:nothing", None, ExitCode.USAGE_ERROR, seconds=0.0,
+                     error="attribute 'nothing' not found in module 'ops'"),
+    ))
+    for width in (80, 100, 200):
+        text = render_run_text(result, width=width)
+        lines = text.splitlines()
+        rows = [line for line in lines if line.startswith("│")]
+        assert max(len(line) for line in lines) <= width
+        assert all(line.endswith("│") for line in rows), text
+        assert any("a-check-with-a-rather-long-name" in line and "12.5s" in line
+                   for line in rows), text
+        assert "attribute 'nothing' not found in module 'ops'" in " ".join(text.split())
+        assert "…" not in text

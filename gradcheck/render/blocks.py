@@ -40,8 +40,11 @@ class BlockView:
     measure: str
     status: str | None
     notes: tuple[str, ...] = ()
-    # The verdict's likely cause, in a line: "transposed: custom_gradient f (line 9) at ...".
+    # The verdict's likely cause, in a line: "likely cause: grad_fn uses J where Jᵀ is needed
+    # (it returns J·u instead of uᵀJ), custom_gradient f (line 9) at ...", and its Mistake's
+    # tag ("transposed") for scripts.
     cause: str | None = None
+    mistake: str | None = None
 
     @property
     def name(self) -> str:
@@ -188,14 +191,32 @@ def _view(report: Report, block: Block) -> BlockView:
     failing = (excess > 1.0) | np.isinf(excess)
     return BlockView(block.output, block.input, output_shape, input_shape, ad, fd, excess,
                      failing, measure, None if verdict is None else str(verdict.status),
-                     tuple(notes), _cause_line(verdict))
+                     tuple(notes), _cause_line(verdict),
+                     None if verdict is None or not verdict.failed or verdict.cause is None
+                     else str(verdict.cause.mistake.value))
+
+
+def _cause_words(what: str) -> str:
+    """A cause's words without the numbers the picture itself shows: up to its first ": " or
+    "; " outside brackets, or its "(autodiff and finite differences disagree ...)"."""
+    depth = 0
+    for index, character in enumerate(what):
+        if character in "([":
+            if depth == 0 and what.startswith(" (autodiff", index - 1):
+                return what[:index - 1]
+            depth += 1
+        elif character in ")]":
+            depth = max(0, depth - 1)
+        elif depth == 0 and what.startswith((": ", "; "), index):
+            return what[:index]
+    return what
 
 
 def _cause_line(verdict: CheckResult | None) -> str | None:
     cause = None if verdict is None or not verdict.failed else verdict.cause
     if cause is None:
         return None
-    line = f"likely cause: {cause.mistake}"
+    line = f"likely cause: {_cause_words(cause.what)}"
     if cause.culprit:
         line += f", {cause.culprit}"
     if cause.location:

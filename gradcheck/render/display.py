@@ -5,6 +5,8 @@ renderer."""
 from __future__ import annotations
 
 import base64
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from html import escape
 from typing import Any
@@ -15,10 +17,47 @@ NO_BLOCKS = ("this report kept no Jacobian blocks to draw: check with"
              " gradcheck.check(..., keep_blocks=True), then call report.plot()")
 
 
+# The width of the terminal a process's parent runs in (pytest's, for its pytest-xdist
+# workers, which have none).
+INHERITED_WIDTH = "GRADCHECK_COLUMNS"
+
+
+def _terminal_width() -> int | None:
+    """$COLUMNS, else the width of the terminal stdout is on, if any."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) >= MIN_WIDTH:
+        return int(columns)
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def text_width() -> int:
+    """The terminal's width; off a terminal (a log, a notebook) that of the terminal the
+    parent process runs in (pytest's for a pytest-xdist worker), else the command line's 160
+    columns."""
+    width = _terminal_width()
+    inherited = os.environ.get(INHERITED_WIDTH, "")
+    if width is None and inherited.isdigit():
+        width = int(inherited)
+    return max(MIN_WIDTH, width or 160)
+
+
+def share_terminal_width() -> None:
+    """Tell the processes this one starts the width of its terminal, when it has one."""
+    width = _terminal_width()
+    if width is not None:
+        os.environ.setdefault(INHERITED_WIDTH, str(width))
+
+
+MIN_WIDTH = 40
+
+
 def text(report: Report) -> str:
     from gradcheck.render.text import render_text
 
-    return "\n".join(line.rstrip() for line in render_text(report).splitlines())
+    return render_text(report, width=text_width()).rstrip("\n")
 
 
 def html(report: Report) -> str:

@@ -327,7 +327,8 @@ def sidecar(view: BlockView, png: str) -> dict[str, Any]:
         "failing_count": int(len(failing)),
         "failing": [[int(r), int(c)] for r, c in failing[:MAX_LISTED]],
         "failing_truncated": bool(len(failing) > MAX_LISTED),
-        "worst": None, "cause": view.cause, "notes": list(view.notes), "png": png,
+        "worst": None, "cause": view.cause, "mistake": view.mistake,
+        "notes": list(view.notes), "png": png,
         "tile": list(tile_of(view.shape)),
     }
     if worst is not None:

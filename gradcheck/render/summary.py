@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.padding import Padding
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
@@ -31,19 +32,53 @@ def _finding(outcome: CheckOutcome) -> tuple[str, str]:
     return f"{worst.check}: {worst.message}", str(worst.location or "")
 
 
-def summary_table(result: RunResult) -> Table:
-    table = Table(title="gradcheck run", title_justify="left", header_style="bold",
-                  pad_edge=False)
-    for name, options in (("status", {"no_wrap": True}), ("check", {}), ("results", {}),
-                          ("location", {"no_wrap": True}),
-                          ("finding", {"ratio": 1, "min_width": 40}),
-                          ("time", {"justify": "right", "no_wrap": True})):
-        table.add_column(name, **options)
-    for outcome in result.sorted_outcomes():
-        message, location = _finding(outcome)
-        table.add_row(status_text(outcome.status), outcome.name, _counts(outcome), location,
-                      message, f"{outcome.seconds:.1f}s")
-    return table
+# The finding column is shown when it gets at least this many columns; else each finding is
+# told under the table, on its own lines.
+MIN_FINDING_WIDTH = 30
+FIXED = ("status", "check", "results", "location")
+
+
+class RunSummary:
+    """One row per configured check, worst first, laid out for the width it is drawn at: the
+    names, counts, locations and times are never cut, the findings wrap at words."""
+
+    def __init__(self, result: RunResult) -> None:
+        self.result = result
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        outcomes = self.result.sorted_outcomes()
+        findings = [_finding(o) for o in outcomes]
+        # name, results, location, time: never cut; each costs its widest text and 3 (padding
+        # and border), as the status does.
+        fixed = [[o.name for o in outcomes], [_counts(o) for o in outcomes],
+                 [location for _, location in findings],
+                 [f"{o.seconds:.1f}s" for o in outcomes]]
+        used = 1 + (3 + len("status")) + sum(
+            3 + max(len(name), *map(len, cells))
+            for name, cells in zip(("check", "results", "location", "time"), fixed))
+        wide = options.max_width - used - 3 >= MIN_FINDING_WIDTH
+        table = Table(title="gradcheck run", title_justify="left", header_style="bold",
+                      pad_edge=False)
+        for name in FIXED if wide else FIXED[:3]:
+            table.add_column(name, no_wrap=True)
+        if wide:
+            table.add_column("finding", ratio=1)
+        table.add_column("time", justify="right", no_wrap=True)
+        for outcome, (message, location) in zip(outcomes, findings):
+            shown = (location, Text(message)) if wide else ()
+            table.add_row(status_text(outcome.status), outcome.name, _counts(outcome), *shown,
+                          f"{outcome.seconds:.1f}s")
+        yield table
+        if wide:
+            return
+        for outcome, (message, location) in zip(outcomes, findings):
+            if outcome.status != Status.PASS:
+                yield Text.assemble((outcome.name, "bold"), (f" {location}", "cyan"))
+                yield Padding(Text(message), (0, 0, 0, 3))
+
+
+def summary_table(result: RunResult) -> RunSummary:
+    return RunSummary(result)
 
 
 def _plural(count: int, word: str) -> str:

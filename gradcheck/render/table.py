@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.padding import Padding
 from rich.table import Table
@@ -86,6 +87,29 @@ def _short_location(location: Location) -> str:
                                    path=location.path.replace("\\", "/").rsplit("/", 1)[-1]))
 
 
+def _kept_columns(report: Report, max_width: int) -> tuple[list[int], int]:
+    """The columns the table keeps at this width, and the width left for the message."""
+    roomy = max_width >= ROOMY_WIDTH
+    rows = [_row(result, roomy) for result in report.sorted_checks()]
+    keep = [i for i in range(len(COLUMNS))
+            if i in (0, 1) or (i != MESSAGE_COLUMN and any(str(r[i]) for r in rows))]
+
+    def width(columns: list[int]) -> int:  # each column costs its widest text + 3
+        return 1 + sum(3 + max(len(COLUMNS[i][0]), *(len(str(r[i])) for r in rows))
+                       for i in columns)
+
+    for dropped in NARROW_DROPS:
+        if width(keep) <= max_width:
+            break
+        keep = [i for i in keep if i != dropped]
+    # The message takes whatever the other columns leave, and is left out when that is too
+    # little: the findings below then carry every message, a skip's reason included.
+    left = max_width - width(keep) - 3
+    if left >= MIN_MESSAGE_WIDTH:
+        keep.append(MESSAGE_COLUMN)
+    return keep, max(20, left)
+
+
 class ChecksTable:
     """One line per check, laid out for the width it is drawn at."""
 
@@ -93,30 +117,14 @@ class ChecksTable:
         self.report = report
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        roomy = options.max_width >= ROOMY_WIDTH
-        rows = [_row(result, roomy) for result in self.report.sorted_checks()]
-        keep = [i for i in range(len(COLUMNS))
-                if i in (0, 1) or (i != MESSAGE_COLUMN and any(str(r[i]) for r in rows))]
-
-        def width(columns: list[int]) -> int:  # each column costs its widest text + 3
-            return 1 + sum(3 + max(len(COLUMNS[i][0]), *(len(str(r[i])) for r in rows))
-                           for i in columns)
-
-        for dropped in NARROW_DROPS:
-            if width(keep) <= options.max_width:
-                break
-            keep = [i for i in keep if i != dropped]
-        # The message takes whatever the other columns leave, and is left out when that is
-        # too little: the findings below carry every message.
-        used = width(keep)
-        if options.max_width - used - 3 >= MIN_MESSAGE_WIDTH:
-            keep.append(MESSAGE_COLUMN)
+        keep, message_width = _kept_columns(self.report, options.max_width)
+        rows = [_row(result, options.max_width >= ROOMY_WIDTH)
+                for result in self.report.sorted_checks()]
         table = Table(show_header=True, header_style="bold", expand=False, pad_edge=False)
         for i in keep:
             name, column_options = COLUMNS[i]
             if i == MESSAGE_COLUMN:
-                column_options = {**column_options,
-                                  "max_width": max(20, options.max_width - used - 3)}
+                column_options = {**column_options, "max_width": message_width}
             table.add_column(name, **column_options)
         for row in rows:
             table.add_row(*(row[i] for i in keep))
@@ -139,20 +147,35 @@ def _row(result: CheckResult, roomy: bool) -> list[Any]:
     ]
 
 
-def findings(report: Report) -> list[RenderableType]:
-    """Every check that did not pass, with its whole message (cause and fix), wrapped."""
-    shown: list[RenderableType] = []
-    for number, result in enumerate(
-        (r for r in report.sorted_checks() if r.status not in ("pass", "skip")), start=1
-    ):
-        title = Text(f"{number}. ")
-        title.append_text(status_text(result.status))
-        pair = _pair(result)
-        title.append(f" {result.check}" + (f" ({pair})" if pair else ""), style="bold")
-        if result.location:
-            title.append(f"  {result.location}", style="cyan")
-        shown += [title, Padding(Text(result.message), (0, 0, 0, 3), expand=False)]
-    return shown
+class Findings:
+    """Every check that did not pass, with its whole message (cause and fix), wrapped; a
+    skipped check's only when the table is too narrow to show its reason whole."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        keep, message_width = _kept_columns(self.report, options.max_width)
+
+        def in_the_table(result: CheckResult) -> bool:  # a skip's whole reason, unclipped
+            return (MESSAGE_COLUMN in keep and result.headline == result.message
+                    and cell_len(result.message) <= message_width)
+
+        shown = [r for r in self.report.sorted_checks()
+                 if r.status != "pass" and not (r.status == "skip" and in_the_table(r))]
+        for number, result in enumerate(shown, start=1):
+            title = Text(f"{number}. ")
+            title.append_text(status_text(result.status))
+            pair = _pair(result)
+            title.append(f" {result.check}" + (f" ({pair})" if pair else ""), style="bold")
+            if result.location:
+                title.append(f"  {result.location}", style="cyan")
+            yield title
+            yield Padding(Text(result.message), (0, 0, 0, 3), expand=False)
+
+
+def findings(report: Report) -> Findings:
+    return Findings(report)
 
 
 def _matrix_text(values: Any, columns: int) -> str:
@@ -200,8 +223,7 @@ def render_table(report: Report, *, show_matrices: bool = False,
                  quiet: bool = False) -> RenderableType:
     if quiet:
         return summary_line(report)
-    parts: list[RenderableType] = [checks_table(report)]
-    parts += findings(report)
+    parts: list[RenderableType] = [checks_table(report), findings(report)]
     if show_matrices:
         parts += jacobian_matrices(report)
     parts += [Text(f"note: {note}", style="dim") for note in report.notes]

@@ -12,6 +12,7 @@ from gradcheck.report import Report
 
 
 def render_text(report: Report, width: int = 160, show_matrices: bool = False) -> str:
+    """The table (and the explanation) laid out for `width` columns, lines not padded."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, no_color=True, color_system=None,
                       force_terminal=False, force_jupyter=False, highlight=False)
@@ -21,4 +22,4 @@ def render_text(report: Report, width: int = 160, show_matrices: bool = False) -
 
         console.print()
         console.print(render_explanation(report.explain))
-    return buffer.getvalue()
+    return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())

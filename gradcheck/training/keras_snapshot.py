@@ -266,21 +266,39 @@ def eager_health(gradients: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(norms, np.float32), np.asarray(zeros, np.float32)
 
 
+def keras_tag(variable: Any, model: Any) -> str:
+    """The name Keras' TensorBoard callback gives a weight (Keras 3 its path,
+    sequential/dense/kernel; tf-keras its name, dense/kernel_0), so that Watch's summaries of
+    it line up beside Keras'; a tf.Module's weight keeps its path in the module."""
+    name = (getattr(variable, "path", None) if keras_package(model) == "keras"
+            else getattr(variable, "name", None))
+    return str(name or weight_path_in(variable, model)).replace(":", "_")
+
+
 class HealthBoard:
     """Per-weight gradient norms and zero fractions written to TensorBoard (what Keras's
     removed `write_grads` gave), gradient histograms (what `wandb.watch(log="gradients")`
     gives) and the diagnosis of a failing step as text, in LOGDIR/gradcheck: beside the
-    train/ and validation/ runs of Keras' TensorBoard callback on the same LOGDIR."""
+    train/ and validation/ runs of Keras' TensorBoard callback on the same LOGDIR, each weight
+    under the name Keras gives it (TAG/gradient, TAG/gradient_norm, TAG/gradient_zero_fraction
+    beside Keras' TAG/histogram)."""
 
-    def __init__(self, logdir: str) -> None:
+    def __init__(self, logdir: str, model: Any = None) -> None:
         self._writer = tensorflow().summary.create_file_writer(str(Path(logdir) / "gradcheck"))
+        self._model = model
+        weights = (getattr(model, "trainable_weights", None)
+                   or getattr(model, "trainable_variables", None) or ())
+        self._tags = {weight_path_in(v, model): keras_tag(v, model) for v in weights}
+
+    def _tag(self, name: str) -> str:
+        return self._tags.get(name, name)
 
     def histograms(self, step: int, names: Sequence[str], gradients: Sequence[Any]) -> None:
         tf = tensorflow()
         with self._writer.as_default(step=step):
             for name, gradient in zip(names, gradients):
                 if gradient is not None:
-                    tf.summary.histogram(f"gradient/{name}", dense_values(gradient))
+                    tf.summary.histogram(f"{self._tag(name)}/gradient", dense_values(gradient))
         self._writer.flush()
 
     def histograms_every(self, log_freq: int, model: Any) -> Any:
@@ -294,7 +312,7 @@ class HealthBoard:
                         tf.compat.v1.name_scope(None):
                     for gradient, variable in pairs:
                         if gradient is not None:
-                            tf.summary.histogram(f"gradient/{weight_path_in(variable, model)}",
+                            tf.summary.histogram(f"{keras_tag(variable, model)}/gradient",
                                                  dense_values(gradient))
                 return tf.constant(True)
 
@@ -313,6 +331,6 @@ class HealthBoard:
         tf = tensorflow()
         with self._writer.as_default(step=step):
             for name, norm, zero in zip(names, norms, zeros):
-                tf.summary.scalar(f"gradient_norm/{name}", float(norm))
-                tf.summary.scalar(f"gradient_zero_fraction/{name}", float(zero))
+                tf.summary.scalar(f"{self._tag(name)}/gradient_norm", float(norm))
+                tf.summary.scalar(f"{self._tag(name)}/gradient_zero_fraction", float(zero))
         self._writer.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import importlib.util
+import inspect
 import os
 import sys
 import time
@@ -60,7 +61,8 @@ class Watch:
     is not what the step minimises) and stores the report beside it, keeping this run's newest
     `keep`; with `stop=True` training ends with the weights of the last good step. `verbose=0`
     prints only the finding; `health=True` records per-weight gradient norms, written with
-    gradient histograms (every `log_freq` steps) to `tensorboard=LOGDIR`.
+    gradient histograms (every `log_freq` steps) to `tensorboard=LOGDIR` (which implies
+    health=True).
     """
 
     _keras = ""  # the package of the keras.callbacks.Callback this class also is
@@ -75,14 +77,14 @@ class Watch:
                  log_freq: int = 100,
                  diagnose: bool = True,
                  log: Callable[[str], Any] = _stderr) -> None:
+        """Options as the class says; a `directory` that cannot be written, `keep` or `log_freq`
+        below 1, or `tensorboard=` without the tensorboard package is a ValueError now, before
+        training."""
         if not isinstance(log_freq, int) or isinstance(log_freq, bool) or log_freq < 1:
             raise ValueError(f"gradcheck.Watch: log_freq must be a positive number of steps,"
                              f" got {log_freq!r}")
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
             raise ValueError(f"gradcheck.Watch: keep must be a positive number, got {keep!r}")
-        if tensorboard is not None and not health:
-            raise ValueError("gradcheck.Watch: tensorboard= writes what health=True records;"
-                             " pass health=True too")
         if tensorboard is not None and importlib.util.find_spec("tensorboard") is None:
             raise ValueError("gradcheck.Watch: tensorboard= needs the tensorboard package"
                              " (pip install tensorboard, or 'gradcheck[tensorboard]')")
@@ -91,7 +93,8 @@ class Watch:
         self.verbose, self.loss_fn, self.log_freq = verbose, loss_fn, log_freq
         self.last_report: Any = None  # the Report of the last diagnosis, for a notebook
         self._writer = SnapshotWriter(self.directory, keep, self._say)
-        self.health, self.tensorboard = health, tensorboard
+        # tensorboard= writes what health=True records: it implies it.
+        self.health, self.tensorboard = health or tensorboard is not None, tensorboard
         self._history: collections.deque[tuple[int, Any, Any]] = collections.deque(
             maxlen=HEALTH_STEPS)
         self._board: Any = None
@@ -132,7 +135,7 @@ class Watch:
         quiet = self.verbose == 0 or (in_fit and self.params.get("verbose", 1) == 0)
         if quiet and not finding:
             return
-        bar = in_fit and self.params.get("verbose", 1) == 1 and self._after_bar
+        bar = in_fit and self.params.get("verbose", 1) in (1, "auto") and self._after_bar
         self._after_bar = False
         self.log(("\n" if bar else "") + f"gradcheck.Watch: {message}")
 
@@ -265,7 +268,7 @@ class Watch:
         if self._board is None:
             from gradcheck.training.keras_snapshot import HealthBoard
 
-            self._board = HealthBoard(str(self.tensorboard))
+            self._board = HealthBoard(str(self.tensorboard), self.model)
         return self._board
 
     def _watch_loss_scale(self, scale: float, batch: int) -> None:
@@ -476,6 +479,13 @@ class Watch:
                 "norms": np.stack([n for _, n, _ in self._history]),
                 "zeros": np.stack([z for _, _, z in self._history]),
                 "failing_step": np.asarray(failing, np.int64)}
+
+
+# What inspect.signature, editors and Jupyter's Shift-Tab show: __init__'s parameters, not the
+# (*args, **kwargs) of __new__.
+Watch.__signature__ = inspect.signature(Watch.__init__).replace(  # type: ignore[attr-defined]
+    parameters=tuple(inspect.signature(Watch.__init__).parameters.values())[1:])
+
 
 def _ignore(*args: Any, **kwargs: Any) -> None:
     return None
