@@ -164,3 +164,23 @@ def test_a_constant_feature_standardised_to_nan_is_named_as_such(tmp_path):
     report = json.loads((watch.snapshots[0] / "report.json").read_text())
     assert "NaN in every sample of feature(s) 3" in report["error"], report
     assert "zero standard deviation" in report["error"], report
+
+
+def test_a_forward_pass_outside_the_tape_is_named_at_the_step(tmp_path):
+    """A tf.Module of tf-keras layers called before the tape opens: every weight gets None.
+    The diagnosis (loss_fn under a tape) sees the loss depend on each: the step's tape never
+    recorded the forward pass, said at the user's watch.step line; fixed, it trains."""
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path / "failing", log=lines.append)
+    S.forward_outside_tape_loop(watch)
+    report = json.loads((watch.snapshots[0] / "report.json").read_text())
+    failing = [c for c in report["checks"] if c["status"] == "fail"]
+    assert {c["input"] for c in failing} == {"dense/kernel", "dense/bias", "dense_1/kernel",
+                                             "dense_1/bias"} or len(failing) == 4, failing
+    assert all(c["check"] == "connected" and "did not record the forward pass" in c["message"]
+               for c in failing), failing
+    assert failing[0]["location"].endswith(_line(S, "if not watch.step(model, optimizer, tape,"
+                                                    " loss, (x, y), loss_fn=squared_error)"))
+    fixed = gradcheck.Watch(tmp_path / "fixed", diagnose=False)
+    S.forward_outside_tape_loop(fixed, fixed=True)
+    assert fixed.snapshots == []
