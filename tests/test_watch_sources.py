@@ -88,6 +88,10 @@ CASES = {
     "warmup-schedule-spike": Case(
         _fit(C.CASES["warmup-min-lr-above-lr"]["run"]), 6, None,
         ("schedule RAdamWarmup: its rate jumps from 1e-05 at step 2",), None),
+    # allenai/allennlp#890: an additive mask built as log(mask); a sample fully masked
+    "allennlp-log-of-mask": Case(
+        _fit(C.CASES["masked-log-softmax-empty-row"]["run"]), 1, None,
+        ("a 0/1 mask: log(mask)", "sample 5 of the batch"), "log(mask)'s -inf made -1e9"),
     # tensorflow/tensorflow#11756 in a two-input functional model with a Lambda
     "lambda-inf-mask-multiply": Case(
         _fit(C.CASES["infinity-mask-multiply"]["run"]), 2, None, ("-inf",), "-1e9"),

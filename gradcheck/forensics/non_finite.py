@@ -329,15 +329,25 @@ def analyse_non_finite(program: Program, output_indices: Sequence[int],
         dtype = own.pop()
     if traced is None:
         return None
-    arguments = {slot.name: np.asarray(as_array(slot.value)) for slot in program.slots
-                 if slot.argument and not slot.differentiable and slot.value is not None
-                 and not callable(slot.value) and hasattr(slot.value, "dtype")}
+    arguments = dict(_named_arrays((slot.name, slot.value) for slot in program.slots
+                                   if slot.argument and not slot.differentiable))
     found = [_made_in_a_loop(program, _value(traced, name, tensor, False, arguments))
              for name, tensor in traced.outputs]
     found += [_value(traced, name, tensor, True, arguments) for name, tensor in traced.gradients
               if tensor is not None]
     return NonFiniteAnalysis(tuple(v for v in found if v is not None), traced.seconds, jit,
                              dtype, order)
+
+
+def _named_arrays(named: Iterable[tuple[str, Any]]) -> Iterable[tuple[str, np.ndarray]]:
+    """f's array arguments by name, a list or dict of them (a multi-input batch) as name/key."""
+    for name, value in named:
+        if isinstance(value, (list, tuple)):
+            yield from _named_arrays((f"{name}/{k}", v) for k, v in enumerate(value))
+        elif isinstance(value, dict):
+            yield from _named_arrays((f"{name}/{k}", v) for k, v in value.items())
+        elif value is not None and not callable(value) and hasattr(value, "dtype"):
+            yield name, np.asarray(as_array(value))
 
 
 def _float_array(tensor: Any) -> np.ndarray | None:

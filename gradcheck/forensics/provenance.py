@@ -19,6 +19,7 @@ from gradcheck.evidence import Location
 from gradcheck.evidence.causes.sources import (
     InfiniteFill,
     InfiniteMask,
+    LogOfMask,
     Source,
     UnboundedTerm,
     UnscaledFeature,
@@ -147,10 +148,29 @@ def sources(traced: TracedValues, forward: Any, bad: np.ndarray,
             if feature is not None:
                 found.append(Candidate(feature, {tensor: _standardised(value)},
                                        f"with the features of {name} standardised"))
+    logged = _log_of_mask(traced, forward, rows)
+    if logged is not None:
+        found.insert(0, logged)
     unbounded = _unbounded_term(traced, forward, bad)
     if unbounded is not None:
         found.append(Candidate(unbounded))
     return found
+
+
+def _log_of_mask(traced: TracedValues, forward: Any, rows: int | None) -> Candidate | None:
+    """A Log of a 0/1 mask with zeros (an additive mask built as log(mask)); the change: its
+    -inf entries made -1e9."""
+    if forward.type != "Log" or not forward.inputs or traced.is_backward(forward):
+        return None
+    argument = traced.value(forward.inputs[0])
+    output = traced.value(forward.outputs[0])
+    if argument is None or output is None or argument.dtype.kind != "f" or not np.all(
+            np.isin(argument, (0.0, 1.0))) or not (argument == 0).any():
+        return None
+    return Candidate(LogOfMask(at=op_location(forward),
+                               sample=_first_nan_downstream(traced, forward, rows)),
+                     {forward.outputs[0].name: _finite_fill(output)},
+                     "with log(mask)'s -inf made -1e9")
 
 
 def _unscaled(value: np.ndarray, dtype_max: float, forward: Any, bad: np.ndarray,

@@ -48,6 +48,7 @@ from gradcheck.evidence.causes.paths import (
 from gradcheck.evidence.causes.sources import (
     InfiniteFill,
     InfiniteMask,
+    LogOfMask,
     PreviousUpdate,
     ScheduleSpike,
     Source,
@@ -64,6 +65,6 @@ __all__ = [
     "ReturnedValues", "SecondOrder", "SecondOrderOnItsOwn", "ShapeOnItsOwn",
     "TensorFlowGradientOp", "UnusedLayer", "UpstreamProbe", "WhatAndFix", "Words",
     "WrongGradientReason", "kink_place", "plain_words", "raised_clause", "raised_without_fix",
-    "InfiniteFill", "InfiniteMask", "PreviousUpdate", "ScheduleSpike", "Source",
+    "InfiniteFill", "InfiniteMask", "LogOfMask", "PreviousUpdate", "ScheduleSpike", "Source",
     "Trial", "UnboundedTerm", "UnscaledFeature",
 ]

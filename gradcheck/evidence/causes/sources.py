@@ -130,6 +130,29 @@ class InfiniteFill(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class LogOfMask(Source):
+    """log(mask) of a 0/1 mask, an additive mask whose masked entries are -inf: a sample whose
+    whole row is masked is all -inf, and a softmax of it NaN."""
+
+    at: Location | None = None
+    sample: int | None = None
+
+    @property
+    def location(self) -> Location | None:
+        return self.at
+
+    def chain(self) -> str:
+        at = f" at {self.at}" if self.at else ""
+        row = f"sample {self.sample} of the batch has" if self.sample is not None else "a row has"
+        return (f"its argument is a 0/1 mask: log(mask){at} makes an additive mask whose masked"
+                f" entries are -inf, and {row} every entry masked, so its softmax is NaN")
+
+    def fix(self) -> str:
+        return ("build the additive mask finite: (mask - 1) * 1e9, tf.where(mask > 0, 0.0, -1e9),"
+                " or log(mask + tiny) with a tiny that is not a denormal (1e-30 in float32)")
+
+
+@dataclasses.dataclass(frozen=True)
 class InfiniteMask(Source):
     """A step argument that is a mask holding infinities (an intentional input, not bad data)
     multiplied or added into the computation."""
