@@ -188,3 +188,16 @@ def test_a_forward_pass_outside_the_tape_is_named_at_the_step(tmp_path):
     fixed = gradcheck.Watch(tmp_path / "fixed", diagnose=False)
     S.forward_outside_tape_loop(fixed, fixed=True)
     assert fixed.snapshots == []
+
+
+def test_a_regression_loss_gets_advice_for_a_regression_output(tmp_path):
+    """A hand-written MSLE on a linear output: the advice is an output activation that keeps
+    y_pred in the log's domain (or Keras' clipping MSLE), not log_sigmoid or from_logits."""
+    watch = gradcheck.Watch(tmp_path, log=lambda _: None)
+    _fit(S.msle_regression)(watch, False)
+    report = json.loads((watch.snapshots[0] / "report.json").read_text())
+    finding = next(c for c in report["checks"] if c["status"] == "fail")
+    assert finding["location"].endswith(_line(S, "return tf.reduce_mean(tf.square(tf.math.log("
+                                                  "y_pred + 1.0)"))
+    assert "regression output" in finding["message"], finding
+    assert "from_logits" not in finding["message"] and "log_sigmoid" not in finding["message"]

@@ -198,14 +198,29 @@ def _fed_by(traced: TracedValues, forward: Any, arguments: Mapping[str, np.ndarr
         return "1+Exp"
     if op.type == "Sub" and producers[1:2] == ["Sigmoid"]:
         return "1-Sigmoid"  # log(1 - sigmoid(z))
-    if op.type == "MatMul" or (op.type in ("AddV2", "Add", "BiasAdd") and "MatMul" in producers):
-        return "linear"  # a Dense layer's output, unbounded
+    if _linear(tensor):  # a Dense layer's output (plus constants), unbounded
+        regression = any(name in _LABEL_NAMES and array.dtype.kind == "f"
+                         and not np.all(np.isin(array, (0.0, 1.0)))
+                         for name, array in arguments.items())
+        return "linear-regression" if regression else "linear"
     if op.type in ("Const", "Placeholder"):
         value = traced.value(tensor)
         return next((name for name, array in arguments.items() if value is not None
                      and array.shape == value.shape
                      and np.allclose(array, value, equal_nan=True)), "")
     return ""
+
+
+_LABEL_NAMES = frozenset({"y", "y_true", "labels", "label", "target", "targets"})
+
+
+def _linear(tensor: Any, depth: int = 3) -> bool:
+    """A matmul's result, through bias and constant additions (a Dense layer's output, y + 1)."""
+    op = _passed_on(tensor).op
+    if op.type == "MatMul":
+        return True
+    return depth > 0 and op.type in ("AddV2", "Add", "BiasAdd", "Sub") and any(
+        _linear(t, depth - 1) for t in op.inputs)
 
 
 def _passed_on(tensor: Any) -> Any:
