@@ -22,7 +22,8 @@ _RANDOM = re.compile(r"Random|TruncatedNormal|Multinomial|StatefulUniform|Statef
                      r"|StatefulTruncated|RngReadAndSkip|RngSkip")
 # Ops with a kink at 0 of their (first) input, and those with one where two inputs tie.
 KINK_AT_ZERO = frozenset({"Abs", "Relu", "LeakyRelu", "Relu6", "Sign"})
-KINK_AT_TIE = frozenset({"Maximum", "Minimum", "Greater", "GreaterEqual", "Less", "LessEqual"})
+COMPARISONS = frozenset({"Greater", "GreaterEqual", "Less", "LessEqual"})
+KINK_AT_TIE = frozenset({"Maximum", "Minimum"}) | COMPARISONS
 # Reductions with a kink where two of the elements they reduce tie for the extreme
 # (tf.reduce_max, tf.reduce_min): the op picks the largest (True) or smallest.
 REDUCTION_TIES = {"Max": True, "Min": False}
@@ -275,14 +276,20 @@ def _distance_to_jump(traced: TracedValues, op: Any) -> float | None:
 
 def jump_site(program: Program, output_indices: Sequence[int]) -> OpSite | None:
     """The op of f whose input sits (within finite differences' reach) on the line where its
-    value jumps: a branch cut of a complex function, atan2's, floormod's wrap."""
+    value jumps: a branch cut of a complex function, atan2's, floormod's wrap; else a
+    comparison whose operands tie (a tf.where's condition: f switches branch there)."""
     traced = trace_values(program, output_indices, gradients=False)
     if traced is None:
         return None
     near = [(distance, op) for op in traced.ops if op.type in BRANCH_CUT
             for distance in [_distance_to_jump(traced, op)]
             if distance is not None and distance <= KINK_REACH]
-    return _site(traced, min(near, key=lambda pair: pair[0])[1]) if near else None
+    if near:
+        return _site(traced, min(near, key=lambda pair: pair[0])[1])
+    ties = [(distance, op) for op in traced.ops if op.type in COMPARISONS
+            for distance in [_distance_to_kink(traced, op, None)]
+            if distance is not None and distance <= KINK_REACH]
+    return _site(traced, min(ties, key=lambda pair: pair[0])[1], tie=True) if ties else None
 
 
 def crossed_kink_site(program: Program, output_indices: Sequence[int], slot_index: int,
