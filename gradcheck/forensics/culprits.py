@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,7 @@ from gradcheck.engine.neighbourhood import moved_program
 from gradcheck.engine.program import Program
 from gradcheck.engine.runtime import tensorflow
 from gradcheck.evidence import Location
+from gradcheck.forensics.site_lines import layer_line
 from gradcheck.forensics.values import TracedValues, op_location, trace_values
 
 VARIABLE_WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
@@ -37,6 +38,8 @@ _RECOMPUTE_FRAME = "inner_recompute_grad"
 # How many function graphs are searched for it.
 _MAX_GRAPHS = 64
 _NODE = re.compile(r"\{\{node ([^}]+)\}\}")
+# An HLO instruction as XLA errors print it: %MaxPoolGrad.7 (the TensorFlow op type it lowers).
+_HLO_NAME = re.compile(r"%([A-Z][A-Za-z0-9]*)\.\d+")
 # Backward ops whose GPU kernels may give another result on every run: atomic additions
 # (scatter, segment sums: the gradients of gather and embedding lookups), cuDNN's filter
 # gradients, TF32 matmuls; tf.config.experimental.enable_op_determinism() makes them repeat.
@@ -138,7 +141,7 @@ def failing_node_site(program: Program, output_indices: Sequence[int],
     as the forward op whose gradient created it."""
     named = _NODE.search(message)
     if named is None:
-        return None
+        return _hlo_site(program, output_indices, message)
     traced = trace_values(program, output_indices, execute=False)
     if traced is None:
         return None
@@ -147,6 +150,31 @@ def failing_node_site(program: Program, output_indices: Sequence[int],
         name = "/".join(parts[:end])
         if name in traced.index:
             return _site(traced, traced.ops[traced.index[name]])
+    return None
+
+
+def _hlo_site(program: Program, output_indices: Sequence[int], message: str) -> OpSite | None:
+    """The op an XLA error names by its HLO instruction (`%MaxPoolGrad.7 = f16[...]
+    select-and-scatter(%Relu.8, %ResizeBilinearGrad.163, ...)`), found in f's traced VJP by its
+    type. When XLA saw mixed precisions, the operand that brings the other precision is a
+    gradient op of another type than the instruction's: that one first."""
+    types = list(dict.fromkeys(_HLO_NAME.findall(message)))
+    if not types:
+        return None
+    traced = trace_values(program, output_indices, execute=False)
+    if traced is None:
+        return None
+    if "different precisions" in message:
+        types = [t for t in types[1:] if t.endswith("Grad")] + types[:1]
+    for op_type in types:
+        op = next((op for op in traced.ops if op.type == op_type), None)
+        if op is None:
+            continue
+        site = _site(traced, op)
+        if site.backward and traced.forward_op(op) is None:  # named after its forward op
+            site = replace(site, op=op.type.removesuffix("Grad"))
+        # Inside a Keras layer (the ops run in Keras' code): the line that constructed it.
+        return site if site.location else replace(site, location=layer_line(op.name))
     return None
 
 

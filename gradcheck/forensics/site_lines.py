@@ -96,6 +96,29 @@ def op_layer_line(op_name: str) -> Location | None:
     return None
 
 
+def _snake_case(name: str) -> str:
+    """A Keras layer class's default name (UpSampling2D: up_sampling2d), as Keras makes it."""
+    return re.sub("([a-z])([A-Z])", r"\1_\2",
+                  re.sub("(.)([A-Z][a-z0-9]+)", r"\1_\2", name)).lower()
+
+
+def layer_line(op_name: str) -> Location | None:
+    """Where the user constructed the Keras layer whose default name is a scope of `op_name`
+    (functional_1/up_sampling2d_1/resize/ResizeBilinear: an UpSampling2D(...) call), when the
+    user's loaded source has exactly one such call (else None: which one is not known)."""
+    for part in reversed(op_name.split("/")[:-1]):
+        base = re.sub(r"_\d+$", "", part)
+        if not base or base.startswith("gradient"):
+            continue
+        calls = {location for filename in _user_sources(len(sys.modules), len(linecache.cache))
+                 for line, dotted, _ in _calls_in(filename)
+                 if _snake_case(dotted.split(".")[-1]) == base and dotted.split(".")[-1] != base
+                 for location in [format_location(filename, line)]}
+        if calls:
+            return calls.pop() if len(calls) == 1 else None
+    return None
+
+
 def _calls_of(name: str) -> list[tuple[Location, bool]]:
     """The lines of the user's loaded modules (and notebook cells) that call a function of
     TensorFlow's named `name` (tf.math.acos(...), tf.acos(...)), and whether the function
