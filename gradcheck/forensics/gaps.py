@@ -22,8 +22,9 @@ from gradcheck.forensics.graph import (
 )
 
 LOW_PRECISION = ("bfloat16", "float16")
-# Ops that custom gradients and forward mode add around the user's: never a forward-mode gap.
+# A while loop (tf.while_loop, a recurrent layer): where tape.jacobian's pfor has gaps.
 WHILE_OPS = frozenset({"While", "StatelessWhile"})
+# Ops that custom gradients and forward mode add around the user's: never a forward-mode gap.
 PASS_THROUGH_OPS = frozenset({"Identity", "IdentityN", "PartitionedCall",
                               "StatefulPartitionedCall"})
 
