@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from click.testing import Result
 
 import gradcheck
+from gradcheck.evidence.notes import WhileLoopJacobian
 from gradcheck.report import CheckResult, Kind, Mistake, Report, Status
 from tests.conftest import fixture_module, fixture_target
 
@@ -103,3 +105,24 @@ def test_a_variable_made_in_a_layer_s_call_raises_at_its_line(run_cli: Callable[
                       "json"])
     assert result.exit_code == 3
     assert "variable_in_layer_call.py:11)" in json.loads(result.stdout)["error"]
+
+
+def test_xla_s_mixed_precision_failure_is_at_the_layer_s_line() -> None:
+    report = _check("mixed_resize_xla", "f")
+    [compiled] = [c for c in report.checks if c.check == Kind.COMPILED
+                  and c.status == Status.SKIP and c.location is not None]
+    assert compiled.location.line == 15  # UpSampling2D(interpolation="bilinear")
+    assert "the gradient of ResizeBilinear" in compiled.message
+
+
+def test_a_small_loaded_lstm_says_that_its_own_tape_jacobian_needs_no_pfor(tmp_path: Path
+                                                                           ) -> None:
+    # tensorflow#57343 at 6 output elements: gradcheck takes the rows itself, and tries pfor once.
+    module = fixture_module("pfor_fallback")
+    module.save_lstm(str(tmp_path / "lstm"))
+    report = gradcheck.check(module.lstm_predictor(str(tmp_path / "lstm")),
+                             module.lstm_inputs[0][:2], wrt="inputs", compiled=False,
+                             kinds=frozenset({"jacobian"}))
+    assert report.ok
+    [note] = [n for n in report.notes if isinstance(n, WhileLoopJacobian)]
+    assert note.op == "StatelessWhile" and "experimental_use_pfor=False" in str(note)
