@@ -88,6 +88,8 @@ class Recording:
     created_names: tuple[str, ...] = ()
     # f entered a ForwardAccumulator of its own inside forward_jvp's (forward over forward).
     nested_forward: bool = False
+    # tape.jacobian's vectorised path was tried where gradcheck took rows (pfor_failure).
+    pfor_tried: bool = False
     # The checks ask for the VJP with the same upstream arrays (vjp, compiled, a block's
     # own): one backward pass each, kept with the arrays it was computed for.
     _vjps: dict[Any, tuple[Sequence[np.ndarray] | None, GradientOutcome]] = field(
@@ -247,6 +249,27 @@ class Recording:
                 self._note(WhileLoopJacobian())
             return np.asarray(block, dtype=np.float64), None
         return self._jacobian_by_rows(output_index, source, messages)
+
+    def pfor_failure(self, output_index: int, source: Slot) -> WhileLoopJacobian | None:
+        """Where gradcheck took a small output's Jacobian by rows, tape.jacobian's vectorised
+        path (pfor) as users call it, once per recording: the note when it fails."""
+        target = self.outputs[output_index].tensor
+        size = int(np.prod(target.shape, dtype=np.int64))
+        if self.pfor_tried or not self.program.evaluation.vectorise or not 0 < size <= TAPE_ROWS:
+            return None
+        self.pfor_tried = True
+        tf = tensorflow()
+        self.program.announce(Phase(f"the vectorised tape.jacobian of"
+                                    f" {self.outputs[output_index].name} with respect to"
+                                    f" {source.name}", vectorised=True))
+        try:
+            with silenced_stderr_fd():
+                tf.function(lambda: self.tape.jacobian(target, source.value,
+                                                       experimental_use_pfor=True),
+                            autograph=False).get_concrete_function()()
+        except Exception as exc:  # pfor's gap, not f's: the rows stand
+            return while_loop_note(first_line(exc), exc, self.program)
+        return None
 
     def _vectorised_jacobian(self, target: Any, source: Slot) -> Any:
         """tape.jacobian(experimental_use_pfor=True) traced once, as its own concrete function

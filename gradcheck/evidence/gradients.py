@@ -181,7 +181,8 @@ class Kink(Evidence):
 class Jump(Evidence):
     """f itself is discontinuous at the point (`count` elements, e.g. `index`): finite
     differences across it grow as the step shrinks (`across`), autodiff gives one side's
-    derivative (`autodiff`); `site`: the op whose branch cut or wrap the point sits on."""
+    derivative (`autodiff`); `site`: the op whose branch cut or wrap the point sits on (or the
+    comparison whose tie switches a branch)."""
 
     count: int = internal(0)
     index: tuple[int, ...] = internal(())
@@ -197,7 +198,9 @@ class Jump(Evidence):
 
     def words(self, result: Finding) -> str:
         site = self.site
-        cut = "where it wraps" if site and site.name.startswith("FloorMod") else "its branch cut"
+        cut = ("its operands tie, so a tf.where on it switches branch" if site and site.tie
+               else "where it wraps" if site and site.name.startswith("FloorMod")
+               else "its branch cut")
         at = (f"; the discontinuity: {site.name} at {site.location}, {cut}" if site
               else "; e.g. a branch cut (angle, atan2, log or sqrt of a complex number across"
               " the negative real axis) or a wrap (floormod)")

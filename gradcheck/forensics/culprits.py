@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,7 @@ from gradcheck.engine.neighbourhood import moved_program
 from gradcheck.engine.program import Program
 from gradcheck.engine.runtime import tensorflow
 from gradcheck.evidence import Location
+from gradcheck.forensics.site_lines import layer_line
 from gradcheck.forensics.values import TracedValues, op_location, trace_values
 
 VARIABLE_WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
@@ -22,7 +23,8 @@ _RANDOM = re.compile(r"Random|TruncatedNormal|Multinomial|StatefulUniform|Statef
                      r"|StatefulTruncated|RngReadAndSkip|RngSkip")
 # Ops with a kink at 0 of their (first) input, and those with one where two inputs tie.
 KINK_AT_ZERO = frozenset({"Abs", "Relu", "LeakyRelu", "Relu6", "Sign"})
-KINK_AT_TIE = frozenset({"Maximum", "Minimum", "Greater", "GreaterEqual", "Less", "LessEqual"})
+COMPARISONS = frozenset({"Greater", "GreaterEqual", "Less", "LessEqual"})
+KINK_AT_TIE = frozenset({"Maximum", "Minimum"}) | COMPARISONS
 # Reductions with a kink where two of the elements they reduce tie for the extreme
 # (tf.reduce_max, tf.reduce_min): the op picks the largest (True) or smallest.
 REDUCTION_TIES = {"Max": True, "Min": False}
@@ -36,6 +38,8 @@ _RECOMPUTE_FRAME = "inner_recompute_grad"
 # How many function graphs are searched for it.
 _MAX_GRAPHS = 64
 _NODE = re.compile(r"\{\{node ([^}]+)\}\}")
+# An HLO instruction as XLA errors print it: %MaxPoolGrad.7 (the TensorFlow op type it lowers).
+_HLO_NAME = re.compile(r"%([A-Z][A-Za-z0-9]*)\.\d+")
 # Backward ops whose GPU kernels may give another result on every run: atomic additions
 # (scatter, segment sums: the gradients of gather and embedding lookups), cuDNN's filter
 # gradients, TF32 matmuls; tf.config.experimental.enable_op_determinism() makes them repeat.
@@ -137,7 +141,7 @@ def failing_node_site(program: Program, output_indices: Sequence[int],
     as the forward op whose gradient created it."""
     named = _NODE.search(message)
     if named is None:
-        return None
+        return _hlo_site(program, output_indices, message)
     traced = trace_values(program, output_indices, execute=False)
     if traced is None:
         return None
@@ -146,6 +150,31 @@ def failing_node_site(program: Program, output_indices: Sequence[int],
         name = "/".join(parts[:end])
         if name in traced.index:
             return _site(traced, traced.ops[traced.index[name]])
+    return None
+
+
+def _hlo_site(program: Program, output_indices: Sequence[int], message: str) -> OpSite | None:
+    """The op an XLA error names by its HLO instruction (`%MaxPoolGrad.7 = f16[...]
+    select-and-scatter(%Relu.8, %ResizeBilinearGrad.163, ...)`), found in f's traced VJP by its
+    type. When XLA saw mixed precisions, the operand that brings the other precision is a
+    gradient op of another type than the instruction's: that one first."""
+    types = list(dict.fromkeys(_HLO_NAME.findall(message)))
+    if not types:
+        return None
+    traced = trace_values(program, output_indices, execute=False)
+    if traced is None:
+        return None
+    if "different precisions" in message:
+        types = [t for t in types[1:] if t.endswith("Grad")] + types[:1]
+    for op_type in types:
+        op = next((op for op in traced.ops if op.type == op_type), None)
+        if op is None:
+            continue
+        site = _site(traced, op)
+        if site.backward and traced.forward_op(op) is None:  # named after its forward op
+            site = replace(site, op=op.type.removesuffix("Grad"))
+        # Inside a Keras layer (the ops run in Keras' code): the line that constructed it.
+        return site if site.location else replace(site, location=layer_line(op.name))
     return None
 
 
@@ -275,14 +304,20 @@ def _distance_to_jump(traced: TracedValues, op: Any) -> float | None:
 
 def jump_site(program: Program, output_indices: Sequence[int]) -> OpSite | None:
     """The op of f whose input sits (within finite differences' reach) on the line where its
-    value jumps: a branch cut of a complex function, atan2's, floormod's wrap."""
+    value jumps: a branch cut of a complex function, atan2's, floormod's wrap; else a
+    comparison whose operands tie (a tf.where's condition: f switches branch there)."""
     traced = trace_values(program, output_indices, gradients=False)
     if traced is None:
         return None
     near = [(distance, op) for op in traced.ops if op.type in BRANCH_CUT
             for distance in [_distance_to_jump(traced, op)]
             if distance is not None and distance <= KINK_REACH]
-    return _site(traced, min(near, key=lambda pair: pair[0])[1]) if near else None
+    if near:
+        return _site(traced, min(near, key=lambda pair: pair[0])[1])
+    ties = [(distance, op) for op in traced.ops if op.type in COMPARISONS
+            for distance in [_distance_to_kink(traced, op, None)]
+            if distance is not None and distance <= KINK_REACH]
+    return _site(traced, min(ties, key=lambda pair: pair[0])[1], tie=True) if ties else None
 
 
 def crossed_kink_site(program: Program, output_indices: Sequence[int], slot_index: int,

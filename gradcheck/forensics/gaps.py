@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import tensorflow
 from gradcheck.engine.traces import remembered
@@ -20,6 +22,8 @@ from gradcheck.forensics.graph import (
 )
 
 LOW_PRECISION = ("bfloat16", "float16")
+# A while loop (tf.while_loop, a recurrent layer): where tape.jacobian's pfor has gaps.
+WHILE_OPS = frozenset({"While", "StatelessWhile"})
 # Ops that custom gradients and forward mode add around the user's: never a forward-mode gap.
 PASS_THROUGH_OPS = frozenset({"Identity", "IdentityN", "PartitionedCall",
                               "StatefulPartitionedCall"})
@@ -35,23 +39,49 @@ class MissingSecondOrder:
     location: Location | None
 
 
+@dataclass(frozen=True)
+class Inside:
+    """What f's traced graph holds on the way to its outputs: its lowest float precision
+    (float16, bfloat16 or None) and whether it runs a while loop (in a function it calls too:
+    a recurrent layer, a restored SavedModel's LSTM)."""
+
+    lowest: str | None = None
+    loops: bool = False
+
+
 def lowest_precision_inside(program: Program) -> str | None:
     """float16 or bfloat16 when f computes in it on the way to its outputs (the mixed-precision
     recipe: half precision inside, float32 outputs), else None (also when f cannot be traced);
     traced once for every call with the same f, shapes and dtypes."""
-    return remembered(program, "lowest precision inside", lambda: _lowest_inside(program))
+    return _inside(program).lowest
 
 
-def _lowest_inside(program: Program) -> str | None:
+def loops_inside(program: Program) -> bool:
+    """Whether f runs a while loop (tf.while_loop, a recurrent layer), in its own graph or a
+    function it calls; False when f cannot be traced."""
+    return _inside(program).loops
+
+
+def _inside(program: Program) -> Inside:
+    return remembered(program, "inside", lambda: _traced_inside(program))
+
+
+def _traced_inside(program: Program) -> Inside:
     index = next((i for i, s in enumerate(program.slots) if s.differentiable), None)
     if index is None:
-        return None
+        return Inside()
     try:
         graph = _graph_of(program.call, program, index)
     except Exception:  # not traceable: judged by its outputs' dtype, as before
-        return None
+        return Inside()
     dtypes = {t.dtype.name for op in _reachable_backward(graph.outputs) for t in op.outputs}
-    return next((d for d in LOW_PRECISION if d in dtypes), None)
+    types = {op.type for op in graph.get_operations()}
+    for function in getattr(graph, "_functions", {}).values():
+        definition = getattr(function, "cached_definition", None) or getattr(
+            function, "definition", None)
+        types.update(node.op for node in getattr(definition, "node_def", ()))
+    return Inside(next((d for d in LOW_PRECISION if d in dtypes), None),
+                  bool(types & WHILE_OPS))
 
 
 def _forward_graph(program: Program, slot_index: int) -> tuple[Any, set[str]] | None:
@@ -154,3 +184,43 @@ def forward_op_location(program: Program, slot_index: int,
         return None
     op = next((op for op in graph.get_operations() if op.type == base), None)
     return None if op is None else (op.type, frames_location(op.traceback))
+
+
+def forward_non_finite_site(program: Program, slot_index: int, tangent: Any
+                            ) -> tuple[str, Location | None] | None:
+    """The first op of f whose forward-mode tangent (along `tangent`) is NaN or infinite while
+    its value and the tangents going into it are finite, and its line: where TensorFlow's
+    forward-mode rule breaks (segment_mean's with an empty segment); None when f cannot be
+    traced or no such op is found."""
+    tf = tensorflow()
+    slot = program.slots[slot_index]
+    if slot.is_variable:
+        return None
+    names: list[Any] = []
+
+    def traced(point: Any, direction: Any) -> list[Any]:
+        with tf.autodiff.ForwardAccumulator(point, direction) as accumulator:
+            program.call({slot_index: point})
+        pairs = []
+        for op in tf.compat.v1.get_default_graph().get_operations():
+            for t in op.outputs:
+                jvp = accumulator.jvp(t) if t.dtype.is_floating else None
+                if jvp is not None:
+                    names.append(op)
+                    pairs += [t, tf.convert_to_tensor(jvp)]
+        return pairs
+
+    spec = tf.TensorSpec(slot.shape, slot.dtype)
+    try:
+        concrete = tf.function(traced, autograph=False).get_concrete_function(spec, spec)
+        values = concrete(slot.value, tf.constant(tangent, dtype=slot.dtype))
+    except Exception:  # not traceable, or not runnable as traced: no op to name
+        return None
+    finite = True
+    for op, value, jvp in zip(names, values[::2], values[1::2]):
+        jvp_finite = bool(np.all(np.isfinite(jvp.numpy())))
+        if finite and not jvp_finite and np.all(np.isfinite(value.numpy())) \
+                and op.type not in PASS_THROUGH_OPS:
+            return op.type, frames_location(op.traceback)
+        finite = finite and jvp_finite
+    return None

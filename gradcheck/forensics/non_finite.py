@@ -18,7 +18,7 @@ from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes.sources import Source, Trial, UnboundedRecurrence
 from gradcheck.forensics.provenance import Candidate, sources
-from gradcheck.forensics.site_lines import layer_line
+from gradcheck.forensics.site_lines import running_layer_line
 from gradcheck.forensics.values import TracedValues, library_of, op_location, trace_values
 from gradcheck.load.locations import innermost_user_frame
 from gradcheck.user_code import is_gradcheck_file
@@ -384,7 +384,7 @@ def _eager_origins(program: Program) -> tuple[OriginOp, ...]:
     frames = list(op.traceback)
     ours = [i for i, frame in enumerate(frames) if is_gradcheck_file(frame.filename)]
     location = innermost_user_frame(frames[ours[-1] + 1:] if ours else frames) or \
-        layer_line(op.layers)
+        running_layer_line(op.layers)
     return (OriginOp(op_name="", op=op.type, scope=op.scope, location=location, backward=False,
                      produced=_describe(made), arguments=_at_first_bad(inputs, made),
                      branch=None, kernel=op.type,

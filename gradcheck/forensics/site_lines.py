@@ -96,7 +96,7 @@ def op_layer_line(op_name: str) -> Location | None:
     return None
 
 
-def layer_line(layers: Sequence[Any]) -> Location | None:
+def running_layer_line(layers: Sequence[Any]) -> Location | None:
     """The user's line that built the innermost of `layers` (running, outermost first) that
     the user's code constructs by its class name: of several such calls, the one in the same
     order as that layer among the outermost model's layers of its class."""
@@ -121,6 +121,29 @@ def layer_line(layers: Sequence[Any]) -> Location | None:
 
 def _order(location: Location) -> tuple[str, int]:
     return location.path, location.line or 0
+
+
+def _snake_case(name: str) -> str:
+    """A Keras layer class's default name (UpSampling2D: up_sampling2d), as Keras makes it."""
+    return re.sub("([a-z])([A-Z])", r"\1_\2",
+                  re.sub("(.)([A-Z][a-z0-9]+)", r"\1_\2", name)).lower()
+
+
+def layer_line(op_name: str) -> Location | None:
+    """Where the user constructed the Keras layer whose default name is a scope of `op_name`
+    (functional_1/up_sampling2d_1/resize/ResizeBilinear: an UpSampling2D(...) call), when the
+    user's loaded source has exactly one such call (else None: which one is not known)."""
+    for part in reversed(op_name.split("/")[:-1]):
+        base = re.sub(r"_\d+$", "", part)
+        if not base or base.startswith("gradient"):
+            continue
+        calls = {location for filename in _user_sources(len(sys.modules), len(linecache.cache))
+                 for line, dotted, _ in _calls_in(filename)
+                 if _snake_case(dotted.split(".")[-1]) == base and dotted.split(".")[-1] != base
+                 for location in [format_location(filename, line)]}
+        if calls:
+            return calls.pop() if len(calls) == 1 else None
+    return None
 
 
 def _calls_of(name: str) -> list[tuple[Location, bool]]:

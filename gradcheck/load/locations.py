@@ -53,9 +53,14 @@ def exception_location(exc: BaseException) -> Location | None:
     carried = getattr(exc, "location", None)
     if isinstance(carried, Location):
         return carried
-    found = innermost_user_frame(traceback.extract_tb(exc.__traceback__))
-    if found is not None:
-        return found
+    frames = traceback.extract_tb(exc.__traceback__)
+    found = innermost_user_frame(frames)
     quoted = [(name, int(line)) for name, line in _QUOTED_FRAME.findall(str(exc))
               if is_user_file(name)]
+    # Raised inside AutoGraph's rewrite of the user's code (a Keras 2 layer's call() as a
+    # functional model is built): the user's line is the one the message quotes, deeper than
+    # the frame that called the layer.
+    rewritten = bool(frames) and "__autograph_generated" in frames[-1].filename
+    if found is not None and not (rewritten and quoted):
+        return found
     return format_location(*quoted[-1]) if quoted else None

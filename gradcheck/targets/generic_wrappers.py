@@ -38,9 +38,12 @@ def _closure(function: Callable[..., Any]) -> dict[str, Any]:
 
 
 def _generic(function: Callable[..., Any]) -> bool:
+    """A closure `(*args, **kwargs)` that hands on whatever it gets; one with parameters of its
+    own before *args (perturb_and_apply's `(x, *args)`, which calls a function of its closure
+    that may be another custom gradient) is a custom gradient of its own."""
     code = getattr(function, "__code__", None)
     return code is not None and bool(code.co_flags & inspect.CO_VARARGS) and bool(
-        getattr(function, "__closure__", None))
+        getattr(function, "__closure__", None)) and code.co_argcount == 0
 
 
 @functools.lru_cache(maxsize=256)

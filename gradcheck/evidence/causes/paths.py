@@ -215,6 +215,26 @@ def _overflows(origin: NonFiniteOp) -> bool:
     return origin.backward and origin.op in _LINEAR and bool(origin.arguments)
 
 
+# The largest finite value of the float dtypes a value overflows, smallest range first.
+_RANGES = (("float16", 65504.0), ("float32", 3.4028234663852886e38))
+# What a forward op's exact result is, from the arguments shown.
+_EXACT = {"Mul": lambda a, b: a * b, "AddV2": lambda a, b: a + b, "Add": lambda a, b: a + b,
+          "Sub": lambda a, b: a - b}
+
+
+def _value_overflow(origin: NonFiniteOp) -> str | None:
+    """The dtype a forward op's exact value is beyond (its value inf from finite arguments:
+    the product or sum overflowed), when the arguments tell."""
+    exact = _EXACT.get(origin.op)
+    if origin.backward or exact is None or len(origin.arguments) != 2 \
+            or not origin.produced.endswith("inf"):
+        return None
+    value = abs(exact(*origin.arguments))
+    # Beyond float32's range it may be either; between the two, only float16 overflows.
+    return next((dtype for dtype, largest in reversed(_RANGES)
+                 if largest < value < float("inf")), None)
+
+
 def _call(origin: NonFiniteOp) -> str:
     shown = ", ".join(f"{a:.4g}" for a in origin.arguments)
     return f"{origin.op}({shown})" if origin.arguments else origin.op
@@ -243,6 +263,12 @@ def _origin_words(origin: NonFiniteOp) -> str:
         kernel = f" ({origin.kernel} in the backward pass)" if origin.kernel != origin.op else ""
         return (f"the gradient of {origin.name}{at}: its local derivative at"
                 f" {_call(origin)} is {origin.produced}{kernel}")
+    overflowed = _value_overflow(origin)
+    if overflowed is not None:
+        largest = dict(_RANGES)[overflowed]
+        return (f"{origin.name}{at}, which overflows: {_call(origin)} is beyond"
+                f" {overflowed}'s range (its largest value is {largest:.6g}), so it becomes"
+                f" {origin.produced}")
     return f"{origin.name}{at}, whose value {_call(origin)} is {origin.produced}"
 
 
@@ -288,6 +314,10 @@ def _fix(origin: NonFiniteOp) -> str:
         return ("scale the values that reach it (inputs normalised to a unit range, no large"
                 " constant factor in the loss) so that the gradient times them stays in range;"
                 " float64 has more headroom")
+    if _value_overflow(origin) == "float16":
+        return ("compute it in float32: under mixed precision give the model's last layer"
+                " dtype='float32' (or cast the loss to float32) before the loss is scaled or"
+                " multiplied by a large factor")
     if origin.untaken and origin.branch_library:
         called = f" (called at {origin.branch})" if origin.branch else ""
         return (f"the tf.where is inside {origin.branch_library}{called}, not in your code:"

@@ -23,9 +23,12 @@ from gradcheck.evidence.gradients import (
     KinkSite,
     UntrainedWeight,
 )
+from gradcheck.evidence.notes import Note
 from gradcheck.forensics.culprits import OpSite, crossed_kink_site, jump_site, kink_site
+from gradcheck.forensics.gaps import loops_inside
 from gradcheck.forensics.gradient_faults import tensorflow_gradient_fault
 from gradcheck.kinds.jacobian.evidence import (
+    ConjugateGradient,
     JacobianInconclusive,
     JacobianMatch,
     JacobianMismatch,
@@ -136,6 +139,8 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
         found.add(Kind.JACOBIAN, Status.ERROR, evidence=TapeJacobianFailed(error or None),
                   **where)
         return found, JudgedBlock()
+    if loops_inside(ctx.program) and (failed := ctx.recording.pfor_failure(k, slot)):
+        found.notes.append(failed)  # the user's own tape.jacobian would fail: say so
     _settle_doubts(ctx, analysis, k, block)
     fd = analysis.fd[k]
     plain = judging.compare(block, fd.jacobian, ctx.fd_tolerance, fd.error_estimate)
@@ -276,6 +281,23 @@ def _jump(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, jumps: np.
         input=slot.name, output=output.name)
 
 
+def _conjugate_note(block: np.ndarray, output: OutputLeaf, slot: Slot,
+                    tolerance: Tolerance) -> list[Note]:
+    """The note that TensorFlow's gradient is conj(f'(z))·upstream, when the complex block
+    (its parts on a last axis of output and input) satisfies Cauchy–Riemann: f holomorphic."""
+    parts = block.reshape(-1, 2, int(np.prod(slot.shape[:-1])), 2)
+    real, imag = parts[:, 0, :, 0], parts[:, 1, :, 0]
+    scale = float(np.max(np.abs(parts), initial=0.0))
+    if scale == 0.0 or not (
+            np.allclose(parts[:, 1, :, 1], real, rtol=0.0, atol=tolerance.atol + 1e-6 * scale)
+            and np.allclose(parts[:, 0, :, 1], -imag, rtol=0.0,
+                            atol=tolerance.atol + 1e-6 * scale)):
+        return []
+    derivative = real + 1j * imag
+    worst = complex(derivative.reshape(-1)[int(np.argmax(np.abs(derivative)))])
+    return [ConjugateGradient(output.name, slot.name, worst, worst.conjugate())]
+
+
 def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
                    plain: judging.Comparison, output: OutputLeaf, slot: Slot,
                    probe: symmetric.SymmetricProbe | None, site_of: KinkSiteFinder
@@ -303,6 +325,8 @@ def judge_jacobian(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference,
     if comparison.ok:
         found.add(Kind.JACOBIAN, Status.PASS, evidence=JacobianMatch(*matrices),
                   **comparison_fields(comparison), **where)
+        if slot.complex_dtype is not None and output.complex_dtype is not None:
+            found.notes += _conjugate_note(block, output, slot, tolerance)
         return kinks, found
     verdict = probe.judge_jacobian(output.name, block, tolerance) if probe else None
     warning = symmetric_warning(

@@ -9,6 +9,7 @@ from typing import Any
 
 from gradcheck.evidence import Evidence, internal
 from gradcheck.evidence.finding import Finding
+from gradcheck.evidence.notes import Note
 from gradcheck.spelling import format_index
 
 
@@ -169,3 +170,24 @@ def convention(what: str, found: SymmetricPerturbations | None, size: int,
         " TensorFlow's convention for ops on symmetric matrices (Cholesky, logdet,"
         " cholesky_solve...), which read one triangle and return the symmetric part. Correct"
         f" when {name} is symmetric; wrong if {name} is meant to be a general matrix")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConjugateGradient(Note):
+    """Complex `output` is holomorphic in complex `input` (its parts' Jacobian satisfies
+    Cauchy–Riemann): TensorFlow's gradient is conj(f'(z))·upstream, shown for one element."""
+
+    output: str
+    input: str
+    derivative: complex
+    gradient: complex
+
+    def words(self) -> str:
+        return (f"{self.output} is holomorphic in {self.input}: TensorFlow's gradient is the"
+                f" conjugate of its complex derivative, conj(f'(z))·upstream (here f'(z) ="
+                f" {_complex(self.derivative)}, so upstream 1 gives {_complex(self.gradient)});"
+                " that is TensorFlow's convention, correct for a real loss (docs/vjp.md)")
+
+
+def _complex(value: complex) -> str:
+    return f"{value.real:.6g}{value.imag:+.6g}j"

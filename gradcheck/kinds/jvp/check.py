@@ -10,7 +10,12 @@ from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.engine.program import Slot, first_line
 from gradcheck.evidence.causes import NoForwardRule
 from gradcheck.forensics.cut_ops import CutSite
-from gradcheck.forensics.gaps import forward_mode_gaps, forward_op_location, missing_gradient_of
+from gradcheck.forensics.gaps import (
+    forward_mode_gaps,
+    forward_non_finite_site,
+    forward_op_location,
+    missing_gradient_of,
+)
 from gradcheck.kinds.jvp.evidence import (
     ComparedForwardGap,
     ForwardGap,
@@ -98,8 +103,11 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
                   evidence=ReverseNotFinite(slot.name, forward, backward), **where)
         return found
     if not np.isfinite(forward):
-        found.add(Kind.JVP, Status.WARN,
-                  evidence=ForwardNotFinite(slot.name, forward, backward), **where)
+        index = next(i for i, s in enumerate(ctx.program.slots) if s is slot)
+        site = forward_non_finite_site(ctx.program, index, tangent)
+        found.add(Kind.JVP, Status.WARN, evidence=ForwardNotFinite(
+            slot.name, forward, backward, site[0] if site else None),
+                  location=site[1] if site else None, **where)
         return found
     scale = max(float(sum(np.sum(np.abs(t)) for t in forward_terms)),
                 float(np.sum(np.abs(reverse_terms))))

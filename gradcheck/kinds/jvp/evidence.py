@@ -65,13 +65,18 @@ class ReverseNotFinite(ModeNotFinite):
 
 @dataclasses.dataclass(frozen=True)
 class ForwardNotFinite(ModeNotFinite):
-    """Forward mode alone is not finite."""
+    """Forward mode alone is not finite; `op`: the first op whose forward-mode tangent is not
+    finite while its value and the tangents into it are, when found."""
+
+    op: str | None = None
 
     def words(self, result: Finding) -> str:
+        rule = (f"TensorFlow's forward-mode rule of {self.op} is not finite at this point"
+                " (its value and the tangents into it are), not your code" if self.op else
+                "a forward-mode rule of an op on the path is not finite at this point")
         return (f"forward mode (ForwardAccumulator) gives ⟨u, Jv⟩ = {self.forward:.6g} for"
-                f" {self.input} where reverse mode is finite ({self.reverse:.6g}): a"
-                " forward-mode rule of an op on the path is not finite at this point (code"
-                " using ForwardAccumulator or tf.autodiff.jvp would see it)")
+                f" {self.input} where reverse mode is finite ({self.reverse:.6g}): {rule}"
+                " (code using ForwardAccumulator or tf.autodiff.jvp would see it)")
 
 
 @dataclasses.dataclass(frozen=True)
