@@ -88,6 +88,10 @@ CASES = {
     "warmup-schedule-spike": Case(
         _fit(C.CASES["warmup-min-lr-above-lr"]["run"]), 6, None,
         ("schedule RAdamWarmup: its rate jumps from 1e-05 at step 2",), None),
+    # fizyr/keras-retinanet#706: gamma=0.5 makes the focal weight's power infinite at 0
+    "retinanet-focal-gamma-half": Case(
+        _fit(C.CASES["focal-gamma-half"]["run"]), 2, None,
+        ("exponent 0.5 (gamma=0.5) is below 1",), "the base clipped"),
     # allenai/allennlp#890: an additive mask built as log(mask); a sample fully masked
     "allennlp-log-of-mask": Case(
         _fit(C.CASES["masked-log-softmax-empty-row"]["run"]), 1, None,

@@ -153,6 +153,30 @@ class LogOfMask(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class FractionalPower(Source):
+    """x ** p with 0 < p < 1 at x = 0, whose derivative p·x^(p-1) is infinite there: the
+    exponent a hyperparameter (`names` set to numbers in the same file) read at `at`."""
+
+    exponent: float = 0.5
+    at: Location | None = None
+    names: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def location(self) -> Location | None:
+        return self.at
+
+    def chain(self) -> str:
+        set_by = ", ".join(f"{name}={value:g}" for name, value in self.names)
+        by = f" ({set_by})" if set_by else ""
+        return (f"its exponent {self.exponent:g}{by} is below 1, so its derivative"
+                f" {self.exponent:g}·x^({self.exponent - 1:g}) is infinite where the base is 0")
+
+    def fix(self) -> str:
+        return ("clip the base away from 0 (tf.clip_by_value(base, eps, 1.0), as"
+                " keras-retinanet's focal loss does), or use an exponent of at least 1")
+
+
+@dataclasses.dataclass(frozen=True)
 class InfiniteMask(Source):
     """A step argument that is a mask holding infinities (an intentional input, not bad data)
     multiplied or added into the computation."""
