@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,25 @@ def loss_scale(optimizer: Any) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class ReplicaShard:
+    """Which replica of a tf.distribute strategy fired, and its share of the global batch."""
+
+    replica: int  # its id in the sync group (every worker's replicas, in order)
+    replicas: int
+    rows: int  # the rows of its shard
+    batch_rows: int  # the rows of the global batch
+
+    def words(self) -> str:
+        share = (f"its shard holds {self.rows} of the batch's {self.batch_rows} rows"
+                 if self.rows else
+                 f"its shard of the batch's {self.batch_rows} rows is empty")
+        why = ("; a per-replica mean over 0 rows is 0/0: average with"
+               " tf.nn.compute_average_loss(per_example_loss, global_batch_size=...) or batch"
+               " with drop_remainder=True" if not self.rows else "")
+        return f"on replica {self.replica} of {self.replicas} ({share}{why})"
+
+
 class Gate:
     """The watched run's state, in variables the training graph writes and the callback reads:
     whether a step was stopped (`halted`), why, at which optimizer step, the first weight whose
@@ -57,6 +77,12 @@ class Gate:
             # Steps run, skipped ones included (the optimizer's iterations do not count those).
             self.steps = tf.Variable(tf.constant(0, tf.int64), trainable=False,
                                      name="gradcheck_steps")
+            # Under a tf.distribute strategy: the replica that fired (the first whose loss or
+            # gradient was not finite, in the order of replica ids across every worker) and the
+            # rows of each replica's shard, whose concatenation is the kept batch.
+            self.replica = tf.Variable(-1, trainable=False, name="gradcheck_replica")
+            self.rows = tf.Variable(tf.zeros([0], tf.int32), shape=tf.TensorShape([None]),
+                                    trainable=False, name="gradcheck_rows")
         self._stash: list[Any] = []
         self._structure: Any = None
         # The step's batch, when the branch that records a trigger also keeps it (no cond of
@@ -102,14 +128,16 @@ class Gate:
 
         return code, first_bad
 
-    def guarded(self, code: Any, first_bad: Callable[[], Any], apply: Callable[[], Any]) -> Any:
+    def guarded(self, code: Any, first_bad: Callable[[], Any], apply: Callable[[], Any],
+                keep: Callable[[], Any] | None = None) -> Any:
         """Run `apply` (the optimizer's update) unless this step triggers or an earlier one of
-        the same execution did; the first trigger is recorded. One tf.cond per step (as
+        the same execution did; the first trigger is recorded (and `keep()` run: what a
+        strategy's step keeps of its replicas). One tf.cond per step (as
         LossScaleOptimizer's); returns whether this step fired."""
         tf = tensorflow()
         fires = tf.logical_and(code > 0, tf.logical_not(self.halted))
         if not self.halts:
-            return self._recorded_beside(code, first_bad, apply, fires)
+            return self._recorded_beside(code, first_bad, apply, fires, keep)
 
         def record() -> Any:
             self.code.assign(tf.where(fires, code, self.code))
@@ -118,6 +146,8 @@ class Gate:
             self.halted.assign(tf.logical_or(self.halted, fires))
             if self.batch is not None:
                 tf.cond(fires, lambda: self._store(self.batch), lambda: tf.constant(False))
+            if keep is not None:
+                tf.cond(fires, keep, lambda: tf.constant(False))
             return tf.constant(True)
 
         def update() -> Any:
@@ -128,7 +158,7 @@ class Gate:
         return _after(done, fires)
 
     def _recorded_beside(self, code: Any, first_bad: Callable[[], Any], apply: Callable[[], Any],
-                         fires: Any) -> Any:
+                         fires: Any, keep: Callable[[], Any] | None = None) -> Any:
         """Under a LossScaleOptimizer: its update always runs (it skips a non-finite step
         itself); the last non-finite step is recorded, and its batch kept, for the callback."""
         tf = tensorflow()
@@ -140,6 +170,8 @@ class Gate:
             self.first_bad.assign(first_bad())
             if self.batch is not None:
                 self._store(self.batch)
+            if keep is not None:
+                keep()
             return tf.constant(True)
 
         done = tf.cond(fires, record, lambda: tf.constant(False))
@@ -178,6 +210,19 @@ class Gate:
         tf = tensorflow()
         return tf.nest.pack_sequence_as(self._structure, [as_array(v) for v in self._stash])
 
+    def kept_replica(self) -> tuple[Any, ReplicaShard | None]:
+        """The stored batch, and under a strategy, the shard of the replica that fired (the
+        batch the diagnosis takes) with where it sits among the replicas."""
+        batch = self.kept_batch()
+        replica = int(as_array(self.replica))
+        if replica < 0:
+            return batch, None
+        rows = [int(r) for r in as_array(self.rows)]
+        shard = ReplicaShard(replica, len(rows), rows[replica], sum(rows))
+        start = sum(rows[:replica])
+        tf = tensorflow()
+        return tf.nest.map_structure(lambda a: a[start:start + shard.rows], batch), shard
+
     def trigger(self) -> tuple[int, int, int] | None:
         """(code, optimizer step, first non-finite weight) when a step was stopped."""
         if not bool(as_array(self.halted)):
@@ -186,6 +231,7 @@ class Gate:
 
     def reset(self, first_step: int) -> None:
         """A new fit: nothing recorded yet, steps counted on from `first_step`."""
+        self.replica.assign(-1)
         self.halted.assign(False)
         self.code.assign(NONE)
         self.step.assign(-1)
@@ -199,6 +245,7 @@ class Gate:
             self.missing_reported.assign(True)
         self.halted.assign(False)
         self.code.assign(NONE)
+        self.replica.assign(-1)
 
 
 def _after(done: Any, fires: Any) -> Any:
@@ -207,6 +254,68 @@ def _after(done: Any, fires: Any) -> Any:
     tf = tensorflow()
     with tf.control_dependencies([done]):
         return tf.identity(fires)
+
+
+def in_replica_of_a_strategy() -> bool:
+    """Inside a replica of a strategy whose updates merge the replicas (MirroredStrategy,
+    MultiWorkerMirroredStrategy)."""
+    tf = tensorflow()
+    return (tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context()
+            and not tf.__internal__.distribute.strategy_supports_no_merge_call())
+
+
+def guarded_across_replicas(gate: Gate, pairs: Sequence[tuple[Any, Any]], loss: Any,
+                            update: Callable[[list[Any]], Any], batch: Any,
+                            report: Callable[[], None] | None = None) -> Any:
+    """The gate in a replica of a strategy. Each replica's verdict (its trigger, its first
+    non-finite weight, its shard's rows) is summed into one table by an all-reduce, so every
+    replica of every worker sees every verdict and takes the same branch at the same step; the
+    cond around the update then runs in the cross-replica context, as LossScaleOptimizer's
+    does. On the step that fires, and only then, every replica's shard is gathered (a
+    collective every worker enters together) and kept, and `report()` is called back once per
+    worker (tf.py_function). Returns whether this step fired."""
+    tf = tensorflow()
+    context = tf.distribute.get_replica_context()
+    gradients = [g for g, _ in pairs]
+    weights = [v for _, v in pairs]
+    code, first_bad = gate.verdict(loss, gradients)
+    leaves = tf.nest.flatten(batch) if batch is not None else []
+    if leaves:
+        gate.stash_for(batch)
+    rows = (tf.shape(leaves[0])[0] if leaves and leaves[0].shape.rank
+            else tf.constant(-1))
+    row = tf.cast(tf.stack([code, first_bad(), rows]), tf.float32)
+    slot = tf.one_hot(context.replica_id_in_sync_group, context.num_replicas_in_sync)
+    table = context.all_reduce(tf.distribute.ReduceOp.SUM, slot[:, None] * row[None, :])
+
+    def cross_replica(distribution: Any, gradients: Any, table: Any, leaves: Any) -> Any:
+        table = distribution.experimental_local_results(table)[0]
+        codes = tf.cast(table[:, 0], tf.int32)
+        replica = tf.argmax(tf.cast(codes > 0, tf.int32), output_type=tf.int32)
+
+        def keep() -> Any:
+            gate.replica.assign(replica)
+            gate.rows.assign(tf.cast(table[:, 2], tf.int32))
+            for variable, leaf in zip(gate._stash, leaves):
+                variable.assign(distribution.gather(leaf, axis=0))
+            if report is not None:
+                with tf.control_dependencies([gate.replica.read_value(),
+                                              *[v.read_value() for v in gate._stash]]):
+                    tf.py_function(report, [], Tout=[])
+            return tf.constant(True)
+
+        def apply(gradients: Any) -> None:
+            update(list(zip(gradients, weights)))
+
+        fired = gate.guarded(
+            tf.reduce_max(codes), lambda: tf.cast(tf.gather(table[:, 1], replica), tf.int32),
+            lambda: distribution.extended.call_for_each_replica(apply, args=(gradients,)),
+            keep)
+        with tf.control_dependencies([fired]):
+            gate.steps.assign_add(1)
+        return tf.identity(fired)
+
+    return context.merge_call(cross_replica, args=(gradients, table, leaves))
 
 
 def applied(update: Callable[[list[Any]], Any], pairs: Sequence[tuple[Any, Any]]
@@ -258,8 +367,9 @@ def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: An
                      batch: Any, report: Callable[[Any], None],
                      health: Callable[[int, Any, Any], None] | None = None) -> Any:
     """A custom loop's step traced in a tf.function: the update gated as in fit, and on the
-    step that fires, `report(batch)` called back eagerly (tf.py_function, in the rare branch
-    only) to write the snapshot; `health(step, norms, zeros)` called back on every step.
+    step that fires, `report((batch, replica shard or None))` called back eagerly
+    (tf.py_function, in the rare branch only) to write the snapshot; `health(step, norms,
+    zeros)` called back on every step.
     Returns whether training should go on, as a tensor."""
     tf = tensorflow()
     weights = model.trainable_variables
@@ -269,14 +379,22 @@ def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: An
             health(int(step), norms.numpy(), zeros.numpy())
 
         tf.py_function(eager_health, [gate.steps, *health_tensors(gradients)], Tout=[])
-    code, first_bad = gate.verdict(loss, gradients)
     pairs = [(g, v) for g, v in zip(gradients, weights) if g is not None]
+    if in_replica_of_a_strategy():  # every replica's verdict, one callback per worker
+        def call_back_once() -> None:
+            report(gate.kept_replica())
+
+        fires = guarded_across_replicas(gate, list(zip(gradients, weights)), loss,
+                                        optimizer.apply_gradients, batch, call_back_once)
+        with tf.control_dependencies([fires]):
+            return tf.logical_not(gate.halted.read_value())
+    code, first_bad = gate.verdict(loss, gradients)
     fires = gate.guarded(code, first_bad, applied(optimizer.apply_gradients, pairs))
     leaves = tf.nest.flatten(batch)
 
     def call_back() -> Any:
         def eager(*values: Any) -> None:
-            report(tf.nest.pack_sequence_as(batch, list(values)))
+            report((tf.nest.pack_sequence_as(batch, list(values)), None))
 
         tf.py_function(eager, leaves, Tout=[])
         return tf.constant(True)
