@@ -47,9 +47,9 @@ class ReplicaShard:
     batch_rows: int  # the rows of the global batch
 
     def words(self) -> str:
-        share = (f"its shard holds {self.rows} of the batch's {self.batch_rows} rows"
-                 if self.rows else
-                 f"its shard of the batch's {self.batch_rows} rows is empty")
+        rows = f"{self.batch_rows} row{'s' if self.batch_rows != 1 else ''}"
+        share = (f"its shard holds {self.rows} of the batch's {rows}" if self.rows else
+                 f"its shard of the batch's {rows} is empty")
         why = ("; a per-replica mean over 0 rows is 0/0: average with"
                " tf.nn.compute_average_loss(per_example_loss, global_batch_size=...) or batch"
                " with drop_remainder=True" if not self.rows else "")
