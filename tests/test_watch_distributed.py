@@ -123,3 +123,14 @@ def test_an_empty_replica_shard_is_named_with_why(tmp_path):
         "the loss is not finite on replica 1 of 2 (its shard of the batch's 1 row is empty;"
         " a per-replica mean over 0 rows is 0/0: average with tf.nn.compute_average_loss")
     assert seen["fixed"]["snapshots"] == [] and seen["fixed"]["finite"]
+
+
+def test_parameter_server_strategy_is_refused_in_one_line():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(DISTRIBUTED / "parameter_server.py")],
+                          capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == (
+        "gradcheck.Watch does not support ParameterServerStrategy: its workers apply their"
+        " updates asynchronously, each to the parameter servers on its own, so no step can be"
+        " withheld on every worker; use MultiWorkerMirroredStrategy (synchronous)")

@@ -176,6 +176,7 @@ class Watch:
         from gradcheck.training.watched_fit import WatchedFit, build_optimizer
 
         self.stopped = False
+        _refuse_strategy()
         if self.model.optimizer is None:
             raise ValueError("gradcheck.Watch: the model has no optimizer; compile it first")
         build_optimizer(self.model.optimizer, self.model.trainable_weights)
@@ -318,6 +319,7 @@ class Watch:
         from gradcheck.training.keras_snapshot import eager_health
 
         self.model, self._optimizer = model, optimizer
+        _refuse_strategy()
         structure = "args" if loss_fn is not None else "xy"
         if in_graph():
             return self._step_in_graph(model, optimizer, tape, loss, batch, loss_fn, structure)
@@ -527,6 +529,29 @@ def _trigger_message(kind: str, weights: Sequence[str], shard: Any = None) -> st
                               " variables')",
                }[kind]
     return message if shard is None else f"{message} {shard.words()}"
+
+
+# Strategies whose steps Watch cannot gate, with why, in one line each.
+_REFUSED = {
+    "ParameterServerStrategy": "its workers apply their updates asynchronously, each to the"
+    " parameter servers on its own, so no step can be withheld on every worker; use"
+    " MultiWorkerMirroredStrategy (synchronous)",
+    "TPUStrategy": "a TPU step cannot compile the gate's kept batch (variables whose shape"
+    " changes) nor its call back into Python; reproduce on CPU or GPU under MirroredStrategy",
+}
+
+
+def _refuse_strategy() -> None:
+    """A ValueError, in one line, under a strategy Watch does not support."""
+    from gradcheck.engine.runtime import tensorflow
+
+    tf = tensorflow()
+    if not tf.distribute.has_strategy():
+        return
+    for kind in type(tf.distribute.get_strategy()).__mro__:
+        name = kind.__name__.replace("V2", "").replace("V1", "")
+        if name in _REFUSED:
+            raise ValueError(f"gradcheck.Watch does not support {name}: {_REFUSED[name]}")
 
 
 @contextlib.contextmanager
