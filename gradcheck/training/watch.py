@@ -101,7 +101,6 @@ class Watch:
         self.log = log
         self.stopped = False
         self._after_bar = False
-        self._batch_seen = self._batch_looked = -1
         self.model: Any = None
         self.params: dict[str, Any] = {}
         self._fit: Any = None  # the fit under way
@@ -206,21 +205,13 @@ class Watch:
 
         self._epoch = epoch
         self._epoch_start = int(as_array(self._fit.gate.steps)) if self._fit else self._steps
-        self._batch_seen = self._batch_looked = -1  # batches of this epoch looked at
 
-    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-        """The batches run so far are looked at before the next one, not at a batch's end:
-        a callback with its own on_train_batch_end makes Keras 3's fit wait for every step
-        and convert its logs (no asynchronous dispatch), which costs a small step more than
-        Watch's gate does. The epoch's last batch is looked at in on_epoch_end."""
-        if self._fit is not None and batch - 1 > self._batch_seen:
-            self._batch_done(batch - 1)
-
-    def _batch_done(self, batch: int) -> None:
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         from gradcheck.engine.arrays import as_array
 
         fit = self._fit
-        self._batch_seen = batch
+        if fit is None:
+            return
         self._after_bar = True  # fit's progress bar has just written its line, unended
         if not fit.saw_update and not self._blind_told:
             self._blind_told = True
@@ -231,16 +222,13 @@ class Watch:
         if self.health and fit.gate.norms is not None:
             step = int(as_array(fit.gate.steps)) - 1
             self._recorded(step, as_array(fit.gate.norms), as_array(fit.gate.zeros))
-        if self.stop and fit.gate.halts and not self.health and (
-                batch - self._batch_looked < LOOK_EVERY):
+        if self.stop and fit.gate.halts and not self.health and (batch + 1) % LOOK_EVERY:
             return  # a halted gate applies no later update: its trigger can wait to be read
-        self._batch_looked = batch
         self._look(batch)
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         if self._fit is not None:
-            self._batch_looked = -LOOK_EVERY  # an epoch's end is always looked at
-            self._batch_done(self._batch_seen + 1)
+            self._look(-1)
 
     def _look(self, batch: int) -> None:
         """Read the gate: snapshot the step it stopped, or watch the loss scale."""
