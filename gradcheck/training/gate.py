@@ -266,12 +266,17 @@ def in_replica_of_a_strategy() -> bool:
 
 def guarded_across_replicas(gate: Gate, pairs: Sequence[tuple[Any, Any]], loss: Any,
                             update: Callable[[list[Any]], Any], batch: Any,
-                            report: Callable[[], None] | None = None) -> Any:
+                            report: Callable[[], None] | None = None,
+                            summed_update: Callable[[list[Any]], Any] | None = None) -> Any:
     """The gate in a replica of a strategy. Each replica's verdict (its trigger, its first
-    non-finite weight, its shard's rows) is summed into one table by an all-reduce, so every
+    non-finite weight, its shard's rows) is summed into one table across the replicas, so every
     replica of every worker sees every verdict and takes the same branch at the same step; the
     cond around the update then runs in the cross-replica context, as LossScaleOptimizer's
-    does. On the step that fires, and only then, every replica's shard is gathered (a
+    does. With `summed_update` (an optimizer that takes gradients already summed: tf-keras'),
+    the table rides in the gradients' own batch all-reduce, the one the optimizer would make
+    (no collective of its own, a round trip between workers per step), and `summed_update`
+    applies the sums; otherwise the table is all-reduced alone and `update` sums and applies
+    the gradients. On the step that fires, and only then, every replica's shard is gathered (a
     collective every worker enters together) and kept, and `report()` is called back once per
     worker (tf.py_function). Returns whether this step fired."""
     tf = tensorflow()
@@ -286,9 +291,19 @@ def guarded_across_replicas(gate: Gate, pairs: Sequence[tuple[Any, Any]], loss: 
             else tf.constant(-1))
     row = tf.cast(tf.stack([code, first_bad(), rows]), tf.float32)
     slot = tf.one_hot(context.replica_id_in_sync_group, context.num_replicas_in_sync)
-    table = context.all_reduce(tf.distribute.ReduceOp.SUM, slot[:, None] * row[None, :])
+    table = slot[:, None] * row[None, :]
+    packed = summed_update is not None and any(g is not None for g in gradients)
+    if not packed:
+        table = context.all_reduce(tf.distribute.ReduceOp.SUM, table)
 
     def cross_replica(distribution: Any, gradients: Any, table: Any, leaves: Any) -> Any:
+        sum_op = tf.distribute.ReduceOp.SUM
+        if packed:  # as tf-keras' all_reduce_sum_gradients does, with the table last
+            present = [(g, v) for g, v in zip(gradients, weights) if g is not None]
+            summed = distribution.extended.batch_reduce_to(
+                sum_op, [*present, (table, present[0][1])])
+            table, sums = summed[-1], iter(summed[:-1])
+            gradients = [None if g is None else next(sums) for g in gradients]
         table = distribution.experimental_local_results(table)[0]
         codes = tf.cast(table[:, 0], tf.int32)
         replica = tf.argmax(tf.cast(codes > 0, tf.int32), output_type=tf.int32)
@@ -305,7 +320,8 @@ def guarded_across_replicas(gate: Gate, pairs: Sequence[tuple[Any, Any]], loss: 
             return tf.constant(True)
 
         def apply(gradients: Any) -> None:
-            update(list(zip(gradients, weights)))
+            chosen = summed_update if packed and summed_update is not None else update
+            chosen([(g, v) for g, v in zip(gradients, weights) if g is not None])
 
         fired = gate.guarded(
             tf.reduce_max(codes), lambda: tf.cast(tf.gather(table[:, 1], replica), tf.int32),
@@ -316,6 +332,16 @@ def guarded_across_replicas(gate: Gate, pairs: Sequence[tuple[Any, Any]], loss: 
         return tf.identity(fired)
 
     return context.merge_call(cross_replica, args=(gradients, table, leaves))
+
+
+def sums_gradients_itself(optimizer: Any) -> bool:
+    """A tf-keras optimizer (not legacy, not a LossScaleOptimizer), whose apply_gradients
+    takes gradients already summed across replicas (skip_gradients_aggregation=True) and
+    otherwise sums them with one batch all-reduce, as guarded_across_replicas does."""
+    module = type(optimizer).__module__
+    return (module.startswith("tf_keras.src.optimizers.") and ".legacy" not in module
+            and callable(getattr(optimizer, "aggregate_gradients", None))
+            and not is_loss_scale_optimizer(optimizer))
 
 
 def applied(update: Callable[[list[Any]], Any], pairs: Sequence[tuple[Any, Any]]
@@ -384,8 +410,12 @@ def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: An
         def call_back_once() -> None:
             report(gate.kept_replica())
 
-        fires = guarded_across_replicas(gate, list(zip(gradients, weights)), loss,
-                                        optimizer.apply_gradients, batch, call_back_once)
+        def summed(pairs: list[Any]) -> Any:
+            return optimizer.apply_gradients(pairs, skip_gradients_aggregation=True)
+
+        fires = guarded_across_replicas(
+            gate, list(zip(gradients, weights)), loss, optimizer.apply_gradients, batch,
+            call_back_once, summed if sums_gradients_itself(optimizer) else None)
         with tf.control_dependencies([fires]):
             return tf.logical_not(gate.halted.read_value())
     code, first_bad = gate.verdict(loss, gradients)

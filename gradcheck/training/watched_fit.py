@@ -20,6 +20,7 @@ from gradcheck.training.gate import (
     is_loss_scale_optimizer,
     losses_recorded,
     step_optimizers,
+    sums_gradients_itself,
 )
 
 
@@ -100,14 +101,19 @@ class WatchedFit:
 
         @functools.wraps(apply_gradients)
         def watched_apply(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
+            summed = None
+            if sums_gradients_itself(optimizer) and not args and not kwargs:
+                def summed(pairs: list[Any]) -> Any:
+                    return apply_gradients(pairs, skip_gradients_aggregation=True)
+
             self._gated(optimizer, list(grads_and_vars),
-                        lambda pairs: apply_gradients(pairs, *args, **kwargs))
+                        lambda pairs: apply_gradients(pairs, *args, **kwargs), summed)
             return optimizer.iterations
 
         return "apply_gradients", watched_apply
 
-    def _gated(self, optimizer: Any, pairs: list[Any], update: Callable[[list[Any]], Any]
-               ) -> None:
+    def _gated(self, optimizer: Any, pairs: list[Any], update: Callable[[list[Any]], Any],
+               summed_update: Callable[[list[Any]], Any] | None = None) -> None:
         """`update(pairs)` run only on a step that does not trigger (a LossScaleOptimizer's
         always runs; the gate then only records)."""
         gate = self.gate
@@ -117,7 +123,8 @@ class WatchedFit:
                                       if g is None)
         loss = self._loss[-1] if self._loss else None
         if in_replica_of_a_strategy():
-            self._fired.append(guarded_across_replicas(gate, pairs, loss, update, gate.batch))
+            self._fired.append(guarded_across_replicas(gate, pairs, loss, update, gate.batch,
+                                                       summed_update=summed_update))
             return
         code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
         if self.health:
