@@ -103,10 +103,12 @@ def test_multiworker_fit_without_a_trigger_is_bitwise_the_unwatched_run(tmp_path
     assert not (tmp_path / "s").exists()
 
 
-def test_the_loss_of_a_worker_leaves_no_process_behind(tmp_path):
+@pytest.mark.parametrize("how", ["killed", "ctrl-c"])
+def test_the_loss_of_a_worker_leaves_no_process_behind(how, tmp_path):
     codes, errors, results = _cluster(tmp_path, "fit", "tf_keras", str(tmp_path / "s"),
-                                      "--finite", "--die-at", "3", timeout=150)
-    assert codes[1] == -9 and results[1] is None, errors
+                                      "--finite", "--die-at", "3",
+                                      *(["--ctrl-c"] if how == "ctrl-c" else []), timeout=150)
+    assert codes[1] == (-9 if how == "killed" else -2) and results[1] is None, errors
     assert codes[0] != 0 and results[0] is None  # the chief ends too: its collective fails
 
 
