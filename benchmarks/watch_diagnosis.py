@@ -7,7 +7,10 @@ snapshot's size on disk against the weights' own bytes.
 Each model trains with a loss that takes the log of its output; the batch of step 1 drives that
 output negative, so Watch stops there and diagnoses the live step.
 
-Run from a clone: `python benchmarks/watch_diagnosis.py [--sizes 1e5,1e6,1e7] [--resnet]`.
+Run from a clone: `python benchmarks/watch_diagnosis.py [--sizes 1e5,1e6,1e7] [--resnet]
+[--device auto|cpu|gpu]`. On a GPU (`auto` takes the first one TensorFlow sees) the snapshot's
+values are copied from the device once, at the trigger, and the memory column counts host
+memory only (the device's is TensorFlow's allocator's).
 """
 
 from __future__ import annotations
@@ -151,11 +154,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1e5,1e6,1e7")
     parser.add_argument("--resnet", action="store_true", help="also ResNet50 at 96x96")
+    parser.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                        help="where the models train (auto: the first GPU if there is one)")
     options = parser.parse_args()
-    rows = [measure(f"MLP {float(s):.0e}", lambda s=s: mlp(int(float(s))), 16)
-            for s in options.sizes.split(",")]
-    if options.resnet:
-        rows.append(measure("ResNet50 96x96", resnet, 4))
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    if options.device == "gpu" and not gpus:
+        raise SystemExit("Error: --device gpu: TensorFlow sees no GPU on this machine")
+    device = gpus[0].name if gpus and options.device != "cpu" else "/CPU:0"
+    print(f"device: {device} (TensorFlow {tf.__version__}, {os.cpu_count()} CPU cores)")
+    with tf.device(device):
+        rows = [measure(f"MLP {float(s):.0e}", lambda s=s: mlp(int(float(s))), 16)
+                for s in options.sizes.split(",")]
+        if options.resnet:
+            rows.append(measure("ResNet50 96x96", resnet, 4))
     print("| model | weights | weights' bytes | train step | check_numerics step | diagnosis |"
           " diagnosis / step | memory: forward+backward | memory: diagnosis | snapshot size |")
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -1,15 +1,21 @@
 """gradcheck.Watch's cost in a real fit: milliseconds per step of a tiny MLP (about 1 ms steps,
 where any per-step op shows) and of an MNIST-sized CNN (plain fit, fit with
-keras.callbacks.TerminateOnNaN, fit with gradcheck.Watch), interleaved in one process in
-alternating order so that all three see the same machine, and the ratios to plain fit.
+keras.callbacks.TerminateOnNaN, fit with gradcheck.Watch), one epoch each in turn, round after
+round in alternating order in one process so that all three see the same machine, and the
+ratios to plain fit paired within each round (min and median: on a shared machine the min is
+the least disturbed).
 
-Per-step figures are the steady state: the epochs after the first, so that no run pays for
-tracing in them. Watch retraces fit's step once per model (it gates the update in-graph); that
-one-time cost is the first epoch's excess over plain fit's, printed apart. Last, TensorFlow's own
+Per-step figures are the steady state: every run's step is traced before the rounds. Watch
+retraces fit's step once per model (it gates the update in-graph); that one-time cost is its
+first watched fit's excess over plain fit's, printed apart. Last, TensorFlow's own
 floor for gating an update: a bare training step whose Adam update sits in a tf.cond on finite
 gradients (as LossScaleOptimizer's does) against the same step without the cond.
 
-Run from a clone: `python benchmarks/watch_overhead.py [--epochs N] [--repeats N]`.
+Run from a clone: `python benchmarks/watch_overhead.py [--rounds N] [--repeats N]
+[--device auto|cpu|gpu] [--models mlp,cnn]`. `--device auto` (the default) runs on the first GPU
+when TensorFlow sees one: there the gate's tf.cond waits on the finiteness of every gradient
+before the update (as a LossScaleOptimizer's does), a host round trip per step that the CPU
+figures do not show.
 """
 
 from __future__ import annotations
@@ -44,26 +50,12 @@ def cnn() -> Any:  # MNIST-sized: what "a realistic small model" means here
         keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(10)])
 
 
-def timed_fit(build: Callable[[], Any], x: Any, y: Any, epochs: int,
-              callbacks: list[Any]) -> tuple[float, float, list[Any]]:
-    """(seconds of the first epoch, median seconds of the later ones, final weights)."""
-    import keras
-
-    keras.utils.set_random_seed(0)
-    model = build()
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(x[:256], y[:256], batch_size=64, epochs=1, verbose=0, shuffle=False)  # traced
-    marks: list[float] = []
-    clock = keras.callbacks.LambdaCallback(
-        on_epoch_begin=lambda epoch, logs: marks.append(time.perf_counter()))
-    model.fit(x, y, batch_size=64, epochs=epochs, verbose=0, shuffle=False,
-              callbacks=[*callbacks, clock])
-    marks.append(time.perf_counter())
-    spans = [b - a for a, b in zip(marks, marks[1:])]
-    return spans[0], statistics.median(spans[1:]), model.get_weights()
-
-
 def fit_overhead(label: str, build: Callable[[], Any], x: Any, arguments: Any) -> None:
+    """Three models from the same weights, each fit with its callbacks one epoch at a time,
+    round after round in alternating order (so that all three see the same machine, load
+    drifting or not); each epoch timed from its first batch to its end. Reported: each run's
+    min and median ms/step, and the ratio to plain fit paired within each round (median, min).
+    """
     import keras
     import numpy as np
 
@@ -71,30 +63,53 @@ def fit_overhead(label: str, build: Callable[[], Any], x: Any, arguments: Any) -
 
     y = np.random.default_rng(1).integers(0, 10, size=(len(x),))
     directory = tempfile.mkdtemp(prefix="gradcheck-watch-bench-")
-    runs = {"plain fit": lambda: [],
-            "TerminateOnNaN": lambda: [keras.callbacks.TerminateOnNaN()],
-            "gradcheck.Watch": lambda: [gradcheck.Watch(directory, diagnose=False)]}
-    first: dict[str, list[float]] = {name: [] for name in runs}
-    later: dict[str, list[float]] = {name: [] for name in runs}
-    final: dict[str, list[Any]] = {}
-    names = list(runs)
-    for repeat in range(arguments.repeats + 1):  # the first round warms up
-        for name in names if repeat % 2 else names[::-1]:  # alternate the order
-            start, steady, final[name] = timed_fit(build, x, y, arguments.epochs, runs[name]())
-            if repeat:
-                first[name].append(start)
-                later[name].append(steady)
+    runs = {"plain fit": [],
+            "TerminateOnNaN": [keras.callbacks.TerminateOnNaN()],
+            "gradcheck.Watch": [gradcheck.Watch(directory, diagnose=False)]}
+    models: dict[str, Any] = {}
+    setup: dict[str, float] = {}
+    for name in runs:
+        keras.utils.set_random_seed(0)
+        models[name] = build()
+        models[name].compile(
+            "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        models[name].fit(x[:256], y[:256], batch_size=64, epochs=1, verbose=0, shuffle=False)
+    for name in runs:  # the first fit with its callbacks: Watch retraces fit's step here
+        started = time.perf_counter()
+        models[name].fit(x, y, batch_size=64, epochs=1, verbose=0, shuffle=False,
+                         callbacks=runs[name])
+        setup[name] = time.perf_counter() - started
     steps = len(x) // 64
-    base = statistics.median(later["plain fit"])
-    print(f"{label}: {steps} steps/epoch, {arguments.repeats} repeats, median of epochs 2-")
-    print(f"  {'run':<18} {'ms/step':>9} {'x plain fit':>12}")
-    for name, values in later.items():
-        median = statistics.median(values)
-        print(f"  {name:<18} {1000 * median / steps:9.3f} {median / base:12.3f}")
-    once = statistics.median(first["gradcheck.Watch"]) - statistics.median(first["plain fit"])
-    print(f"  Watch's one-time setup (retracing fit's step): {once:.2f} s")
-    same = all(np.array_equal(a, b) for a, b in zip(final["plain fit"], final["gradcheck.Watch"]))
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    names = list(runs)
+    for round_ in range(arguments.rounds):
+        for name in names if round_ % 2 else names[::-1]:
+            marks = _clock(keras)
+            models[name].fit(x, y, batch_size=64, epochs=1, verbose=0, shuffle=False,
+                             callbacks=[*runs[name], marks[0]])
+            seconds[name].append((marks[2] - marks[1]) / steps)
+    print(f"{label}: {steps} steps/epoch, {arguments.rounds} rounds of one epoch each")
+    print(f"  {'run':<18} {'min ms/step':>12} {'median':>9} {'x plain: median':>16} {'min':>7}")
+    for name, values in seconds.items():
+        paired = [v / p for v, p in zip(values, seconds["plain fit"])]
+        print(f"  {name:<18} {1000 * min(values):12.3f} {1000 * statistics.median(values):9.3f}"
+              f" {statistics.median(paired):16.3f} {min(paired):7.3f}")
+    print(f"  Watch's one-time setup (retracing fit's step):"
+          f" {setup['gradcheck.Watch'] - setup['plain fit']:.2f} s")
+    same = all(np.array_equal(a, b) for a, b in zip(models["plain fit"].get_weights(),
+                                                   models["gradcheck.Watch"].get_weights()))
     print(f"  weights after the watched run bitwise equal to plain fit's: {same}")
+
+
+def _clock(keras: Any) -> list[Any]:
+    """[a callback, then the times of an epoch's first batch and of its end]: only batch-begin
+    and epoch-end hooks, which leave Keras 3's asynchronous batch-end dispatch on."""
+    marks: list[Any] = []
+    marks.append(keras.callbacks.LambdaCallback(
+        on_train_batch_begin=lambda batch, logs: marks.append(time.perf_counter())
+        if batch == 0 else None,
+        on_epoch_end=lambda epoch, logs: marks.append(time.perf_counter())))
+    return marks
 
 
 def gating_floor(build: Callable[[], Any], x: Any, arguments: Any) -> None:
@@ -150,18 +165,40 @@ def gating_floor(build: Callable[[], Any], x: Any, arguments: Any) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9,
+                        help="rounds of one epoch per run, in alternating order")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="rounds of the bare-step floor")
+    parser.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                        help="where the models train (auto: the first GPU if there is one)")
+    parser.add_argument("--models", default="mlp,cnn",
+                        help="comma-separated: mlp (about 1 ms steps), cnn (about 10 ms)")
     arguments = parser.parse_args()
 
     import numpy as np
+    import tensorflow as tf
 
+    device = chosen_device(arguments.device)
     rng = np.random.default_rng(0)
-    models = {"MLP 32-128-128-10": (mlp, rng.normal(size=(8192, 32)).astype("float32")),
-              "CNN on 28x28": (cnn, rng.normal(size=(1024, 28, 28, 1)).astype("float32"))}
-    for label, (build, x) in models.items():
-        fit_overhead(label, build, x, arguments)
-        gating_floor(build, x, arguments)
+    models = {"mlp": ("MLP 32-128-128-10", mlp, lambda: rng.normal(size=(8192, 32))),
+              "cnn": ("CNN on 28x28", cnn, lambda: rng.normal(size=(2048, 28, 28, 1)))}
+    print(f"device: {device} (TensorFlow {tf.__version__}, {os.cpu_count()} CPU cores)")
+    for key in arguments.models.split(","):
+        label, build, draw = models[key.strip()]
+        x = draw().astype("float32")
+        with tf.device(device):
+            fit_overhead(label, build, x, arguments)
+            gating_floor(build, x, arguments)
+
+
+def chosen_device(choice: str) -> str:
+    """The device string for --device: a GPU is asked for, or taken when present (auto)."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    if choice == "gpu" and not gpus:
+        raise SystemExit("Error: --device gpu: TensorFlow sees no GPU on this machine")
+    return gpus[0].name if gpus and choice != "cpu" else "/CPU:0"
 
 
 if __name__ == "__main__":

@@ -300,10 +300,12 @@ def test_fit_under_mirrored_strategy_is_caught_with_the_whole_batch(tmp_path):
 
     done = subprocess.run([sys.executable, str(TRAINING / "mirrored_fit.py"), str(tmp_path)],
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(TRAINING)})
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(TRAINING.parent.parent), str(TRAINING)])})
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen == {"snapshots": ["step-000002"], "batch_rows": 16, "zero_row_kept": True,
+    # The snapshot holds the shard of the replica that fired (8 of the batch's 16 rows).
+    assert seen == {"snapshots": ["step-000002"], "batch_rows": 8, "zero_row_kept": True,
                     "finite": True, "bitwise": True, "correct_snapshots": 0}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,25 @@ def loss_scale(optimizer: Any) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class ReplicaShard:
+    """Which replica of a tf.distribute strategy fired, and its share of the global batch."""
+
+    replica: int  # its id in the sync group (every worker's replicas, in order)
+    replicas: int
+    rows: int  # the rows of its shard
+    batch_rows: int  # the rows of the global batch
+
+    def words(self) -> str:
+        rows = f"{self.batch_rows} row{'s' if self.batch_rows != 1 else ''}"
+        share = (f"its shard holds {self.rows} of the batch's {rows}" if self.rows else
+                 f"its shard of the batch's {rows} is empty")
+        why = ("; a per-replica mean over 0 rows is 0/0: average with"
+               " tf.nn.compute_average_loss(per_example_loss, global_batch_size=...) or batch"
+               " with drop_remainder=True" if not self.rows else "")
+        return f"on replica {self.replica} of {self.replicas} ({share}{why})"
+
+
 class Gate:
     """The watched run's state, in variables the training graph writes and the callback reads:
     whether a step was stopped (`halted`), why, at which optimizer step, the first weight whose
@@ -57,6 +77,12 @@ class Gate:
             # Steps run, skipped ones included (the optimizer's iterations do not count those).
             self.steps = tf.Variable(tf.constant(0, tf.int64), trainable=False,
                                      name="gradcheck_steps")
+            # Under a tf.distribute strategy: the replica that fired (the first whose loss or
+            # gradient was not finite, in the order of replica ids across every worker) and the
+            # rows of each replica's shard, whose concatenation is the kept batch.
+            self.replica = tf.Variable(-1, trainable=False, name="gradcheck_replica")
+            self.rows = tf.Variable(tf.zeros([0], tf.int32), shape=tf.TensorShape([None]),
+                                    trainable=False, name="gradcheck_rows")
         self._stash: list[Any] = []
         self._structure: Any = None
         # The step's batch, when the branch that records a trigger also keeps it (no cond of
@@ -88,47 +114,56 @@ class Gate:
             code = tf.where(self.missing_reported, NONE, NO_GRADIENT)
         if not present:
             return code, lambda: tf.constant(-1)
-        bad = tf.logical_not(tf.stack([tf.reduce_all(tf.math.is_finite(dense_values(g)))
-                                       for _, g in present]))
-        code = tf.where(tf.reduce_any(bad), NON_FINITE_GRADIENT, code)
+        # As few ops as a LossScaleOptimizer's check (each costs microseconds on a 1 ms step):
+        # one finiteness flag per gradient, which weight is first found only when one fails.
+        finite = tf.stack([tf.reduce_all(tf.math.is_finite(dense_values(g)))
+                           for _, g in present])
+        code = tf.where(tf.reduce_all(finite), code, NON_FINITE_GRADIENT)
         if loss is not None:
-            code = tf.where(tf.reduce_all(tf.math.is_finite(tf.cast(loss, tf.float32))), code,
-                            NON_FINITE_LOSS)
+            value = loss if loss.dtype in (tf.float32, tf.float64) else tf.cast(loss, tf.float32)
+            code = tf.where(tf.reduce_all(tf.math.is_finite(value)), code, NON_FINITE_LOSS)
 
         def first_bad() -> Any:
-            index = tf.argmax(tf.cast(bad, tf.int32), output_type=tf.int32)
-            return tf.where(tf.reduce_any(bad),
-                            tf.gather(tf.constant([i for i, _ in present]), index), -1)
+            index = tf.argmin(tf.cast(finite, tf.int32), output_type=tf.int32)
+            return tf.where(tf.reduce_all(finite), -1,
+                            tf.gather(tf.constant([i for i, _ in present]), index))
 
         return code, first_bad
 
-    def guarded(self, code: Any, first_bad: Callable[[], Any], apply: Callable[[], Any]) -> Any:
+    def guarded(self, code: Any, first_bad: Callable[[], Any], apply: Callable[[], Any],
+                keep: Callable[[], Any] | None = None) -> Any:
         """Run `apply` (the optimizer's update) unless this step triggers or an earlier one of
-        the same execution did; the first trigger is recorded. One tf.cond per step (as
+        the same execution did; the first trigger is recorded (and `keep()` run: what a
+        strategy's step keeps of its replicas). One tf.cond per step (as
         LossScaleOptimizer's); returns whether this step fired."""
         tf = tensorflow()
-        fires = tf.logical_and(code > 0, tf.logical_not(self.halted))
         if not self.halts:
-            return self._recorded_beside(code, first_bad, apply, fires)
+            fires = tf.logical_and(code > 0, tf.logical_not(self.halted))
+            return self._recorded_beside(code, first_bad, apply, fires, keep)
+        halted = self.halted.read_value()
+        triggers = code > 0
 
-        def record() -> Any:
+        def record() -> Any:  # the rare branch: everything but the predicate is computed here
+            fires = tf.logical_and(triggers, tf.logical_not(halted))
             self.code.assign(tf.where(fires, code, self.code))
             self.step.assign(tf.where(fires, self.steps, self.step))
             self.first_bad.assign(tf.where(fires, first_bad(), self.first_bad))
-            self.halted.assign(tf.logical_or(self.halted, fires))
+            self.halted.assign(tf.logical_or(halted, fires))
             if self.batch is not None:
                 tf.cond(fires, lambda: self._store(self.batch), lambda: tf.constant(False))
-            return tf.constant(True)
+            if keep is not None:
+                tf.cond(fires, keep, lambda: tf.constant(False))
+            return fires
 
         def update() -> Any:
             apply()
             return tf.constant(False)
 
-        done = tf.cond(tf.logical_or(code > 0, self.halted), record, update)
-        return _after(done, fires)
+        # Whether this step fired, once the cond (and its assignments) ran.
+        return tf.cond(tf.logical_or(triggers, halted), record, update)
 
     def _recorded_beside(self, code: Any, first_bad: Callable[[], Any], apply: Callable[[], Any],
-                         fires: Any) -> Any:
+                         fires: Any, keep: Callable[[], Any] | None = None) -> Any:
         """Under a LossScaleOptimizer: its update always runs (it skips a non-finite step
         itself); the last non-finite step is recorded, and its batch kept, for the callback;
         a non-finite loss halts."""
@@ -143,6 +178,8 @@ class Gate:
             self.halted.assign(tf.equal(code, NON_FINITE_LOSS))
             if self.batch is not None:
                 self._store(self.batch)
+            if keep is not None:
+                keep()
             return tf.constant(True)
 
         done = tf.cond(fires, record, lambda: tf.constant(False))
@@ -181,6 +218,19 @@ class Gate:
         tf = tensorflow()
         return tf.nest.pack_sequence_as(self._structure, [as_array(v) for v in self._stash])
 
+    def kept_replica(self) -> tuple[Any, ReplicaShard | None]:
+        """The stored batch, and under a strategy, the shard of the replica that fired (the
+        batch the diagnosis takes) with where it sits among the replicas."""
+        batch = self.kept_batch()
+        replica = int(as_array(self.replica))
+        if replica < 0:
+            return batch, None
+        rows = [int(r) for r in as_array(self.rows)]
+        shard = ReplicaShard(replica, len(rows), rows[replica], sum(rows))
+        start = sum(rows[:replica])
+        tf = tensorflow()
+        return tf.nest.map_structure(lambda a: a[start:start + shard.rows], batch), shard
+
     def trigger(self) -> tuple[int, int, int] | None:
         """(code, optimizer step, first non-finite weight) when a step was stopped."""
         if not bool(as_array(self.halted)):
@@ -189,6 +239,7 @@ class Gate:
 
     def reset(self, first_step: int) -> None:
         """A new fit: nothing recorded yet, steps counted on from `first_step`."""
+        self.replica.assign(-1)
         self.halted.assign(False)
         self.code.assign(NONE)
         self.step.assign(-1)
@@ -202,6 +253,7 @@ class Gate:
             self.missing_reported.assign(True)
         self.halted.assign(False)
         self.code.assign(NONE)
+        self.replica.assign(-1)
 
 
 def _after(done: Any, fires: Any) -> Any:
@@ -210,6 +262,94 @@ def _after(done: Any, fires: Any) -> Any:
     tf = tensorflow()
     with tf.control_dependencies([done]):
         return tf.identity(fires)
+
+
+def in_replica_of_a_strategy() -> bool:
+    """Inside a replica of a strategy whose updates merge the replicas (MirroredStrategy,
+    MultiWorkerMirroredStrategy)."""
+    tf = tensorflow()
+    return (tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context()
+            and not tf.__internal__.distribute.strategy_supports_no_merge_call())
+
+
+def guarded_across_replicas(gate: Gate, pairs: Sequence[tuple[Any, Any]], loss: Any,
+                            update: Callable[[list[Any]], Any], batch: Any,
+                            report: Callable[[], None] | None = None,
+                            summed_update: Callable[[list[Any]], Any] | None = None) -> Any:
+    """The gate in a replica of a strategy. Each replica's verdict (its trigger, its first
+    non-finite weight, its shard's rows) is summed into one table across the replicas, so every
+    replica of every worker sees every verdict and takes the same branch at the same step; the
+    cond around the update then runs in the cross-replica context, as LossScaleOptimizer's
+    does. With `summed_update` (an optimizer that takes gradients already summed: tf-keras'),
+    the table rides in the gradients' own batch all-reduce, the one the optimizer would make
+    (no collective of its own, a round trip between workers per step), and `summed_update`
+    applies the sums; otherwise the table is all-reduced alone and `update` sums and applies
+    the gradients. On the step that fires, and only then, every replica's shard is gathered (a
+    collective every worker enters together) and kept, and `report()` is called back once per
+    worker (tf.py_function). Returns whether this step fired."""
+    tf = tensorflow()
+    context = tf.distribute.get_replica_context()
+    gradients = [g for g, _ in pairs]
+    weights = [v for _, v in pairs]
+    code, first_bad = gate.verdict(loss, gradients)
+    leaves = tf.nest.flatten(batch) if batch is not None else []
+    if leaves:
+        gate.stash_for(batch)
+    rows = (tf.shape(leaves[0])[0] if leaves and leaves[0].shape.rank
+            else tf.constant(-1))
+    row = tf.cast(tf.stack([code, first_bad(), rows]), tf.float32)
+    slot = tf.one_hot(context.replica_id_in_sync_group, context.num_replicas_in_sync)
+    table = slot[:, None] * row[None, :]
+    packed = summed_update is not None and any(g is not None for g in gradients)
+    if not packed:
+        table = context.all_reduce(tf.distribute.ReduceOp.SUM, table)
+
+    def cross_replica(distribution: Any, gradients: Any, table: Any, leaves: Any) -> Any:
+        sum_op = tf.distribute.ReduceOp.SUM
+        if packed:  # as tf-keras' all_reduce_sum_gradients does, with the table last
+            present = [(g, v) for g, v in zip(gradients, weights) if g is not None]
+            summed = distribution.extended.batch_reduce_to(
+                sum_op, [*present, (table, present[0][1])])
+            table, sums = summed[-1], iter(summed[:-1])
+            gradients = [None if g is None else next(sums) for g in gradients]
+        table = distribution.experimental_local_results(table)[0]
+        codes = tf.cast(table[:, 0], tf.int32)
+        replica = tf.argmax(tf.cast(codes > 0, tf.int32), output_type=tf.int32)
+
+        def keep() -> Any:
+            gate.replica.assign(replica)
+            gate.rows.assign(tf.cast(table[:, 2], tf.int32))
+            for variable, leaf in zip(gate._stash, leaves):
+                variable.assign(distribution.gather(leaf, axis=0))
+            if report is not None:
+                with tf.control_dependencies([gate.replica.read_value(),
+                                              *[v.read_value() for v in gate._stash]]):
+                    tf.py_function(report, [], Tout=[])
+            return tf.constant(True)
+
+        def apply(gradients: Any) -> None:
+            chosen = summed_update if packed and summed_update is not None else update
+            chosen([(g, v) for g, v in zip(gradients, weights) if g is not None])
+
+        fired = gate.guarded(
+            tf.reduce_max(codes), lambda: tf.cast(tf.gather(table[:, 1], replica), tf.int32),
+            lambda: distribution.extended.call_for_each_replica(apply, args=(gradients,)),
+            keep)
+        with tf.control_dependencies([fired]):
+            gate.steps.assign_add(1)
+        return tf.identity(fired)
+
+    return context.merge_call(cross_replica, args=(gradients, table, leaves))
+
+
+def sums_gradients_itself(optimizer: Any) -> bool:
+    """A tf-keras optimizer (not legacy, not a LossScaleOptimizer), whose apply_gradients
+    takes gradients already summed across replicas (skip_gradients_aggregation=True) and
+    otherwise sums them with one batch all-reduce, as guarded_across_replicas does."""
+    module = type(optimizer).__module__
+    return (module.startswith("tf_keras.src.optimizers.") and ".legacy" not in module
+            and callable(getattr(optimizer, "aggregate_gradients", None))
+            and not is_loss_scale_optimizer(optimizer))
 
 
 def applied(update: Callable[[list[Any]], Any], pairs: Sequence[tuple[Any, Any]]
@@ -261,8 +401,9 @@ def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: An
                      batch: Any, report: Callable[[Any], None],
                      health: Callable[[int, Any, Any], None] | None = None) -> Any:
     """A custom loop's step traced in a tf.function: the update gated as in fit, and on the
-    step that fires, `report(batch)` called back eagerly (tf.py_function, in the rare branch
-    only) to write the snapshot; `health(step, norms, zeros)` called back on every step.
+    step that fires, `report((batch, replica shard or None))` called back eagerly
+    (tf.py_function, in the rare branch only) to write the snapshot; `health(step, norms,
+    zeros)` called back on every step.
     Returns whether training should go on, as a tensor."""
     tf = tensorflow()
     weights = model.trainable_variables
@@ -272,14 +413,26 @@ def gated_graph_step(gate: Gate, model: Any, optimizer: Any, tape: Any, loss: An
             health(int(step), norms.numpy(), zeros.numpy())
 
         tf.py_function(eager_health, [gate.steps, *health_tensors(gradients)], Tout=[])
-    code, first_bad = gate.verdict(loss, gradients)
     pairs = [(g, v) for g, v in zip(gradients, weights) if g is not None]
+    if in_replica_of_a_strategy():  # every replica's verdict, one callback per worker
+        def call_back_once() -> None:
+            report(gate.kept_replica())
+
+        def summed(pairs: list[Any]) -> Any:
+            return optimizer.apply_gradients(pairs, skip_gradients_aggregation=True)
+
+        fires = guarded_across_replicas(
+            gate, list(zip(gradients, weights)), loss, optimizer.apply_gradients, batch,
+            call_back_once, summed if sums_gradients_itself(optimizer) else None)
+        with tf.control_dependencies([fires]):
+            return tf.logical_not(gate.halted.read_value())
+    code, first_bad = gate.verdict(loss, gradients)
     fires = gate.guarded(code, first_bad, applied(optimizer.apply_gradients, pairs))
     leaves = tf.nest.flatten(batch)
 
     def call_back() -> Any:
         def eager(*values: Any) -> None:
-            report(tf.nest.pack_sequence_as(batch, list(values)))
+            report((tf.nest.pack_sequence_as(batch, list(values)), None))
 
         tf.py_function(eager, leaves, Tout=[])
         return tf.constant(True)

@@ -70,11 +70,14 @@ def preserved(model: Any, moves_weights: bool = True) -> Iterator[None]:
     generators are as they were, bit for bit. One copy of the variables is held meanwhile; of
     the trainable ones only when the body `moves_weights` (finite differences): otherwise
     their fingerprints, checked after (WeightsChanged if the body assigned one)."""
-    tensorflow()
+    tf = tensorflow()
     variables = model_variables(model)
     trainable = {id(v) for v in variables
                  if getattr(v, "trainable", False)} if not moves_weights else set()
-    kept = [(v, v.numpy()) for v in variables if id(v) not in trainable]
+    # A tf.distribute variable's local copies, each read and restored as it is: reading a
+    # metric's (sync-on-read) variable whole is a collective the other workers never join.
+    kept = [(c, c.numpy()) for v in variables if id(v) not in trainable
+            for c in (v.values if isinstance(v, tf.distribute.DistributedValues) else (v,))]
     checked = [(v, _fingerprint(v)) for v in variables if id(v) in trainable]
     randoms = _random_states()
     try:

@@ -4,12 +4,13 @@ step where training breaks, keeps a snapshot of it and diagnoses it on the live 
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib.util
 import inspect
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,7 @@ class Watch:
         from gradcheck.training.watched_fit import WatchedFit, build_optimizer
 
         self.stopped = False
+        _refuse_strategy()
         if self.model.optimizer is None:
             raise ValueError("gradcheck.Watch: the model has no optimizer; compile it first")
         build_optimizer(self.model.optimizer, self.model.trainable_weights)
@@ -246,11 +248,13 @@ class Watch:
             bad = self._named(weights, first_bad)
             if code == 3:
                 bad = fit.without_gradient
-            trigger = Trigger(TRIGGER_KINDS[code], _trigger_message(TRIGGER_KINDS[code], bad),
-                              bad)
-            x, y, sample_weight = _unpack(fit.gate.kept_batch())
-            self._caught(trigger, step, step - self._epoch_start, (x, y, sample_weight),
-                         self.loss_fn, "xy")
+            batch, shard = fit.gate.kept_replica()
+            trigger = Trigger(TRIGGER_KINDS[code], _trigger_message(TRIGGER_KINDS[code], bad,
+                                                                    shard), bad)
+            x, y, sample_weight = _unpack(batch)
+            with _one_replica():
+                self._caught(trigger, step, step - self._epoch_start, (x, y, sample_weight),
+                             self.loss_fn, "xy")
             if self.stop:
                 self.model.stop_training = self.stopped = True
             else:
@@ -321,6 +325,7 @@ class Watch:
         from gradcheck.training.keras_snapshot import eager_health
 
         self.model, self._optimizer = model, optimizer
+        _refuse_strategy()
         structure = "args" if loss_fn is not None else "xy"
         if in_graph():
             return self._step_in_graph(model, optimizer, tape, loss, batch, loss_fn, structure)
@@ -375,15 +380,17 @@ class Watch:
         gate = self._loop_gate
         weights = model.trainable_variables
 
-        def report(values: Any) -> None:
+        def report(kept: Any) -> None:
             found = gate.trigger()
             if found is None:
                 return
+            values, shard = kept
             code, step, first_bad = found
             names = self._named(weights, first_bad)
             kind = TRIGGER_KINDS[code]
-            self._caught(Trigger(kind, _trigger_message(kind, names), names), step, None,
-                         tuple(values), loss_fn, structure)
+            with _one_replica():
+                self._caught(Trigger(kind, _trigger_message(kind, names, shard), names), step,
+                             None, tuple(values), loss_fn, structure)
             if self.stop:
                 self.stopped = True
             else:
@@ -397,7 +404,7 @@ class Watch:
                 batch: Sequence[Any], loss_fn: Callable[..., Any] | None, structure: str) -> None:
         """Publish the step's snapshot, then diagnose the live step and store the report; a
         trigger that repeats the previous step's (stop=False) is counted, not kept again."""
-        if self._repeats(trigger, step):
+        if self._repeats(trigger, step) or self._on_another_worker(trigger, step):
             return
         # Epochs and batches as Keras shows them, from 1; steps from 0 (the optimizer's count).
         epoch = None if self._epoch is None else self._epoch + 1
@@ -432,6 +439,18 @@ class Watch:
         kept = f"snapshot {path}: " if path is not None else ""
         self._say(f"{kept}{found}" + ("; training stopped with the weights before this step"
                                       if self.stop else ""), finding=True)
+
+    def _on_another_worker(self, trigger: Trigger, step: int) -> bool:
+        """Under a multi-worker strategy only the chief writes the snapshot and diagnoses:
+        another worker says where it is, and stops (or goes on) with it at the same step."""
+        worker = _worker(self.model)
+        if worker is None or worker[0]:
+            return False
+        _, name, chief, workers = worker
+        self._say(f"step {step}: {trigger.message}; update not applied on any of the"
+                  f" {workers} workers; {chief} writes its snapshot under {self.directory}"
+                  f" (on its machine) and diagnoses it; this is {name}", finding=True)
+        return True
 
     def _repeats(self, trigger: Trigger, step: int) -> bool:
         last = self._last_trigger
@@ -518,12 +537,71 @@ def _as_callback(package: str) -> type[Watch]:
     return _CALLBACK_CLASSES[package]
 
 
-def _trigger_message(kind: str, weights: Sequence[str]) -> str:
+def _trigger_message(kind: str, weights: Sequence[str], shard: Any = None) -> str:
     named = f" for {', '.join(weights)}" if weights else ""
-    return {"non-finite-loss": "the loss is not finite",
-            "non-finite-gradient": f"the gradient{named} is not finite",
-            "no-gradient": f"no gradient{named} (Keras: 'Gradients do not exist for variables')",
-            }[kind]
+    message = {"non-finite-loss": "the loss is not finite",
+               "non-finite-gradient": f"the gradient{named} is not finite",
+               "no-gradient": f"no gradient{named} (Keras: 'Gradients do not exist for"
+                              " variables')",
+               }[kind]
+    return message if shard is None else f"{message} {shard.words()}"
+
+
+# Strategies whose steps Watch cannot gate, with why, in one line each.
+_REFUSED = {
+    "ParameterServerStrategy": "its workers apply their updates asynchronously, each to the"
+    " parameter servers on its own, so no step can be withheld on every worker; use"
+    " MultiWorkerMirroredStrategy (synchronous)",
+    "TPUStrategy": "a TPU step cannot compile the gate's kept batch (variables whose shape"
+    " changes) nor its call back into Python; reproduce on CPU or GPU under MirroredStrategy",
+}
+
+
+def _refuse_strategy() -> None:
+    """A ValueError, in one line, under a strategy Watch does not support."""
+    from gradcheck.engine.runtime import tensorflow
+
+    tf = tensorflow()
+    if not tf.distribute.has_strategy():
+        return
+    for kind in type(tf.distribute.get_strategy()).__mro__:
+        name = kind.__name__.replace("V2", "").replace("V1", "")
+        if name in _REFUSED:
+            raise ValueError(f"gradcheck.Watch does not support {name}: {_REFUSED[name]}")
+
+
+@contextlib.contextmanager
+def _one_replica() -> Iterator[None]:
+    """Under a tf.distribute strategy's scope (fit's callbacks run in it), the snapshot and the
+    diagnosis run as its first local replica: a metric's update, a read of a variable, touch
+    this worker's own copies, never a collective that the other workers would have to join."""
+    from gradcheck.engine.runtime import tensorflow
+
+    tf = tensorflow()
+    if not tf.distribute.has_strategy() or not tf.distribute.in_cross_replica_context():
+        yield
+        return
+    with tf.distribute.ReplicaContext(tf.distribute.get_strategy(), 0):
+        yield
+
+
+def _worker(model: Any) -> tuple[bool, str, str, int] | None:
+    """Under a multi-worker strategy: (whether this is the chief, this worker's name, the
+    chief's, how many workers), else None."""
+    from gradcheck.engine.runtime import tensorflow
+
+    tf = tensorflow()
+    strategy = (tf.distribute.get_strategy() if tf.distribute.has_strategy()
+                else getattr(model, "distribute_strategy", None))
+    resolver = getattr(strategy, "cluster_resolver", None)
+    spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    workers = sum(len(spec.get(kind, ())) for kind in ("chief", "worker"))
+    if resolver is None or workers < 2:
+        return None
+    kind, index = resolver.task_type, int(resolver.task_id or 0)
+    chief_name = "the chief" if "chief" in spec else "worker 0 (the chief)"
+    chief = kind == "chief" or (kind == "worker" and index == 0 and "chief" not in spec)
+    return chief, f"{kind} {index}", chief_name, workers
 
 
 def _unpack(data: Any) -> tuple[Any, Any, Any]:

@@ -15,9 +15,12 @@ from gradcheck.engine.variables import weight_path_in
 from gradcheck.training.gate import (
     Gate,
     applied,
+    guarded_across_replicas,
+    in_replica_of_a_strategy,
     is_loss_scale_optimizer,
     losses_recorded,
     step_optimizers,
+    sums_gradients_itself,
 )
 
 
@@ -98,14 +101,19 @@ class WatchedFit:
 
         @functools.wraps(apply_gradients)
         def watched_apply(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
+            summed = None
+            if sums_gradients_itself(optimizer) and not args and not kwargs:
+                def summed(pairs: list[Any]) -> Any:
+                    return apply_gradients(pairs, skip_gradients_aggregation=True)
+
             self._gated(optimizer, list(grads_and_vars),
-                        lambda pairs: apply_gradients(pairs, *args, **kwargs))
+                        lambda pairs: apply_gradients(pairs, *args, **kwargs), summed)
             return optimizer.iterations
 
         return "apply_gradients", watched_apply
 
-    def _gated(self, optimizer: Any, pairs: list[Any], update: Callable[[list[Any]], Any]
-               ) -> None:
+    def _gated(self, optimizer: Any, pairs: list[Any], update: Callable[[list[Any]], Any],
+               summed_update: Callable[[list[Any]], Any] | None = None) -> None:
         """`update(pairs)` run only on a step that does not trigger (a LossScaleOptimizer's
         always runs; the gate then only records)."""
         gate = self.gate
@@ -114,8 +122,9 @@ class WatchedFit:
         self.without_gradient = tuple(weight_path_in(v, self.model) for g, v in pairs
                                       if g is None)
         loss = self._loss[-1] if self._loss else None
-        if _in_replica_of_a_strategy():
-            self._fired.append(self._gated_across_replicas(pairs, loss, update))
+        if in_replica_of_a_strategy():
+            self._fired.append(guarded_across_replicas(gate, pairs, loss, update, gate.batch,
+                                                       summed_update=summed_update))
             return
         code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
         if self.health:
@@ -141,56 +150,26 @@ class WatchedFit:
         step = tf.function(inner, jit_compile=True) if self._jit else inner
 
         def watched_step(data: Any) -> Any:
-            replicas = _in_replica_of_a_strategy()
-            # Kept where the trigger is recorded, unless XLA (whose variables cannot change
-            # shape) or a replica (which holds only its share of the batch) runs that branch.
-            inside = not self._jit and not replicas
-            if inside:
+            replicas = in_replica_of_a_strategy()
+            # Kept where the trigger is recorded (under a strategy, every replica's shard,
+            # gathered on the step that fires), unless XLA (whose variables cannot change
+            # shape) runs that branch.
+            inside = not self._jit
+            if inside and not replicas:
                 gate.stash_for(data)
             gate.batch = data if inside else None
             try:
                 logs, fired = step(data)
             finally:
                 gate.batch = None
-            if replicas:  # the whole batch, not this replica's share
-                context = tf.distribute.get_replica_context()
-                data = tf.nest.map_structure(lambda t: context.all_gather(t, axis=0), data)
             if not inside:
                 gate.keep_batch(fired, data)
-            if not replicas:  # counted once, across replicas, in _gated_across_replicas
+            if not replicas:  # counted once, across replicas, in guarded_across_replicas
                 with tf.control_dependencies([fired]):
                     gate.steps.assign_add(1)
             return logs
 
         return watched_step
-
-    def _gated_across_replicas(self, pairs: list[Any], loss: Any,
-                               update: Callable[[list[Any]], Any]) -> Any:
-        """The gate under a tf.distribute strategy: the optimizer's update synchronises the
-        replicas, so the cond around it must run in the cross-replica context (as
-        LossScaleOptimizer's does), on the worst verdict of any replica."""
-        tf = tensorflow()
-        gate = self.gate
-        gradients = [g for g, _ in pairs]
-
-        def code_of(gradients: Any, loss: Any) -> Any:
-            return gate.verdict(loss, gradients)[0]
-
-        def cross_replica(distribution: Any, gradients: Any, loss: Any) -> Any:
-            codes = distribution.extended.call_for_each_replica(code_of, args=(gradients, loss))
-            code = tf.reduce_max(tf.stack(distribution.experimental_local_results(codes)))
-
-            def apply(gradients: Any) -> None:
-                update(list(zip(gradients, [v for _, v in pairs])))
-
-            fired = gate.guarded(code, lambda: tf.constant(-1), lambda: (
-                distribution.extended.call_for_each_replica(apply, args=(gradients,))))
-            with tf.control_dependencies([fired]):
-                gate.steps.assign_add(1)
-            return fired
-
-        return tf.distribute.get_replica_context().merge_call(
-            cross_replica, args=(gradients, tf.constant(0.0) if loss is None else loss))
 
     def _patch(self, owner: Any, name: str, value: Any) -> None:
         had_own = name in vars(owner)
@@ -221,13 +200,6 @@ def build_optimizer(optimizer: Any, variables: list[Any]) -> None:
     if callable(build) and not getattr(optimizer, "built", True) and variables:
         with contextlib.suppress(Exception):  # tf-keras builds in apply_gradients anyway
             build(variables)
-
-
-def _in_replica_of_a_strategy() -> bool:
-    """Inside a replica of a strategy whose updates merge the replicas (MirroredStrategy)."""
-    tf = tensorflow()
-    return (tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context()
-            and not tf.__internal__.distribute.strategy_supports_no_merge_call())
 
 
 def _jit_compiled(model: Any) -> bool:
