@@ -88,6 +88,14 @@ CASES = {
     "warmup-schedule-spike": Case(
         _fit(C.CASES["warmup-min-lr-above-lr"]["run"]), 6, None,
         ("schedule RAdamWarmup: its rate jumps from 1e-05 at step 2",), None),
+    # fizyr/keras-retinanet#706: gamma=0.5 makes the focal weight's power infinite at 0
+    "retinanet-focal-gamma-half": Case(
+        _fit(C.CASES["focal-gamma-half"]["run"]), 2, None,
+        ("exponent 0.5 (gamma=0.5) is below 1",), "the base clipped"),
+    # allenai/allennlp#890: an additive mask built as log(mask); a sample fully masked
+    "allennlp-log-of-mask": Case(
+        _fit(C.CASES["masked-log-softmax-empty-row"]["run"]), 1, None,
+        ("a 0/1 mask: log(mask)", "sample 5 of the batch"), "log(mask)'s -inf made -1e9"),
     # tensorflow/tensorflow#11756 in a two-input functional model with a Lambda
     "lambda-inf-mask-multiply": Case(
         _fit(C.CASES["infinity-mask-multiply"]["run"]), 2, None, ("-inf",), "-1e9"),
@@ -164,3 +172,36 @@ def test_a_constant_feature_standardised_to_nan_is_named_as_such(tmp_path):
     report = json.loads((watch.snapshots[0] / "report.json").read_text())
     assert "NaN in every sample of feature(s) 3" in report["error"], report
     assert "zero standard deviation" in report["error"], report
+
+
+def test_a_forward_pass_outside_the_tape_is_named_at_the_step(tmp_path):
+    """A tf.Module of tf-keras layers called before the tape opens: every weight gets None.
+    The diagnosis (loss_fn under a tape) sees the loss depend on each: the step's tape never
+    recorded the forward pass, said at the user's watch.step line; fixed, it trains."""
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path / "failing", log=lines.append)
+    S.forward_outside_tape_loop(watch)
+    report = json.loads((watch.snapshots[0] / "report.json").read_text())
+    failing = [c for c in report["checks"] if c["status"] == "fail"]
+    assert {c["input"] for c in failing} == {"dense/kernel", "dense/bias", "dense_1/kernel",
+                                             "dense_1/bias"} or len(failing) == 4, failing
+    assert all(c["check"] == "connected" and "did not record the forward pass" in c["message"]
+               for c in failing), failing
+    assert failing[0]["location"].endswith(_line(S, "if not watch.step(model, optimizer, tape,"
+                                                    " loss, (x, y), loss_fn=squared_error)"))
+    fixed = gradcheck.Watch(tmp_path / "fixed", diagnose=False)
+    S.forward_outside_tape_loop(fixed, fixed=True)
+    assert fixed.snapshots == []
+
+
+def test_a_regression_loss_gets_advice_for_a_regression_output(tmp_path):
+    """A hand-written MSLE on a linear output: the advice is an output activation that keeps
+    y_pred in the log's domain (or Keras' clipping MSLE), not log_sigmoid or from_logits."""
+    watch = gradcheck.Watch(tmp_path, log=lambda _: None)
+    _fit(S.msle_regression)(watch, False)
+    report = json.loads((watch.snapshots[0] / "report.json").read_text())
+    finding = next(c for c in report["checks"] if c["status"] == "fail")
+    assert finding["location"].endswith(_line(S, "return tf.reduce_mean(tf.square(tf.math.log("
+                                                  "y_pred + 1.0)"))
+    assert "regression output" in finding["message"], finding
+    assert "from_logits" not in finding["message"] and "log_sigmoid" not in finding["message"]

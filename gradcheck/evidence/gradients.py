@@ -101,6 +101,23 @@ class UntrainedWeight(NoGradient):
 
 
 @dataclasses.dataclass(frozen=True)
+class NotRecorded(NoGradient):
+    """The step's own tape gave a weight no gradient, though the loss, recomputed by the
+    step's loss_fn under a tape, depends on it: the tape never saw the forward pass.
+    `step_at`: the user's line that handed the loss and tape to Watch."""
+
+    step_at: str | None = None
+
+    def words(self, result: Finding) -> str:
+        at = f" at {self.step_at}" if self.step_at else ""
+        return (f"the step{at} got no gradient for {result.input}, yet the loss depends on it"
+                " (recomputed by loss_fn under a tape it has one): the tape did not record the"
+                " forward pass that computed the loss it was handed, so the model ran before"
+                " `with tf.GradientTape() as tape:` (or under tape.stop_recording()); call the"
+                " model inside the tape's block")
+
+
+@dataclasses.dataclass(frozen=True)
 class CutPath(Evidence):
     """Autodiff gives None, but finite differences show a slope up to `magnitude`; `origin`:
     where the output was computed, when outside TensorFlow (numpy, python)."""

@@ -198,14 +198,29 @@ def _fed_by(traced: TracedValues, forward: Any, arguments: Mapping[str, np.ndarr
         return "1+Exp"
     if op.type == "Sub" and producers[1:2] == ["Sigmoid"]:
         return "1-Sigmoid"  # log(1 - sigmoid(z))
-    if op.type == "MatMul" or (op.type in ("AddV2", "Add", "BiasAdd") and "MatMul" in producers):
-        return "linear"  # a Dense layer's output, unbounded
+    if _linear(tensor):  # a Dense layer's output (plus constants), unbounded
+        regression = any(name in _LABEL_NAMES and array.dtype.kind == "f"
+                         and not np.all(np.isin(array, (0.0, 1.0)))
+                         for name, array in arguments.items())
+        return "linear-regression" if regression else "linear"
     if op.type in ("Const", "Placeholder"):
         value = traced.value(tensor)
         return next((name for name, array in arguments.items() if value is not None
                      and array.shape == value.shape
                      and np.allclose(array, value, equal_nan=True)), "")
     return ""
+
+
+_LABEL_NAMES = frozenset({"y", "y_true", "labels", "label", "target", "targets"})
+
+
+def _linear(tensor: Any, depth: int = 3) -> bool:
+    """A matmul's result, through bias and constant additions (a Dense layer's output, y + 1)."""
+    op = _passed_on(tensor).op
+    if op.type == "MatMul":
+        return True
+    return depth > 0 and op.type in ("AddV2", "Add", "BiasAdd", "Sub") and any(
+        _linear(t, depth - 1) for t in op.inputs)
 
 
 def _passed_on(tensor: Any) -> Any:
@@ -329,15 +344,25 @@ def analyse_non_finite(program: Program, output_indices: Sequence[int],
         dtype = own.pop()
     if traced is None:
         return None
-    arguments = {slot.name: np.asarray(as_array(slot.value)) for slot in program.slots
-                 if slot.argument and not slot.differentiable and slot.value is not None
-                 and not callable(slot.value) and hasattr(slot.value, "dtype")}
+    arguments = dict(_named_arrays((slot.name, slot.value) for slot in program.slots
+                                   if slot.argument and not slot.differentiable))
     found = [_made_in_a_loop(program, _value(traced, name, tensor, False, arguments))
              for name, tensor in traced.outputs]
     found += [_value(traced, name, tensor, True, arguments) for name, tensor in traced.gradients
               if tensor is not None]
     return NonFiniteAnalysis(tuple(v for v in found if v is not None), traced.seconds, jit,
                              dtype, order)
+
+
+def _named_arrays(named: Iterable[tuple[str, Any]]) -> Iterable[tuple[str, np.ndarray]]:
+    """f's array arguments by name, a list or dict of them (a multi-input batch) as name/key."""
+    for name, value in named:
+        if isinstance(value, (list, tuple)):
+            yield from _named_arrays((f"{name}/{k}", v) for k, v in enumerate(value))
+        elif isinstance(value, dict):
+            yield from _named_arrays((f"{name}/{k}", v) for k, v in value.items())
+        elif value is not None and not callable(value) and hasattr(value, "dtype"):
+            yield name, np.asarray(as_array(value))
 
 
 def _float_array(tensor: Any) -> np.ndarray | None:

@@ -17,8 +17,10 @@ import numpy as np
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes.sources import (
+    FractionalPower,
     InfiniteFill,
     InfiniteMask,
+    LogOfMask,
     Source,
     UnboundedTerm,
     UnscaledFeature,
@@ -147,10 +149,50 @@ def sources(traced: TracedValues, forward: Any, bad: np.ndarray,
             if feature is not None:
                 found.append(Candidate(feature, {tensor: _standardised(value)},
                                        f"with the features of {name} standardised"))
+    powered = _fractional_power(traced, forward)
+    if powered is not None:
+        found.insert(0, powered)
+    logged = _log_of_mask(traced, forward, rows)
+    if logged is not None:
+        found.insert(0, logged)
     unbounded = _unbounded_term(traced, forward, bad)
     if unbounded is not None:
         found.append(Candidate(unbounded))
     return found
+
+
+def _fractional_power(traced: TracedValues, forward: Any) -> Candidate | None:
+    """A Pow whose constant exponent is in (0, 1) and whose base is 0 somewhere; the change: the
+    base clipped to a small positive value."""
+    if forward.type != "Pow" or len(forward.inputs) != 2:
+        return None
+    base, exponent = (traced.value(t) for t in forward.inputs)
+    if base is None or exponent is None or exponent.size != 1 or base.dtype.kind != "f":
+        return None
+    power = float(exponent.reshape(-1)[0])
+    if not 0 < power < 1 or not (base == 0).any():
+        return None
+    at = op_location(forward)
+    tiny = float(np.finfo(base.dtype).eps)
+    return Candidate(FractionalPower(exponent=power, at=at, names=_hyperparameters(at)),
+                     {forward.inputs[0].name: np.maximum(base, tiny).astype(base.dtype)},
+                     f"with the base clipped to {tiny:.3g}")
+
+
+def _log_of_mask(traced: TracedValues, forward: Any, rows: int | None) -> Candidate | None:
+    """A Log of a 0/1 mask with zeros (an additive mask built as log(mask)); the change: its
+    -inf entries made -1e9."""
+    if forward.type != "Log" or not forward.inputs or traced.is_backward(forward):
+        return None
+    argument = traced.value(forward.inputs[0])
+    output = traced.value(forward.outputs[0])
+    if argument is None or output is None or argument.dtype.kind != "f" or not np.all(
+            np.isin(argument, (0.0, 1.0))) or not (argument == 0).any():
+        return None
+    return Candidate(LogOfMask(at=op_location(forward),
+                               sample=_first_nan_downstream(traced, forward, rows)),
+                     {forward.outputs[0].name: _finite_fill(output)},
+                     "with log(mask)'s -inf made -1e9")
 
 
 def _unscaled(value: np.ndarray, dtype_max: float, forward: Any, bad: np.ndarray,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gradcheck.check_settings import DEFAULT_RUN, CheckSettings
 
 if TYPE_CHECKING:
+    from gradcheck.evidence.location import Location
     from gradcheck.options import CheckOptions
     from gradcheck.report import Report
 
@@ -38,7 +39,8 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
                structure: str, options: CheckOptions, label: str,
                health: Mapping[str, Any] | None = None,
                settings: CheckSettings = DEFAULT_RUN, optimizer: Any = None,
-               without_gradient: Sequence[str] = ()) -> Report:
+               without_gradient: Sequence[str] = (),
+               step_line: Location | None = None) -> Report:
     """The step's loss (`loss_fn(model, *batch)`, or the model's compiled loss at fit's x, y,
     sample_weight) at its batch and the model's weights as they are. Afterwards the model's
     variables, its metrics' and the random number generators are bitwise as they were. A
@@ -89,6 +91,9 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
                                              lambda: function(*arguments.args,
                                                               **arguments.kwargs))
                                   for c in report.checks))
+    if without_gradient and structure == "args" and not any(c.failed for c in report.checks):
+        report = replace(report, checks=report.checks + _not_recorded(without_gradient,
+                                                                       step_line))
     report = _previous_update_tried(report, model, optimizer, function, arguments)
     if health is None:
         return report
@@ -122,6 +127,18 @@ def _without(function: Callable[..., Any], fixed: Mapping[str, Any]) -> Any:
     signature = inspect.signature(function)
     return signature.replace(parameters=[p for name, p in signature.parameters.items()
                                          if name not in fixed])
+
+
+def _not_recorded(weights: Sequence[str], step_line: Location | None) -> tuple[Any, ...]:
+    """A custom loop's weights that its own tape gave no gradient, though the step's loss_fn
+    (run under a tape by the diagnosis) depends on every one of them: the tape it handed to
+    Watch never saw the forward pass."""
+    from gradcheck.evidence.gradients import NotRecorded
+    from gradcheck.report import CheckResult, Kind, Status
+
+    at = str(step_line) if step_line is not None else None
+    return tuple(CheckResult(Kind.CONNECTED, Status.FAIL, input=name, location=step_line,
+                             evidence=NotRecorded(step_at=at)) for name in weights)
 
 
 def _untrained(result: Any, model: Any, without_gradient: Sequence[str],

@@ -113,6 +113,7 @@ class Watch:
         self._steps = 0  # training steps run (by fit or step()), skipped ones included
         self._skipped = 0
         self._last_scale: float | None = None
+        self._step_line: Any = None  # where a custom loop called watch.step, when it fired
         self._last_skipped = -2  # the last step a LossScaleOptimizer skipped
         self._blind_told = False  # a train_step that updates without apply_gradients
         self._optimizer: Any = None  # a custom loop's (fit's is the model's)
@@ -343,6 +344,9 @@ class Watch:
             return True
         names = (self._named(weights, index) if code != 3 else
                  tuple(weight_path_in(v, model) for v, g in zip(weights, gradients) if g is None))
+        from gradcheck.forensics.site_lines import caller_location
+
+        self._step_line = caller_location()  # the user's watch.step(...) line
         kind = TRIGGER_KINDS[code]
         step = self._steps
         self._steps += 1
@@ -476,7 +480,7 @@ class Watch:
             report = check_step(self.model, loss_fn, batch, structure,
                                 step_options(trigger.kind), f"the training loss at {where}",
                                 health, optimizer=self._optimizer,
-                                without_gradient=trigger.weights)
+                                without_gradient=trigger.weights, step_line=self._step_line)
         except GradcheckError as error:
             return None, error.message
         except Exception as exc:

@@ -46,8 +46,10 @@ from gradcheck.evidence.causes.paths import (
     NoNonFiniteOp,
 )
 from gradcheck.evidence.causes.sources import (
+    FractionalPower,
     InfiniteFill,
     InfiniteMask,
+    LogOfMask,
     PreviousUpdate,
     ScheduleSpike,
     Source,
@@ -64,6 +66,6 @@ __all__ = [
     "ReturnedValues", "SecondOrder", "SecondOrderOnItsOwn", "ShapeOnItsOwn",
     "TensorFlowGradientOp", "UnusedLayer", "UpstreamProbe", "WhatAndFix", "Words",
     "WrongGradientReason", "kink_place", "plain_words", "raised_clause", "raised_without_fix",
-    "InfiniteFill", "InfiniteMask", "PreviousUpdate", "ScheduleSpike", "Source",
-    "Trial", "UnboundedTerm", "UnscaledFeature",
+    "FractionalPower", "InfiniteFill", "InfiniteMask", "LogOfMask", "PreviousUpdate",
+    "ScheduleSpike", "Source", "Trial", "UnboundedTerm", "UnscaledFeature",
 ]

@@ -170,12 +170,22 @@ STABLE_FIXES = {
                        " (tf.math.log_sigmoid, from_logits=True)",
     ("Sqrt", "linear"): "its argument is a layer's linear output, which nothing keeps"
                         " positive: give that layer a softplus activation",
+    ("Log", "linear-regression"): "its argument is a regression output (plus constants),"
+                                  " which nothing keeps inside the log's domain: give the"
+                                  " output layer an activation that keeps it there (softplus"
+                                  " for a positive quantity such as a variance or a rate; relu"
+                                  " for MSLE's y_pred >= 0), or use"
+                                  " keras.losses.MeanSquaredLogarithmicError, which clips"
+                                  " y_pred",
+    ("Sqrt", "linear-regression"): "its argument is a regression output, which nothing keeps"
+                                   " positive: give the output layer a softplus activation",
     ("Log", "1+Exp"): "use tf.math.softplus(v), which is log(1 + exp(v)) without overflowing",
     ("Exp", "1+Exp"): "use tf.math.softplus(v), which is log(1 + exp(v)) without overflowing",
 }
 LABELS = frozenset({"y", "y_true", "labels", "label", "target", "targets"})
 # What feeds an op that is an op, not an argument of f (see gradcheck.forensics.non_finite).
-PATTERNS = frozenset({"", "Softmax", "Sigmoid", "1+Exp", "1-Sigmoid", "linear"})
+PATTERNS = frozenset({"", "Softmax", "Sigmoid", "1+Exp", "1-Sigmoid", "linear",
+                      "linear-regression"})
 
 
 def _fed_fix(origin: NonFiniteOp) -> str | None:

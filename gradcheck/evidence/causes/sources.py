@@ -130,6 +130,53 @@ class InfiniteFill(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class LogOfMask(Source):
+    """log(mask) of a 0/1 mask, an additive mask whose masked entries are -inf: a sample whose
+    whole row is masked is all -inf, and a softmax of it NaN."""
+
+    at: Location | None = None
+    sample: int | None = None
+
+    @property
+    def location(self) -> Location | None:
+        return self.at
+
+    def chain(self) -> str:
+        at = f" at {self.at}" if self.at else ""
+        row = f"sample {self.sample} of the batch has" if self.sample is not None else "a row has"
+        return (f"its argument is a 0/1 mask: log(mask){at} makes an additive mask whose masked"
+                f" entries are -inf, and {row} every entry masked, so its softmax is NaN")
+
+    def fix(self) -> str:
+        return ("build the additive mask finite: (mask - 1) * 1e9, tf.where(mask > 0, 0.0, -1e9),"
+                " or log(mask + tiny) with a tiny that is not a denormal (1e-30 in float32)")
+
+
+@dataclasses.dataclass(frozen=True)
+class FractionalPower(Source):
+    """x ** p with 0 < p < 1 at x = 0, whose derivative p·x^(p-1) is infinite there: the
+    exponent a hyperparameter (`names` set to numbers in the same file) read at `at`."""
+
+    exponent: float = 0.5
+    at: Location | None = None
+    names: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def location(self) -> Location | None:
+        return self.at
+
+    def chain(self) -> str:
+        set_by = ", ".join(f"{name}={value:g}" for name, value in self.names)
+        by = f" ({set_by})" if set_by else ""
+        return (f"its exponent {self.exponent:g}{by} is below 1, so its derivative"
+                f" {self.exponent:g}·x^({self.exponent - 1:g}) is infinite where the base is 0")
+
+    def fix(self) -> str:
+        return ("clip the base away from 0 (tf.clip_by_value(base, eps, 1.0), as"
+                " keras-retinanet's focal loss does), or use an exponent of at least 1")
+
+
+@dataclasses.dataclass(frozen=True)
 class InfiniteMask(Source):
     """A step argument that is a mask holding infinities (an intentional input, not bad data)
     multiplied or added into the computation."""
