@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os as _os
 import sys as _sys
-import typing as _typing
 
 if _sys.argv[:1] == ["-m"] and _sys.path and _sys.path[0] in ("", _os.getcwd()):
     # `python -m gradcheck` puts the current folder first on sys.path: a typing.py or
     # inspect.py there would shadow the standard library for gradcheck's own imports. It
     # stays on the path, last.
     _sys.path.append(_sys.path.pop(0))
+
+import typing as _typing  # noqa: E402 - after the current folder moved: a typing.py there
 
 try:
     from gradcheck import report as _report

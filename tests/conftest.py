@@ -16,6 +16,11 @@ from gradcheck.render.json_format import check_dict
 from gradcheck.targets.modules import import_module
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+# Reports follow the terminal's width, and pytest-xdist gives its workers COLUMNS=80 (its own
+# terminal's width, 80 off a terminal): tests that look for a phrase in a report read it laid
+# out wide, whatever runs them. Widths themselves are tested in a pseudo-terminal
+# (tests/test_widths.py), with COLUMNS unset there.
+os.environ["COLUMNS"] = "200"
 
 # The modules whose tests take minutes between them: real training runs, a pytest or Jupyter
 # process per test, native crashes and hangs, building the wheel, functions of real libraries.
@@ -31,7 +36,7 @@ SLOW_MODULES = frozenset({
     "test_keras", "test_non_finite", "test_stdlib_shadowing", "test_float16_head",
     "test_pfor_fallback", "test_custom_gradient_discovery", "test_harness_transparency",
     "test_entry_points", "test_compiled_cache", "test_low_precision_kinks",
-    "test_watch_live", "test_watch_reports",
+    "test_watch_live", "test_watch_reports", "test_watch_sources", "test_watch_distributed",
 })
 
 

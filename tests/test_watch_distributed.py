@@ -124,6 +124,9 @@ def test_an_empty_replica_shard_is_named_with_why(tmp_path):
     assert failing["trigger"].startswith(
         "the loss is not finite on replica 1 of 2 (its shard of the batch's 1 row is empty;"
         " a per-replica mean over 0 rows is 0/0: average with tf.nn.compute_average_loss")
+    # the diagnosis, on that replica's shard, says the same, not "nothing to differentiate"
+    assert "the step's batch is empty" in failing["diagnosis"], failing
+    assert "compute_average_loss" in failing["diagnosis"], failing
     assert seen["fixed"]["snapshots"] == [] and seen["fixed"]["finite"]
 
 

@@ -140,7 +140,8 @@ CASES: dict[str, Case] = {
         ("Log(-",), ("sigmoid",)),
     # tensorflow/tensorflow#38357, keras-team/keras#16100: tf-keras mixed precision
     "tf-keras-loss-scale-stuck-at-1": Case(
-        _loss_scale, 14, "loss-scale", "non-finite",
+        # step 14 halves the scale to 1; step 15 is the first to overflow at scale 1
+        _loss_scale, 15, "loss-scale", "non-finite",
         line_of(loss_scale_report, "* 1e8"), ("float16",), ("65504",)),
 }
 

@@ -48,7 +48,8 @@ def _loop(train: Callable[..., Any]) -> Callable[[gradcheck.Watch, bool], None]:
 class Case:
     run: Callable[[gradcheck.Watch, bool], None]
     step: int
-    location: str | None  # the source's line (or the op's, when the source has none)
+    # the source's line (or the op's, when the source has none); one of several
+    location: str | tuple[str, ...] | None
     source: tuple[str, ...]  # what the chain must name
     repaired_by: str | None  # the trial that made the step finite (None: none could be tried)
 
@@ -82,7 +83,9 @@ CASES = {
     # Keras' loop: located at the line that built that layer, its activation the source
     "relu-lstm-state-overflow": Case(
         _fit(C.CASES["relu-lstm-recurrent"]["run"]), 1,
-        _line(C, "keras.layers.LSTM(32, activation=activation", occurrence=1),
+        # which of the two relu LSTMs overflows first depends on the thread count's rounding
+        tuple(_line(C, "keras.layers.LSTM(32, activation=activation", occurrence=k)
+              for k in (0, 1)),
         ("recurrent layer lstm", "activation='relu'"), "with tanh as lstm"),
     # CyberZHG/keras-radam#43: a warm-up schedule whose 'decay' rises 100 times
     "warmup-schedule-spike": Case(
@@ -152,13 +155,13 @@ def test_layers_whose_outputs_never_reach_the_loss_are_named_where_they_are_call
     watch = gradcheck.Watch(tmp_path, log=lines.append)
     _fit(case["run"])(watch, False)
     report = json.loads((watch.snapshots[0] / "report.json").read_text())
-    dropped = {c["input"]: c for c in report["checks"]
-               if c["check"] == "connected" and c["status"] == "fail"}
-    for layer, call in (("dense", "x1 = self.linear1(x)"), ("dense_1", "x2 = self.linear2(x)"),
-                        ("dense_2", "x3 = self.linear3(x)")):
-        finding = dropped[f"{layer}/kernel"]
-        assert finding["location"].endswith(_line(C, call)), finding
-        assert "never reaches the loss" in finding["message"], finding
+    dropped = [c for c in report["checks"] if c["check"] == "connected"
+               and c["status"] == "fail"]
+    for call in ("x1 = self.linear1(x)", "x2 = self.linear2(x)", "x3 = self.linear3(x)"):
+        found = [c for c in dropped if (c["location"] or "").endswith(_line(C, call))]
+        assert found and all("never reaches the loss" in c["message"] for c in found), dropped
+        assert all(c["input"].endswith("/kernel") or c["input"].endswith("/bias")
+                   for c in found), found
     assert all("site-packages" not in (c["location"] or "") for c in report["checks"])
 
 

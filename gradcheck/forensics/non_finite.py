@@ -16,7 +16,7 @@ from gradcheck.engine.arrays import as_array
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.evidence import Location
-from gradcheck.evidence.causes.sources import Source, Trial, UnboundedRecurrence
+from gradcheck.evidence.causes.sources import Change, Source, Trial, UnboundedRecurrence
 from gradcheck.forensics.provenance import Candidate, sources
 from gradcheck.forensics.site_lines import running_layer_line
 from gradcheck.forensics.values import TracedValues, library_of, op_location, trace_values
@@ -319,7 +319,7 @@ def _with_source(traced: TracedValues, origin: OriginOp, arguments: Mapping[str,
 
 def _trial(traced: TracedValues, candidate: Candidate) -> Trial | None:
     """The candidate's change applied to the graph: whether f and its gradients are finite."""
-    if not candidate.feeds or traced.rerun is None:
+    if not candidate.feeds or candidate.trial is None or traced.rerun is None:
         return None
     try:
         values = traced.rerun(candidate.feeds)
@@ -330,7 +330,7 @@ def _trial(traced: TracedValues, candidate: Candidate) -> Trial | None:
     gradients = [v for v in values[len(traced.outputs):] if v is not None and v.size]
     largest = max((float(np.max(np.abs(g))) for g in gradients), default=None) if finite \
         else None
-    return Trial(candidate.change, finite, largest)
+    return replace(candidate.trial, repaired=finite, largest=largest)
 
 
 def analyse_non_finite(program: Program, output_indices: Sequence[int],
@@ -412,8 +412,8 @@ def _recurrence(program: Program, layers: Sequence[Any],
         cell.activation = tensorflow().math.tanh
         with silenced_stderr_fd():
             finite = all(_finite(leaf.tensor) for leaf in flatten_outputs(program.call()))
-        trial: tuple[Trial, ...] = (Trial(f"with tanh as {layer.name}'s activation", finite,
-                                          judged="loss"),)
+        trial: tuple[Trial, ...] = (Trial(Change.BOUNDED_ACTIVATION, finite, subject=layer.name,
+                                          loss_only=True),)
     except Exception:  # noqa: BLE001 - a layer that cannot take it is not tried
         trial = ()
     finally:

@@ -17,11 +17,13 @@ import numpy as np
 
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes.sources import (
+    Change,
     FractionalPower,
     InfiniteFill,
     InfiniteMask,
     LogOfMask,
     Source,
+    Trial,
     UnboundedTerm,
     UnscaledFeature,
 )
@@ -37,11 +39,11 @@ _LABELS = frozenset({"y", "y_true", "labels", "label", "target", "targets"})
 @dataclass(frozen=True)
 class Candidate:
     """A source and the change that would remove it: tensors (by name) fed new values, and
-    the words for that change ("with the features of x standardised")."""
+    the trial that change makes (not yet run)."""
 
     source: Source
     feeds: dict[str, np.ndarray] = field(default_factory=dict)
-    change: str = ""
+    trial: Trial | None = None
 
 
 def _ancestors(traced: TracedValues, op: Any) -> Iterator[Any]:
@@ -136,19 +138,19 @@ def sources(traced: TracedValues, forward: Any, bad: np.ndarray,
             found.append(Candidate(
                 InfiniteFill(value=float(value[np.isinf(value)].flat[0]), at=op_location(op),
                              sample=_first_nan_downstream(traced, forward, rows)),
-                {tensor: _finite_fill(value)}, "with the fill -1e9 instead of"
-                f" {float(value[np.isinf(value)].flat[0]):g}"))
+                {tensor: _finite_fill(value)},
+                Trial(Change.FINITE_FILL, value=float(value[np.isinf(value)].flat[0]))))
         elif name is not None and name not in _LABELS and np.isinf(value).any():
             found.append(Candidate(
                 InfiniteMask(argument=name, value=float(value[np.isinf(value)].flat[0]),
                              count=int(np.isinf(value).sum())),
-                {tensor: _finite_fill(value)}, f"with {name}'s infinities replaced by ±1e9"))
+                {tensor: _finite_fill(value)}, Trial(Change.FINITE_MASK, subject=name)))
         elif name is not None and name not in _LABELS and value.ndim >= 2 and np.all(
                 np.isfinite(value)):
             feature = _unscaled(value, dtype_max, forward, bad, rows, name)
             if feature is not None:
                 found.append(Candidate(feature, {tensor: _standardised(value)},
-                                       f"with the features of {name} standardised"))
+                                       Trial(Change.STANDARDISED, subject=name)))
     powered = _fractional_power(traced, forward)
     if powered is not None:
         found.insert(0, powered)
@@ -176,7 +178,7 @@ def _fractional_power(traced: TracedValues, forward: Any) -> Candidate | None:
     tiny = float(np.finfo(base.dtype).eps)
     return Candidate(FractionalPower(exponent=power, at=at, names=_hyperparameters(at)),
                      {forward.inputs[0].name: np.maximum(base, tiny).astype(base.dtype)},
-                     f"with the base clipped to {tiny:.3g}")
+                     Trial(Change.CLIPPED_BASE, value=tiny))
 
 
 def _log_of_mask(traced: TracedValues, forward: Any, rows: int | None) -> Candidate | None:
@@ -192,7 +194,7 @@ def _log_of_mask(traced: TracedValues, forward: Any, rows: int | None) -> Candid
     return Candidate(LogOfMask(at=op_location(forward),
                                sample=_first_nan_downstream(traced, forward, rows)),
                      {forward.outputs[0].name: _finite_fill(output)},
-                     "with log(mask)'s -inf made -1e9")
+                     Trial(Change.FINITE_LOG_MASK))
 
 
 def _unscaled(value: np.ndarray, dtype_max: float, forward: Any, bad: np.ndarray,
@@ -238,7 +240,7 @@ def _unbounded_term(traced: TracedValues, forward: Any, bad: np.ndarray) -> Unbo
     if not np.isneginf(bad).any() or not (np.all(upstream >= 0) and np.any(upstream > 0)):
         return None
     line = _coefficient_line(traced, forward)
-    return UnboundedTerm(op="Log", at=line, names=_hyperparameters(line))
+    return UnboundedTerm(at=line, names=_hyperparameters(line))
 
 
 def _coefficient_line(traced: TracedValues, forward: Any) -> Location | None:

@@ -98,24 +98,27 @@ def op_layer_line(op_name: str) -> Location | None:
 
 def running_layer_line(layers: Sequence[Any]) -> Location | None:
     """The user's line that built the innermost of `layers` (running, outermost first) that
-    the user's code constructs by its class name: of several such calls, the one in the same
-    order as that layer among the outermost model's layers of its class."""
+    the user's code constructs by its class name: in the one loaded file that constructs as
+    many of that class as the outermost model holds, the call in the same order as the layer
+    among them (None when no file, or several, fit)."""
     outer = layers[0] if layers else None
     for layer in reversed(layers[1:]):
         name = type(layer).__name__
-        calls = [(location, builds) for filename in _user_sources(len(sys.modules),
-                                                                  len(linecache.cache))
-                 for location, builds in ((format_location(filename, line), builds)
-                                          for line, dotted, builds in _calls_in(filename)
-                                          if dotted.split(".")[-1] == name)]
-        building = sorted((location for location, builds in calls if builds), key=_order) or \
-            sorted((location for location, _ in calls), key=_order)
-        if not building:
-            continue
         same = [other for other in getattr(outer, "_flatten_layers", lambda: [])()
                 if type(other) is type(layer)]
-        index = next((k for k, other in enumerate(same) if other is layer), 0)
-        return building[index] if len(building) == len(same) else building[0]
+        by_file: dict[str, list[Location]] = {}
+        for filename in _user_sources(len(sys.modules), len(linecache.cache)):
+            for line, dotted, _ in _calls_in(filename):
+                if dotted.split(".")[-1] == name:
+                    by_file.setdefault(filename, []).append(format_location(filename, line))
+        if not by_file:
+            continue
+        fitting = [sorted(calls, key=_order) for calls in by_file.values()
+                   if len(calls) == len(same)]
+        index = next((k for k, other in enumerate(same) if other is layer), None)
+        if len(fitting) == 1 and index is not None:
+            return fitting[0][index]
+        return None
     return None
 
 

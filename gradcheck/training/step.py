@@ -59,8 +59,13 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
     from gradcheck.training.snapshot import non_finite_data
     from gradcheck.training.step_state import preserved
 
-    bad_data = non_finite_data({name: array for name, array in
-                                batch_arrays(batch, structure)[1].items()
+    arrays = batch_arrays(batch, structure)[1]
+    if arrays and all(getattr(a, "ndim", 0) and a.shape[0] == 0 for a in arrays.values()):
+        raise InputError("the step's batch is empty (0 rows; under a tf.distribute strategy, this"
+                         " replica's shard): a mean over 0 samples is 0/0, which is the NaN;"
+                         " average with tf.nn.compute_average_loss(per_example_loss,"
+                         " global_batch_size=...) or batch with drop_remainder=True")
+    bad_data = non_finite_data({name: array for name, array in arrays.items()
                                 if not is_infinite_mask(array)})
     if bad_data:
         raise InputError(bad_data)

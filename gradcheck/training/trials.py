@@ -13,7 +13,7 @@ import numpy as np
 from gradcheck.engine.arrays import as_array
 from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.engine.variables import weight_path_in
-from gradcheck.evidence.causes.sources import PreviousUpdate, ScheduleSpike, Trial
+from gradcheck.evidence.causes.sources import Change, PreviousUpdate, ScheduleSpike, Trial
 
 # A schedule whose rate rises this many times from one step to the next spikes (a linear
 # warm-up rises at most twofold after its first step).
@@ -89,12 +89,11 @@ def previous_update(model: Any, optimizer: Any, run: Callable[[], Any]) -> Previ
     dtype = str(tensorflow().as_dtype(weights[largest].dtype).name)
     larger = max(epsilon * 1e3, 1e-4)
     trials = []
-    for change, new_epsilon, scale in (
-            (f"with the previous update recomputed with epsilon={larger:g}", larger, 1.0),
-            (f"with the previous update recomputed with learning_rate={rate / 10:g}", epsilon,
-             0.1)):
+    for change, value, new_epsilon, scale in ((Change.LARGER_EPSILON, larger, larger, 1.0),
+                                              (Change.SMALLER_RATE, rate / 10, epsilon, 0.1)):
         replaced = [_adam_update(optimizer, w, new_epsilon, scale) for w in weights]
-        trials.append(Trial(change, *_with_weights(weights, updates, replaced, run)))
+        finite, gradient = _with_weights(weights, updates, replaced, run)
+        trials.append(Trial(change, finite, gradient, value=value))
     return PreviousUpdate(
         trials=tuple(trials), optimizer=type(optimizer).__name__,
         weight=weight_path_in(weights[largest], model), moved=moved[largest],

@@ -5,25 +5,43 @@ fixes tried on the step (whether each made the gradient finite). Facts and their
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 from gradcheck.evidence.location import Location
 
 
+class Change(enum.Enum):
+    """A fix applied to the failing step without the user's code."""
+
+    STANDARDISED = "the features of {subject} standardised"
+    FINITE_FILL = "the fill -1e9 instead of {value:g}"
+    FINITE_MASK = "{subject}'s infinities replaced by ±1e9"
+    FINITE_LOG_MASK = "log(mask)'s -inf made -1e9"
+    CLIPPED_BASE = "the base clipped to {value:.3g}"
+    BOUNDED_ACTIVATION = "tanh as {subject}'s activation"
+    LARGER_EPSILON = "the previous update recomputed with epsilon={value:g}"
+    SMALLER_RATE = "the previous update recomputed with learning_rate={value:g}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Trial:
-    """One fix applied to the failing step without the user's code (`change`: "with the
-    features of x standardised"), and whether the step's loss and gradient became finite."""
+    """One fix (`change`, of `subject` or with `value`) applied to the failing step, and whether
+    the step's loss and gradient (`loss_only`: the loss) became finite."""
 
-    change: str
-    repaired: bool
+    change: Change
+    repaired: bool = False
     largest: float | None = None  # the largest |gradient| after the change, when finite
-    judged: str = "gradient"  # what was run and judged: the "gradient", or the "loss" only
+    subject: str = ""
+    value: float = 0.0
+    loss_only: bool = False
 
     def words(self) -> str:
+        change = "with " + self.change.value.format(subject=self.subject, value=self.value)
+        judged = "loss" if self.loss_only else "gradient"
         if not self.repaired:
-            return f"{self.change}, this step's {self.judged} is still not finite"
+            return f"{change}, this step's {judged} is still not finite"
         largest = f" (largest |g| {self.largest:.3g})" if self.largest is not None else ""
-        return f"{self.change}, this step's {self.judged} is finite{largest}"
+        return f"{change}, this step's {judged} is finite{largest}"
 
 
 def _range(low: float, high: float) -> str:
@@ -201,7 +219,6 @@ class UnboundedTerm(Source):
     0: the loss is unbounded below, and training drives it there. `names`: the hyperparameters
     (name, value) read on the coefficient's line `at`."""
 
-    op: str = "Log"
     at: Location | None = None
     names: tuple[tuple[str, float], ...] = ()
 
@@ -213,7 +230,7 @@ class UnboundedTerm(Source):
         set_by = ", ".join(f"{name}={value:g}" for name, value in self.names)
         by = f", set by {set_by}" if set_by else ""
         at = f" at {self.at}" if self.at else ""
-        return (f"the loss is unbounded below: the coefficient of this {self.op} term{at}"
+        return (f"the loss is unbounded below: the coefficient of this log term{at}"
                 f"{by} is positive, so the loss falls without bound as its argument goes to 0,"
                 " and training drives it there")
 
