@@ -23,6 +23,7 @@ REPORTS = Path(__file__).resolve().parent.parent / "fixtures" / "training" / "re
 sys.path.insert(0, str(REPORTS))
 
 import cause_reports  # noqa: E402
+import fit_reports  # noqa: E402
 import source_reports  # noqa: E402
 
 
@@ -99,6 +100,10 @@ CASES = {
     "allennlp-log-of-mask": Case(
         _fit(C.CASES["masked-log-softmax-empty-row"]["run"]), 1, None,
         ("a 0/1 mask: log(mask)", "sample 5 of the batch"), "log(mask)'s -inf made -1e9"),
+    # keras-team/keras#5733: a policy loss written loss(y_pred, y_true)
+    "keras-5733-swapped-arguments": Case(
+        _fit(fit_reports.swapped_arguments), 0, None, ("has its arguments swapped",),
+        "the loss called with its arguments swapped"),
     # tensorflow/tensorflow#11756 in a two-input functional model with a Lambda
     "lambda-inf-mask-multiply": Case(
         _fit(C.CASES["infinity-mask-multiply"]["run"]), 2, None, ("-inf",), "-1e9"),

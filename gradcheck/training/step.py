@@ -100,6 +100,8 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
         report = replace(report, checks=report.checks + _not_recorded(without_gradient,
                                                                        step_line))
     report = _previous_update_tried(report, model, optimizer, function, arguments)
+    if loss_fn is None and structure == "xy":
+        report = _swap_tried(report, model, batch)
     if health is None:
         return report
     from gradcheck.kinds.health.check import health_results
@@ -206,22 +208,34 @@ def _of_the_loss(result: Any, diverged: Any) -> Any:
     return result
 
 
+def _first_non_finite(report: Report) -> Any:
+    """The report's first non-finite finding whose cause names the first op, or None."""
+    from gradcheck.evidence.causes import FirstNonFinite
+    from gradcheck.report import Kind
+
+    return next((c for c in report.checks if c.check == Kind.NON_FINITE and c.cause is not None
+                 and isinstance(c.cause.facts, FirstNonFinite)), None)
+
+
+def _sourced(report: Report, finding: Any, source: Any) -> Report:
+    """The report with `finding`'s cause given `source` (which then explains it)."""
+    cause = replace(finding.cause, facts=replace(finding.cause.facts, source=source,
+                                                 diverged=None))
+    return replace(report, checks=tuple(replace(c, cause=cause) if c is finding else c
+                                        for c in report.checks))
+
+
 def _previous_update_tried(report: Report, model: Any, optimizer: Any,
                            function: Callable[..., Any], arguments: Any) -> Report:
     """A non-finite step whose source the graph did not show: the previous update, when it
     moved a weight far more than the learning rate, recomputed with another epsilon or
-    learning rate and the step run again with it."""
-    from gradcheck.evidence.causes import FirstNonFinite
-    from gradcheck.report import Kind
+    learning rate and the step run again with it; else a learning-rate schedule that spiked."""
     from gradcheck.training.step_state import preserved
     from gradcheck.training.trials import previous_update, schedule_spike
 
-    first = next((c for c in report.checks if c.check == Kind.NON_FINITE and c.cause is not None
-                  and isinstance(c.cause.facts, FirstNonFinite)), None)
-    if first is None or first.cause is None or not isinstance(first.cause.facts, FirstNonFinite):
-        return report
-    cause, facts = first.cause, first.cause.facts
-    if facts.source is not None and facts.source.repaired:
+    first = _first_non_finite(report)
+    if first is None or (first.cause.facts.source is not None
+                         and first.cause.facts.source.repaired):
         return report
     optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)
@@ -229,14 +243,23 @@ def _previous_update_tried(report: Report, model: Any, optimizer: Any,
         updated = previous_update(model, optimizer,
                                   lambda: function(*arguments.args, **arguments.kwargs))
     found = updated or schedule_spike(optimizer)
-    if found is None:
-        return report
-    from gradcheck.evidence.causes import Source
+    return report if found is None else _sourced(report, first, found)
 
-    assert isinstance(found, Source)
-    cause = replace(cause, facts=replace(facts, source=found, diverged=None))
-    return replace(report, checks=tuple(replace(c, cause=cause) if c is first else c
-                                        for c in report.checks))
+
+def _swap_tried(report: Report, model: Any, batch: Sequence[Any]) -> Report:
+    """A compiled loss whose first non-finite op reads the labels as they are: the loss called
+    with its arguments the other way round, on the step."""
+    from gradcheck.evidence.causes.paths import LABELS
+    from gradcheck.training.step_state import preserved
+    from gradcheck.training.trials import swapped_arguments
+
+    first = _first_non_finite(report)
+    if first is None or len(batch) < 2 or first.cause.facts.source is not None \
+            or first.cause.facts.first.fed_by not in LABELS:
+        return report
+    with preserved(model):
+        found = swapped_arguments(model, batch[0], batch[1], first.cause.facts.first.fed_by)
+    return report if found is None else _sourced(report, first, found)
 
 
 def _machinery(note: Any) -> bool:

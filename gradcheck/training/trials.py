@@ -13,7 +13,13 @@ import numpy as np
 from gradcheck.engine.arrays import as_array
 from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.engine.variables import weight_path_in
-from gradcheck.evidence.causes.sources import Change, PreviousUpdate, ScheduleSpike, Trial
+from gradcheck.evidence.causes.sources import (
+    Change,
+    PreviousUpdate,
+    ScheduleSpike,
+    SwappedArguments,
+    Trial,
+)
 
 # A schedule whose rate rises this many times from one step to the next spikes (a linear
 # warm-up rises at most twofold after its first step).
@@ -134,3 +140,23 @@ def schedule_spike(optimizer: Any) -> ScheduleSpike | None:
     k = jumps[-1]
     return ScheduleSpike(schedule=type(schedule).__name__, step=first + k, before=rates[k - 1],
                          after=rates[k], last=rates[-1])
+
+
+def swapped_arguments(model: Any, x: Any, y: Any, argument: str) -> SwappedArguments | None:
+    """The model's compiled loss function called with its two arguments the other way round
+    (its predictions first), and whether the step's loss and gradient are then finite."""
+    tf = tensorflow()
+    loss = getattr(model, "loss", None)
+    if not callable(loss) or y is None:
+        return None
+
+    def run() -> Any:
+        predictions = model(x, training=True)
+        return tf.reduce_mean(loss(predictions, tf.cast(y, predictions.dtype)))
+
+    try:
+        finite, largest = _finite_step(run, model.trainable_variables)
+    except Exception:  # noqa: BLE001 - a loss that cannot be called so is not tried
+        return None
+    return SwappedArguments(trials=(Trial(Change.SWAPPED_ARGUMENTS, finite, largest),),
+                            argument=argument)

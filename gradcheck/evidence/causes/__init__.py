@@ -53,6 +53,7 @@ from gradcheck.evidence.causes.sources import (
     PreviousUpdate,
     ScheduleSpike,
     Source,
+    SwappedArguments,
     Trial,
     UnboundedTerm,
     UnscaledFeature,
@@ -67,5 +68,5 @@ __all__ = [
     "TensorFlowGradientOp", "UnusedLayer", "UpstreamProbe", "WhatAndFix", "Words",
     "WrongGradientReason", "kink_place", "plain_words", "raised_clause", "raised_without_fix",
     "FractionalPower", "InfiniteFill", "InfiniteMask", "LogOfMask", "PreviousUpdate",
-    "ScheduleSpike", "Source", "Trial", "UnboundedTerm", "UnscaledFeature",
+    "ScheduleSpike", "Source", "SwappedArguments", "Trial", "UnboundedTerm", "UnscaledFeature",
 ]

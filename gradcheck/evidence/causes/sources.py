@@ -21,6 +21,7 @@ class Change(enum.Enum):
     BOUNDED_ACTIVATION = "tanh as {subject}'s activation"
     LARGER_EPSILON = "the previous update recomputed with epsilon={value:g}"
     SMALLER_RATE = "the previous update recomputed with learning_rate={value:g}"
+    SWAPPED_ARGUMENTS = "the loss called with its arguments swapped"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,6 +290,23 @@ class ScheduleSpike(Source):
         return (f"check {self.schedule}'s parameters (a decay whose final rate is above the"
                 " warm-up's peak, such as min_lr > learning_rate): a rate should not rise after"
                 " warm-up; clipping the op would hide the divergence")
+
+
+@dataclasses.dataclass(frozen=True)
+class SwappedArguments(Source):
+    """The op's argument is the batch's labels (`argument`) as they are: a compiled loss written
+    as loss(y_pred, y_true), which Keras calls as loss(y_true, y_pred)."""
+
+    argument: str = "y"
+
+    def chain(self) -> str:
+        return (f"its argument is the batch's labels ({self.argument}, y_true) as they are: a"
+                " Keras loss is called as loss(y_true, y_pred), so a loss written as"
+                " loss(y_pred, y_true) has its arguments swapped")
+
+    def fix(self) -> str:
+        return ("swap the loss's parameters to (y_true, y_pred); clipping would only train a"
+                " wrong loss")
 
 
 @dataclasses.dataclass(frozen=True)
