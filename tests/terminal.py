@@ -44,10 +44,12 @@ def in_terminal(argv: Sequence[str], columns: int, cwd: Path | str,
                 env: dict[str, str] | None = None, stderr_too: bool = True,
                 timeout: float = 300) -> Shown:
     """`argv` with stdout (and stderr unless `stderr_too` is false: then it is discarded) on a
-    pseudo-terminal `columns` wide; $COLUMNS and $LINES unset, as in an interactive shell."""
+    pseudo-terminal `columns` wide; $COLUMNS and $LINES unset, as in an interactive shell (and
+    the width a pytest run shares with the processes it starts)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    environment = {k: v for k, v in (env or os.environ).items() if k not in ("COLUMNS", "LINES")}
+    environment = {k: v for k, v in (env or os.environ).items()
+                   if k not in ("COLUMNS", "LINES", "GRADCHECK_COLUMNS")}
     environment.update(TERM="xterm", NO_COLOR="1")
     process = subprocess.Popen(list(argv), cwd=cwd, env=environment, stdin=slave, stdout=slave,
                                stderr=slave if stderr_too else subprocess.DEVNULL,
