@@ -15,10 +15,10 @@ from gradcheck.evidence import Location
 from gradcheck.forensics.cut_ops import CutSite, frames_location, has_gradient, op_cut
 from gradcheck.forensics.graph import (
     _graph_of,
-    _reachable_backward,
     _reachable_forward,
     _starts,
     _trace,
+    ops_feeding,
 )
 
 LOW_PRECISION = ("bfloat16", "float16")
@@ -74,7 +74,7 @@ def _traced_inside(program: Program) -> Inside:
         graph = _graph_of(program.call, program, index)
     except Exception:  # not traceable: judged by its outputs' dtype, as before
         return Inside()
-    dtypes = {t.dtype.name for op in _reachable_backward(graph.outputs) for t in op.outputs}
+    dtypes = {t.dtype.name for op in ops_feeding(graph.outputs) for t in op.outputs}
     types = {op.type for op in graph.get_operations()}
     for function in getattr(graph, "_functions", {}).values():
         definition = getattr(function, "cached_definition", None) or getattr(
@@ -119,7 +119,7 @@ def forward_mode_gaps(program: Program, slot_index: int) -> list[CutSite]:
     if traced is None:
         return []
     graph, carried = traced
-    backward = _reachable_backward(graph.outputs)
+    backward = ops_feeding(graph.outputs)
     gaps: list[CutSite] = []
     for op in graph.get_operations():
         floats_out = [t for t in op.outputs if t.dtype.is_floating]
@@ -154,7 +154,7 @@ def second_order_gaps(program: Program, slot_index: int) -> list[MissingSecondOr
         return []
     starts = _starts(graph, program.slots[slot_index])
     forward = _reachable_forward(starts)
-    backward = _reachable_backward(graph.outputs)
+    backward = ops_feeding(graph.outputs)
     gaps: list[MissingSecondOrder] = []
     for op in graph.get_operations():
         if op in forward and op in backward and not has_gradient(op):

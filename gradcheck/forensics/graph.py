@@ -108,7 +108,8 @@ def _reachable_forward(start: Iterable[Any]) -> set[Any]:
     return seen
 
 
-def _reachable_backward(ends: Iterable[Any]) -> set[Any]:
+def ops_feeding(ends: Iterable[Any]) -> set[Any]:
+    """Every op the tensors `ends` are computed from (themselves' ops included)."""
     seen: set[Any] = set()
     frontier = [t.op for t in ends]
     while frontier:
@@ -243,7 +244,7 @@ def graph_cuts(program: Program, slot_index: int, no_gradient: bool = False,
     starts = _starts(graph, program.slots[slot_index])
     if not starts:
         return [], "the traced graph never reads this variable"
-    backward = _reachable_backward(graph.outputs)
+    backward = ops_feeding(graph.outputs)
     if no_gradient:
         return _first_cuts(graph, starts, backward), None
     forward = _reachable_forward(starts)

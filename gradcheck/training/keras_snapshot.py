@@ -98,6 +98,7 @@ def dropped_output_line(model: Any, name: str, run: Callable[[], Any]) -> Locati
     """Where the step reads the weight `name` in an op whose result never reaches the loss (a
     layer called on x whose output is overwritten or dropped): that op's user line, from the
     step traced as a graph (nothing runs)."""
+    from gradcheck.forensics.graph import ops_feeding
     from gradcheck.forensics.values import op_location
 
     tf = tensorflow()
@@ -111,28 +112,17 @@ def dropped_output_line(model: Any, name: str, run: Callable[[], Any]) -> Locati
         return None
     handles = {id(internal) for external, internal in graph.captures
                if external is getattr(weight, "handle", None)}
-    loss_ancestors = _ancestors(graph.outputs)
+    loss_ancestors = ops_feeding(graph.outputs)
     for op in graph.get_operations():
         if op.type != "ReadVariableOp" or id(op.inputs[0]) not in handles:
             continue
         for consumer in (c for out in op.outputs for c in out.consumers()):
-            if consumer.name in loss_ancestors:
+            if consumer in loss_ancestors:
                 return None  # it reaches the loss: not dropped
             location = op_location(consumer)
             if location is not None:
                 return location
     return None
-
-
-def _ancestors(tensors: Sequence[Any]) -> set[str]:
-    seen: set[str] = set()
-    stack = [t.op for t in tensors]
-    while stack:
-        op = stack.pop()
-        if op.name not in seen:
-            seen.add(op.name)
-            stack += [t.op for t in op.inputs]
-    return seen
 
 
 def assign_weights(model: Any, arrays: dict[str, np.ndarray]) -> None:

@@ -45,6 +45,10 @@ class Trial:
         return f"{change}, this step's {judged} is finite{largest}"
 
 
+def _set_by(names: tuple[tuple[str, float], ...]) -> str:
+    return ", ".join(f"{name}={value:g}" for name, value in names)
+
+
 def _range(low: float, high: float) -> str:
     return f"{low:.3g} .. {high:.3g}"
 
@@ -55,6 +59,7 @@ class Source:
     source, and the `trials` made on the step."""
 
     trials: tuple[Trial, ...] = ()
+    at: Location | None = None  # the source's line in the user's code, when it has one
 
     def chain(self) -> str:
         raise NotImplementedError
@@ -64,7 +69,7 @@ class Source:
 
     @property
     def location(self) -> Location | None:
-        return None
+        return self.at
 
     @property
     def repaired(self) -> Trial | None:
@@ -127,12 +132,7 @@ class InfiniteFill(Source):
     NaN where it fills a whole row (every element masked)."""
 
     value: float = float("-inf")
-    at: Location | None = None
     sample: int | None = None
-
-    @property
-    def location(self) -> Location | None:
-        return self.at
 
     def chain(self) -> str:
         at = f" at {self.at}" if self.at else ""
@@ -153,12 +153,7 @@ class LogOfMask(Source):
     """log(mask) of a 0/1 mask, an additive mask whose masked entries are -inf: a sample whose
     whole row is masked is all -inf, and a softmax of it NaN."""
 
-    at: Location | None = None
     sample: int | None = None
-
-    @property
-    def location(self) -> Location | None:
-        return self.at
 
     def chain(self) -> str:
         at = f" at {self.at}" if self.at else ""
@@ -177,16 +172,10 @@ class FractionalPower(Source):
     exponent a hyperparameter (`names` set to numbers in the same file) read at `at`."""
 
     exponent: float = 0.5
-    at: Location | None = None
     names: tuple[tuple[str, float], ...] = ()
 
-    @property
-    def location(self) -> Location | None:
-        return self.at
-
     def chain(self) -> str:
-        set_by = ", ".join(f"{name}={value:g}" for name, value in self.names)
-        by = f" ({set_by})" if set_by else ""
+        by = f" ({_set_by(self.names)})" if self.names else ""
         return (f"its exponent {self.exponent:g}{by} is below 1, so its derivative"
                 f" {self.exponent:g}·x^({self.exponent - 1:g}) is infinite where the base is 0")
 
@@ -220,16 +209,10 @@ class UnboundedTerm(Source):
     0: the loss is unbounded below, and training drives it there. `names`: the hyperparameters
     (name, value) read on the coefficient's line `at`."""
 
-    at: Location | None = None
     names: tuple[tuple[str, float], ...] = ()
 
-    @property
-    def location(self) -> Location | None:
-        return self.at
-
     def chain(self) -> str:
-        set_by = ", ".join(f"{name}={value:g}" for name, value in self.names)
-        by = f", set by {set_by}" if set_by else ""
+        by = f", set by {_set_by(self.names)}" if self.names else ""
         at = f" at {self.at}" if self.at else ""
         return (f"the loss is unbounded below: the coefficient of this log term{at}"
                 f"{by} is positive, so the loss falls without bound as its argument goes to 0,"
@@ -250,12 +233,6 @@ class UnboundedRecurrence(Source):
     layer: str = ""
     kind: str = "LSTM"
     activation: str = "relu"
-    at: Location | None = None
-
-    @property
-    def location(self) -> Location | None:
-        return self.at
-
     def chain(self) -> str:
         at = f" built at {self.at}" if self.at else ""
         return (f"its source is the recurrent layer {self.layer} ({self.kind}{at}) with"
