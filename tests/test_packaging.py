@@ -84,11 +84,18 @@ def test_the_installed_demo_gets_every_expected_verdict(wheel_path: Path, tmp_pa
     target = tmp_path / "installed"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
                     str(target), str(wheel_path)], check=True, capture_output=True)
-    env = {**os.environ, "PYTHONPATH": str(target), "NO_COLOR": "1", "COLUMNS": "300"}
+    # At 80 columns: each example a block whose first line is whole (verdict, name, verdict).
+    env = {**os.environ, "PYTHONPATH": str(target), "NO_COLOR": "1", "COLUMNS": "80"}
     result = subprocess.run([sys.executable, "-m", "gradcheck", "demo"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "every example got its expected verdict" in result.stdout
+    assert max(len(line.rstrip()) for line in result.stdout.splitlines()) <= 80
+    firsts = [line.split() for line in result.stdout.splitlines()
+              if line.startswith(("PASS ", "FAIL "))]
+    assert sorted(words[1] for words in firsts) == sorted(
+        f"{case.file}:{case.function}" for case in DEMO_CASES)
+    assert all(words[2:] == ["as", "expected"] for words in firsts)
     assert str(target) not in result.stdout  # examples named by file, not by installed path
     assert "composed_custom_gradients.py:21" in result.stdout
 
