@@ -1,5 +1,7 @@
 """`gradcheck run` over twenty small checks against tf.test.compute_gradient over the same twenty
-functions in one process: seconds per check beyond a bare worker's start-up, and the ratio.
+functions in one process: seconds per check beyond a bare worker's start-up, and the ratio; and
+against TensorFlow's floor for a first call's checks (small_functions.py's, in a fresh process
+alternated with the runs): the per-check ratio, min and median over the runs.
 
 Run from a clone: `python benchmarks/run_many.py [--repeats N] [-j N]`. The machine may be shared:
 compare the ratios printed, which come from one run.
@@ -73,6 +75,14 @@ def compute_gradient_seconds() -> float:
     return time.perf_counter() - start
 
 
+def first_call_floor() -> float:
+    """TensorFlow's floor for every check of a first call, the median over the twenty functions
+    (small_functions.the_floors, in a fresh process)."""
+    done = subprocess.run([sys.executable, str(HERE / "small_functions.py"), "--floor-only"],
+                          capture_output=True, text=True, env=ENV, cwd=ROOT, check=True)
+    return float(done.stdout.split()[-2])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
@@ -88,14 +98,18 @@ def main() -> None:
     me = [sys.executable, __file__]
     with tempfile.TemporaryDirectory() as folder:
         configs = {count: write_config(Path(folder), count) for count in (1, 20)}
-        bares, runs, ones, grads = [], [], [], []
+        bares, runs, ones, grads, floors = [], [], [], [], []
         for _ in range(args.repeats):  # alternated, so that each sees the same machine
             bares.append(timed_command([*me, "--part", "bare"])[0])
             runs.append(run_seconds(configs[20], args.j))
             ones.append(run_seconds(configs[1], args.j))
             grads.append(json.loads(timed_command([*me, "--part", "compute-gradient"])[1]
                                     .stdout.strip().splitlines()[-1]))
+            floors.append(first_call_floor())
     bare, run, one, grad = (statistics.median(values) for values in (bares, runs, ones, grads))
+    # Each run against the bare worker and the floor measured beside it.
+    ratios = [(r - b) / 20 / f for r, b, f in zip(runs, bares, floors)]
+    later = [(r - o) / 19 / f for r, o, f in zip(runs, ones, floors)]
     per_check, per_function = (run - bare) / 20, grad / 20
     print(f"gradcheck run over 20 checks (-j {args.j}): median {run:.2f} s; a bare worker's"
           f" start-up {bare:.2f} s; per check beyond it {per_check:.3f} s")
@@ -104,6 +118,10 @@ def main() -> None:
           f" {one - bare - (run - one) / 19:.2f} s")
     print(f"tf.test.compute_gradient over the same 20 functions in one process: {grad:.3f} s,"
           f" {per_function:.4f} s per function")
+    print(f"per check / TensorFlow's floor for a first call's checks (median"
+          f" {statistics.median(floors):.3f} s): min {min(ratios):.2f}x, median"
+          f" {statistics.median(ratios):.2f}x; after the first check min {min(later):.2f}x,"
+          f" median {statistics.median(later):.2f}x")
     print(f"ratio (compute_gradient per function / gradcheck per check):"
           f" {per_function / per_check:.3f}x over {args.repeats} runs;"
           f" load average {os.getloadavg()[0]:.1f}")

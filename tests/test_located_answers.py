@@ -91,6 +91,22 @@ def test_perturb_then_apply_s_two_custom_gradients_are_surrogates_of_their_own()
     assert declared.location is not None and declared.location.line == 37
 
 
+def test_perturb_then_apply_s_failures_are_blamed_on_the_gradient_that_ran() -> None:
+    # Only the outer _perturb_and_apply is declared: its grad_fn gives f's gradient, and the
+    # inner ste_round's grad_fn never runs in it (forward mode runs it, reverse mode does not).
+    report = _check("perturb_then_quantise", "quantise", compiled=False,
+                    surrogates=("_perturb_and_apply",))
+    assert not _found(report, Kind.JACOBIAN, Status.FAIL)
+    assert not _found(report, Kind.VJP, Status.FAIL)
+    for kind in (Kind.JACOBIAN, Kind.VJP):
+        [excused] = _found(report, kind, Status.WARN)
+        assert excused.location is not None and excused.location.line == 37
+        assert "_perturb_and_apply" in excused.message and "ste_round" not in excused.message
+    # ste_round judged on its own is still a straight-through estimator nobody declared.
+    [inner] = _found(report, Kind.CUSTOM_GRADIENT, Status.FAIL)
+    assert inner.location is not None and inner.location.line == 13
+
+
 def test_a_float16_loss_scaled_beyond_its_range_is_said_to_overflow() -> None:
     report = _check("question_answers", "scaled_half_loss", compiled=False)
     [value] = [c for c in _found(report, Kind.NON_FINITE, Status.FAIL) if c.input is None]

@@ -31,6 +31,15 @@ def excuse(core: Sequence[CheckResult], surrogates: Sequence[CheckResult]) -> li
     ]
 
 
+def in_gradient(findings: Sequence[CheckResult], ran: Sequence[CheckResult], seen: bool
+                ) -> list[CheckResult]:
+    """Of these custom gradients' findings, those of the ones whose grad_fn ran in f's
+    gradient (`ran`): only they can explain it (one nested in another's forward, as
+    perturb-then-apply nests straight-through rounding, never runs). All of them when no
+    grad_fn was `seen` running at all."""
+    return [r for r in findings if any(r is other for other in ran)] if seen else list(findings)
+
+
 def blame(core: Sequence[CheckResult], wrong_sites: Sequence[CheckResult]) -> list[CheckResult]:
     """Point f's own failing checks at the custom_gradient found wrong on its own."""
     first = wrong_sites[0]

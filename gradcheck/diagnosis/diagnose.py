@@ -10,7 +10,7 @@ from typing import Any
 
 from gradcheck.check_settings import CheckSettings
 from gradcheck.checks.run import IntegerOutputs, check_program
-from gradcheck.diagnosis.attribution import as_surrogate, blame, excuse
+from gradcheck.diagnosis.attribution import as_surrogate, blame, excuse, in_gradient
 from gradcheck.diagnosis.custom_gradients import merge_shape_findings
 from gradcheck.diagnosis.graph_breaks import graph_break_results, integer_output_cuts
 from gradcheck.diagnosis.non_finite import non_finite_results
@@ -47,8 +47,11 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
         _known_surrogates(options.surrogates, [site.name for site in observer.sites], label)
     sites: list[CheckResult] = []
     surrogates: list[CheckResult] = []
+    ran: list[CheckResult] = []  # failed findings of sites whose grad_fn ran in f's gradient
     for site in observer.sites if observer is not None else ():
         found = site_results(site, function, report, options, settings)
+        if site.grad_fn_ran:
+            ran += [r for r in found if r.failed]
         if site.name in options.surrogates:
             surrogates += [r for r in found if r.failed]
             found = [as_surrogate(r, site.name) for r in found]
@@ -60,10 +63,12 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
             Kind.CUSTOM_GRADIENT, Kind.SECOND_ORDER, Kind.HESSIAN))]
     wrong_sites = [r for r in sites if r.failed]
     core = [c for c in core if not _repeats_a_site_finding(c, wrong_sites)]
-    if wrong_sites:
-        core = blame(core, wrong_sites)
-    elif surrogates:
-        core = excuse(core, surrogates)
+    seen = any(site.grad_fn_ran for site in observer.sites) if observer is not None else False
+    culprits, excuses = in_gradient(wrong_sites, ran, seen), in_gradient(surrogates, ran, seen)
+    if culprits:
+        core = blame(core, culprits)
+    elif excuses:
+        core = excuse(core, excuses)
     explained = {c.input for c in core if c.input} if wrong_sites or surrogates else set()
     breaks, core = graph_break_results(program, core, explained)
     non_finite, core = non_finite_results(program, core, options)

@@ -124,6 +124,8 @@ def _observed_grad_fn(site: Site, args: tuple[Any, ...], grad_fn: Callable[..., 
     site.grad_fn_accepts_variables = accepts_variables(grad_fn)
 
     def grad_wrapper(*upstreams: Any, variables: Any = None) -> Any:
+        if ACTIVE and ACTIVE[-1].reverse_gradient():
+            site.grad_fn_ran = True
         with _noting_variables(site.grad_fn_variables, getattr(grad_fn, "__code__", None)):
             return _checked_grad_fn(*upstreams, variables=variables)
 

@@ -67,6 +67,9 @@ class Site:
     keyword_call: Location | None = None
     # f called it only inside a tf.function: its calls were recorded by an eager replay.
     graph_only: bool = False
+    # Its grad_fn ran in a gradient of f (not only while gradcheck replayed the site alone):
+    # only then can it explain f's gradient.
+    grad_fn_ran: bool = False
 
     def add_violation(self, violation: Violation) -> None:
         if all((v.kind, v.slip) != (violation.kind, violation.slip) for v in self.violations):
@@ -80,6 +83,13 @@ class Observer:
     replaying: bool = False
     # False: custom gradients run untouched inside the block (--no-instrument).
     enabled: bool = True
+    # While f runs under gradcheck's ForwardAccumulator: a grad_fn that runs then gives a JVP
+    # (TensorFlow transposes its VJP), not f's reverse-mode gradient.
+    forward: bool = False
+
+    def reverse_gradient(self) -> bool:
+        """Whether a grad_fn running now runs in f's own reverse-mode gradient."""
+        return not (self.replaying or self.forward)
 
     def site_for(self, f: Callable[..., Any]) -> Site | None:
         """The site of a decorated function (one per definition), None for TensorFlow's own."""
@@ -154,14 +164,25 @@ def site_function(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @contextlib.contextmanager
-def replaying() -> Iterator[None]:
-    """gradcheck calls a site on its own: which arguments it differentiates is not f's."""
+def _flagged(name: str) -> Iterator[None]:
+    """The active observer's flag `name` set for the duration of the block."""
     observer = ACTIVE[-1] if ACTIVE else None
     if observer is None:
         yield
         return
-    previous, observer.replaying = observer.replaying, True
+    previous = getattr(observer, name)
+    setattr(observer, name, True)
     try:
         yield
     finally:
-        observer.replaying = previous
+        setattr(observer, name, previous)
+
+
+def replaying() -> contextlib.AbstractContextManager[None]:
+    """gradcheck calls a site on its own: which arguments it differentiates is not f's."""
+    return _flagged("replaying")
+
+
+def forward_mode() -> contextlib.AbstractContextManager[None]:
+    """gradcheck runs f under a ForwardAccumulator: grad_fns run then give JVPs."""
+    return _flagged("forward")

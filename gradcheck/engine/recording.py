@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.engine.batch import BATCH_OVERHEAD, point_bytes
+from gradcheck.engine.observer import forward_mode
 from gradcheck.engine.program import (
     OutputLeaf,
     Program,
@@ -179,7 +180,7 @@ class Recording:
         # An argument is watched as a copy made for this call: f takes it as it is.
         copied = source.argument and not source.is_variable
         watched = tf.constant(source.value.numpy()) if copied else source.value
-        with _accumulators_entered() as entered, tf.autodiff.ForwardAccumulator(
+        with forward_mode(), _accumulators_entered() as entered, tf.autodiff.ForwardAccumulator(
                 watched, tf.constant(tangent, dtype=source.dtype)) as accumulator:
             leaves = flatten_outputs(self.program.call({index: watched} if copied else None,
                                                        fresh=True))

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.engine.observer import forward_mode
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import tensorflow
 from gradcheck.engine.traces import remembered
@@ -95,7 +96,8 @@ def _forward_graph(program: Program, slot_index: int) -> tuple[Any, set[str]] | 
         return [leaf.tensor for leaf in flatten_outputs(result) if leaf.differentiable]
 
     def traced(point: Any) -> list[Any]:
-        with tf.autodiff.ForwardAccumulator(point, tf.ones_like(point)) as accumulator:
+        ones = tf.ones_like(point)
+        with forward_mode(), tf.autodiff.ForwardAccumulator(point, ones) as accumulator:
             outputs = leaves(program.call({slot_index: point}))
         for op in tf.compat.v1.get_default_graph().get_operations():
             carried.update(t.name for t in op.outputs if t.dtype.is_floating
@@ -199,7 +201,7 @@ def forward_non_finite_site(program: Program, slot_index: int, tangent: Any
     names: list[Any] = []
 
     def traced(point: Any, direction: Any) -> list[Any]:
-        with tf.autodiff.ForwardAccumulator(point, direction) as accumulator:
+        with forward_mode(), tf.autodiff.ForwardAccumulator(point, direction) as accumulator:
             program.call({slot_index: point})
         pairs = []
         for op in tf.compat.v1.get_default_graph().get_operations():

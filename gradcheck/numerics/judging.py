@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.numerics.differences import FiniteDifference
+from gradcheck.numerics.differences import FiniteDifference, row_blocks
 from gradcheck.numerics.tolerances import ERROR_ESTIMATE_SAFETY, Tolerance
 
 # A finite-difference error estimate above this fraction of |J| makes a pass meaningless.
@@ -95,8 +95,12 @@ def in_doubt(autodiff: np.ndarray, fd: FiniteDifference, tolerance: Tolerance,
     block, jacobian, estimate = _columns((autodiff, fd.jacobian, fd.error_estimate), in_size,
                                          columns)
     scale = finite_scale(fd.jacobian) if tolerance.scale_rtol else 0.0
-    agrees = _abs_difference(block, jacobian) <= _allowed(jacobian, tolerance, estimate, scale)
-    return _listed(np.flatnonzero(~np.all(agrees, axis=0)), columns)
+    doubt = np.zeros(jacobian.shape[1], dtype=bool)
+    for rows in row_blocks(*jacobian.shape):
+        agrees = _abs_difference(block[rows], jacobian[rows]) <= _allowed(
+            jacobian[rows], tolerance, estimate[rows], scale)
+        doubt |= ~np.all(agrees, axis=0)
+    return _listed(np.flatnonzero(doubt), columns)
 
 
 @dataclass(frozen=True)
@@ -136,29 +140,19 @@ def compare(
     """Elementwise |actual - expected| <= atol + rtol*|expected| + safety*error_estimate."""
     actual = np.asarray(actual, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
-    abs_err = _abs_difference(actual, expected)
-    scale = block_scale(expected, actual)
-    excess = _allowed(expected, tolerance, error_estimate,
-                      scale if tolerance.scale_rtol else 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        np.divide(abs_err, excess, out=excess)
-    if ignore is not None:
-        excess[ignore] = 0.0
-        abs_err[ignore] = 0.0
-    size = int(excess.size)
-    worst, n_bad, largest = None, 0, 0.0
-    if size:
-        if not np.all(np.isfinite(excess)):
-            excess[abs_err == 0.0] = 0.0  # over an allowance of 0 or NaN: still a match
-            # NaN or inf in either side is never a match (NaN > 1 would be False).
-            abs_err[~np.isfinite(actual) & (excess != 0.0)] = np.inf
-            excess[~np.isfinite(excess)] = np.inf
-        flat = int(np.argmax(excess))
-        largest = float(excess.reshape(-1)[flat])
-        n_bad = int(np.count_nonzero(excess > 1.0)) if largest > 1.0 else 0
-        worst = tuple(int(i) for i in np.unravel_index(flat, excess.shape))
-    max_abs = float(np.max(abs_err)) if size else 0.0
     estimate = np.asarray(error_estimate, dtype=np.float64)
+    scale = block_scale(expected, actual)
+    shape = np.broadcast_shapes(actual.shape, expected.shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    worst, n_bad, largest, max_abs = None, 0, 0.0, 0.0
+    if size:
+        excess = _Excess(_flat(actual, shape), _flat(expected, shape),
+                         _flat(estimate, shape) if estimate.ndim else None,
+                         None if ignore is None else _flat(np.asarray(ignore), shape),
+                         estimate, tolerance, scale if tolerance.scale_rtol else 0.0)
+        flat, largest, n_bad, max_abs = excess.over(size)
+        n_bad = n_bad if largest > 1.0 else 0
+        worst = tuple(int(i) for i in np.unravel_index(flat, shape))
     return Comparison(
         ok=n_bad == 0,
         max_abs_err=max_abs,
@@ -169,6 +163,54 @@ def compare(
         max_error_estimate=float(np.max(estimate)) if size and estimate.size else 0.0,
         excess=largest,
     )
+
+
+def _flat(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return (array if array.shape == shape else np.broadcast_to(array, shape)).reshape(-1)
+
+
+@dataclass(frozen=True)
+class _Excess:
+    """`compare`'s error over allowance on flat arrays, a block of elements at a time (the
+    arithmetic of whole arrays, kept in the cache: full mode's blocks have millions)."""
+
+    actual: np.ndarray
+    expected: np.ndarray
+    estimates: np.ndarray | None  # per element, else `estimate` for all
+    ignore: np.ndarray | None
+    estimate: np.ndarray
+    tolerance: Tolerance
+    scale: float
+
+    def over(self, size: int) -> tuple[int, float, int, float]:
+        """The flat index and value of the largest excess (its first), how many exceed 1,
+        and the largest |actual - expected| (NaN when one is)."""
+        worst, largest, n_bad, maxima = 0, -np.inf, 0, []
+        for part in row_blocks(size, 1):
+            abs_err, excess = self.block(part)
+            at = int(np.argmax(excess))
+            if excess[at] > largest:
+                worst, largest = part.start + at, float(excess[at])
+            n_bad += int(np.count_nonzero(excess > 1.0))
+            maxima.append(np.max(abs_err))
+        return worst, largest, n_bad, float(np.max(maxima))
+
+    def block(self, part: slice) -> tuple[np.ndarray, np.ndarray]:
+        actual, expected = self.actual[part], self.expected[part]
+        abs_err = _abs_difference(actual, expected)
+        excess = _allowed(expected, self.tolerance, self.estimate if self.estimates is None
+                          else self.estimates[part], self.scale)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            np.divide(abs_err, excess, out=excess)
+        if self.ignore is not None:
+            excess[self.ignore[part]] = 0.0
+            abs_err[self.ignore[part]] = 0.0
+        if not np.all(np.isfinite(excess)):
+            excess[abs_err == 0.0] = 0.0  # over an allowance of 0 or NaN: still a match
+            # NaN or inf in either side is never a match (NaN > 1 would be False).
+            abs_err[~np.isfinite(actual) & (excess != 0.0)] = np.inf
+            excess[~np.isfinite(excess)] = np.inf
+        return abs_err, excess
 
 
 def allowed_errors(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,
