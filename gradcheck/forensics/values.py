@@ -17,6 +17,7 @@ import numpy as np
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.evidence import Location
+from gradcheck.forensics.finite_flags import finite_flags
 from gradcheck.forensics.site_lines import op_layer_line
 from gradcheck.forensics.subgraphs import computed
 from gradcheck.load.locations import innermost_user_frame
@@ -248,11 +249,13 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
         if not flagged:
             state["fetched"] = fetched
             return fetched
-        checked = [t for t in fetched if not t.dtype.is_bool]
+        known = {id(t) for t in state["volatile"]}
+        checked = [t for t in fetched if not t.dtype.is_bool and id(t) not in known
+                   and t.op.type not in ("Const", "Placeholder")]
         kept = [*state["volatile"], *(t.tensor for t in targets), *(g for g in grads
                                                                     if g is not None)]
         state.update(checked=checked, fetched=kept)
-        return [_finite_flags(tf, checked), *kept]
+        return [finite_flags(checked), *kept]
 
     dtypes = [(program.slots[i].own_dtype if own_dtype else None) or program.slots[i].dtype
               for i in arguments]
@@ -292,17 +295,6 @@ def _volatile(ops: Sequence[Any]) -> list[Any]:
     return [t for op in ops if _RANDOM.search(op.type) or (
         op.type == "ReadVariableOp" and id(op.inputs[0]) in assigned)
         for t in op.outputs if _fetchable(t)]
-
-
-def _finite_flags(tf: Any, tensors: Sequence[Any]) -> Any:
-    """One bool per tensor, in the graph: whether all its elements are finite."""
-    def finite(t: Any) -> Any:
-        if t.dtype.is_complex:
-            return tf.math.logical_and(tf.math.is_finite(tf.math.real(t)),
-                                       tf.math.is_finite(tf.math.imag(t)))
-        return tf.math.is_finite(t)
-    return tf.stack([tf.reduce_all(finite(t)) for t in tensors]) if tensors else \
-        tf.zeros([0], tf.bool)
 
 
 @dataclass
