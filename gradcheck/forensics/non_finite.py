@@ -273,8 +273,9 @@ def _gradient_source(traced: TracedValues, cast: Any) -> Location | None:
 
 
 def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
-           arguments: Mapping[str, np.ndarray]) -> NonFiniteValue | None:
-    tensor = next(t for op in traced.ops for t in op.outputs if t.name == tensor_name)
+           arguments: Mapping[str, np.ndarray], trials: dict[Any, Trial | None]
+           ) -> NonFiniteValue | None:
+    tensor = traced.tensor(tensor_name)
     if not traced.bad(tensor):
         return None
     array = traced.value(tensor)
@@ -287,7 +288,7 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
         origins.setdefault((found.op, found.location, found.backward), found)
     ordered = list(origins.values())
     if ordered:
-        ordered[0] = _with_source(traced, ordered[0], arguments)
+        ordered[0] = _with_source(traced, ordered[0], arguments, trials)
     mask = ~np.isfinite(array)
     return NonFiniteValue(name, gradient, _describe(array), int(mask.sum()), int(array.size),
                           _first_bad(array) or None, tuple(ordered))
@@ -297,10 +298,11 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
 _TRIALS = 3
 
 
-def _with_source(traced: TracedValues, origin: OriginOp, arguments: Mapping[str, np.ndarray]
-                 ) -> OriginOp:
-    """The origin with the source of its argument, each changeable source's fix tried: the
-    first that makes every output and gradient finite, else the first found."""
+def _with_source(traced: TracedValues, origin: OriginOp, arguments: Mapping[str, np.ndarray],
+                 trials: dict[Any, Trial | None]) -> OriginOp:
+    """The origin with the source of its argument, each changeable source's fix tried (once
+    per analysis: `trials`, by change): the first that makes every output and gradient
+    finite, else the first found."""
     if origin.op_name not in traced.index:
         return origin
     op = traced.ops[traced.index[origin.op_name]]
@@ -314,7 +316,13 @@ def _with_source(traced: TracedValues, origin: OriginOp, arguments: Mapping[str,
                          arguments)
     if not candidates:
         return origin
-    tried = [(c, _trial(traced, c)) for c in candidates[:_TRIALS]]
+    tried = []
+    for candidate in candidates[:_TRIALS]:
+        key = (candidate.trial, tuple((name, value.dtype.str, value.shape, value.tobytes())
+                                      for name, value in sorted(candidate.feeds.items())))
+        if key not in trials:
+            trials[key] = _trial(traced, candidate)
+        tried.append((candidate, trials[key]))
     chosen, trial = next(((c, t) for c, t in tried if t is not None and t.repaired), tried[0])
     return replace(origin, source=chosen.source.with_trials((trial,) if trial else ()))
 
@@ -350,10 +358,13 @@ def analyse_non_finite(program: Program, output_indices: Sequence[int],
         return None
     arguments = dict(_named_arrays((slot.name, slot.value) for slot in program.slots
                                    if slot.argument and not slot.differentiable))
-    found = [_made_in_a_loop(program, _value(traced, name, tensor, False, arguments))
+    named = traced.outputs + [(name, t) for name, t in traced.gradients if t is not None]
+    traced.prefetch([t for t in (traced.tensor(name) for _, name in named) if traced.bad(t)])
+    trials: dict[Any, Trial | None] = {}
+    found = [_made_in_a_loop(program, _value(traced, name, tensor, False, arguments, trials))
              for name, tensor in traced.outputs]
-    found += [_value(traced, name, tensor, True, arguments) for name, tensor in traced.gradients
-              if tensor is not None]
+    found += [_value(traced, name, tensor, True, arguments, trials)
+              for name, tensor in traced.gradients if tensor is not None]
     return NonFiniteAnalysis(tuple(v for v in found if v is not None), traced.seconds, jit,
                              dtype, order)
 

@@ -67,6 +67,11 @@ class TracedValues:
         if missing and self.fetch is not None:
             self.values.update(self.fetch(list(missing.values())))
 
+    def tensor(self, name: str) -> Any:
+        """The graph tensor of a name ("op:0")."""
+        op, _, k = name.rpartition(":")
+        return self.ops[self.index[op]].outputs[int(k)]
+
     def bad(self, tensor: Any) -> bool:
         """Whether a tensor holds a NaN or an infinity (read from its flag when there is one)."""
         flag = self.finite.get(tensor.name)
@@ -252,8 +257,7 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
         known = {id(t) for t in state["volatile"]}
         checked = [t for t in fetched if not t.dtype.is_bool and id(t) not in known
                    and t.op.type not in ("Const", "Placeholder")]
-        kept = [*state["volatile"], *(t.tensor for t in targets), *(g for g in grads
-                                                                    if g is not None)]
+        kept = [*state["volatile"], *(t.tensor for t in targets)]
         state.update(checked=checked, fetched=kept)
         return [finite_flags(checked), *kept]
 
@@ -351,22 +355,16 @@ def _fetcher(inputs: _Inputs) -> Callable[[list[Any]], dict[str, np.ndarray]]:
 def _rerunner(inputs: _Inputs, state: dict[str, Any]
               ) -> Callable[[dict[str, np.ndarray]], list[np.ndarray | None]]:
     """The traced graph run again with tensors (by name) fed new values, random ones as they
-    first were: its outputs' and gradients' values (None where a gradient is None), once per
-    change."""
+    first were: its outputs' and gradients' values (None where a gradient is None)."""
     fetches = [leaf.tensor for leaf in state["targets"]] + [g for g in state["grads"]
                                                           if g is not None]
-    memo: dict[tuple[Any, ...], list[np.ndarray | None]] = {}
 
     def rerun(feeds: dict[str, np.ndarray]) -> list[np.ndarray | None]:
-        key = tuple((name, value.dtype.str, value.shape, value.tobytes())
-                    for name, value in sorted(feeds.items()))
-        if key not in memo:
-            fed, values = inputs.fed(feeds)
-            with _unoptimized(tensorflow()):
-                found = iter([np.asarray(v) for v in computed(fed, values, fetches)])
-            outputs: list[np.ndarray | None] = [next(found) for _ in state["targets"]]
-            memo[key] = outputs + [None if g is None else next(found) for g in state["grads"]]
-        return memo[key]
+        fed, values = inputs.fed(feeds)
+        with _unoptimized(tensorflow()):
+            found = iter([np.asarray(v) for v in computed(fed, values, fetches)])
+        outputs: list[np.ndarray | None] = [next(found) for _ in state["targets"]]
+        return outputs + [None if g is None else next(found) for g in state["grads"]]
     return rerun
 
 
