@@ -2,7 +2,7 @@
 live diagnosis against the model's own training step (TensorFlow's floor for "one forward and
 backward pass") and against `tf.debugging.enable_check_numerics` running the same step, the
 memory it adds (peak resident set during the diagnosis over the process's before it), and the
-snapshot's size on disk against the weights' own bytes.
+snapshot's size on disk, each also against the weights' own bytes; the load average at the end.
 
 Each model trains with a loss that takes the log of its output; the batch of step 1 drives that
 output negative, so Watch stops there and diagnoses the live step.
@@ -86,7 +86,7 @@ def resnet() -> tuple[Any, Any]:
                                        pooling="avg")
     model = keras.Sequential([base, keras.layers.Dense(1, activation="softplus")])
     x = np.random.default_rng(0).uniform(size=(32, 96, 96, 3)).astype("float32")
-    x[12] = -1e30  # step 1 (batch 2 of 8): NaN through the network
+    x[12] = -1e30  # step 3 (batch 4 of 8): NaN through the network
     return model, x
 
 
@@ -170,14 +170,18 @@ def main() -> None:
         if options.resnet:
             rows.append(measure("ResNet50 96x96", resnet, 4))
     print("| model | weights | weights' bytes | train step | check_numerics step | diagnosis |"
-          " diagnosis / step | memory: forward+backward | memory: diagnosis | snapshot size |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          " diagnosis in steps | memory: forward+backward | memory: diagnosis | diagnosis /"
+          " weights | snapshot size | snapshot / weights |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['weights']:.3g} | {r['weights'] * 4 / 2**20:.1f} MiB |"
+        weights = r["weights"] * 4
+        print(f"| {r['model']} | {r['weights']:.3g} | {weights / 2**20:.1f} MiB |"
               f" {r['step'] * 1e3:.0f} ms | {r['numerics'] * 1e3:.0f} ms |"
-              f" {r['diagnosis']:.2f} s | {r['diagnosis'] / r['step']:.1f}x |"
+              f" {r['diagnosis']:.2f} s | {r['diagnosis'] / r['step']:.1f} |"
               f" {r['floor'] / 2**20:.0f} MiB | {r['added'] / 2**20:.0f} MiB |"
-              f" {r['size'] / 2**20:.1f} MiB |")
+              f" {r['added'] / weights:.2f}x | {r['size'] / 2**20:.1f} MiB |"
+              f" {r['size'] / weights:.2f}x |")
+    print(f"load average: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
     for r in rows:
         print(f"{r['model']}: {r['finding'][:200]}")
 

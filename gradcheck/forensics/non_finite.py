@@ -19,7 +19,13 @@ from gradcheck.evidence import Location
 from gradcheck.evidence.causes.sources import Change, Source, Trial, UnboundedRecurrence
 from gradcheck.forensics.provenance import Candidate, sources
 from gradcheck.forensics.site_lines import running_layer_line
-from gradcheck.forensics.values import TracedValues, library_of, op_location, trace_values
+from gradcheck.forensics.values import (
+    TracedValues,
+    library_of,
+    not_finite,
+    op_location,
+    trace_values,
+)
 from gradcheck.load.locations import innermost_user_frame
 from gradcheck.user_code import is_gradcheck_file
 
@@ -93,12 +99,6 @@ def _describe(array: np.ndarray) -> str:
     return "inf" if np.any(array[np.isinf(array)] > 0) else "-inf"
 
 
-def _bad(array: np.ndarray | None) -> bool:
-    if array is None or array.dtype == bool:
-        return False
-    return not bool(np.all(np.isfinite(array)))
-
-
 def _origin_ops(traced: TracedValues, tensor: Any) -> list[Any]:
     """Ops upstream of `tensor` with non-finite outputs and only finite inputs, in graph order."""
     found: dict[str, Any] = {}
@@ -109,7 +109,7 @@ def _origin_ops(traced: TracedValues, tensor: Any) -> list[Any]:
         if op.name in seen:
             continue
         seen.add(op.name)
-        bad_inputs = [t for t in op.inputs if _bad(traced.value(t))]
+        bad_inputs = [t for t in op.inputs if traced.bad(t)]
         if bad_inputs:
             stack += [t.op for t in bad_inputs]
         else:
@@ -232,6 +232,8 @@ def _passed_on(tensor: Any) -> Any:
 
 def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) -> OriginOp:
     forward = traced.forward_op(op)
+    traced.prefetch([*op.outputs, *(forward.inputs if forward is not None else ()),
+                     *(forward.outputs if forward is not None else ())])
     value = traced.value(op.outputs[0]) if op.outputs else None
     bad = value if value is not None else np.asarray(np.nan)
     named = forward if forward is not None else op
@@ -271,12 +273,13 @@ def _gradient_source(traced: TracedValues, cast: Any) -> Location | None:
 
 
 def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
-           arguments: Mapping[str, np.ndarray]) -> NonFiniteValue | None:
-    array = traced.values.get(tensor_name)
-    if not _bad(array):
+           arguments: Mapping[str, np.ndarray], trials: dict[Any, Trial | None]
+           ) -> NonFiniteValue | None:
+    tensor = traced.tensor(tensor_name)
+    if not traced.bad(tensor):
         return None
+    array = traced.value(tensor)
     assert array is not None
-    tensor = next(t for op in traced.ops for t in op.outputs if t.name == tensor_name)
     origins: dict[tuple[str, Location | None, bool], OriginOp] = {}
     for op in _origin_ops(traced, tensor):
         if op.type in _CONTROL_FLOW and traced.forward_op(op) is None:
@@ -285,7 +288,7 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
         origins.setdefault((found.op, found.location, found.backward), found)
     ordered = list(origins.values())
     if ordered:
-        ordered[0] = _with_source(traced, ordered[0], arguments)
+        ordered[0] = _with_source(traced, ordered[0], arguments, trials)
     mask = ~np.isfinite(array)
     return NonFiniteValue(name, gradient, _describe(array), int(mask.sum()), int(array.size),
                           _first_bad(array) or None, tuple(ordered))
@@ -295,10 +298,11 @@ def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
 _TRIALS = 3
 
 
-def _with_source(traced: TracedValues, origin: OriginOp, arguments: Mapping[str, np.ndarray]
-                 ) -> OriginOp:
-    """The origin with the source of its argument, each changeable source's fix tried: the
-    first that makes every output and gradient finite, else the first found."""
+def _with_source(traced: TracedValues, origin: OriginOp, arguments: Mapping[str, np.ndarray],
+                 trials: dict[Any, Trial | None]) -> OriginOp:
+    """The origin with the source of its argument, each changeable source's fix tried (once
+    per analysis: `trials`, by change): the first that makes every output and gradient
+    finite, else the first found."""
     if origin.op_name not in traced.index:
         return origin
     op = traced.ops[traced.index[origin.op_name]]
@@ -312,7 +316,13 @@ def _with_source(traced: TracedValues, origin: OriginOp, arguments: Mapping[str,
                          arguments)
     if not candidates:
         return origin
-    tried = [(c, _trial(traced, c)) for c in candidates[:_TRIALS]]
+    tried = []
+    for candidate in candidates[:_TRIALS]:
+        key = (candidate.trial, tuple((name, value.dtype.str, value.shape, value.tobytes())
+                                      for name, value in sorted(candidate.feeds.items())))
+        if key not in trials:
+            trials[key] = _trial(traced, candidate)
+        tried.append((candidate, trials[key]))
     chosen, trial = next(((c, t) for c, t in tried if t is not None and t.repaired), tried[0])
     return replace(origin, source=chosen.source.with_trials((trial,) if trial else ()))
 
@@ -337,19 +347,24 @@ def analyse_non_finite(program: Program, output_indices: Sequence[int],
                        jit: bool = False, order: int = 1) -> NonFiniteAnalysis | None:
     """Every non-finite output and gradient of f at the point (second derivatives, with
     `order` 2), with its origins; None when f cannot be traced into a graph."""
-    traced, dtype = trace_values(program, output_indices, jit=jit, order=order), None
+    traced, dtype = trace_values(program, output_indices, jit=jit, order=order,
+                                 on_demand=True), None
     own = {s.own_dtype for s in program.sources if s.argument and s.own_dtype != s.dtype}
     if traced is None and len(own) == 1 and None not in own:  # a literal meeting float64
-        traced = trace_values(program, output_indices, jit=jit, own_dtype=True, order=order)
+        traced = trace_values(program, output_indices, jit=jit, own_dtype=True, order=order,
+                              on_demand=True)
         dtype = own.pop()
     if traced is None:
         return None
     arguments = dict(_named_arrays((slot.name, slot.value) for slot in program.slots
                                    if slot.argument and not slot.differentiable))
-    found = [_made_in_a_loop(program, _value(traced, name, tensor, False, arguments))
+    named = traced.outputs + [(name, t) for name, t in traced.gradients if t is not None]
+    traced.prefetch([t for t in (traced.tensor(name) for _, name in named) if traced.bad(t)])
+    trials: dict[Any, Trial | None] = {}
+    found = [_made_in_a_loop(program, _value(traced, name, tensor, False, arguments, trials))
              for name, tensor in traced.outputs]
-    found += [_value(traced, name, tensor, True, arguments) for name, tensor in traced.gradients
-              if tensor is not None]
+    found += [_value(traced, name, tensor, True, arguments, trials)
+              for name, tensor in traced.gradients if tensor is not None]
     return NonFiniteAnalysis(tuple(v for v in found if v is not None), traced.seconds, jit,
                              dtype, order)
 
@@ -380,7 +395,7 @@ def _eager_origins(program: Program) -> tuple[OriginOp, ...]:
     if op is None:
         return ()
     inputs = [a for t in op.inputs if (a := _float_array(t)) is not None]
-    made = next(a for t in op.outputs if (a := _float_array(t)) is not None and _bad(a))
+    made = next(a for t in op.outputs if (a := _float_array(t)) is not None and not_finite(a))
     frames = list(op.traceback)
     ours = [i for i, frame in enumerate(frames) if is_gradcheck_file(frame.filename)]
     location = innermost_user_frame(frames[ours[-1] + 1:] if ours else frames) or \
@@ -455,4 +470,4 @@ def eager_non_finite(program: Program) -> tuple[list[int], bool]:
         return outputs, False
     arrays = [as_array(t) for t in targets] + [
         as_array(tf.convert_to_tensor(g)) for g in grads if g is not None]
-    return outputs, any(_bad(a) for a in arrays)
+    return outputs, any(not_finite(a) for a in arrays)

@@ -99,7 +99,7 @@ def _first_nan_downstream(traced: TracedValues, op: Any, rows: int | None) -> in
             continue
         seen.add(current.name)
         for out in current.outputs:
-            value = traced.value(out)
+            value = traced.value(out) if traced.bad(out) else None
             if value is not None and value.dtype.kind == "f" and value.ndim and \
                     np.isnan(value).any() and value.shape[0] == rows:
                 return int(np.unravel_index(int(np.argmax(np.isnan(value).reshape(-1))),

@@ -1,9 +1,12 @@
 """f and its VJP traced once as a tf.function graph, with the value of every intermediate
-tensor at the point, and each backward op mapped to the forward op whose gradient made it."""
+tensor at the point (all fetched at once, or, for a large model, one finiteness flag each and
+the values fetched as they are read), and each backward op mapped to the forward op whose
+gradient made it."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -14,14 +17,24 @@ import numpy as np
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.evidence import Location
+from gradcheck.forensics.finite_flags import finite_flags
 from gradcheck.forensics.site_lines import op_layer_line
+from gradcheck.forensics.subgraphs import computed
 from gradcheck.load.locations import innermost_user_frame
 from gradcheck.user_code import installed_package, is_gradcheck_file, is_user_file
 
 
+def not_finite(array: np.ndarray | None) -> bool:
+    """Whether a float array holds a NaN or an infinity (never a bool one)."""
+    if array is None or array.dtype == bool:
+        return False
+    return not bool(np.all(np.isfinite(array)))
+
+
 @dataclass
 class TracedValues:
-    """One evaluation of the traced graph: every float/bool tensor's value by name."""
+    """One evaluation of the traced graph: every float/bool tensor's value by name (or, when
+    they are fetched on demand, those read so far, and every float tensor's finiteness)."""
 
     ops: list[Any]
     values: dict[str, np.ndarray]
@@ -38,9 +51,31 @@ class TracedValues:
     # The graph run again with some tensors' values replaced (by name): f's outputs and the
     # gradients, as arrays (a fix tried on the point without the user's code).
     rerun: Callable[[dict[str, np.ndarray]], list[np.ndarray | None]] | None = None
+    # Fetched on demand: whether each float tensor is finite (by name), and the fetcher of
+    # values not yet read (the graph run again up to them).
+    finite: dict[str, bool] = field(default_factory=dict)
+    fetch: Callable[[list[Any]], dict[str, np.ndarray]] | None = None
 
     def value(self, tensor: Any) -> np.ndarray | None:
+        if tensor.name not in self.values:
+            self.prefetch([tensor])
         return self.values.get(tensor.name)
+
+    def prefetch(self, tensors: Sequence[Any]) -> None:
+        """The values of tensors about to be read, fetched together (one run of the graph)."""
+        missing = {t.name: t for t in tensors if t.name not in self.values and _fetchable(t)}
+        if missing and self.fetch is not None:
+            self.values.update(self.fetch(list(missing.values())))
+
+    def tensor(self, name: str) -> Any:
+        """The graph tensor of a name ("op:0")."""
+        op, _, k = name.rpartition(":")
+        return self.ops[self.index[op]].outputs[int(k)]
+
+    def bad(self, tensor: Any) -> bool:
+        """Whether a tensor holds a NaN or an infinity (read from its flag when there is one)."""
+        flag = self.finite.get(tensor.name)
+        return not flag if flag is not None else not_finite(self.value(tensor))
 
     def is_backward(self, op: Any) -> bool:
         return self.index[op.name] >= self.backward_start
@@ -168,18 +203,22 @@ def _unoptimized(tf: Any) -> Iterator[None]:
 
 def trace_values(program: Program, output_indices: Sequence[int], gradients: bool = True,
                  jit: bool = False, own_dtype: bool = False,
-                 execute: bool = True, order: int = 1) -> TracedValues | None:
+                 execute: bool = True, order: int = 1,
+                 on_demand: bool = False) -> TracedValues | None:
     """f (and its VJP with all-ones upstreams) traced once and evaluated at the point with
     every intermediate tensor fetched (its arguments in the user's own dtype if asked, not
     the promoted one; not evaluated at all, no values, unless `execute`: f may write to
     variables); None when f cannot be traced. With `order` 2, the gradients are those of the
-    sum of the VJP's elements (a Hessian times ones), through nested tapes."""
+    sum of the VJP's elements (a Hessian times ones), through nested tapes. `on_demand`
+    (without `jit`) fetches one finiteness flag per float tensor, and a value when it is read:
+    memory and time that do not grow with every activation of a large model."""
     tf = tensorflow()
     started = time.perf_counter()
     sources = [i for i, slot in enumerate(program.slots) if slot.differentiable]
     arguments = [i for i in sources if program.slots[i].argument
                  and not program.slots[i].is_variable]
     state: dict[str, Any] = {}
+    flagged = on_demand and execute and not jit
 
     def body(*values: Any) -> list[Any]:
         graph = tf.compat.v1.get_default_graph()
@@ -210,8 +249,17 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
         grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
         ops = graph.get_operations()
         fetched = [t for op in ops for t in op.outputs if _fetchable(t)]
-        state.update(ops=ops, records=records, fetched=fetched, targets=targets, grads=grads)
-        return fetched
+        state.update(ops=ops, records=records, targets=targets, grads=grads,
+                     volatile=_volatile(ops))
+        if not flagged:
+            state["fetched"] = fetched
+            return fetched
+        known = {id(t) for t in state["volatile"]}
+        checked = [t for t in fetched if not t.dtype.is_bool and id(t) not in known
+                   and t.op.type not in ("Const", "Placeholder")]
+        kept = [*state["volatile"], *(t.tensor for t in targets)]
+        state.update(checked=checked, fetched=kept)
+        return [finite_flags(checked), *kept]
 
     dtypes = [(program.slots[i].own_dtype if own_dtype else None) or program.slots[i].dtype
               for i in arguments]
@@ -224,38 +272,98 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
                                  for i, d in zip(arguments, dtypes)]) if execute else []
     except Exception:  # f that cannot be traced (or compiled) has no graph to analyse
         return None
+    if flagged:
+        flags, *results = results
+        state["finite"] = dict(zip((t.name for t in state["checked"]),
+                                   np.asarray(flags).tolist()))
     traced = _collected(state, results, program, sources, time.perf_counter() - started)
     if execute and not jit:
         given = [tf.constant(program.value_of(i), d) for i, d in zip(arguments, dtypes)]
-        traced.rerun = _rerunner(concrete, given, state)
+        inputs = _Inputs(concrete, given, state["volatile"], traced.values)
+        traced.rerun = _rerunner(inputs, state)
+        if flagged:
+            traced.finite = state["finite"]
+            traced.fetch = _fetcher(inputs)
     return traced
 
 
-def _rerunner(concrete: Any, given: list[Any], state: dict[str, Any]
+# Ops whose outputs differ from run to run: fed back when the graph runs again.
+_RANDOM = re.compile(r"Random|Multinomial|TruncatedNormal|Shuffle")
+_ASSIGNS = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
+
+
+def _volatile(ops: Sequence[Any]) -> list[Any]:
+    """The float tensors a second run would compute differently: random ops' outputs and reads
+    of the variables the graph assigns (a seed generator's state, a batch norm's statistics)."""
+    assigned = {id(op.inputs[0]) for op in ops if op.type in _ASSIGNS and op.inputs}
+    return [t for op in ops if _RANDOM.search(op.type) or (
+        op.type == "ReadVariableOp" and id(op.inputs[0]) in assigned)
+        for t in op.outputs if _fetchable(t)]
+
+
+@dataclass
+class _Inputs:
+    """What runs the traced graph again: its inputs (arguments, then captures) with their
+    values, and the volatile tensors fed their first run's values."""
+
+    concrete: Any
+    given: list[Any]
+    volatile: list[Any]
+    values: dict[str, np.ndarray]
+
+    def fed(self, feeds: dict[str, np.ndarray]) -> tuple[list[Any], list[Any]]:
+        """The tensors fed and their values, `feeds` (by name) replacing any of them."""
+        tf = tensorflow()
+        graph = self.concrete.graph
+        inputs = list(graph.inputs)
+        values = [*self.given, *self.concrete.captured_inputs]
+        for k, tensor in enumerate(inputs):
+            if tensor.name in feeds:
+                values[k] = tf.constant(feeds[tensor.name], tensor.dtype)
+        known = {t.name for t in inputs}
+        inside = [t for t in self.volatile if t.name not in feeds] + [
+            graph.get_tensor_by_name(name) for name in feeds if name not in known]
+        return inputs + inside, values + [
+            tf.constant(feeds[t.name] if t.name in feeds else self.values[t.name], t.dtype)
+            for t in inside]
+
+
+def _fetcher(inputs: _Inputs) -> Callable[[list[Any]], dict[str, np.ndarray]]:
+    """Tensors' values, computed together by one run of the graph up to them (a constant's
+    read from the graph); a tensor that cannot be computed again is left out, once."""
+    from tensorflow.python.framework import tensor_util
+
+    failed: set[str] = set()
+
+    def fetch(tensors: list[Any]) -> dict[str, np.ndarray]:
+        found = {t.name: tensor_util.MakeNdarray(t.op.get_attr("value")) for t in tensors
+                 if t.op.type == "Const"}
+        run = [t for t in tensors if t.name not in found and t.name not in failed]
+        if run:
+            fed, values = inputs.fed({})
+            try:
+                with _unoptimized(tensorflow()):
+                    results = computed(fed, values, run)
+            except Exception:  # noqa: BLE001 - an op that will not run again has no value
+                failed.update(t.name for t in run)
+                return found
+            found.update((t.name, np.asarray(v)) for t, v in zip(run, results))
+        return found
+    return fetch
+
+
+def _rerunner(inputs: _Inputs, state: dict[str, Any]
               ) -> Callable[[dict[str, np.ndarray]], list[np.ndarray | None]]:
-    """The traced graph run again with tensors (by name) fed new values: its outputs' and
-    gradients' values (None where a gradient is None)."""
-    tf = tensorflow()
+    """The traced graph run again with tensors (by name) fed new values, random ones as they
+    first were: its outputs' and gradients' values (None where a gradient is None)."""
     fetches = [leaf.tensor for leaf in state["targets"]] + [g for g in state["grads"]
                                                           if g is not None]
 
     def rerun(feeds: dict[str, np.ndarray]) -> list[np.ndarray | None]:
-        graph = concrete.graph
-        fed = {name: graph.get_tensor_by_name(name) for name in feeds}
-        # A value f captured (a batch array) is an input of the graph: passed in its place.
-        captured = [t.name for t in graph.internal_captures]
-        inside = [name for name in feeds if name not in captured]
-        pruned = concrete.prune(feeds=list(concrete.inputs[:len(given)])
-                                + [fed[name] for name in inside], fetches=fetches)
-        captures = list(pruned.captured_inputs)
-        for k, tensor in enumerate(pruned.graph.internal_captures):
-            if tensor.name in feeds:
-                captures[k] = tf.constant(feeds[tensor.name], tensor.dtype)
-        fed_values = [tf.constant(feeds[name], fed[name].dtype) for name in inside]
-        with silenced_stderr_fd():  # by position: a pruned function has no Python signature
-            values = pruned._call_flat([*given, *fed_values], captures)
-        found = iter([np.asarray(v) for v in values])
-        outputs = [next(found) for _ in state["targets"]]
+        fed, values = inputs.fed(feeds)
+        with _unoptimized(tensorflow()):
+            found = iter([np.asarray(v) for v in computed(fed, values, fetches)])
+        outputs: list[np.ndarray | None] = [next(found) for _ in state["targets"]]
         return outputs + [None if g is None else next(found) for g in state["grads"]]
     return rerun
 
