@@ -147,7 +147,8 @@ class WatchedFit:
             self._buckets = None
             with losses_recorded(self._loss):
                 logs = train_step(data)
-            fired = tf.reduce_any(tf.stack(self._fired)) if self._fired else tf.constant(False)
+            fired = (self._fired[0] if len(self._fired) == 1 else
+                     tf.reduce_any(tf.stack(self._fired)) if self._fired else tf.constant(False))
             return logs, fired, [] if self._buckets is None else [self._buckets]
 
         step = tf.function(inner, jit_compile=True) if self._jit else inner
