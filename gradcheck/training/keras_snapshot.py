@@ -1,6 +1,6 @@
 """What a training snapshot needs from Keras: which Keras trained, the weights by path, saving
 and reloading the model (safe mode), the loss fit minimises; and per-weight gradient health
-(norms, zero fractions), eager and on TensorBoard."""
+(norms, zero fractions, histograms bucketed in ops XLA compiles), eager and on TensorBoard."""
 
 from __future__ import annotations
 
