@@ -286,6 +286,32 @@ def test_a_custom_loop_writes_gradient_histograms_at_its_log_freq(tmp_path):
     assert "gradcheck/diagnosis" in tags
 
 
+@pytest.mark.parametrize(("package", "options"), [
+    ("keras", {"jit_compile": True}),
+    ("tf_keras", {"jit_compile": True, "steps_per_execution": 2}),
+])
+def test_gradient_histograms_are_written_from_an_xla_compiled_step(package, options, tmp_path):
+    """Bucketed in the XLA step every log_freq steps, written outside it: TensorBoard's
+    histograms (30 buckets counting every element) at steps 0, 2, 4 and 6 of 8."""
+    import tensorflow as tf
+
+    watch = gradcheck.Watch(tmp_path / "snapshots", tensorboard=str(tmp_path / "logs"),
+                            log_freq=2, log=lambda line: None)
+    model = _fit(package, watch, loss=euclidean_loss.correct_loss, **options)
+    [kernel] = model.trainable_weights
+    tag = f"{kernel.path if package == 'keras' else kernel.name.replace(':', '_')}/gradient"
+    written = {}
+    for events in (tmp_path / "logs" / "gradcheck").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    written[event.step] = tf.make_ndarray(value.tensor)
+    assert sorted(written) == [0, 2, 4, 6]
+    for buckets in written.values():
+        assert buckets.shape == (30, 3) and buckets[:, 2].sum() == 6  # the kernel's elements
+        assert (buckets[:, 0] <= buckets[:, 1]).all() and buckets[0, 0] < buckets[-1, 1]
+
+
 def test_health_judges_growth_and_vanishing_from_the_steps_before_the_failure():
     from gradcheck.kinds.health.judging import judge_health
 

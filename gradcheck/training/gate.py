@@ -85,6 +85,9 @@ class Gate:
                                     trainable=False, name="gradcheck_rows")
         self._stash: list[Any] = []
         self._structure: Any = None
+        # Under a strategy's fit: each local replica keeps its own shard in its copy of the
+        # stash, gathered from every replica by the callback (gathered()), not in the step.
+        self.shards_local = False
         # The step's batch, when the branch that records a trigger also keeps it (no cond of
         # its own on every step); None where that branch cannot (XLA, a strategy's replicas).
         self.batch: Any = None
@@ -216,7 +219,24 @@ class Gate:
     def kept_batch(self) -> Any:
         """The stored batch as NumPy arrays, in the step's own structure."""
         tf = tensorflow()
-        return tf.nest.pack_sequence_as(self._structure, [as_array(v) for v in self._stash])
+        values = self._gathered() if self.shards_local else [as_array(v) for v in self._stash]
+        return tf.nest.pack_sequence_as(self._structure, values)
+
+    def _gathered(self) -> list[Any]:
+        """Every replica's kept shard, concatenated in the order of replica ids: one
+        all-gather per leaf that every worker's callback enters together, on the step that
+        fired (never in the training step)."""
+        tf = tensorflow()
+        stash = self._stash
+        strategy = stash[0].distribute_strategy
+
+        @tf.function
+        def gather() -> Any:
+            local = strategy.run(lambda: [tf.identity(v) for v in stash])
+            return [strategy.gather(shard, axis=0) for shard in local]
+
+        with strategy.scope():
+            return [as_array(v) for v in gather()]
 
     def kept_replica(self) -> tuple[Any, ReplicaShard | None]:
         """The stored batch, and under a strategy, the shard of the replica that fired (the
@@ -256,6 +276,10 @@ class Gate:
         self.replica.assign(-1)
 
 
+def _assign(variable: Any, value: Any) -> Any:
+    return variable.assign(value)
+
+
 def _after(done: Any, fires: Any) -> Any:
     """`fires`, available only once the gate's cond has run: what reads the recorded trigger
     outside the graph (the callback's tf.py_function) must not race its assignments."""
@@ -284,9 +308,12 @@ def guarded_across_replicas(gate: Gate, pairs: Sequence[tuple[Any, Any]], loss: 
     the table rides in the gradients' own batch all-reduce, the one the optimizer would make
     (no collective of its own, a round trip between workers per step), and `summed_update`
     applies the sums; otherwise the table is all-reduced alone and `update` sums and applies
-    the gradients. On the step that fires, and only then, every replica's shard is gathered (a
-    collective every worker enters together) and kept, and `report()` is called back once per
-    worker (tf.py_function). Returns whether this step fired."""
+    the gradients. On the step that fires, and only then, each replica keeps its own shard:
+    without `report` (fit), in its own copy of the stash, for the callback to gather
+    (Gate.kept_batch), so that the step holds no collective but the all-reduce; with it (a
+    custom loop, whose step is its only place to write the snapshot), every replica's shard is
+    gathered in the step (a collective every worker enters together) and `report()` is called
+    back once per worker (tf.py_function). Returns whether this step fired."""
     tf = tensorflow()
     context = tf.distribute.get_replica_context()
     gradients = [g for g, _ in pairs]
@@ -295,6 +322,7 @@ def guarded_across_replicas(gate: Gate, pairs: Sequence[tuple[Any, Any]], loss: 
     leaves = tf.nest.flatten(batch) if batch is not None else []
     if leaves:
         gate.stash_for(batch)
+        gate.shards_local = report is None
     rows = (tf.shape(leaves[0])[0] if leaves and leaves[0].shape.rank
             else tf.constant(-1))
     row = tf.cast(tf.stack([code, first_bad(), rows]), tf.float32)
@@ -319,12 +347,15 @@ def guarded_across_replicas(gate: Gate, pairs: Sequence[tuple[Any, Any]], loss: 
         def keep() -> Any:
             gate.replica.assign(replica)
             gate.rows.assign(tf.cast(table[:, 2], tf.int32))
+            if report is None:  # each local replica's own shard; the callback gathers them
+                for variable, leaf in zip(gate._stash, leaves):
+                    distribution.extended.update(variable, _assign, args=(leaf,), group=False)
+                return tf.constant(True)
             for variable, leaf in zip(gate._stash, leaves):
                 variable.assign(distribution.gather(leaf, axis=0))
-            if report is not None:
-                with tf.control_dependencies([gate.replica.read_value(),
-                                              *[v.read_value() for v in gate._stash]]):
-                    tf.py_function(report, [], Tout=[])
+            with tf.control_dependencies([gate.replica.read_value(),
+                                          *[v.read_value() for v in gate._stash]]):
+                tf.py_function(report, [], Tout=[])
             return tf.constant(True)
 
         def apply(gradients: Any) -> None:

@@ -1,6 +1,6 @@
 """What a training snapshot needs from Keras: which Keras trained, the weights by path, saving
 and reloading the model (safe mode), the loss fit minimises; and per-weight gradient health
-(norms, zero fractions), eager and on TensorBoard."""
+(norms, zero fractions, histograms bucketed in ops XLA compiles), eager and on TensorBoard."""
 
 from __future__ import annotations
 
@@ -284,31 +284,25 @@ class HealthBoard:
         return self._tags.get(name, name)
 
     def histograms(self, step: int, names: Sequence[str], gradients: Sequence[Any]) -> None:
-        tf = tensorflow()
-        with self._writer.as_default(step=step):
-            for name, gradient in zip(names, gradients):
-                if gradient is not None:
-                    tf.summary.histogram(f"{self._tag(name)}/gradient", dense_values(gradient))
+        present = [(self._tag(n), g) for n, g in zip(names, gradients) if g is not None]
+        if present:
+            self._write_histograms(step, [t for t, _ in present],
+                                   [histogram_buckets(dense_values(g)) for _, g in present])
         self._writer.flush()
 
-    def histograms_every(self, log_freq: int, model: Any) -> Any:
-        """What fit's traced step calls: gradient histograms every `log_freq` steps, in-graph."""
+    def _write_histograms(self, step: Any, tags: Sequence[str], buckets: Sequence[Any]) -> None:
+        """TAG/gradient histograms from their buckets, as tf.summary.histogram writes them."""
+        from tensorboard.plugins.histogram import metadata
+
         tf = tensorflow()
+        described = metadata.create_summary_metadata(display_name=None, description=None)
+        with self._writer.as_default(step=tf.cast(step, tf.int64)):
+            for tag, counted in zip(tags, buckets):
+                tf.summary.write(f"{tag}/gradient", counted, metadata=described)
 
-        def write(step: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
-            def histograms() -> Any:
-                # At the root name scope: the tags are not prefixed with the cond's.
-                with self._writer.as_default(step=tf.cast(step, tf.int64)), \
-                        tf.compat.v1.name_scope(None):
-                    for gradient, variable in pairs:
-                        if gradient is not None:
-                            tf.summary.histogram(f"{keras_tag(variable, model)}/gradient",
-                                                 dense_values(gradient))
-                return tf.constant(True)
-
-            return tf.cond(tf.equal(step % log_freq, 0), histograms, lambda: tf.constant(False))
-
-        return write
+    def histograms_every(self, log_freq: int, model: Any) -> StepHistograms:
+        """What fit's traced step calls: gradient histograms every `log_freq` steps."""
+        return StepHistograms(self, log_freq, model)
 
     def diagnosis(self, step: int, text: str) -> None:
         tf = tensorflow()
@@ -324,3 +318,70 @@ class HealthBoard:
                 tf.summary.scalar(f"{self._tag(name)}/gradient_norm", float(norm))
                 tf.summary.scalar(f"{self._tag(name)}/gradient_zero_fraction", float(zero))
         self._writer.flush()
+
+
+# TensorBoard's number of histogram buckets (tf.summary.histogram's default).
+HISTOGRAM_BUCKETS = 30
+
+
+def histogram_buckets(values: Any, count: int = HISTOGRAM_BUCKETS) -> Any:
+    """TensorBoard's histogram of `values` as tf.summary.histogram buckets them ([count, 3]:
+    left edge, right edge, count; a single value makes every edge that value, its count in the
+    last bucket), in ops that XLA compiles (no cond, no one-hot)."""
+    tf = tensorflow()
+    data = tf.cast(tf.reshape(values, [-1]), tf.float64)
+    low, high = tf.reduce_min(data), tf.reduce_max(data)
+    single = tf.equal(high, low)
+    width = tf.where(single, tf.constant(1.0, tf.float64), (high - low) / count)
+    index = tf.cast(tf.floor((data - low) / width), tf.int32)
+    index = tf.where(single, count - 1, tf.clip_by_value(index, 0, count - 1))
+    counts = tf.math.unsorted_segment_sum(tf.ones_like(data), index, count)
+    edges = tf.concat([tf.linspace(low, high, count + 1)[:-1], [high]], 0)
+    left = tf.where(single, high, edges[:-1])
+    right = tf.where(single, high, edges[1:])
+    buckets = tf.stack([left, right, counts], axis=1)
+    return tf.where(tf.size(data) > 0, buckets, tf.zeros_like(buckets))
+
+
+class StepHistograms:
+    """Gradient histograms every `log_freq` steps of fit's traced step: written in the step, or,
+    under jit_compile=True (XLA compiles no summary op), bucketed in the XLA step
+    (`computed`) and written outside it (`written`)."""
+
+    def __init__(self, board: HealthBoard, log_freq: int, model: Any) -> None:
+        self._board, self._log_freq, self._model = board, log_freq, model
+        self.tags: list[str] = []  # of the weights computed() bucketed, in its order
+
+    def _due(self, step: Any) -> Any:
+        return tensorflow().equal(step % self._log_freq, 0)
+
+    def _present(self, pairs: Sequence[tuple[Any, Any]]) -> list[Any]:
+        self.tags = [keras_tag(v, self._model) for g, v in pairs if g is not None]
+        return [dense_values(g) for g, _ in pairs if g is not None]
+
+    def in_step(self, step: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
+        gradients = self._present(pairs)
+        return self.written(step, [histogram_buckets(g) for g in gradients])
+
+    def computed(self, step: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
+        """Every gradient's buckets as one [weights, buckets, 3] tensor (zeros but every
+        `log_freq` steps)."""
+        tf = tensorflow()
+        gradients = self._present(pairs)
+        shape = [len(gradients), HISTOGRAM_BUCKETS, 3]
+        if not gradients:
+            return tf.zeros(shape, tf.float64)
+        return tf.cond(self._due(step),
+                       lambda: tf.stack([histogram_buckets(g) for g in gradients]),
+                       lambda: tf.zeros(shape, tf.float64))
+
+    def written(self, step: Any, buckets: Any) -> Any:
+        """The histograms written at a step that is due (buckets: a list, or computed()'s)."""
+        tf = tensorflow()
+
+        def write() -> Any:
+            self._board._write_histograms(step, self.tags,
+                                          [buckets[i] for i in range(len(self.tags))])
+            return tf.constant(True)
+
+        return tf.cond(self._due(step), write, lambda: tf.constant(False))

@@ -36,11 +36,11 @@ class WatchedFit:
     """Keras fit watched: the model's train_step, compute_loss and its optimizer's
     apply_gradients are wrapped on the instances for the run, and put back after it."""
 
-    def __init__(self, model: Any, health: bool = False,
-                 histograms: Callable[[Any, list[tuple[Any, Any]]], Any] | None = None) -> None:
+    def __init__(self, model: Any, health: bool = False, histograms: Any = None) -> None:
         self.model = model
         self.health = health
-        self.histograms = histograms  # histograms(step, pairs), in the step's graph
+        self.histograms = histograms  # a keras_snapshot.StepHistograms, or None
+        self._buckets: Any = None  # under XLA: the histograms' buckets the step computed
         self.optimizer = model.optimizer
         self.gate = Gate(halts=not is_loss_scale_optimizer(self.optimizer))
         self._patches: list[_Patched] = []
@@ -129,8 +129,10 @@ class WatchedFit:
         code, first_bad = gate.verdict(loss, [g for g, _ in pairs])
         if self.health:
             gate.record_health([g for g, _ in pairs])
-        if self.histograms is not None and not self._jit:  # XLA compiles no summary op
-            self.histograms(gate.steps, pairs)
+        if self.histograms is not None and self._jit:  # XLA compiles no summary op
+            self._buckets = self.histograms.computed(gate.steps, pairs)  # written outside
+        elif self.histograms is not None:
+            self.histograms.in_step(gate.steps, pairs)
         self._fired.append(gate.guarded(code, first_bad, applied(update, pairs)))
 
     def _watched_step(self, train_step: Any) -> Any:
@@ -142,10 +144,12 @@ class WatchedFit:
         def inner(data: Any) -> Any:
             self._loss.clear()
             self._fired.clear()
+            self._buckets = None
             with losses_recorded(self._loss):
                 logs = train_step(data)
-            return logs, tf.reduce_any(tf.stack(self._fired)) if self._fired else (
-                tf.constant(False))
+            fired = (self._fired[0] if len(self._fired) == 1 else
+                     tf.reduce_any(tf.stack(self._fired)) if self._fired else tf.constant(False))
+            return logs, fired, [] if self._buckets is None else [self._buckets]
 
         step = tf.function(inner, jit_compile=True) if self._jit else inner
 
@@ -159,11 +163,13 @@ class WatchedFit:
                 gate.stash_for(data)
             gate.batch = data if inside else None
             try:
-                logs, fired = step(data)
+                logs, fired, buckets = step(data)
             finally:
                 gate.batch = None
             if not inside:
                 gate.keep_batch(fired, data)
+            if buckets:  # the histograms XLA bucketed, written here
+                self.histograms.written(gate.steps, buckets[0])
             if not replicas:  # counted once, across replicas, in guarded_across_replicas
                 with tf.control_dependencies([fired]):
                     gate.steps.assign_add(1)
