@@ -1,7 +1,8 @@
 """Answers users asked for, at their lines (issue 56): TensorFlow's complex gradient is the
 conjugate; a forward-mode NaN is TensorFlow's rule at the op's line; a tf.where's tie is the
 jump's line; a weight behind an integer cast, a custom gradient made by a factory on every call,
-and perturb-then-apply's two custom gradients declared as surrogates are each located."""
+perturb-then-apply's two custom gradients declared as surrogates and a cut before a wrong custom
+gradient are each located."""
 
 from __future__ import annotations
 
@@ -105,6 +106,20 @@ def test_perturb_then_apply_s_failures_are_blamed_on_the_gradient_that_ran() -> 
     # ste_round judged on its own is still a straight-through estimator nobody declared.
     [inner] = _found(report, Kind.CUSTOM_GRADIENT, Status.FAIL)
     assert inner.location is not None and inner.location.line == 13
+
+
+def test_a_cut_is_searched_for_when_the_wrong_custom_gradient_is_past_it() -> None:
+    # softplus's grad_fn is wrong, but it never runs in f's gradient: the .numpy() round
+    # trip before it is why x's gradient is wrong, and where the jacobian finding points.
+    report = _check("cut_before_custom_gradient", "loss", compiled=False)
+    [wrong] = _found(report, Kind.CUSTOM_GRADIENT, Status.FAIL)
+    assert wrong.location is not None and wrong.location.line == 19
+    [cut] = _found(report, Kind.GRAPH_BREAK, Status.FAIL, "x")
+    assert cut.location is not None and cut.location.line == 25
+    for kind in (Kind.JACOBIAN, Kind.VJP):
+        [found] = _found(report, kind, Status.FAIL, "x")
+        assert found.location is not None and found.location.line == 25
+        assert ".numpy()" in found.message and "softplus" not in found.message
 
 
 def test_a_float16_loss_scaled_beyond_its_range_is_said_to_overflow() -> None:

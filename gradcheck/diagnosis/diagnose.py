@@ -69,7 +69,7 @@ def diagnose(function: Callable[..., Any], named: Sequence[NamedArgument],
         core = blame(core, culprits)
     elif excuses:
         core = excuse(core, excuses)
-    explained = {c.input for c in core if c.input} if wrong_sites or surrogates else set()
+    explained = {c.input for c in core if c.input} if culprits or excuses else set()
     breaks, core = graph_break_results(program, core, explained)
     non_finite, core = non_finite_results(program, core, options)
     core = _overflows_located(core, non_finite)
