@@ -67,6 +67,7 @@ def check_request(
 ) -> Report:
     """Load, bind inputs, check. Raises GradcheckError subclasses for exit codes 2 and 3."""
     from gradcheck.load.inputs import parse_upstreams, resolve_arguments
+    from gradcheck.targets.keras import input_shapes
     from gradcheck.targets.modules import load_attribute
 
     upstream = parse_upstreams(request.upstream_specs)
@@ -82,7 +83,7 @@ def check_request(
             input_specs=request.input_specs, shapes=request.shapes, seed=options.seed,
             inputs_attr=request.inputs_attr,
             load_attribute=lambda spec: load_attribute(spec, request.path),
-            declared_shapes=target.declared_shapes,
+            declared_shapes=target.declared_shapes or input_shapes(target.function),
         )
 
     return check_target(request.target, request.path, replace(options, upstream=tuple(upstream)),

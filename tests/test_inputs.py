@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import Result
 
 from gradcheck.errors import InputError
 from gradcheck.load.inputs import (
@@ -19,7 +22,7 @@ from gradcheck.load.inputs import (
     resolve_upstreams,
 )
 
-from .conftest import fixture_module
+from .conftest import fixture_module, fixture_target
 
 
 def test_float_literals_stay_python_floats_and_ints_become_arrays() -> None:
@@ -85,6 +88,21 @@ def test_no_inputs_names_the_four_ways() -> None:
         "no inputs for g: give -i/--input VALUE, --shape 2,3, --inputs MOD:ATTR, or a"
         " 'g_inputs' attribute in the target's module"
     )
+
+
+@pytest.mark.parametrize(("target", "shape"), [("one_input", [2, 3]), ("signed", [2, 3])])
+def test_a_model_or_tf_function_that_declares_its_input_is_checked_without_inputs(
+        run_cli: Callable[..., Result], target: str, shape: list[int]) -> None:
+    result = run_cli(["check", fixture_target("declared_inputs", target), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    [argument] = [i for i in json.loads(result.stdout)["inputs"] if i["kind"] == "argument"]
+    assert argument["shape"] == shape
+
+
+def test_a_model_with_two_inputs_still_asks_for_them(run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", fixture_target("declared_inputs", "two_inputs")])
+    assert result.exit_code == 2
+    assert "no inputs for two_inputs: give -i/--input VALUE" in result.output
 
 
 def test_naming_follows_the_signature() -> None:

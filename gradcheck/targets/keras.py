@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gradcheck.engine.program import Program, function_raised
+from gradcheck.engine.program import FLOAT_DTYPES, Program, function_raised
 from gradcheck.evidence.notes import CalledTraining, FactoryPolicy, Note
 
 
@@ -112,6 +112,31 @@ def compute_dtype(layer: Any) -> str | None:
     """The dtype a Keras layer computes in (float16 under mixed_float16), or None."""
     policy = getattr(layer, "dtype_policy", None) or getattr(layer, "_dtype_policy", None)
     return getattr(policy, "compute_dtype", None)
+
+
+def _float_spec(spec: Any) -> bool:
+    """A tensor spec (or Keras input) of a floating dtype and a known rank."""
+    dtype, shape = getattr(spec, "dtype", None), getattr(spec, "shape", None)
+    return (str(getattr(dtype, "name", dtype)) in FLOAT_DTYPES and shape is not None
+            and getattr(shape, "rank", 0) is not None)
+
+
+def input_shapes(obj: Any) -> tuple[tuple[int | None, ...], ...]:
+    """A built model's one input's shape (None for the batch), or a tf.function's input
+    signature's when every spec is a float tensor: the shapes of random arguments when none
+    are given; () when the call takes anything else (several inputs make one structured
+    argument)."""
+    if is_layer(obj):
+        try:
+            inputs = list(getattr(obj, "inputs", None) or ())
+        except (AttributeError, ValueError):
+            return ()
+        specs: Sequence[Any] = inputs if len(inputs) == 1 else ()
+    else:
+        specs = getattr(obj, "input_signature", None) or ()
+    if not all(_float_spec(spec) for spec in specs):
+        return ()
+    return tuple(tuple(spec.shape) for spec in specs)
 
 
 def _is_factory(obj: Any) -> bool:
