@@ -36,7 +36,7 @@ from gradcheck.evidence.notes import (
 )
 from gradcheck.report import Cause, Mistake
 from gradcheck.targets.keras import compute_dtype
-from gradcheck.targets.named import NamedArgument
+from gradcheck.targets.named import NamedArgument, structure_leaves
 
 
 def _dtype_name(value: Any) -> str | None:
@@ -76,44 +76,53 @@ def _as_differentiable_candidate(value: Any) -> Any:
 
 
 def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> tuple[Slot, ...]:
-    tf = tensorflow()
+    """One slot per argument; one per leaf of a structured argument (a dict of tensors),
+    which the call rebuilds around them."""
     slots = []
     for argument in named:
-        value = _as_differentiable_candidate(argument.value)
-        keyword = argument.keyword
-        if isinstance(value, tf.Variable) and _is_float(value):
-            target = dtype or value.dtype.name
-            copy = tf.Variable(tf.cast(value, target), name=value.name.split(":")[0])
-            slots.append(
-                Slot(argument.name, argument.position, keyword, copy, True, target,
-                     tuple(copy.shape), is_variable=True, own_dtype=value.dtype.name)
-            )
-        elif _is_float(value) and not isinstance(value, tf.Variable):
-            target = dtype or _own_dtype(argument.value)
-            tensor = tf.cast(tf.convert_to_tensor(value), target)
-            slots.append(
-                Slot(argument.name, argument.position, keyword, tensor, True, target,
-                     tuple(tensor.shape), own_dtype=_own_dtype(argument.value))
-            )
-        elif _is_complex(value):
-            # A complex tf.Variable too: f gets its value as a complex tensor, built from the
-            # (real, imaginary) parts gradcheck watches (a variable copied from them would cut
-            # the path).
-            parts = dtype or COMPLEX_PARTS[_own_dtype(argument.value)]
-            tensor = tf.cast(as_parts(tf.convert_to_tensor(value)), parts)
-            slots.append(
-                Slot(argument.name, argument.position, keyword, tensor, True, parts,
-                     tuple(tensor.shape), complex_dtype=REAL_TO_COMPLEX[parts],
-                     note=ComplexInput(argument.name)))
-        else:
-            name = (f"a {type(value).__name__}" if callable(value)
-                    else _dtype_name(value) or type(value).__name__)
-            shape = tuple(np.shape(value)) if hasattr(value, "shape") else ()
-            slots.append(
-                Slot(argument.name, argument.position, keyword, argument.value, False, name,
-                     shape, note=PassedThrough(argument.name, name))
-            )
+        for keys, leaf in structure_leaves(argument.value):
+            if not keys:
+                slots.append(_slot(argument, dtype))
+                continue
+            name = argument.name + "".join(f"[{key!r}]" for key in keys)
+            slot = _slot(replace(argument, name=name, value=leaf), dtype)
+            slots.append(replace(slot, keys=keys, structure=argument.value))
     return tuple(slots)
+
+
+def _slot(argument: NamedArgument, dtype: str | None) -> Slot:
+    tf = tensorflow()
+    value = _as_differentiable_candidate(argument.value)
+    if isinstance(value, (tf.RaggedTensor, tf.SparseTensor)) and _is_float(value):
+        kind, values = (("tf.RaggedTensor", "flat_values") if isinstance(value, tf.RaggedTensor)
+                        else ("tf.SparseTensor", "values"))
+        raise InputError(f"{argument.name} is a {kind}: gradcheck differentiates dense tensors;"
+                         f" pass its .{values} and rebuild it inside f")
+    keyword = argument.keyword
+    if isinstance(value, tf.Variable) and _is_float(value):
+        target = dtype or value.dtype.name
+        copy = tf.Variable(tf.cast(value, target), name=value.name.split(":")[0])
+        return Slot(argument.name, argument.position, keyword, copy, True, target,
+                    tuple(copy.shape), is_variable=True, own_dtype=value.dtype.name)
+    if _is_float(value) and not isinstance(value, tf.Variable):
+        target = dtype or _own_dtype(argument.value)
+        tensor = tf.cast(tf.convert_to_tensor(value), target)
+        return Slot(argument.name, argument.position, keyword, tensor, True, target,
+                    tuple(tensor.shape), own_dtype=_own_dtype(argument.value))
+    if _is_complex(value):
+        # A complex tf.Variable too: f gets its value as a complex tensor, built from the
+        # (real, imaginary) parts gradcheck watches (a variable copied from them would cut
+        # the path).
+        parts = dtype or COMPLEX_PARTS[_own_dtype(argument.value)]
+        tensor = tf.cast(as_parts(tf.convert_to_tensor(value)), parts)
+        return Slot(argument.name, argument.position, keyword, tensor, True, parts,
+                    tuple(tensor.shape), complex_dtype=REAL_TO_COMPLEX[parts],
+                    note=ComplexInput(argument.name))
+    name = (f"a {type(value).__name__}" if callable(value)
+            else _dtype_name(value) or type(value).__name__)
+    shape = tuple(np.shape(value)) if hasattr(value, "shape") else ()
+    return Slot(argument.name, argument.position, keyword, argument.value, False, name,
+                shape, note=PassedThrough(argument.name, name))
 
 
 def _candidate_dtypes(dtype_mode: str) -> list[str | None]:

@@ -19,7 +19,7 @@ from gradcheck.evidence import Location
 from gradcheck.evidence.notes import Note
 from gradcheck.load.locations import exception_location
 from gradcheck.spelling import Spelled
-from gradcheck.targets.named import OutputPath
+from gradcheck.targets.named import OutputPath, pack
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 # A complex tensor is checked as the real tensor of its (real, imaginary) parts, stacked on a
@@ -68,6 +68,10 @@ class Slot:
     complex_dtype: str | None = None
     # The dtype the user gave (float32 for a literal): what promotion to float64 replaced.
     own_dtype: str | None = None
+    # A leaf of a structured argument (a dict of tensors): the keys down to it, and the
+    # argument as given, which the call rebuilds around its leaves.
+    keys: tuple[Any, ...] = ()
+    structure: Any = None
 
     @property
     def argument(self) -> bool:
@@ -232,8 +236,8 @@ class Program:
         """
         tf = tensorflow()
         replacements = replacements or {}
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
+        given: dict[tuple[int | None, str | None], Any] = {}
+        structures: dict[tuple[int | None, str | None], tuple[Any, dict[Any, Any]]] = {}
         for index, slot in enumerate(self.slots):
             if not slot.argument:
                 continue
@@ -242,10 +246,14 @@ class Program:
                 value = from_parts(value)
             elif isinstance(value, tf.Tensor) and not (fresh and index in replacements):
                 value = tf.identity(value)
-            if slot.keyword is not None:
-                kwargs[slot.keyword] = value
-            else:
-                args.append(value)
+            place = (slot.position, slot.keyword)
+            given[place] = value
+            if slot.keys:
+                structures.setdefault(place, (slot.structure, {}))[1][slot.keys] = value
+        for place, (structure, leaves) in structures.items():
+            given[place] = pack(structure, leaves)
+        args = [value for (_, keyword), value in given.items() if keyword is None]
+        kwargs = {keyword: value for (_, keyword), value in given.items() if keyword is not None}
         return args, kwargs
 
     def value_of(self, index: int) -> np.ndarray:

@@ -43,14 +43,16 @@ def _from_literal(text: str, what: str) -> Any:
         raise InputError(
             f"{what} {text!r} is neither a .npy/.npz file nor a literal such as '[1.0, 2.0]'"
         ) from exc
-    if isinstance(value, (bool, str, bytes)) or value is None:
-        return value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, (float, complex)):
+    return _literal_value(value, what, text)
+
+
+def _literal_value(value: Any, what: str, text: str) -> Any:
+    """A literal's value as an argument: a dict (one structured argument) keeps its keys, each
+    value made an argument in turn."""
+    if isinstance(value, (bool, str, bytes, int, float, complex)) or value is None:
         return value
     if isinstance(value, dict):
-        raise InputError(f"{what} {text!r}: use NAME=VALUE for keyword arguments, not a dict")
+        return {key: _literal_value(item, what, text) for key, item in value.items()}
     try:
         array = np.asarray(value)
     except ValueError as exc:
@@ -166,7 +168,7 @@ def _from_specs(specs: Sequence[str]) -> Arguments:
             kwargs[name] = parse_value(text, f"input {name}")
             continue
         value = parse_value(spec, "input")
-        if isinstance(value, dict):
+        if isinstance(value, dict) and looks_like_file(spec):
             kwargs.update(value)
         elif kwargs:
             raise InputError(f"positional input {spec!r} follows a keyword input")
