@@ -90,19 +90,21 @@ def test_no_inputs_names_the_four_ways() -> None:
     )
 
 
-@pytest.mark.parametrize(("target", "shape"), [("one_input", [2, 3]), ("signed", [2, 3])])
+@pytest.mark.parametrize(("target", "shapes"), [
+    ("one_input", {"inputs": [2, 3]}), ("signed", {"x": [2, 3]}),
+    ("two_inputs", {"inputs['age']": [2, 1], "inputs['income']": [2, 2]})])
 def test_a_model_or_tf_function_that_declares_its_input_is_checked_without_inputs(
-        run_cli: Callable[..., Result], target: str, shape: list[int]) -> None:
+        run_cli: Callable[..., Result], target: str, shapes: dict[str, list[int]]) -> None:
     result = run_cli(["check", fixture_target("declared_inputs", target), "--format", "json"])
     assert result.exit_code == 0, result.output
-    [argument] = [i for i in json.loads(result.stdout)["inputs"] if i["kind"] == "argument"]
-    assert argument["shape"] == shape
+    assert {i["name"]: i["shape"] for i in json.loads(result.stdout)["inputs"]
+            if i["kind"] == "argument"} == shapes
 
 
-def test_a_model_with_two_inputs_still_asks_for_them(run_cli: Callable[..., Result]) -> None:
-    result = run_cli(["check", fixture_target("declared_inputs", "two_inputs")])
+def test_a_model_never_called_still_asks_for_inputs(run_cli: Callable[..., Result]) -> None:
+    result = run_cli(["check", fixture_target("declared_inputs", "unbuilt")])
     assert result.exit_code == 2
-    assert "no inputs for two_inputs: give -i/--input VALUE" in result.output
+    assert "no inputs for unbuilt: give -i/--input VALUE" in result.output
 
 
 def test_naming_follows_the_signature() -> None:

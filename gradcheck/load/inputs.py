@@ -206,7 +206,7 @@ def resolve_arguments(
     seed: int = 0,
     inputs_attr: str | None = None,
     load_attribute: Callable[[str], Any] | None = None,
-    declared_shapes: Sequence[tuple[int | None, ...]] = (),
+    declared_shapes: Sequence[Any] = (),
 ) -> Arguments:
     """Pick the arguments by the documented precedence: -i, --shape, --inputs, convention,
     random arguments of the shapes a saved signature declares (a free size as 2).
@@ -235,12 +235,22 @@ def resolve_arguments(
         return _normalise_provided(getattr(module, convention), convention)
     if declared_shapes:
         rng = np.random.default_rng(seed)
-        values = tuple(rng.standard_normal([d or 2 for d in s]).tolist() for s in declared_shapes)
+        values = tuple(_random_of(shape, rng) for shape in declared_shapes)
         return Arguments(values, {}, f"the signature's shapes (seed {seed})")
     raise InputError(
         f"no inputs for {function_name}: give "
         + WAYS_TO_GIVE_INPUTS.format(name=function_name)
     )
+
+
+def _random_of(declared: Any, rng: np.random.Generator) -> Any:
+    """Random normal values of a declared shape (a free dimension as 2), or a dict or list of
+    them for a structured argument."""
+    if isinstance(declared, dict):
+        return {key: _random_of(shape, rng) for key, shape in declared.items()}
+    if isinstance(declared, list):
+        return [_random_of(shape, rng) for shape in declared]
+    return rng.standard_normal([d or 2 for d in declared]).tolist()
 
 
 def _naming_signature(function: Callable[..., Any],

@@ -121,22 +121,32 @@ def _float_spec(spec: Any) -> bool:
             and getattr(shape, "rank", 0) is not None)
 
 
-def input_shapes(obj: Any) -> tuple[tuple[int | None, ...], ...]:
-    """A built model's one input's shape (None for the batch), or a tf.function's input
-    signature's when every spec is a float tensor: the shapes of random arguments when none
-    are given; () when the call takes anything else (several inputs make one structured
-    argument)."""
+def _spec_shapes(specs: Any) -> Any:
+    """The shape of each float tensor spec in a model's input structure (a dict or list of
+    them, or one), or None when any is of another dtype or an unknown rank."""
+    if isinstance(specs, dict):
+        shapes = {key: _spec_shapes(spec) for key, spec in specs.items()}
+        return None if None in shapes.values() else shapes
+    if isinstance(specs, (list, tuple)):
+        listed = [_spec_shapes(spec) for spec in specs]
+        return None if None in listed else listed
+    return tuple(specs.shape) if _float_spec(specs) else None
+
+
+def input_shapes(obj: Any) -> tuple[Any, ...]:
+    """The shapes of random arguments when none are given: a built model's input (None for
+    the batch; a dict or list of shapes for a model with several inputs, its one structured
+    argument), or a tf.function's input signature's, one per argument; () when any input is
+    not a float tensor."""
     if is_layer(obj):
         try:
-            inputs = list(getattr(obj, "inputs", None) or ())
+            declared = _spec_shapes(getattr(obj, "input", None))
         except (AttributeError, ValueError):
             return ()
-        specs: Sequence[Any] = inputs if len(inputs) == 1 else ()
-    else:
-        specs = getattr(obj, "input_signature", None) or ()
-    if not all(_float_spec(spec) for spec in specs):
-        return ()
-    return tuple(tuple(spec.shape) for spec in specs)
+        return () if declared is None else (declared,)
+    specs = getattr(obj, "input_signature", None) or ()
+    shapes = [_spec_shapes(spec) for spec in specs]
+    return () if None in shapes else tuple(shapes)
 
 
 def _is_factory(obj: Any) -> bool:

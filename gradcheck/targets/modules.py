@@ -45,7 +45,7 @@ class Target:
     module: ModuleType | None
     name: str
     # A saved model's input signature: the shapes of random arguments when none are given.
-    declared_shapes: tuple[tuple[int | None, ...], ...] = ()
+    declared_shapes: tuple[Any, ...] = ()
 
     @property
     def qualname(self) -> str:
