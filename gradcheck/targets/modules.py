@@ -44,7 +44,8 @@ class Target:
     function: Callable[..., Any]
     module: ModuleType | None
     name: str
-    # A saved model's input signature: the shapes of random arguments when none are given.
+    # A saved model's input signature: the shapes of random arguments when none are given
+    # (a dict or list of shapes for a structured argument).
     declared_shapes: tuple[Any, ...] = ()
 
     @property
