@@ -217,3 +217,27 @@ def test_a_weights_points_left_go_through_one_trace_when_f_can_be_traced(
     expected = np.stack([np.asarray(function(tf.Variable(p))) for p in points])
     np.testing.assert_allclose(values, expected, rtol=1e-13, atol=0)
     np.testing.assert_array_equal(program.slots[0].value.numpy(), w)
+
+
+def test_once_traced_a_few_more_points_go_through_the_trace_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Doubtful elements retried at smaller steps are a few points at a time: once f is
+    traced (and checked against eager f), they go through that trace, not a slow eager call
+    each."""
+    program, centre, w = _variable_program(_softplus_layer)
+    _traced_always(monkeypatch)
+    evaluator = BatchEvaluator(program, 0, [0], centre, max_memory=1 << 30)
+    h = differences.step_sizes(w, "float64")
+    evaluator.evaluate_perturbations(h, differences.FIRST_FACTORS)
+    assert evaluator.traced_point
+    monkeypatch.setattr(batch, "TRACED_MIN_POINTS", 10**6)  # too few points to trace anew
+    eager: list[np.ndarray] = []
+    evaluate_point = evaluator._evaluate_point
+    monkeypatch.setattr(evaluator, "_evaluate_point",
+                        lambda slot, point: eager.append(point) or evaluate_point(slot, point))
+    (values,) = evaluator.evaluate_perturbations(h / 8, differences.FIRST_FACTORS,
+                                                 elements=np.array([5]))
+    assert not eager
+    points = differences.points_along(w, h / 8, np.array([5]), differences.FIRST_FACTORS)
+    expected = np.stack([np.asarray(_softplus_layer(tf.Variable(p))) for p in points])
+    np.testing.assert_allclose(values, expected, rtol=1e-13, atol=0)

@@ -154,9 +154,9 @@ class BatchEvaluator:
         slot = self.program.slots[self.slot_index]
         collected: list[list[np.ndarray]] = [[] for _ in self.output_indices]
         for n, point in enumerate(points):
-            if n and self._tracing_pays(len(points) - n):
-                traced = self._evaluate_traced(points[n:], points[n - 1],
-                                               [bucket[-1] for bucket in collected])
+            if (n or self.traced_point) and self._tracing_pays(len(points) - n):
+                traced = self._evaluate_traced(points[n:], points[n - 1] if n else None,
+                                               [bucket[-1] for bucket in collected if bucket])
                 if traced is not None:
                     for bucket, rest in zip(collected, traced):
                         bucket.extend(rest)
@@ -174,9 +174,11 @@ class BatchEvaluator:
         """Whether the calls left would take long enough eagerly that f traced once pays (a
         Keras model's eager call costs ten times its traced one; a small f's does not)."""
         seconds = self.eager_seconds
-        return (self.traced_point is not False and seconds is not None
-                and seconds > TRACED_CALL_MIN_SECONDS and left >= TRACED_MIN_POINTS
-                and left * seconds > TRACING_PAYS_SECONDS)
+        if seconds is None or self.traced_point is False or seconds <= TRACED_CALL_MIN_SECONDS:
+            return False
+        # Once traced, f's trace serves any number of points (it was checked against eager f).
+        return bool(self.traced_point) or (left >= TRACED_MIN_POINTS
+                                           and left * seconds > TRACING_PAYS_SECONDS)
 
     def _point_function(self) -> Any:
         tf = tensorflow()
@@ -191,11 +193,12 @@ class BatchEvaluator:
         return tf.function(at, input_signature=[tf.TensorSpec(slot.shape, slot.dtype)],
                            autograph=False).get_concrete_function()
 
-    def _evaluate_traced(self, points: np.ndarray, eager_point: np.ndarray,
+    def _evaluate_traced(self, points: np.ndarray, eager_point: np.ndarray | None,
                          eager_outputs: list[np.ndarray]) -> list[np.ndarray] | None:
         """f at each point through one trace of f, or None (then the loop goes on eagerly)
         when f cannot be traced, or when the traced f disagrees with eager f at the given
-        point or in its change to the last point evaluated eagerly."""
+        point or in its change to the last point evaluated eagerly (the trace's first use,
+        after one eager point)."""
         tf = tensorflow()
         slot = self.program.slots[self.slot_index]
         original = slot.value.numpy()
@@ -204,6 +207,7 @@ class BatchEvaluator:
         try:
             first_use = self.traced_point is None
             if first_use:
+                assert eager_point is not None
                 self.traced_point = self._point_function()
                 points = np.concatenate([original[None], eager_point[None], points])
             rows = [self.traced_point(tf.constant(point, dtype=slot.dtype)) for point in points]
@@ -256,8 +260,9 @@ EAGER_ELEMENTS = 16
 # f is traced for the points left when there are at least TRACED_MIN_POINTS of them, each
 # eager call takes at least TRACED_CALL_MIN_SECONDS and all of them longer than
 # TRACING_PAYS_SECONDS: a traced call costs about 0.2 ms however small f is, a Keras model's
-# a tenth of its eager call, and tracing about ten eager calls.
-TRACING_PAYS_SECONDS, TRACED_CALL_MIN_SECONDS, TRACED_MIN_POINTS = 0.1, 0.002, 64
+# a tenth of its eager call, and tracing about ten eager calls. Once traced, every later point
+# goes through the trace (the retries at smaller steps come a few points at a time).
+TRACING_PAYS_SECONDS, TRACED_CALL_MIN_SECONDS, TRACED_MIN_POINTS = 0.1, 0.002, 16
 
 # How much larger than its input and outputs one vectorised evaluation may grow in memory.
 BATCH_OVERHEAD = 16
