@@ -14,8 +14,10 @@ import pytest
 import tensorflow as tf
 
 import gradcheck
+from gradcheck.engine.binding import prepare
 from gradcheck.engine.program import Evaluation, Program, Slot
-from gradcheck.engine.traces import TRACES, Key, TraceCache, program_key
+from gradcheck.engine.traces import TRACES, Key, TraceCache, program_key, remembered
+from gradcheck.load.inputs import Arguments, name_arguments
 from gradcheck.report import Report
 
 from .conftest import fixture_module, fixture_target, notes
@@ -214,3 +216,24 @@ def test_autograph_is_needed_once_found_needed() -> None:
     first, verdicts = _traces_of(lambda: gradcheck.check(function, point))
     assert verdicts == ["pass", "pass"] and first == 4  # as it is (raises), then converted
     assert _traces_of(lambda: gradcheck.check(function, point + 0.25)) == (0, ["pass", "pass"])
+
+
+def test_what_tracing_found_is_kept_for_a_program_without_a_key() -> None:
+    # f reads a library object (no key): what its trace tells is found once per program,
+    # not once per block, and let go with the program.
+    generator = tf.random.Generator.from_seed(1)
+
+    def g(x: tf.Tensor) -> tf.Tensor:
+        assert generator is not None
+        return tf.sin(x)
+
+    program = prepare(g, name_arguments(g, Arguments((X,), {}, "test")), "auto").program
+    assert program_key(program) is None
+    found: list[bool] = []
+    for _ in range(3):
+        assert remembered(program, "probe", lambda: found.append(True) or len(found)) == 1
+    assert remembered(program, "other", lambda: 7) == 7
+    gone = weakref.ref(program)
+    del program
+    gc.collect()
+    assert gone() is None

@@ -320,10 +320,23 @@ FOUND = TraceCache(4 * CACHE_SIZE)
 
 
 def remembered(program: Program, parts: Hashable, find: Callable[[], T]) -> T:
-    """find() once for every program with the same key; what it finds must depend on
-    nothing but f's trace (never on the point)."""
+    """find() once for every program with the same key (once for this program when f has
+    no key: a Keras model's); what it finds must depend on nothing but f's trace (never on
+    the point)."""
     key = program_key(program)
-    return find() if key is None else FOUND.get(key.extended(parts), find)
+    if key is not None:
+        return FOUND.get(key.extended(parts), find)
+    found = _UNKEYED.get(id(program))
+    if found is None:
+        found = _UNKEYED[id(program)] = {}
+        weakref.finalize(program, _UNKEYED.pop, id(program), None)
+    if parts not in found:
+        found[parts] = find()
+    return found[parts]
+
+
+# What was found out for programs without a key, by the program's identity while it lives.
+_UNKEYED: dict[int, dict[Hashable, Any]] = {}
 
 
 class Traced:
