@@ -326,17 +326,23 @@ def remembered(program: Program, parts: Hashable, find: Callable[[], T]) -> T:
     key = program_key(program)
     if key is not None:
         return FOUND.get(key.extended(parts), find)
-    found = _UNKEYED.get(id(program))
-    if found is None:
-        found = _UNKEYED[id(program)] = {}
-        weakref.finalize(program, _UNKEYED.pop, id(program), None)
+    found = kept_with(program)
     if parts not in found:
         found[parts] = find()
     return found[parts]
 
 
-# What was found out for programs without a key, by the program's identity while it lives.
-_UNKEYED: dict[int, dict[Hashable, Any]] = {}
+def kept_with(program: Program) -> dict[Hashable, Any]:
+    """What is found out about this program object (never about a point), kept while it
+    lives: every input's evaluator of one check shares it."""
+    kept = _KEPT.get(id(program))
+    if kept is None:
+        kept = _KEPT[id(program)] = {}
+        weakref.finalize(program, _KEPT.pop, id(program), None)
+    return kept
+
+
+_KEPT: dict[int, dict[Hashable, Any]] = {}
 
 
 class Traced:
