@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import numpy as np
@@ -241,3 +243,36 @@ def test_once_traced_a_few_more_points_go_through_the_trace_too(
     points = differences.points_along(w, h / 8, np.array([5]), differences.FIRST_FACTORS)
     expected = np.stack([np.asarray(_softplus_layer(tf.Variable(p))) for p in points])
     np.testing.assert_allclose(values, expected, rtol=1e-13, atol=0)
+
+
+def _two_weights(w: tf.Variable, b: tf.Variable) -> tf.Tensor:
+    return tf.reduce_sum(tf.nn.softplus(tf.ones((2, 3), w.dtype) @ w + b), axis=0)
+
+
+def test_every_input_s_points_go_through_one_trace_of_f(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """A Keras model's weights are its inputs: f is traced once for all of them (each moved
+    in turn, the others where they are), and the trace goes with the program."""
+    w = tf.Variable(np.linspace(-1.0, 1.0, 12).reshape(3, 4))
+    b = tf.Variable(np.linspace(0.5, -0.5, 4))
+    named = name_arguments(_two_weights, Arguments((w, b), {}, "test"))
+    program = prepare(_two_weights, named, "float64").program
+    centre = [np.asarray(record(program).outputs[0].tensor)]
+    _traced_always(monkeypatch)
+    traces = []
+    for index, value in enumerate((w.numpy(), b.numpy())):
+        evaluator = BatchEvaluator(program, index, [0], centre, max_memory=1 << 30)
+        h = differences.step_sizes(value, "float64")
+        (values,) = evaluator.evaluate_perturbations(h, differences.FIRST_FACTORS)
+        traces.append(evaluator.traced_point)
+        points = differences.points_along(value, h, np.arange(value.size),
+                                          differences.FIRST_FACTORS)
+        moved = [(tf.Variable(p), b) if index == 0 else (w, tf.Variable(p)) for p in points]
+        expected = np.stack([np.asarray(_two_weights(*pair)) for pair in moved])
+        np.testing.assert_allclose(values, expected, rtol=1e-13, atol=0)
+    assert traces[0] and traces[0] is traces[1]
+    np.testing.assert_array_equal(program.slots[1].value.numpy(), b.numpy())
+    gone = weakref.ref(program)
+    del program, evaluator, named
+    gc.collect()
+    assert gone() is None

@@ -4,6 +4,7 @@ through a traced f, or one by one eagerly."""
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from gradcheck.engine.program import Program, Slot, flatten_outputs, function_name, function_raised
 from gradcheck.engine.runtime import tensorflow
+from gradcheck.engine.traces import kept_with
 from gradcheck.errors import FunctionError, Phase
 from gradcheck.evidence.notes import PointByPoint
 from gradcheck.numerics import float32
@@ -43,6 +45,30 @@ def _require_same_change(arrays: Sequence[np.ndarray], eager_last: Sequence[np.n
                 raise ValueError("vectorised evaluation disagrees with eager evaluation")
 
 
+def _traced_for_one_point(program: Program, output_indices: Sequence[int]) -> Any:
+    """f's selected outputs as a concrete function of one value per source (a variable is
+    assigned it), holding the program only weakly: it is kept with the program."""
+    tf = tensorflow()
+    sources = [i for i, s in enumerate(program.slots) if s.differentiable]
+    weak = weakref.ref(program)
+
+    def at(*points: Any) -> list[Any]:
+        bound = weak()
+        assert bound is not None
+        replacements: dict[int, Any] = {}
+        for index, point in zip(sources, points):
+            slot = bound.slots[index]
+            if slot.is_variable:
+                slot.value.assign(point)
+            else:
+                replacements[index] = point
+        leaves = flatten_outputs(bound.call(replacements))
+        return [tf.cast(leaves[i].tensor, tf.float64) for i in output_indices]
+
+    signature = [tf.TensorSpec(program.slots[i].shape, program.slots[i].dtype) for i in sources]
+    return tf.function(at, input_signature=signature, autograph=False).get_concrete_function()
+
+
 class BatchEvaluator:
     """Evaluates f at many values of one argument: vectorised when possible, else one by one."""
 
@@ -66,6 +92,7 @@ class BatchEvaluator:
             slot.name, variable=slot.is_variable)
         # f traced for one point: None until tracing pays, False once it failed or disagreed.
         self.traced_point: Any = None if program.evaluation.vectorise else False
+        self._trace_key = ("f traced for one point", tuple(self.output_indices))
         self.eager_seconds: float | None = None
 
     def _outputs_of(self, result: Any) -> list[Any]:
@@ -176,29 +203,27 @@ class BatchEvaluator:
         seconds = self.eager_seconds
         if seconds is None or self.traced_point is False or seconds <= TRACED_CALL_MIN_SECONDS:
             return False
-        # Once traced, f's trace serves any number of points (it was checked against eager f).
-        return bool(self.traced_point) or (left >= TRACED_MIN_POINTS
-                                           and left * seconds > TRACING_PAYS_SECONDS)
+        # Once traced (for another input too), f's trace serves any number of points.
+        traced = kept_with(self.program).get(self._trace_key)
+        return bool(self.traced_point or traced) or (left >= TRACED_MIN_POINTS
+                                                     and left * seconds > TRACING_PAYS_SECONDS)
 
     def _point_function(self) -> Any:
-        tf = tensorflow()
-        slot = self.program.slots[self.slot_index]
-
-        def at(point: Any) -> list[Any]:
-            if slot.is_variable:
-                slot.value.assign(point)
-                return self._outputs_of(self.program.call())
-            return self._outputs_of(self.program.call({self.slot_index: point}))
-
-        return tf.function(at, input_signature=[tf.TensorSpec(slot.shape, slot.dtype)],
-                           autograph=False).get_concrete_function()
+        """f traced once for every input of the program, shared by their evaluators (each
+        moves its own input; the others stay where they are): tracing a Keras model once per
+        weight cost several eager calls each. False once tracing failed."""
+        kept = kept_with(self.program)
+        if self._trace_key not in kept:
+            kept[self._trace_key] = False
+            kept[self._trace_key] = _traced_for_one_point(self.program, self.output_indices)
+        return kept[self._trace_key]
 
     def _evaluate_traced(self, points: np.ndarray, eager_point: np.ndarray | None,
                          eager_outputs: list[np.ndarray]) -> list[np.ndarray] | None:
         """f at each point through one trace of f, or None (then the loop goes on eagerly)
         when f cannot be traced, or when the traced f disagrees with eager f at the given
-        point or in its change to the last point evaluated eagerly (the trace's first use,
-        after one eager point)."""
+        point or in its change to the last point evaluated eagerly (the trace's first use for
+        this input, after one eager point)."""
         tf = tensorflow()
         slot = self.program.slots[self.slot_index]
         original = slot.value.numpy()
@@ -209,8 +234,14 @@ class BatchEvaluator:
             if first_use:
                 assert eager_point is not None
                 self.traced_point = self._point_function()
+                if self.traced_point is False:
+                    return None
                 points = np.concatenate([original[None], eager_point[None], points])
-            rows = [self.traced_point(tf.constant(point, dtype=slot.dtype)) for point in points]
+            sources = [i for i, s in enumerate(self.program.slots) if s.differentiable]
+            given = [tf.convert_to_tensor(self.program.slots[i].value) for i in sources]
+            moved = sources.index(self.slot_index)
+            rows = [self.traced_point(*given[:moved], tf.constant(point, dtype=slot.dtype),
+                                      *given[moved + 1:]) for point in points]
             arrays = [np.stack([np.asarray(v, dtype=np.float64) for v in column])
                       for column in zip(*rows)]
             if first_use:
