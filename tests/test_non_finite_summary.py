@@ -25,10 +25,11 @@ def _arrays() -> list[np.ndarray]:
     return [nan_late, negative, positive, rng.normal(size=(size,)).astype("float32")]
 
 
-def _traced(function, arrays):
+def _traced(function, arrays, unknown_shapes=False):
     import tensorflow as tf
 
-    graph_function = tf.function(function, autograph=False)
+    signature = [tf.TensorSpec(None, a.dtype) for a in arrays] if unknown_shapes else None
+    graph_function = tf.function(function, autograph=False, input_signature=signature)
     return graph_function(*[tf.constant(a) for a in arrays])
 
 
@@ -55,18 +56,21 @@ def test_each_summary_describes_the_non_finite_elements_as_numpy_does() -> None:
             assert summary.produced == expected
 
 
+@pytest.mark.parametrize("unknown_shapes", [False, True])
 @pytest.mark.parametrize("broken", [False, True])
-def test_a_trial_reduces_to_all_finite_and_the_largest_gradient(broken: bool) -> None:
+def test_a_trial_reduces_to_all_finite_and_the_largest_gradient(broken: bool,
+                                                                unknown_shapes: bool) -> None:
     rng = np.random.default_rng(1)
     loss = np.float32(2.5)
     gradients = [rng.normal(size=(40, 30)).astype("float32") * 7,
-                 rng.normal(size=(5,)).astype("float64"), np.zeros((0,), "float32")]
+                 rng.normal(size=(5,)).astype("float64"), np.zeros((0,), "float32"),
+                 (rng.normal(size=(6,)) + 1j * rng.normal(size=(6,))).astype("complex64")]
     gradients[1][3] = -900.0
     if broken:
         gradients[0][4, 4] = np.nan
 
     finite, largest = _traced(lambda out, *grads: finite_and_largest([out], grads),
-                              [loss, *gradients])
+                              [loss, *gradients], unknown_shapes)
     assert bool(finite) is not broken
     if not broken:
         assert float(largest) == max(float(np.max(np.abs(g))) for g in gradients if g.size)

@@ -117,29 +117,35 @@ def finite_and_largest(tensors: Sequence[Any], gradients: Sequence[Any]) -> tupl
     flags = [nodes.all_finite(nodes.given(f"t{k}", t), t) for k, t in enumerate(tensors)]
     largest = []
     for k, gradient in enumerate(gradients):
-        name, dtype = nodes.given(f"g{k}", gradient), gradient.dtype
+        name, dtype, size = nodes.given(f"g{k}", gradient), gradient.dtype, \
+            gradient.shape.num_elements()
         flags.append(nodes.all_finite(name, gradient))
-        if gradient.shape.num_elements() == 0:
+        if size == 0:
             continue
-        flat = nodes.node(f"g{k}_flat", "Reshape", [name, nodes.axes(None)], T=dtype,
-                          Tshape=tf.int32)
-        empty = nodes.node(f"g{k}_empty", "Equal", [
-            nodes.node(f"g{k}_size", "Size", [flat], T=dtype, out_type=tf.int32),
-            nodes.constant("zero", 0, tf.int32)], T=tf.int32)
+        rank = gradient.shape.rank
+        if rank is None:
+            name, rank = nodes.node(f"g{k}_values", "Reshape", [name, nodes.axes(None)], T=dtype,
+                                    Tshape=tf.int32), 1
         if dtype.is_complex:
-            ends = nodes.node(f"g{k}_abs", "ComplexAbs", [flat], T=dtype, Tout=dtype.real_dtype)
+            name = nodes.node(f"g{k}_abs", "ComplexAbs", [name], T=dtype, Tout=dtype.real_dtype)
             dtype = dtype.real_dtype
+            ends = [nodes.node(f"g{k}_max", "Max", [name, nodes.axes(rank)], T=dtype,
+                               Tidx=tf.int32)]
         else:  # the largest |g| without making |g|: max(max g, -min g)
-            ends = nodes.packed(f"g{k}_ends", [
-                nodes.node(f"g{k}_max", "Max", [flat, nodes.axes(1)], T=dtype, Tidx=tf.int32),
-                nodes.node(f"g{k}_neg", "Neg", [nodes.node(f"g{k}_min", "Min", [
-                    flat, nodes.axes(1)], T=dtype, Tidx=tf.int32)], T=dtype)], dtype)
-        widest = nodes.node(f"g{k}_largest", "Cast", [nodes.node(
-            f"g{k}_reduced", "Max", [ends, nodes.axes(1)], T=dtype, Tidx=tf.int32)],
-            SrcT=dtype, DstT=tf.float64)
-        largest.append(nodes.node(f"g{k}_or_none", "SelectV2", [
-            empty, nodes.constant("minus_infinity", float("-inf"), tf.float64), widest],
-            T=tf.float64))
+            ends = [nodes.node(f"g{k}_max", "Max", [name, nodes.axes(rank)], T=dtype,
+                               Tidx=tf.int32),
+                    nodes.node(f"g{k}_neg", "Neg", [nodes.node(f"g{k}_min", "Min", [
+                        name, nodes.axes(rank)], T=dtype, Tidx=tf.int32)], T=dtype)]
+        ends = [nodes.node(f"{end}_wide", "Cast", [end], SrcT=dtype, DstT=tf.float64)
+                for end in ends]
+        if size is None:  # empty only when run: then its ends stand for no element
+            empty = nodes.node(f"g{k}_empty", "Equal", [
+                nodes.node(f"g{k}_size", "Size", [name], T=dtype, out_type=tf.int32),
+                nodes.constant("zero", 0, tf.int32)], T=tf.int32)
+            ends = [nodes.node(f"{end}_or_none", "SelectV2", [
+                empty, nodes.constant("minus_infinity", float("-inf"), tf.float64), end],
+                T=tf.float64) for end in ends]
+        largest += ends
     outputs = []
     if flags:
         outputs.append(nodes.node("finite", "All", [nodes.packed("flags", flags, tf.bool),
