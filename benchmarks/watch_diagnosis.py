@@ -1,6 +1,7 @@
 """What a caught step costs gradcheck.Watch on models from 1e5 to 2.5e7 weights: the time of the
 live diagnosis against the model's own training step (TensorFlow's floor for "one forward and
-backward pass") and against `tf.debugging.enable_check_numerics` running the same step, the
+backward pass") and against `tf.debugging.enable_check_numerics` running the same step, its
+CPU time (all the process's threads: on a shared machine, steadier than the wall clock), the
 memory it adds (peak resident set during the diagnosis over the process's before it), and the
 snapshot's size on disk, each also against the weights' own bytes; the load average at the end.
 
@@ -128,13 +129,15 @@ def measure(name: str, build: Any, batch: int) -> dict[str, Any]:
         original = watch._diagnosis
         memory: dict[str, int] = {}
         seconds: list[float] = []
+        cpu: list[float] = []
 
         def timed(*args: Any) -> Any:
-            started = time.perf_counter()
+            started, processor = time.perf_counter(), time.process_time()
             with PeakMemory() as peak:
                 found = original(*args)
             memory.update(before=peak.before, peak=peak.peak)
             seconds.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - processor)
             return found
 
         watch._diagnosis = timed  # type: ignore[method-assign]
@@ -143,9 +146,11 @@ def measure(name: str, build: Any, batch: int) -> dict[str, Any]:
         snapshot = watch.snapshots[0] if watch.snapshots else None
         size = sum(p.stat().st_size for p in snapshot.iterdir()) if snapshot else 0
     diagnosed = seconds[0] if seconds else float("nan")
+    processor = cpu[0] if cpu else float("nan")
     finding = next((line for line in lines if "snapshot" in line), "no snapshot")
     return {"model": name, "weights": count, "step": step, "numerics": numerics,
-            "diagnosis": diagnosed, "added": memory.get("peak", 0) - memory.get("before", 0),
+            "diagnosis": diagnosed, "cpu": processor,
+            "added": memory.get("peak", 0) - memory.get("before", 0),
             "floor": floor.peak - floor.before,
             "size": size, "finding": finding}
 
@@ -170,14 +175,14 @@ def main() -> None:
         if options.resnet:
             rows.append(measure("ResNet50 96x96", resnet, 4))
     print("| model | weights | weights' bytes | train step | check_numerics step | diagnosis |"
-          " diagnosis in steps | memory: forward+backward | memory: diagnosis | diagnosis /"
-          " weights | snapshot size | snapshot / weights |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " diagnosis in steps | diagnosis CPU | memory: forward+backward | memory: diagnosis |"
+          " diagnosis / weights | snapshot size | snapshot / weights |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         weights = r["weights"] * 4
         print(f"| {r['model']} | {r['weights']:.3g} | {weights / 2**20:.1f} MiB |"
               f" {r['step'] * 1e3:.0f} ms | {r['numerics'] * 1e3:.0f} ms |"
-              f" {r['diagnosis']:.2f} s | {r['diagnosis'] / r['step']:.1f} |"
+              f" {r['diagnosis']:.2f} s | {r['diagnosis'] / r['step']:.1f} | {r['cpu']:.2f} s |"
               f" {r['floor'] / 2**20:.0f} MiB | {r['added'] / 2**20:.0f} MiB |"
               f" {r['added'] / weights:.2f}x | {r['size'] / 2**20:.1f} MiB |"
               f" {r['size'] / weights:.2f}x |")

@@ -134,17 +134,13 @@ def non_finite_results(program: Program, checks: Sequence[CheckResult], options:
     if Kind.NON_FINITE not in options.kinds or (options.kinds & SYMPTOMS and all(
             c.status in (Status.PASS, Status.SKIP) for c in checks)):
         return [], list(checks)
+    if options.kinds <= {Kind.NON_FINITE}:
+        located = _located(program)
+        return located, _annotated(checks, located)
     outputs, eager = eager_non_finite(program)
     found: list[CheckResult] = []
     if eager:
-        analysis = analyse_non_finite(program, outputs)
-        if analysis is not None:
-            found += [_result(v, analysis, None) for v in _explained_by_outputs(analysis)]
-        else:
-            found.append(CheckResult(Kind.NON_FINITE, Status.FAIL,
-                                     evidence=NonFiniteUntraceable(),
-                                     cause=Cause(Mistake.NON_FINITE,
-                                                 facts=NoNonFiniteOp(traced=False))))
+        found = _traced_results(analyse_non_finite(program, outputs))
     else:
         for jit in _compiled_variants(checks):
             analysis = analyse_non_finite(program, outputs, jit=jit)
@@ -157,6 +153,23 @@ def non_finite_results(program: Program, checks: Sequence[CheckResult], options:
         if analysis is not None:
             found += [_result(v, analysis, None) for v in analysis.values if v.gradient]
     return found, _annotated(checks, found)
+
+
+def _located(program: Program) -> list[CheckResult]:
+    """Only locating a NaN (a training step's): the traced graph's one run says whether f or
+    its VJP is non-finite, with no eager call first (a large model's costs a second pass)."""
+    analysis = analyse_non_finite(program, None)
+    if analysis is not None:
+        return _traced_results(analysis)
+    return _traced_results(None) if eager_non_finite(program)[1] else []
+
+
+def _traced_results(analysis: NonFiniteAnalysis | None) -> list[CheckResult]:
+    """The findings of f's traced graph once f or its VJP is known non-finite."""
+    if analysis is not None:
+        return [_result(v, analysis, None) for v in _explained_by_outputs(analysis)]
+    return [CheckResult(Kind.NON_FINITE, Status.FAIL, evidence=NonFiniteUntraceable(),
+                        cause=Cause(Mistake.NON_FINITE, facts=NoNonFiniteOp(traced=False)))]
 
 
 def _xla_where(cause: Cause) -> Cause | None:

@@ -1,5 +1,7 @@
-"""One finiteness flag per tensor of a graph being traced, added in one GraphDef import: a large
-model has thousands of tensors, and TensorFlow's Python makes ops one by one (seconds)."""
+"""Reductions of many tensors of a traced graph to a few small ones, added in one GraphDef
+import each: one finiteness flag per tensor, what a few tensors' non-finite elements are
+(non_finite_summary.py), whether a fix made every output and gradient finite. A large model has
+thousands of tensors, and TensorFlow's Python makes ops one by one (seconds)."""
 
 from __future__ import annotations
 
@@ -9,54 +11,148 @@ from typing import Any
 from gradcheck.engine.runtime import tensorflow
 
 
-def finite_flags(tensors: Sequence[Any]) -> Any:
-    """A bool vector, in the default graph: whether every element of each tensor is finite."""
-    tf = tensorflow()
-    if not tensors:
-        return tf.zeros([0], tf.bool)
-    from tensorflow.python.framework import importer
+class _Nodes:
+    """A GraphDef of reductions whose inputs are tensors of the default graph."""
 
-    graph_def = tf.compat.v1.GraphDef()
-    mapped: dict[str, Any] = {}
+    def __init__(self) -> None:
+        self.tf = tensorflow()
+        self.graph_def = self.tf.compat.v1.GraphDef()
+        self.mapped: dict[str, Any] = {}
 
-    def node(name: str, op: str, inputs: Sequence[str], **types: Any) -> str:
-        made = graph_def.node.add(name=name, op=op, input=list(inputs))
+    def node(self, name: str, op: str, inputs: Sequence[str], **types: Any) -> str:
+        made = self.graph_def.node.add(name=name, op=op, input=list(inputs))
         for attr, dtype in types.items():
             made.attr[attr].type = dtype.as_datatype_enum
         return name
 
-    def given(name: str, tensor: Any) -> str:
-        mapped[name] = tensor
-        return node(name, "Placeholder", [], dtype=tensor.dtype)
+    def given(self, name: str, tensor: Any) -> str:
+        self.mapped[name] = tensor
+        return self.node(name, "Placeholder", [], dtype=tensor.dtype)
 
-    def finite(k: int, tensor: Any) -> str:
-        name = given(f"t{k}", tensor)
+    def constant(self, name: str, value: Any, dtype: Any) -> str:
+        return name if name in self.mapped else self.given(name, self.tf.constant(value, dtype))
+
+    def axes(self, rank: int | None) -> str:
+        """All axes of a tensor of that rank ([-1] for a reshape to one axis when None)."""
+        return self.constant(f"axes{rank}", [-1] if rank is None else list(range(rank)),
+                             self.tf.int32)
+
+    def finite(self, name: str, tensor: Any) -> str:
+        """Elementwise: whether the tensor (given as `name`) is finite."""
         if not tensor.dtype.is_complex:
-            return node(f"finite{k}", "IsFinite", [name], T=tensor.dtype)
+            return self.node(f"{name}_finite", "IsFinite", [name], T=tensor.dtype)
         real = tensor.dtype.real_dtype
-        parts = [node(f"{part}{k}", part, [name], T=tensor.dtype, Tout=real)
+        parts = [self.node(f"{name}_{part}", part, [name], T=tensor.dtype, Tout=real)
                  for part in ("Real", "Imag")]
-        return node(f"finite{k}", "LogicalAnd", [
-            node(f"{part}_finite{k}", "IsFinite", [p], T=real) for part, p in zip(
-                ("Real", "Imag"), parts)])
+        return self.node(f"{name}_finite", "LogicalAnd", [
+            self.node(f"{p}_finite", "IsFinite", [p], T=real) for p in parts])
 
-    def axes(rank: int | None) -> str:
-        name = f"axes{rank}"
-        if name not in mapped:
-            given(name, tf.constant([-1] if rank is None else list(range(rank)), tf.int32))
+    def all_finite(self, name: str, tensor: Any) -> str:
+        """Whether every element of the tensor (given as `name`) is finite: a bool scalar."""
+        rank = tensor.shape.rank
+        each = self.finite(name, tensor)
+        if rank is None:  # flattened, then reduced over its one axis
+            each = self.node(f"{name}_flat", "Reshape", [each, self.axes(None)], T=self.tf.bool,
+                             Tshape=self.tf.int32)
+        return self.node(f"{name}_all", "All", [each, self.axes(1 if rank is None else rank)],
+                         Tidx=self.tf.int32)
+
+    def packed(self, name: str, inputs: Sequence[str], dtype: Any) -> str:
+        made = self.graph_def.node.add(name=name, op="Pack", input=list(inputs))
+        made.attr["T"].type = dtype.as_datatype_enum
+        made.attr["N"].i = len(inputs)
         return name
 
-    flags = []
-    for k, tensor in enumerate(tensors):
-        rank = tensor.shape.rank
-        each = finite(k, tensor)
-        if rank is None:  # flattened, then reduced over its one axis
-            each = node(f"flat{k}", "Reshape", [each, axes(None)], T=tf.bool, Tshape=tf.int32)
-        flags.append(node(f"all{k}", "All", [each, axes(1 if rank is None else rank)],
-                          Tidx=tf.int32))
-    packed = graph_def.node.add(name="flags", op="Pack", input=flags)
-    packed.attr["T"].type = tf.bool.as_datatype_enum
-    packed.attr["N"].i = len(flags)
-    found = importer.import_graph_def(graph_def, input_map=mapped, return_elements=["flags:0"],
-                                      name="gradcheck_finite")
-    return found[0]
+    def imported(self, outputs: Sequence[str]) -> list[Any]:
+        """The outputs' tensors, once the GraphDef is imported into the default graph."""
+        from tensorflow.python.framework import importer
+
+        return list(importer.import_graph_def(
+            self.graph_def, input_map=self.mapped, name="gradcheck_finite",
+            return_elements=[f"{name}:0" for name in outputs]))
+
+
+def finite_flags(tensors: Sequence[Any], described: Sequence[Any] = ()) -> tuple[Any, Any]:
+    """A bool vector, in the default graph: whether every element of each tensor is finite;
+    and an int64 [len(described), 4] matrix: per real float tensor of `described`, its count
+    of non-finite elements, the flat position of the first, whether any is NaN, whether its
+    largest element is +inf (for a tensor without NaN: whether it holds +inf)."""
+    tf = tensorflow()
+    nodes = _Nodes()
+
+    def summary(k: int, tensor: Any) -> str:
+        dtype, flat = tensor.dtype, f"s{k}_flat"
+        nodes.node(flat, "Reshape", [nodes.given(f"s{k}", tensor), nodes.axes(None)], T=dtype,
+                   Tshape=tf.int32)
+        bad = nodes.node(f"s{k}_bad", "LogicalNot", [nodes.finite(flat, tensor)])
+        counted = nodes.node(f"s{k}_int", "Cast", [bad], SrcT=tf.bool, DstT=tf.int32)
+        first = nodes.node(f"s{k}_first", "ArgMax", [bad, nodes.constant("zero", 0, tf.int32)],
+                           T=tf.bool, Tidx=tf.int32, output_type=tf.int64)
+        nan = nodes.node(f"s{k}_nan", "Any", [
+            nodes.node(f"s{k}_isnan", "IsNan", [flat], T=dtype), nodes.axes(1)], Tidx=tf.int32)
+        largest = nodes.node(f"s{k}_max", "Max", [flat, nodes.axes(1)], T=dtype, Tidx=tf.int32)
+        positive = nodes.node(f"s{k}_inf", "Equal", [
+            largest, nodes.constant(f"inf_{dtype.name}", float("inf"), dtype)], T=dtype)
+        count = nodes.node(f"s{k}_count", "Sum", [counted, nodes.axes(1)], T=tf.int32,
+                           Tidx=tf.int32)
+        wide = [nodes.node(f"{name}_int64", "Cast", [name], SrcT=source, DstT=tf.int64)
+                for name, source in ((count, tf.int32), (nan, tf.bool), (positive, tf.bool))]
+        return nodes.packed(f"s{k}_row", [wide[0], first, *wide[1:]], tf.int64)
+
+    flags = [nodes.all_finite(nodes.given(f"t{k}", t), t) for k, t in enumerate(tensors)]
+    rows = [summary(k, tensor) for k, tensor in enumerate(described)]
+    found = iter(nodes.imported([name for name, parts in (
+        (nodes.packed("flags", flags, tf.bool), flags) if flags else ("", ()),
+        (nodes.packed("summaries", rows, tf.int64), rows) if rows else ("", ())) if parts]))
+    return (next(found) if flags else tf.zeros([0], tf.bool),
+            next(found) if rows else tf.zeros([0, 4], tf.int64))
+
+
+def finite_and_largest(tensors: Sequence[Any], gradients: Sequence[Any]) -> tuple[Any, Any]:
+    """In the default graph: whether every element of `tensors` and `gradients` is finite (a
+    bool scalar), and the largest |element| of a non-empty gradient (float64, -inf without
+    one; meaningful when all are finite)."""
+    tf = tensorflow()
+    nodes = _Nodes()
+    flags = [nodes.all_finite(nodes.given(f"t{k}", t), t) for k, t in enumerate(tensors)]
+    largest = []
+    for k, gradient in enumerate(gradients):
+        name, dtype, size = nodes.given(f"g{k}", gradient), gradient.dtype, \
+            gradient.shape.num_elements()
+        flags.append(nodes.all_finite(name, gradient))
+        if size == 0:
+            continue
+        rank = gradient.shape.rank
+        if rank is None:
+            name, rank = nodes.node(f"g{k}_values", "Reshape", [name, nodes.axes(None)], T=dtype,
+                                    Tshape=tf.int32), 1
+        if dtype.is_complex:
+            name = nodes.node(f"g{k}_abs", "ComplexAbs", [name], T=dtype, Tout=dtype.real_dtype)
+            dtype = dtype.real_dtype
+            ends = [nodes.node(f"g{k}_max", "Max", [name, nodes.axes(rank)], T=dtype,
+                               Tidx=tf.int32)]
+        else:  # the largest |g| without making |g|: max(max g, -min g)
+            ends = [nodes.node(f"g{k}_max", "Max", [name, nodes.axes(rank)], T=dtype,
+                               Tidx=tf.int32),
+                    nodes.node(f"g{k}_neg", "Neg", [nodes.node(f"g{k}_min", "Min", [
+                        name, nodes.axes(rank)], T=dtype, Tidx=tf.int32)], T=dtype)]
+        ends = [nodes.node(f"{end}_wide", "Cast", [end], SrcT=dtype, DstT=tf.float64)
+                for end in ends]
+        if size is None:  # empty only when run: then its ends stand for no element
+            empty = nodes.node(f"g{k}_empty", "Equal", [
+                nodes.node(f"g{k}_size", "Size", [name], T=dtype, out_type=tf.int32),
+                nodes.constant("zero", 0, tf.int32)], T=tf.int32)
+            ends = [nodes.node(f"{end}_or_none", "SelectV2", [
+                empty, nodes.constant("minus_infinity", float("-inf"), tf.float64), end],
+                T=tf.float64) for end in ends]
+        largest += ends
+    outputs = []
+    if flags:
+        outputs.append(nodes.node("finite", "All", [nodes.packed("flags", flags, tf.bool),
+                                                    nodes.axes(1)], Tidx=tf.int32))
+    if largest:
+        outputs.append(nodes.node("largest", "Max", [nodes.packed(
+            "largest_each", largest, tf.float64), nodes.axes(1)], T=tf.float64, Tidx=tf.int32))
+    found = iter(nodes.imported(outputs))
+    return (next(found) if flags else tf.constant(True),
+            next(found) if largest else tf.constant(float("-inf"), tf.float64))

@@ -232,8 +232,7 @@ def _passed_on(tensor: Any) -> Any:
 
 def _origin(traced: TracedValues, op: Any, arguments: Mapping[str, np.ndarray]) -> OriginOp:
     forward = traced.forward_op(op)
-    traced.prefetch([*op.outputs, *(forward.inputs if forward is not None else ()),
-                     *(forward.outputs if forward is not None else ())])
+    traced.prefetch(_read_around(op, traced))
     value = traced.value(op.outputs[0]) if op.outputs else None
     bad = value if value is not None else np.asarray(np.nan)
     named = forward if forward is not None else op
@@ -273,25 +272,38 @@ def _gradient_source(traced: TracedValues, cast: Any) -> Location | None:
 
 
 def _value(traced: TracedValues, name: str, tensor_name: str, gradient: bool,
-           arguments: Mapping[str, np.ndarray], trials: dict[Any, Trial | None]
-           ) -> NonFiniteValue | None:
-    tensor = traced.tensor(tensor_name)
-    if not traced.bad(tensor):
-        return None
-    array = traced.value(tensor)
-    assert array is not None
+           arguments: Mapping[str, np.ndarray], trials: dict[Any, Trial | None],
+           origin_ops: Sequence[Any]) -> NonFiniteValue:
     origins: dict[tuple[str, Location | None, bool], OriginOp] = {}
-    for op in _origin_ops(traced, tensor):
-        if op.type in _CONTROL_FLOW and traced.forward_op(op) is None:
-            continue
+    for op in origin_ops:
         found = _origin(traced, op, arguments)
         origins.setdefault((found.op, found.location, found.backward), found)
     ordered = list(origins.values())
     if ordered:
         ordered[0] = _with_source(traced, ordered[0], arguments, trials)
+    summary = traced.summaries.get(tensor_name)
+    if summary is not None:
+        return NonFiniteValue(name, gradient, summary.produced, summary.count, summary.size,
+                              summary.first or None, tuple(ordered))
+    array = traced.value(traced.tensor(tensor_name))
+    assert array is not None
     mask = ~np.isfinite(array)
     return NonFiniteValue(name, gradient, _describe(array), int(mask.sum()), int(array.size),
                           _first_bad(array) or None, tuple(ordered))
+
+
+def _explained_ops(traced: TracedValues, tensor: Any) -> list[Any]:
+    """The origin ops of a non-finite tensor that an OriginOp describes (not a control-flow
+    op that stands for no forward op)."""
+    return [op for op in _origin_ops(traced, tensor)
+            if op.type not in _CONTROL_FLOW or traced.forward_op(op) is not None]
+
+
+def _read_around(op: Any, traced: TracedValues) -> list[Any]:
+    """The tensors `_origin` reads for an op: its outputs, its forward op's inputs and outputs."""
+    forward = traced.forward_op(op)
+    return [*op.outputs, *(forward.inputs if forward is not None else ()),
+            *(forward.outputs if forward is not None else ())]
 
 
 # How many sources are tried (each trial runs the graph once more).
@@ -332,21 +344,17 @@ def _trial(traced: TracedValues, candidate: Candidate) -> Trial | None:
     if not candidate.feeds or candidate.trial is None or traced.rerun is None:
         return None
     try:
-        values = traced.rerun(candidate.feeds)
+        finite, largest = traced.rerun(candidate.feeds)
     except Exception:  # noqa: BLE001 - a change the graph cannot take is not tried
         return None
-    present = [v for v in values if v is not None]
-    finite = all(bool(np.all(np.isfinite(v))) for v in present)
-    gradients = [v for v in values[len(traced.outputs):] if v is not None and v.size]
-    largest = max((float(np.max(np.abs(g))) for g in gradients), default=None) if finite \
-        else None
     return replace(candidate.trial, repaired=finite, largest=largest)
 
 
-def analyse_non_finite(program: Program, output_indices: Sequence[int],
+def analyse_non_finite(program: Program, output_indices: Sequence[int] | None,
                        jit: bool = False, order: int = 1) -> NonFiniteAnalysis | None:
     """Every non-finite output and gradient of f at the point (second derivatives, with
-    `order` 2), with its origins; None when f cannot be traced into a graph."""
+    `order` 2), with its origins; None when f cannot be traced into a graph. Outputs: those
+    at `output_indices`, or (None) f's differentiable ones."""
     traced, dtype = trace_values(program, output_indices, jit=jit, order=order,
                                  on_demand=True), None
     own = {s.own_dtype for s in program.sources if s.argument and s.own_dtype != s.dtype}
@@ -358,15 +366,20 @@ def analyse_non_finite(program: Program, output_indices: Sequence[int],
         return None
     arguments = dict(_named_arrays((slot.name, slot.value) for slot in program.slots
                                    if slot.argument and not slot.differentiable))
-    named = traced.outputs + [(name, t) for name, t in traced.gradients if t is not None]
-    traced.prefetch([t for t in (traced.tensor(name) for _, name in named) if traced.bad(t)])
+    named = [(name, tensor, False) for name, tensor in traced.outputs] + [
+        (name, tensor, True) for name, tensor in traced.gradients if tensor is not None]
+    bad = [(name, tensor, gradient, _explained_ops(traced, traced.tensor(tensor)))
+           for name, tensor, gradient in named if traced.bad(traced.tensor(tensor))]
+    # What every value's description reads, fetched in one run of the graph.
+    traced.prefetch([*(traced.tensor(tensor) for _, tensor, _, _ in bad
+                       if tensor not in traced.summaries),
+                     *(t for *_, ops in bad for op in ops for t in _read_around(op, traced))])
     trials: dict[Any, Trial | None] = {}
-    found = [_made_in_a_loop(program, _value(traced, name, tensor, False, arguments, trials))
-             for name, tensor in traced.outputs]
-    found += [_value(traced, name, tensor, True, arguments, trials)
-              for name, tensor in traced.gradients if tensor is not None]
-    return NonFiniteAnalysis(tuple(v for v in found if v is not None), traced.seconds, jit,
-                             dtype, order)
+    found = []
+    for name, tensor, gradient, ops in bad:
+        value = _value(traced, name, tensor, gradient, arguments, trials, ops)
+        found.append(value if gradient else _made_in_a_loop(program, value))
+    return NonFiniteAnalysis(tuple(found), traced.seconds, jit, dtype, order)
 
 
 def _named_arrays(named: Iterable[tuple[str, Any]]) -> Iterable[tuple[str, np.ndarray]]:
@@ -442,10 +455,10 @@ def _finite(tensor: Any) -> bool:
     return array is None or bool(np.all(np.isfinite(array)))
 
 
-def _made_in_a_loop(program: Program, value: NonFiniteValue | None) -> NonFiniteValue | None:
+def _made_in_a_loop(program: Program, value: NonFiniteValue) -> NonFiniteValue:
     """An output whose NaN the graph traces only to a loop's result, with its origins found
     where f runs the loop's body eagerly."""
-    if value is None or value.gradient or not value.origins or any(
+    if value.gradient or not value.origins or any(
             origin.kernel not in _LOOP_RESULTS for origin in value.origins):
         return value
     return replace(value, origins=_eager_origins(program) or value.origins)

@@ -17,7 +17,12 @@ import numpy as np
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import silenced_stderr_fd, tensorflow
 from gradcheck.evidence import Location
-from gradcheck.forensics.finite_flags import finite_flags
+from gradcheck.forensics.finite_flags import finite_and_largest, finite_flags
+from gradcheck.forensics.non_finite_summary import (
+    NonFiniteSummary,
+    read_summaries,
+    summarisable,
+)
 from gradcheck.forensics.site_lines import op_layer_line
 from gradcheck.forensics.subgraphs import computed
 from gradcheck.load.locations import innermost_user_frame
@@ -48,13 +53,17 @@ class TracedValues:
     index: dict[str, int] = field(default_factory=dict)  # op name -> position in `ops`
     # With second derivatives traced: ops at this index and after differentiate the gradient.
     second_start: int | None = None
-    # The graph run again with some tensors' values replaced (by name): f's outputs and the
-    # gradients, as arrays (a fix tried on the point without the user's code).
-    rerun: Callable[[dict[str, np.ndarray]], list[np.ndarray | None]] | None = None
+    # The graph run again with some tensors' values replaced (by name), a fix tried on the
+    # point without the user's code: whether f's outputs and gradients are all finite, and
+    # then the largest magnitude of a gradient's element (None without one).
+    rerun: Callable[[dict[str, np.ndarray]], tuple[bool, float | None]] | None = None
     # Fetched on demand: whether each float tensor is finite (by name), and the fetcher of
     # values not yet read (the graph run again up to them).
     finite: dict[str, bool] = field(default_factory=dict)
     fetch: Callable[[list[Any]], dict[str, np.ndarray]] | None = None
+    # f's outputs' and gradients' non-finite elements described in the graph (by name), so
+    # that they are not fetched.
+    summaries: dict[str, NonFiniteSummary] = field(default_factory=dict)
 
     def value(self, tensor: Any) -> np.ndarray | None:
         if tensor.name not in self.values:
@@ -201,7 +210,8 @@ def _unoptimized(tf: Any) -> Iterator[None]:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 
 
-def trace_values(program: Program, output_indices: Sequence[int], gradients: bool = True,
+def trace_values(program: Program, output_indices: Sequence[int] | None,
+                 gradients: bool = True,
                  jit: bool = False, own_dtype: bool = False,
                  execute: bool = True, order: int = 1,
                  on_demand: bool = False) -> TracedValues | None:
@@ -211,7 +221,9 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
     variables); None when f cannot be traced. With `order` 2, the gradients are those of the
     sum of the VJP's elements (a Hessian times ones), through nested tapes. `on_demand`
     (without `jit`) fetches one finiteness flag per float tensor, and a value when it is read:
-    memory and time that do not grow with every activation of a large model."""
+    memory and time that do not grow with every activation of a large model, and describes
+    f's outputs and gradients in the graph. `output_indices` None: f's differentiable
+    outputs."""
     tf = tensorflow()
     started = time.perf_counter()
     sources = [i for i, slot in enumerate(program.slots) if slot.differentiable]
@@ -233,7 +245,9 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
                 for value in values:
                     tape.watch(value)
                 leaves = flatten_outputs(program.call_converted(replacements))
-            targets = [leaves[k] for k in output_indices]
+            targets = [leaves[k] for k in (range(len(leaves)) if output_indices is None
+                                           else output_indices)
+                       if output_indices is not None or leaves[k].differentiable]
             state["start"] = len(graph.get_operations())
             grads: list[Any] = []
             if gradients:
@@ -258,8 +272,10 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
         checked = [t for t in fetched if not t.dtype.is_bool and id(t) not in known
                    and t.op.type not in ("Const", "Placeholder")]
         kept = [*state["volatile"], *(t.tensor for t in targets)]
-        state.update(checked=checked, fetched=kept)
-        return [finite_flags(checked), *kept]
+        described = [t for t in [*(leaf.tensor for leaf in targets), *grads]
+                     if t is not None and summarisable(t)]
+        state.update(checked=checked, fetched=kept, described=described)
+        return [*finite_flags(checked, described), *kept]
 
     dtypes = [(program.slots[i].own_dtype if own_dtype else None) or program.slots[i].dtype
               for i in arguments]
@@ -273,7 +289,7 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
     except Exception:  # f that cannot be traced (or compiled) has no graph to analyse
         return None
     if flagged:
-        flags, *results = results
+        flags, described, *results = results
         state["finite"] = dict(zip((t.name for t in state["checked"]),
                                    np.asarray(flags).tolist()))
     traced = _collected(state, results, program, sources, time.perf_counter() - started)
@@ -284,6 +300,7 @@ def trace_values(program: Program, output_indices: Sequence[int], gradients: boo
         if flagged:
             traced.finite = state["finite"]
             traced.fetch = _fetcher(inputs)
+            traced.summaries = read_summaries(state["described"], described)
     return traced
 
 
@@ -353,18 +370,22 @@ def _fetcher(inputs: _Inputs) -> Callable[[list[Any]], dict[str, np.ndarray]]:
 
 
 def _rerunner(inputs: _Inputs, state: dict[str, Any]
-              ) -> Callable[[dict[str, np.ndarray]], list[np.ndarray | None]]:
+              ) -> Callable[[dict[str, np.ndarray]], tuple[bool, float | None]]:
     """The traced graph run again with tensors (by name) fed new values, random ones as they
-    first were: its outputs' and gradients' values (None where a gradient is None)."""
-    fetches = [leaf.tensor for leaf in state["targets"]] + [g for g in state["grads"]
-                                                          if g is not None]
+    first were: whether its outputs and gradients are all finite, and then the largest
+    magnitude of a gradient's element (two scalars: the gradients stay in the graph)."""
+    summary: list[Any] = []
 
-    def rerun(feeds: dict[str, np.ndarray]) -> list[np.ndarray | None]:
+    def rerun(feeds: dict[str, np.ndarray]) -> tuple[bool, float | None]:
+        if not summary:
+            with inputs.concrete.graph.as_default():
+                summary.extend(finite_and_largest(
+                    [leaf.tensor for leaf in state["targets"]],
+                    [g for g in state["grads"] if g is not None]))
         fed, values = inputs.fed(feeds)
         with _unoptimized(tensorflow()):
-            found = iter([np.asarray(v) for v in computed(fed, values, fetches)])
-        outputs: list[np.ndarray | None] = [next(found) for _ in state["targets"]]
-        return outputs + [None if g is None else next(found) for g in state["grads"]]
+            finite, largest = (np.asarray(v) for v in computed(fed, values, summary))
+        return bool(finite), float(largest) if finite and largest > -np.inf else None
     return rerun
 
 

@@ -5,6 +5,7 @@ and reloading the model (safe mode), the loss fit minimises; and per-weight grad
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -59,8 +60,13 @@ def largest_weight(model: Any) -> tuple[str, float] | None:
         if not getattr(variable, "trainable", False) or not tf.as_dtype(
                 variable.dtype).is_floating:
             continue
-        values = tf.abs(tf.cast(variable, tf.float32))
-        largest = float(tf.reduce_max(tf.where(tf.math.is_finite(values), values, 0.0)))
+        # max(max, -min) makes no copy of a large weight; an infinity or a NaN in it (when
+        # the reduction keeps NaN) leaves it to the copy that sets them to 0.
+        largest = float(tf.cast(tf.maximum(tf.reduce_max(variable), -tf.reduce_min(variable)),
+                                tf.float32))
+        if not math.isfinite(largest):
+            values = tf.abs(tf.cast(variable, tf.float32))
+            largest = float(tf.reduce_max(tf.where(tf.math.is_finite(values), values, 0.0)))
         if found is None or largest > found[1]:
             found = (weight_path_in(variable, model), largest)
     return found

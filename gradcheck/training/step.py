@@ -231,7 +231,7 @@ def _previous_update_tried(report: Report, model: Any, optimizer: Any,
     moved a weight far more than the learning rate, recomputed with another epsilon or
     learning rate and the step run again with it; else a learning-rate schedule that spiked."""
     from gradcheck.training.step_state import preserved
-    from gradcheck.training.trials import previous_update, schedule_spike
+    from gradcheck.training.trials import adam_like, previous_update, schedule_spike
 
     first = _first_non_finite(report)
     if first is None or (first.cause.facts.source is not None
@@ -239,9 +239,11 @@ def _previous_update_tried(report: Report, model: Any, optimizer: Any,
         return report
     optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)
-    with preserved(model):
-        updated = previous_update(model, optimizer,
-                                  lambda: function(*arguments.args, **arguments.kwargs))
+    updated = None
+    if adam_like(optimizer):  # else nothing runs the step: no copy of the variables to keep
+        with preserved(model):
+            updated = previous_update(model, optimizer,
+                                      lambda: function(*arguments.args, **arguments.kwargs))
     found = updated or schedule_spike(optimizer)
     return report if found is None else _sourced(report, first, found)
 

@@ -73,11 +73,16 @@ def _finite_step(run: Callable[[], Any], weights: Sequence[Any]) -> tuple[bool, 
     return finite, largest if finite else None
 
 
+def adam_like(optimizer: Any) -> bool:
+    """An optimizer whose last update previous_update can recompute (Adam's m and v)."""
+    return optimizer is not None and hasattr(optimizer, "beta_2")
+
+
 def previous_update(model: Any, optimizer: Any, run: Callable[[], Any]) -> PreviousUpdate | None:
     """When the last update of an Adam-like optimizer moved a weight far more than its
     learning rate: that update, and the step run again with it recomputed (a larger epsilon,
     a smaller learning rate). The weights are assigned for each trial and restored exactly."""
-    if optimizer is None or not hasattr(optimizer, "beta_2"):
+    if not adam_like(optimizer):
         return None
     weights = list(model.trainable_variables)
     epsilon = float(getattr(optimizer, "epsilon", 1e-7) or 1e-7)
