@@ -53,3 +53,13 @@ def test_a_ragged_tensor_is_refused_in_one_line(run_cli: Callable[..., Result]) 
     assert result.output.strip() == (
         "Error: r is a tf.RaggedTensor: gradcheck differentiates dense tensors; pass its"
         " .flat_values and rebuild it inside f")
+
+
+@pytest.mark.parametrize(("wrt", "checked"), [("d", ["d['a']", "d['b']"]), ("d['b']", ["d['b']"])])
+def test_wrt_names_a_structured_argument_or_one_of_its_leaves(
+        run_cli: Callable[..., Result], wrt: str, checked: list[str]) -> None:
+    result = run_cli(["check", fixture_target("structured_arguments", "dict_f"), "--wrt", wrt,
+                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert sorted({c["input"] for c in report["checks"] if c["input"]}) == checked

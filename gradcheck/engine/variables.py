@@ -146,17 +146,22 @@ def variable_slots(program: Program, read: Sequence[Any]) -> tuple[list[Slot], l
     return slots, notes
 
 
+def _named(slot: Slot, wrt: str) -> bool:
+    """The slot --wrt names: by its name, or a leaf of the structured argument it names."""
+    return slot.name == wrt or (bool(slot.keys) and slot.name.startswith(wrt + "["))
+
+
 def select_sources(slots: Sequence[Slot], wrt: str) -> tuple[tuple[Slot, ...], list[Note]]:
     """The slots, those --wrt leaves out not differentiated, and notes saying so."""
     sources = [slot for slot in slots if slot.differentiable]
-    if wrt not in WRT_GROUPS and all(slot.name != wrt for slot in sources):
+    if wrt not in WRT_GROUPS and not any(_named(slot, wrt) for slot in sources):
         known = ", ".join(slot.name for slot in sources) or "none"
         raise InputError(f"--wrt {wrt!r} names no source of f; its sources are: {known}"
                          " (or all, inputs, variables)")
 
     def left_out(slot: Slot) -> bool:
         return slot.differentiable and not (
-            wrt == "all" or slot.name == wrt
+            wrt == "all" or _named(slot, wrt)
             or (wrt == "inputs" and slot.argument) or (wrt == "variables" and not slot.argument))
 
     names = [slot.name for slot in slots if left_out(slot)]
