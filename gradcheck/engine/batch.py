@@ -10,9 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.engine.program import Program, Slot, flatten_outputs, function_name, function_raised
+from gradcheck.engine.program import (
+    Program,
+    Slot,
+    flatten_outputs,
+    function_name,
+    function_raised,
+    kept_with,
+)
 from gradcheck.engine.runtime import tensorflow
-from gradcheck.engine.traces import kept_with
 from gradcheck.errors import FunctionError, Phase
 from gradcheck.evidence.notes import PointByPoint
 from gradcheck.numerics import float32

@@ -7,7 +7,8 @@ import functools
 import itertools
 import re
 import traceback
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -381,3 +382,16 @@ def path_ends(result: Any) -> list[Any]:
     flat = flatten_outputs(result)
     return [leaf.tensor for leaf in flat if leaf.differentiable] or [
         leaf.tensor for leaf in flat if isinstance(leaf.tensor, tf.Tensor)]
+
+
+def kept_with(program: Program) -> dict[Hashable, Any]:
+    """What is found out about this program object (never about a point), kept while it
+    lives: every input's evaluator of one check shares it."""
+    kept = _KEPT.get(id(program))
+    if kept is None:
+        kept = _KEPT[id(program)] = {}
+        weakref.finalize(program, _KEPT.pop, id(program), None)
+    return kept
+
+
+_KEPT: dict[int, dict[Hashable, Any]] = {}

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gradcheck.engine import instrument
-from gradcheck.engine.program import Program, Slot
+from gradcheck.engine.program import Program, Slot, kept_with
 from gradcheck.engine.runtime import tensorflow
 from gradcheck.user_code import is_installed, is_library
 
@@ -332,17 +332,6 @@ def remembered(program: Program, parts: Hashable, find: Callable[[], T]) -> T:
     return found[parts]
 
 
-def kept_with(program: Program) -> dict[Hashable, Any]:
-    """What is found out about this program object (never about a point), kept while it
-    lives: every input's evaluator of one check shares it."""
-    kept = _KEPT.get(id(program))
-    if kept is None:
-        kept = _KEPT[id(program)] = {}
-        weakref.finalize(program, _KEPT.pop, id(program), None)
-    return kept
-
-
-_KEPT: dict[int, dict[Hashable, Any]] = {}
 
 
 class Traced:
