@@ -274,18 +274,28 @@ def trace_values(program: Program, output_indices: Sequence[int] | None,
         kept = [*state["volatile"], *(t.tensor for t in targets)]
         described = [t for t in [*(leaf.tensor for leaf in targets), *grads]
                      if t is not None and summarisable(t)]
-        state.update(checked=checked, fetched=kept, described=described)
-        return [*finite_flags(checked, described), *kept]
+        returned = [*finite_flags(checked, described), *kept]
+        state.update(checked=checked, fetched=kept, described=described, returned=returned)
+        return returned
 
     dtypes = [(program.slots[i].own_dtype if own_dtype else None) or program.slots[i].dtype
               for i in arguments]
     specs = [tf.TensorSpec(program.slots[i].shape, d) for i, d in zip(arguments, dtypes)]
     try:
+        given = [tf.constant(program.value_of(i), d) for i, d in zip(arguments, dtypes)]
         concrete = tf.function(body, jit_compile=True, autograph=False).get_concrete_function(
             *specs) if jit else tf.compat.v1.wrap_function(body, specs)
         with silenced_stderr_fd(), _unoptimized(tf):
-            results = concrete(*[tf.constant(program.value_of(i), d)
-                                 for i, d in zip(arguments, dtypes)]) if execute else []
+            results: Sequence[Any] = []
+            if execute and flagged:
+                # Run as a function made for this run and dropped after it (only the ops up
+                # to the flags): the traced function, once called, would stay instantiated
+                # with its kernels' buffers (on ResNet50 as large as the weights) for as
+                # long as the graph is read.
+                results = computed(list(concrete.graph.inputs),
+                                   [*given, *concrete.captured_inputs], state["returned"])
+            elif execute:
+                results = concrete(*given)
     except Exception:  # f that cannot be traced (or compiled) has no graph to analyse
         return None
     if flagged:
@@ -294,7 +304,6 @@ def trace_values(program: Program, output_indices: Sequence[int] | None,
                                    np.asarray(flags).tolist()))
     traced = _collected(state, results, program, sources, time.perf_counter() - started)
     if execute and not jit:
-        given = [tf.constant(program.value_of(i), d) for i, d in zip(arguments, dtypes)]
         inputs = _Inputs(concrete, given, state["volatile"], traced.values)
         traced.rerun = _rerunner(inputs, state)
         if flagged:
