@@ -51,6 +51,13 @@ def _require_same_change(arrays: Sequence[np.ndarray], eager_last: Sequence[np.n
                 raise ValueError("vectorised evaluation disagrees with eager evaluation")
 
 
+def _selected_outputs(result: Any, output_indices: Sequence[int]) -> list[Any]:
+    """The selected leaves of f's result, as float64 tensors."""
+    tf = tensorflow()
+    leaves = flatten_outputs(result)
+    return [tf.cast(leaves[i].tensor, tf.float64) for i in output_indices]
+
+
 def _traced_for_one_point(program: Program, output_indices: Sequence[int]) -> Any:
     """f's selected outputs as a concrete function of one value per source (a variable is
     assigned it), holding the program only weakly: it is kept with the program."""
@@ -68,8 +75,7 @@ def _traced_for_one_point(program: Program, output_indices: Sequence[int]) -> An
                 slot.value.assign(point)
             else:
                 replacements[index] = point
-        leaves = flatten_outputs(bound.call(replacements))
-        return [tf.cast(leaves[i].tensor, tf.float64) for i in output_indices]
+        return _selected_outputs(bound.call(replacements), output_indices)
 
     signature = [tf.TensorSpec(program.slots[i].shape, program.slots[i].dtype) for i in sources]
     return tf.function(at, input_signature=signature, autograph=False).get_concrete_function()
@@ -102,9 +108,7 @@ class BatchEvaluator:
         self.eager_seconds: float | None = None
 
     def _outputs_of(self, result: Any) -> list[Any]:
-        tf = tensorflow()
-        leaves = flatten_outputs(result)
-        return [tf.cast(leaves[i].tensor, tf.float64) for i in self.output_indices]
+        return _selected_outputs(result, self.output_indices)
 
     def _vectorised_function(self) -> Any:
         tf = tensorflow()

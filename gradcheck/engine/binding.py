@@ -36,7 +36,7 @@ from gradcheck.evidence.notes import (
 )
 from gradcheck.report import Cause, Mistake
 from gradcheck.targets.keras import compute_dtype
-from gradcheck.targets.named import NamedArgument, structure_leaves
+from gradcheck.targets.named import NamedArgument, leaf_name, structure_leaves
 
 
 def _dtype_name(value: Any) -> str | None:
@@ -84,7 +84,7 @@ def _build_slots(named: Sequence[NamedArgument], dtype: str | None) -> tuple[Slo
             if not keys:
                 slots.append(_slot(argument, dtype))
                 continue
-            name = argument.name + "".join(f"[{key!r}]" for key in keys)
+            name = leaf_name(argument.name, keys)
             slot = _slot(replace(argument, name=name, value=leaf), dtype)
             slots.append(replace(slot, keys=keys, structure=argument.value))
     return tuple(slots)

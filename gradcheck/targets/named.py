@@ -27,7 +27,7 @@ class OutputPath:
     keys: tuple[Any, ...] = ()
 
     def __str__(self) -> str:
-        return self.root + "".join(f"[{key!r}]" for key in self.keys)
+        return leaf_name(self.root, self.keys)
 
     def child(self, key: Any) -> OutputPath:
         return OutputPath(self.root, (*self.keys, key))
@@ -36,6 +36,11 @@ class OutputPath:
     def last(self) -> str:
         """The innermost key, as an upstream .npz may name the leaf ('mean' for y['mean'])."""
         return str(self.keys[-1]) if self.keys else self.root
+
+
+def leaf_name(root: str, keys: tuple[Any, ...]) -> str:
+    """A leaf named by the keys and indices down to it: y[1], d['mean']."""
+    return root + "".join(f"[{key!r}]" for key in keys)
 
 
 def _numbers(value: Any) -> bool:
