@@ -204,6 +204,10 @@ MATRIX = [
     bad("function-raises", ("check", "bad/raises.py:f"),
         "f raised InvalidArgumentError: Matrix size-incompatible: In[0]: [3,3], In[1]: [2,1]"
         " [Op:MatMul] (at bad/raises.py:8)", FUNCTION),
+    # raising in float64 (gradcheck's promotion) and in float32: the user's own error is told
+    bad("function-raises-in-every-dtype", ("check", "custom_gradient_in_cond.py:traced"),
+        "traced raised AttributeError: Tensor.graph is undefined when eager execution is"
+        " enabled. (at custom_gradient_in_cond.py:37)", FUNCTION),
     bad("function-calls-sys-exit", ("check", "bad/exits.py:f"),
         "f raised SystemExit: 0 (at bad/exits.py:7)", FUNCTION),
     bad("raises-under-a-gradient-tape-only", ("check", "bad/raises_under_tape.py:f",

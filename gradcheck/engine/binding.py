@@ -247,7 +247,7 @@ def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_
     # The dtype, its error, whether in gradients.
     problems: list[tuple[str, str | Cause, bool]] = []
     ran: list[Program] = []
-    error: BaseException | None = None
+    errors: dict[str, BaseException] = {}
     for program in programs:
         mark = instrument.checkpoint()
         try:
@@ -255,7 +255,7 @@ def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_
         except (Exception, SystemExit) as exc:  # the user's function raised (or called exit)
             instrument.rollback(mark)
             problems.append((program.compute_dtype, first_line(exc), False))
-            error = error or exc
+            errors[program.compute_dtype] = exc
             continue
         gradients = _gradients_in(program) if len(programs) > 1 else Gradients(None)
         problem = gradients.problem
@@ -270,8 +270,9 @@ def prepare(function: Callable[..., Any], named: Sequence[NamedArgument], dtype_
         problems.append((program.compute_dtype, problem, True))
         ran.append(program)
     if not ran:
-        assert error is not None
-        raise function_raised(function, error)
+        # What the user sees calling f: the error in the arguments' own dtype.
+        own = _common_dtype(_build_slots(named, None))
+        raise function_raised(function, errors.get(own, next(iter(errors.values()))))
     # The problem is the same in every dtype: the user's own, reported in the first one.
     return Prepared(ran[0], ran[0].call())
 

@@ -70,16 +70,41 @@ class Compiled(Facts):
 
 
 @dataclasses.dataclass(frozen=True)
+class GraphGradientRaised:
+    """TensorFlow's own gradient of the op type `op` (its function `raised_in`) raised while
+    tf.function traced f's gradient, under no line of f."""
+
+    op: str
+    raised_in: str
+
+    def fix(self, error: str | None) -> str:
+        if self.op in ("If", "StatelessIf") and "Tensor.graph is undefined" in str(error):
+            return ("TensorFlow's gradient of a tf.cond fails so when a tf.custom_gradient"
+                    " inside it has a grad_fn reading a tf.Variable (tensorflow/tensorflow"
+                    "#50170): read the variable in the decorated function (`w_value ="
+                    " tf.convert_to_tensor(w)`) and use that tensor in grad_fn")
+        return (f"a limitation of TensorFlow's graph-mode gradient of {self.op}, not a line of"
+                " f: the eager gradient is what the other checks verify; under tf.function,"
+                f" keep {self.op} out of the differentiated path or take this gradient eagerly")
+
+
+@dataclasses.dataclass(frozen=True)
 class NotCompiled(Facts):
     """Tracing or compiling failed: TensorFlow's `error` (first line), or the `ops` XLA has no
-    kernel for."""
+    kernel for; `gradient` when TensorFlow's own gradient of an op raised it."""
 
     error: str | None = None
     ops: str | None = None
+    gradient: GraphGradientRaised | None = None
 
     def words(self, mistake: Mistake) -> WhatAndFix:
         said = self.error if self.ops is None else f"XLA has no kernel for {self.ops}"
-        return str(said), UNTRACEABLE_FIX if mistake == Mistake.UNTRACEABLE else None
+        if mistake != Mistake.UNTRACEABLE:
+            return str(said), None
+        if self.gradient is not None:
+            return (f"TensorFlow's gradient of {self.gradient.op} ({self.gradient.raised_in})"
+                    f" raised {str(said).rstrip('.')}", self.gradient.fix(self.error))
+        return str(said), UNTRACEABLE_FIX
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ from gradcheck.kinds.compiled.evidence import (
     XlaUnsupported,
 )
 from gradcheck.kinds.compiled.judging import judge_compiled, output_differs
-from gradcheck.kinds.compiled.tf import CompiledVJP, compiled_vjp, eager_vjp
+from gradcheck.kinds.compiled.tf import RAISING_GRADIENT, CompiledVJP, compiled_vjp, eager_vjp
 from gradcheck.kinds.jacobian.verdicts import comparison_fields
 from gradcheck.load.locations import exception_location
 from gradcheck.numerics.tolerances import tolerance_for
@@ -58,7 +58,9 @@ def _trace_failure(ctx: CheckContext, mode: str, exc: BaseException, jit: bool
         return (Status.SKIP, XlaUnsupported(ops=ops),
                 Cause(Mistake.XLA_UNSUPPORTED, facts=NotCompiled(ops=ops)))
     return (Status.WARN, Untraceable(mode, error),
-            Cause(Mistake.UNTRACEABLE, facts=NotCompiled(error)))
+            Cause(Mistake.UNTRACEABLE,
+                  facts=NotCompiled(error, gradient=getattr(exc, RAISING_GRADIENT, None))))
+
 
 
 def _not_compiled(ctx: CheckContext, mode: str, exc: BaseException, jit: bool) -> CheckResult:

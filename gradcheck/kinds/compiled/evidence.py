@@ -7,6 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from gradcheck.evidence import Evidence, Finding, Location, internal
+from gradcheck.evidence.causes import NotCompiled
 from gradcheck.evidence.finding import stated_cause
 from gradcheck.spelling import format_index
 
@@ -58,6 +59,10 @@ class Untraceable(Evidence):
         return f"{self.clause(result)}; {stated_cause(result).fix}"
 
     def clause(self, result: Finding) -> str:
+        facts = stated_cause(result).facts
+        if isinstance(facts, NotCompiled) and facts.gradient is not None:
+            return (f"{self.mode} cannot take f's gradient: {stated_cause(result).what};"
+                    " the gradient works eagerly only")
         return f"{self.mode} cannot trace f ({self.error}): the gradient works eagerly only"
 
 

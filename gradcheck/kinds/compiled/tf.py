@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,12 @@ from gradcheck.engine.arrays import as_array
 from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import functions_eager, silenced_stderr_fd, tensorflow
 from gradcheck.engine.traces import first_traced
+from gradcheck.evidence.causes.checks import GraphGradientRaised
+from gradcheck.user_code import is_user_file
+
+# The attribute of an exception raised by TensorFlow's own gradient of an op while the VJP is
+# traced: a GraphGradientRaised.
+RAISING_GRADIENT = "gradcheck_raising_gradient"
 
 
 @dataclass(frozen=True)
@@ -66,15 +73,38 @@ def _vjp_body(output_indices: tuple[int, ...], count: int, converted: bool
             leaves = flatten_outputs(call(replacements))
         targets = [leaves[k].tensor for k in output_indices]
         watched = [replacements.get(i, program.slots[i].value) for i in sources]
-        grads = tape.gradient(targets, watched, output_gradients=[
-            u if u.dtype == t.dtype else tf.cast(u, t.dtype)
-            for u, t in zip(tensors[count:], targets)])
+        try:
+            grads = tape.gradient(targets, watched, output_gradients=[
+                u if u.dtype == t.dtype else tf.cast(u, t.dtype)
+                for u, t in zip(tensors[count:], targets)])
+        except Exception as exc:  # tf.function's handler will drop TensorFlow's own frames
+            setattr(exc, RAISING_GRADIENT, _raising_gradient(exc))
+            raise
         return [tf.zeros(0, tf.float64) if g is None else tf.cast(
             tf.convert_to_tensor(g), tf.float64) for g in grads] + [
             tf.cast(t, tf.float64) for t in targets] + [
             tf.zeros(0, t.dtype) for t in targets]
 
     return vjp
+
+
+def _raising_gradient(exc: BaseException) -> GraphGradientRaised | None:
+    """The op whose TensorFlow gradient function raised `exc` while tf.function traced f's
+    gradient, when no frame of the user's runs after it (a grad_fn of theirs that raised has
+    its own line)."""
+    found: GraphGradientRaised | None = None
+    tb, op = exc.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if op is not None and found is None:
+            module = Path(code.co_filename).stem
+            found = GraphGradientRaised(str(op), f"{module}.{code.co_name}")
+        if code.co_name == "_gradient_function" and code.co_filename.endswith("backprop.py"):
+            op, found = tb.tb_frame.f_locals.get("op_name"), None
+        elif found is not None and is_user_file(code.co_filename):
+            return None
+        tb = tb.tb_next
+    return found
 
 
 def _sources(program: Program) -> tuple[list[int], list[int]]:
