@@ -123,7 +123,8 @@ def check_here(f: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[
     given = arguments if args or kwargs else None
     return check_target(
         f, path, options,
-        lambda target: given or resolve_arguments(target.name, target.module), settings,
+        lambda target: given or resolve_arguments(target.name, target.module,
+                                                  function=target.function), settings,
         instrument=instrument)
 
 

@@ -84,6 +84,7 @@ def check_request(
             inputs_attr=request.inputs_attr,
             load_attribute=lambda spec: load_attribute(spec, request.path),
             declared_shapes=target.declared_shapes or input_shapes(target.function),
+            function=target.function,
         )
 
     return check_target(request.target, request.path, replace(options, upstream=tuple(upstream)),

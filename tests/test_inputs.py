@@ -107,6 +107,20 @@ def test_a_model_never_called_still_asks_for_inputs(run_cli: Callable[..., Resul
     assert "no inputs for unbuilt: give -i/--input VALUE" in result.output
 
 
+def test_a_loss_closure_over_variables_needs_no_inputs(run_cli: Callable[..., Result]
+                                                        ) -> None:
+    """GPflow's training_loss, the closure opt.minimize takes: f() checked in its variables;
+    a function with parameters still asks for inputs."""
+    wrong = run_cli(["check", fixture_target("loss_closure", "loss"), "--format", "json"])
+    assert wrong.exit_code == 1, wrong.output
+    failed = [c for c in json.loads(wrong.stdout)["checks"] if c["status"] == "fail"]
+    assert {c["check"] for c in failed} >= {"custom-gradient", "jacobian", "vjp"}
+    assert any((c["location"] or "").endswith("loss_closure.py:11") for c in failed)
+    assert run_cli(["check", fixture_target("loss_closure", "correct")]).exit_code == 0
+    with pytest.raises(InputError):
+        resolve_arguments("g", None, function=lambda x: x)
+
+
 def test_naming_follows_the_signature() -> None:
     def f(x, scale, *rest, **extra):  # type: ignore[no-untyped-def]
         return x

@@ -207,9 +207,11 @@ def resolve_arguments(
     inputs_attr: str | None = None,
     load_attribute: Callable[[str], Any] | None = None,
     declared_shapes: Sequence[Any] = (),
+    function: Callable[..., Any] | None = None,
 ) -> Arguments:
     """Pick the arguments by the documented precedence: -i, --shape, --inputs, convention,
-    random arguments of the shapes a saved signature declares (a free size as 2).
+    random arguments of the shapes a saved signature declares (a free size as 2), none for a
+    `function` that takes none (a loss closure over variables: GPflow's training_loss).
     Keyword-only -i values combine with --shape (random positionals, given keywords)."""
     if input_specs:
         given = _from_specs(input_specs)
@@ -237,10 +239,21 @@ def resolve_arguments(
         rng = np.random.default_rng(seed)
         values = tuple(_random_of(shape, rng) for shape in declared_shapes)
         return Arguments(values, {}, f"the signature's shapes (seed {seed})")
+    if function is not None and _takes_no_arguments(function):
+        return Arguments((), {}, f"none: {function_name} takes no arguments")
     raise InputError(
         f"no inputs for {function_name}: give "
         + WAYS_TO_GIVE_INPUTS.format(name=function_name)
     )
+
+
+def _takes_no_arguments(function: Callable[..., Any]) -> bool:
+    """A function (or bound method) whose signature has no parameters at all; a Keras layer
+    or model takes inputs."""
+    try:
+        return not inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin or an object inspect cannot read
+        return False
 
 
 def _random_of(declared: Any, rng: np.random.Generator) -> Any:
