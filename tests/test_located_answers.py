@@ -157,3 +157,12 @@ def test_a_small_loaded_lstm_says_that_its_own_tape_jacobian_needs_no_pfor(tmp_p
     assert report.ok
     [note] = [n for n in report.notes if isinstance(n, WhileLoopJacobian)]
     assert note.op == "StatelessWhile" and "experimental_use_pfor=False" in str(note)
+
+
+def test_model_predict_on_the_taped_path_is_named_at_its_line() -> None:
+    report = _check("keras_predict_in_tape", "saliency", wrt="inputs")
+    [cut] = _found(report, Kind.GRAPH_BREAK, Status.FAIL, "x")
+    assert cut.cause is not None and cut.cause.mistake == Mistake.KERAS_PREDICT
+    assert str(cut.location).endswith("keras_predict_in_tape.py:13")
+    assert "call the model itself, model(x)" in cut.message
+    assert _check("keras_predict_in_tape", "fixed", wrt="inputs").ok

@@ -79,7 +79,7 @@ def _no_gradient_findings(program: Program, index: int, status: Status,
     A failed trace (.numpy(), NumPy) names f, not this input, unless it is f's only source."""
     found = [c for c in _cut_findings(program, index, False, status, no_gradient=True)
              if c.cause is not None]
-    traced = {"numpy", "numpy-method", "python-number"}
+    traced = {"numpy", "numpy-method", "keras-predict", "python-number"}
     return [c for c in found if only_source or c.cause is None or c.cause.mistake not in traced]
 
 

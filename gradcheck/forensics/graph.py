@@ -54,9 +54,10 @@ def variable_creations(program: Program, slot_index: int) -> list[CutSite]:
     return cuts
 
 
-# What the user wrote on the line where tracing failed: .numpy(), a Python number's
-# constructor (float(), int()), or NumPy.
+# What the user wrote on the line where tracing failed: .numpy(), a Keras model's predict, a
+# Python number's constructor (float(), int()), or NumPy.
 _NUMPY_METHOD = re.compile(r"\.numpy\(\s*\)")
+_KERAS_PREDICT = re.compile(r"\.predict(_on_batch)?\(")
 _PYTHON_NUMBER = re.compile(r"(?<![\w.])(float|int|bool|complex)\(")
 _NUMPY_CALL = re.compile(r"(?<![\w.])(np|numpy)\.")
 
@@ -71,6 +72,8 @@ def _written(exc: BaseException) -> CutSite | None:
                  and f.lineno == location.line and f.filename.endswith(location.path)), "")
     if _NUMPY_METHOD.search(line):
         return CutSite("numpy-method", location)
+    if _KERAS_PREDICT.search(line):
+        return CutSite("keras-predict", location)
     if (number := _PYTHON_NUMBER.search(line)) is not None and not _NUMPY_CALL.search(line):
         return CutSite("python-number", location, number.group(1))
     if _NUMPY_CALL.search(line):

@@ -41,6 +41,7 @@ class Mistake(Spelled):
     # Cut gradient paths (forensics/graph.py, forensics/gaps.py).
     VARIABLE = "variable"
     NUMPY_METHOD = "numpy-method"
+    KERAS_PREDICT = "keras-predict"
     NUMPY = "numpy"
     PYTHON_NUMBER = "python-number"
     STOP_GRADIENT = "stop-gradient"

@@ -29,6 +29,10 @@ CUTS: dict[Mistake, tuple[str, str]] = {
     Mistake.NUMPY_METHOD: (
         ".numpy() copies the value of a tensor computed from {input} out of TensorFlow, so"
         " nothing computed from it has a gradient", "keep the computation in TensorFlow ops"),
+    Mistake.KERAS_PREDICT: (
+        "model.predict returns NumPy arrays, computed outside the tape from {input}, so"
+        " nothing computed from them has a gradient",
+        "call the model itself, model(x): a tensor the tape records"),
     Mistake.NUMPY: (
         "a NumPy operation (np.*, np.asarray, float()) on a tensor computed from {input}"
         " leaves TensorFlow, so the result has no gradient", "use the tf.* equivalent"),
