@@ -149,7 +149,7 @@ def _branch(traced: TracedValues, forward: Any, bad: np.ndarray) -> Branch | Non
     while frontier:
         op = frontier.pop(0)
         for out in op.outputs:
-            for consumer in out.consumers():
+            for consumer in traced.consumers(out):
                 if consumer.name in seen or consumer.name not in traced.index \
                         or traced.is_backward(consumer):
                     continue

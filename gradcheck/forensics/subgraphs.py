@@ -50,8 +50,7 @@ class Subgraph:
         name = f"gradcheck_subgraph_{next(_NAMES)}"
         with graph._c_graph.get() as c_graph:  # noqa: SLF001 - no public way in
             function = pywrap_tf_session.TF_GraphToFunction_wrapper(
-                c_graph, name, False,
-                [op._c_op for op in _body(self.fed, self._inner)],  # noqa: SLF001
+                c_graph, name, False, _c_body(self.fed, self._inner),
                 [t._as_tf_output() for t in self.fed],  # noqa: SLF001
                 [t._as_tf_output() for t in self._inner], [], [], [], None, "")  # noqa: SLF001
         runtime = context.context()
@@ -78,6 +77,17 @@ class Subgraph:
         if self._name is not None:
             context.context().remove_function(self._name)
             self._name = None
+
+
+def _c_body(fed: Sequence[Any], fetches: Sequence[Any]) -> list[Any]:
+    """The C ops of the body: those the tf.Tensors among `fetches` need, and for an output
+    imported in the C API alone (finite_flags.ImportedOutput), the ops its import made and
+    those the graph's tensors it reads need."""
+    made = [t for t in fetches if hasattr(t, "c_ops")]
+    tensors = [t for t in fetches if not hasattr(t, "c_ops")] + [r for t in made for r in t.reads]
+    imports = {id(t.c_ops): t.c_ops for t in made}
+    return [op._c_op for op in _body(fed, tensors)] + [  # noqa: SLF001
+        op for ops in imports.values() for op in ops]
 
 
 def computed(fed: Sequence[Any], values: Sequence[Any], fetches: Sequence[Any]) -> list[Any]:

@@ -66,6 +66,18 @@ class TracedValues:
     summaries: dict[str, NonFiniteSummary] = field(default_factory=dict)
     # Removes what the runs above keep instantiated (once the analysis is done with them).
     close: Callable[[], None] = lambda: None
+    _readers: dict[str, list[Any]] | None = field(default=None, repr=False)
+
+    def consumers(self, tensor: Any) -> list[Any]:
+        """The ops of the traced graph that read a tensor, in graph order, once per input that
+        reads it (as Tensor.consumers(), which would meet the ops finite_flags imported in
+        TensorFlow's C API alone: its Python does not know them)."""
+        if self._readers is None:
+            self._readers = {}
+            for op in self.ops:
+                for each in op.inputs:
+                    self._readers.setdefault(each.name, []).append(op)
+        return self._readers.get(tensor.name, [])
 
     def value(self, tensor: Any) -> np.ndarray | None:
         if tensor.name not in self.values:
@@ -278,10 +290,8 @@ def trace_values(program: Program, output_indices: Sequence[int] | None,
                      if t is not None and summarisable(t)]
         same = _sharing_flags(checked)
         checked = [t for t in checked if t.name not in same]
-        returned = [*finite_flags(checked, described), *kept]
-        state.update(checked=checked, same=same, fetched=kept, described=described,
-                     returned=returned)
-        return returned
+        state.update(checked=checked, same=same, fetched=kept, described=described)
+        return kept
 
     dtypes = [(program.slots[i].own_dtype if own_dtype else None) or program.slots[i].dtype
               for i in arguments]
@@ -297,8 +307,10 @@ def trace_values(program: Program, output_indices: Sequence[int] | None,
                 # to the flags): the traced function, once called, would stay instantiated
                 # with its kernels' buffers (on ResNet50 as large as the weights) for as
                 # long as the graph is read.
+                with concrete.graph.as_default():  # not the function's outputs: C API only
+                    flags = finite_flags(state["checked"], state["described"])
                 results = computed(list(concrete.graph.inputs),
-                                   [*given, *concrete.captured_inputs], state["returned"])
+                                   [*given, *concrete.captured_inputs], [*flags, *state["fetched"]])
             elif execute:
                 results = concrete(*given)
     except Exception:  # f that cannot be traced (or compiled) has no graph to analyse
