@@ -26,11 +26,20 @@ def _arrays() -> list[np.ndarray]:
 
 
 def _traced(function, arrays, unknown_shapes=False):
+    """function(*tensors) added to a graph of the arrays and run, as the diagnosis runs its
+    reductions (their ops are imported in TensorFlow's C API: a function made of the graph's
+    ops up to them, not a tf.function's outputs)."""
     import tensorflow as tf
 
-    signature = [tf.TensorSpec(None, a.dtype) for a in arrays] if unknown_shapes else None
-    graph_function = tf.function(function, autograph=False, input_signature=signature)
-    return graph_function(*[tf.constant(a) for a in arrays])
+    from gradcheck.forensics.subgraphs import computed
+
+    signature = [tf.TensorSpec(None if unknown_shapes else a.shape, a.dtype) for a in arrays]
+    tensors: list = []
+    graph = tf.compat.v1.wrap_function(
+        lambda *given: tensors.extend(tf.identity(t) for t in given) or tensors, signature).graph
+    with graph.as_default():
+        ends = function(*tensors)
+    return computed(list(graph.inputs), [tf.constant(a) for a in arrays], list(ends))
 
 
 def test_each_summary_describes_the_non_finite_elements_as_numpy_does() -> None:

@@ -90,12 +90,22 @@ class VariableNames:
         self.function = function
         self.models = [function, getattr(function, STEP_MODEL, None)]
         self.names = _python_names(function)
+        self._paths: dict[int, str] | None = None  # by id of the tf.Variable, made once
+
+    def _weight_paths(self) -> dict[int, str]:
+        """Each Keras weight's path, the first model's that holds it (a model's weights are
+        listed once, not once per variable named: ResNet50 reads hundreds)."""
+        if self._paths is None:
+            self._paths = {}
+            for model in self.models:
+                for weight in _keras_weights(model):
+                    self._paths.setdefault(id(_tf_variable(weight)), weight_path_in(weight, model))
+        return self._paths
 
     def __call__(self, variable: Any) -> str:
-        for model in self.models:
-            for weight in _keras_weights(model):
-                if _tf_variable(weight) is variable:
-                    return weight_path_in(weight, model)
+        path = self._weight_paths().get(id(variable))
+        if path is not None:
+            return path
         for name, value in self.names:
             if value is variable:
                 return name
@@ -109,8 +119,9 @@ class VariableNames:
 def unread_weights(function: Any, read: Sequence[Any]) -> list[Any]:
     """Trainable Keras weights (as tf.Variables) that f never read under the tape."""
     weights = _keras_weights(function) + _keras_weights(getattr(function, STEP_MODEL, None))
+    was_read = {id(v) for v in read}
     return [_tf_variable(w) for w in weights
-            if getattr(w, "trainable", False) and not any(_tf_variable(w) is v for v in read)]
+            if getattr(w, "trainable", False) and id(_tf_variable(w)) not in was_read]
 
 
 def unbuilt_layers(function: Any) -> list[str]:

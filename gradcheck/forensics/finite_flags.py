@@ -1,7 +1,8 @@
 """Reductions of many tensors of a traced graph to a few small ones, added in one GraphDef
 import each: one finiteness flag per tensor, what a few tensors' non-finite elements are
 (non_finite_summary.py), whether a fix made every output and gradient finite. A large model has
-thousands of tensors, and TensorFlow's Python makes ops one by one (seconds)."""
+thousands of tensors, and TensorFlow's Python makes ops one by one (seconds): the import is
+done in its C API alone."""
 
 from __future__ import annotations
 
@@ -64,19 +65,58 @@ class _Nodes:
         return name
 
     def imported(self, outputs: Sequence[str]) -> list[Any]:
-        """The outputs' tensors, once the GraphDef is imported into the default graph."""
-        from tensorflow.python.framework import importer
+        """The outputs, once the GraphDef is imported into the default graph in TensorFlow's C
+        API alone: its Python would wrap each imported op in an Operation and sort out its
+        device and colocation (most of the import's time on a large model). They are outputs
+        subgraphs.py runs, not tf.Tensors, and TensorFlow's Python never sees their ops."""
+        from tensorflow.python.client import pywrap_tf_session as c_api
+        from tensorflow.python.framework import c_api_util
 
-        return list(importer.import_graph_def(
-            self.graph_def, input_map=self.mapped, name="gradcheck_finite",
-            return_elements=[f"{name}:0" for name in outputs]))
+        graph = self.tf.compat.v1.get_default_graph()
+        prefix = graph.unique_name("gradcheck_finite")  # taken: no op of Python's gets it
+        scoped = c_api_util.ScopedTFImportGraphDefOptions()
+        options = scoped.options
+        c_api.TF_ImportGraphDefOptionsSetPrefix(options, prefix)
+        for name, tensor in self.mapped.items():
+            c_api.TF_ImportGraphDefOptionsAddInputMapping(
+                options, name, 0, tensor._as_tf_output())  # noqa: SLF001
+        for name in outputs:
+            c_api.TF_ImportGraphDefOptionsAddReturnOutput(options, name, 0)
+        for node in self.graph_def.node:
+            if node.name not in self.mapped:  # a given one stands for a tensor of the graph
+                c_api.TF_ImportGraphDefOptionsAddReturnOperation(options, node.name)
+        serialized = c_api.TF_NewBufferFromString(self.graph_def.SerializeToString())
+        try:
+            with graph._c_graph.get() as c_graph:  # noqa: SLF001 - no public way in
+                results = c_api_util.ScopedTFImportGraphDefResults(
+                    c_api.TF_GraphImportGraphDefWithResults(c_graph, serialized, options))
+        finally:
+            c_api.TF_DeleteBuffer(serialized)
+        made = tuple(c_api.TF_ImportGraphDefResultsReturnOperations(results.results))
+        reads = tuple(self.mapped.values())
+        return [ImportedOutput(graph, output, made, reads, results)
+                for output in c_api.TF_ImportGraphDefResultsReturnOutputs(results.results)]
+
+
+class ImportedOutput:
+    """An output of ops imported in TensorFlow's C API alone: what subgraphs.Subgraph needs to
+    fetch it (the ops the import made, `c_ops`; the graph's tensors they read, `reads`)."""
+
+    def __init__(self, graph: Any, output: Any, made: tuple[Any, ...], reads: tuple[Any, ...],
+                 keep: Any) -> None:
+        self.graph, self.c_ops, self.reads = graph, made, reads
+        self._output, self._keep = output, keep  # the import's results own the outputs
+
+    def _as_tf_output(self) -> Any:
+        return self._output
 
 
 def finite_flags(tensors: Sequence[Any], described: Sequence[Any] = ()) -> tuple[Any, Any]:
-    """A bool vector, in the default graph: whether every element of each tensor is finite;
-    and an int64 [len(described), 4] matrix: per real float tensor of `described`, its count
-    of non-finite elements, the flat position of the first, whether any is NaN, whether its
-    largest element is +inf (for a tensor without NaN: whether it holds +inf)."""
+    """In the default graph (ImportedOutputs; a tf.Tensor where empty): a bool vector, whether
+    every element of each tensor is finite; and an int64 [len(described), 4] matrix: per real
+    float tensor of `described`, its count of non-finite elements, the flat position of the
+    first, whether any is NaN, whether its largest element is +inf (for a tensor without NaN:
+    whether it holds +inf)."""
     tf = tensorflow()
     nodes = _Nodes()
 
@@ -109,9 +149,9 @@ def finite_flags(tensors: Sequence[Any], described: Sequence[Any] = ()) -> tuple
 
 
 def finite_and_largest(tensors: Sequence[Any], gradients: Sequence[Any]) -> tuple[Any, Any]:
-    """In the default graph: whether every element of `tensors` and `gradients` is finite (a
-    bool scalar), and the largest |element| of a non-empty gradient (float64, -inf without
-    one; meaningful when all are finite)."""
+    """In the default graph (ImportedOutputs; tf.Tensors where empty): whether every element
+    of `tensors` and `gradients` is finite (a bool scalar), and the largest |element| of a
+    non-empty gradient (float64, -inf without one; meaningful when all are finite)."""
     tf = tensorflow()
     nodes = _Nodes()
     flags = [nodes.all_finite(nodes.given(f"t{k}", t), t) for k, t in enumerate(tensors)]

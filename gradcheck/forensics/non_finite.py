@@ -149,7 +149,7 @@ def _branch(traced: TracedValues, forward: Any, bad: np.ndarray) -> Branch | Non
     while frontier:
         op = frontier.pop(0)
         for out in op.outputs:
-            for consumer in out.consumers():
+            for consumer in traced.consumers(out):
                 if consumer.name in seen or consumer.name not in traced.index \
                         or traced.is_backward(consumer):
                     continue
@@ -364,6 +364,14 @@ def analyse_non_finite(program: Program, output_indices: Sequence[int] | None,
         dtype = own.pop()
     if traced is None:
         return None
+    try:
+        return _analysed(program, traced, jit, dtype, order)
+    finally:
+        traced.close()
+
+
+def _analysed(program: Program, traced: TracedValues, jit: bool, dtype: str | None,
+              order: int) -> NonFiniteAnalysis:
     arguments = dict(_named_arrays((slot.name, slot.value) for slot in program.slots
                                    if slot.argument and not slot.differentiable))
     named = [(name, tensor, False) for name, tensor in traced.outputs] + [

@@ -104,7 +104,7 @@ def _first_nan_downstream(traced: TracedValues, op: Any, rows: int | None) -> in
                     np.isnan(value).any() and value.shape[0] == rows:
                 return int(np.unravel_index(int(np.argmax(np.isnan(value).reshape(-1))),
                                             value.shape)[0])
-            frontier += list(out.consumers())
+            frontier += traced.consumers(out)
     return None
 
 
@@ -252,7 +252,7 @@ def _coefficient_line(traced: TracedValues, forward: Any) -> Location | None:
             continue
         seen.add(op.name)
         for out in op.outputs:
-            for consumer in out.consumers():
+            for consumer in traced.consumers(out):
                 if consumer.type == "Mul" and any(
                         t.op.type == "Const" and t.shape.rank == 0 for t in consumer.inputs):
                     return op_location(consumer)

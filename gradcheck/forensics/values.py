@@ -24,7 +24,7 @@ from gradcheck.forensics.non_finite_summary import (
     summarisable,
 )
 from gradcheck.forensics.site_lines import op_layer_line
-from gradcheck.forensics.subgraphs import computed
+from gradcheck.forensics.subgraphs import Subgraph, computed
 from gradcheck.load.locations import innermost_user_frame
 from gradcheck.user_code import installed_package, is_gradcheck_file, is_user_file
 
@@ -64,6 +64,20 @@ class TracedValues:
     # f's outputs' and gradients' non-finite elements described in the graph (by name), so
     # that they are not fetched.
     summaries: dict[str, NonFiniteSummary] = field(default_factory=dict)
+    # Removes what the runs above keep instantiated (once the analysis is done with them).
+    close: Callable[[], None] = lambda: None
+    _readers: dict[str, list[Any]] | None = field(default=None, repr=False)
+
+    def consumers(self, tensor: Any) -> list[Any]:
+        """The ops of the traced graph that read a tensor, in graph order, once per input that
+        reads it (as Tensor.consumers(), which would meet the ops finite_flags imported in
+        TensorFlow's C API alone: its Python does not know them)."""
+        if self._readers is None:
+            self._readers = {}
+            for op in self.ops:
+                for each in op.inputs:
+                    self._readers.setdefault(each.name, []).append(op)
+        return self._readers.get(tensor.name, [])
 
     def value(self, tensor: Any) -> np.ndarray | None:
         if tensor.name not in self.values:
@@ -274,9 +288,10 @@ def trace_values(program: Program, output_indices: Sequence[int] | None,
         kept = [*state["volatile"], *(t.tensor for t in targets)]
         described = [t for t in [*(leaf.tensor for leaf in targets), *grads]
                      if t is not None and summarisable(t)]
-        returned = [*finite_flags(checked, described), *kept]
-        state.update(checked=checked, fetched=kept, described=described, returned=returned)
-        return returned
+        same = _sharing_flags(checked)
+        checked = [t for t in checked if t.name not in same]
+        state.update(checked=checked, same=same, fetched=kept, described=described)
+        return kept
 
     dtypes = [(program.slots[i].own_dtype if own_dtype else None) or program.slots[i].dtype
               for i in arguments]
@@ -292,25 +307,48 @@ def trace_values(program: Program, output_indices: Sequence[int] | None,
                 # to the flags): the traced function, once called, would stay instantiated
                 # with its kernels' buffers (on ResNet50 as large as the weights) for as
                 # long as the graph is read.
+                with concrete.graph.as_default():  # not the function's outputs: C API only
+                    flags = finite_flags(state["checked"], state["described"])
                 results = computed(list(concrete.graph.inputs),
-                                   [*given, *concrete.captured_inputs], state["returned"])
+                                   [*given, *concrete.captured_inputs], [*flags, *state["fetched"]])
             elif execute:
                 results = concrete(*given)
     except Exception:  # f that cannot be traced (or compiled) has no graph to analyse
         return None
     if flagged:
         flags, described, *results = results
-        state["finite"] = dict(zip((t.name for t in state["checked"]),
-                                   np.asarray(flags).tolist()))
+        finite = dict(zip((t.name for t in state["checked"]), np.asarray(flags).tolist()))
+        finite.update((name, finite[source]) for name, source in state["same"].items())
+        state["finite"] = finite
     traced = _collected(state, results, program, sources, time.perf_counter() - started)
     if execute and not jit:
-        inputs = _Inputs(concrete, given, state["volatile"], traced.values)
-        traced.rerun = _rerunner(inputs, state)
+        runs = _Runs(_Inputs(concrete, given, state["volatile"], traced.values), state)
+        traced.rerun, traced.close = runs.rerun, runs.close
         if flagged:
             traced.finite = state["finite"]
-            traced.fetch = _fetcher(inputs)
+            traced.fetch = runs.fetch
             traced.summaries = read_summaries(state["described"], described)
     return traced
+
+
+# Ops whose output holds exactly the elements of their first input: finite when it is.
+_SAME_ELEMENTS = frozenset({"Identity", "Snapshot", "Reshape", "Squeeze", "ExpandDims",
+                            "StopGradient", "PreventGradient", "EnsureShape"})
+
+
+def _sharing_flags(checked: Sequence[Any]) -> dict[str, str]:
+    """The tensors of `checked` (in graph order) whose finiteness is that of another of them
+    (a reshape's, a squeeze's: a third of ResNet50's): by name, the one whose flag they take,
+    so that the graph computes fewer flags."""
+    names = {t.name for t in checked}
+    same: dict[str, str] = {}
+    for tensor in checked:
+        op = tensor.op
+        if op.type in _SAME_ELEMENTS and len(op.outputs) == 1 and op.inputs and (
+                op.inputs[0].name in names and op.inputs[0].dtype == tensor.dtype):
+            source = op.inputs[0].name
+            same[tensor.name] = same.get(source, source)
+    return same
 
 
 # Ops whose outputs differ from run to run: fed back when the graph runs again.
@@ -354,48 +392,90 @@ class _Inputs:
             for t in inside]
 
 
-def _fetcher(inputs: _Inputs) -> Callable[[list[Any]], dict[str, np.ndarray]]:
-    """Tensors' values, computed together by one run of the graph up to them (a constant's
-    read from the graph); a tensor that cannot be computed again is left out, once."""
-    from tensorflow.python.framework import tensor_util
+class _Runs:
+    """The graph run again, up to the values read (`fetch`) or to whether a fix made every
+    output and gradient finite (`rerun`). The first run that fetches values also computes the
+    fix's two scalars, and its function is kept until `close` (or a run it cannot serve): a fix
+    tried after the values around the first op were read runs it again instead of
+    instantiating the graph once more (on ResNet50, most of a run's cost)."""
 
-    failed: set[str] = set()
+    def __init__(self, inputs: _Inputs, state: dict[str, Any]) -> None:
+        self.inputs, self.state = inputs, state
+        self._summary: list[Any] = []  # whether all finite, the largest |gradient|
+        self._kept: Any = None  # a Subgraph fetching some values and the summary
+        self._failed: set[str] = set()
 
-    def fetch(tensors: list[Any]) -> dict[str, np.ndarray]:
+    def summary(self) -> list[Any]:
+        if not self._summary:
+            with self.inputs.concrete.graph.as_default():
+                self._summary.extend(finite_and_largest(
+                    [leaf.tensor for leaf in self.state["targets"]],
+                    [g for g in self.state["grads"] if g is not None]))
+        return self._summary
+
+    def close(self) -> None:
+        if self._kept is not None:
+            self._kept.close()
+            self._kept = None
+
+    def fetch(self, tensors: list[Any]) -> dict[str, np.ndarray]:
+        """Tensors' values, computed together by one run of the graph up to them (a constant's
+        read from the graph); a tensor that cannot be computed again is left out, once."""
+        from tensorflow.python.framework import tensor_util
+
         found = {t.name: tensor_util.MakeNdarray(t.op.get_attr("value")) for t in tensors
                  if t.op.type == "Const"}
-        run = [t for t in tensors if t.name not in found and t.name not in failed]
-        if run:
-            fed, values = inputs.fed({})
-            try:
-                with _unoptimized(tensorflow()):
-                    results = computed(fed, values, run)
-            except Exception:  # noqa: BLE001 - an op that will not run again has no value
-                failed.update(t.name for t in run)
-                return found
-            found.update((t.name, np.asarray(v)) for t, v in zip(run, results))
+        run = [t for t in tensors if t.name not in found and t.name not in self._failed]
+        if not run:
+            return found
+        fed, values = self.inputs.fed({})
+        given = {t.name: v for t, v in zip(fed, values)}
+        found.update((t.name, np.asarray(given[t.name])) for t in run if t.name in given)
+        run = [t for t in run if t.name not in given]
+        if not run:
+            return found
+        try:
+            results = self._kept_run(fed, values, run) if self._kept is None else None
+            if results is None:
+                results = self._once(fed, values, run)
+        except Exception:  # noqa: BLE001 - an op that will not run again has no value
+            self._failed.update(t.name for t in run)
+            return found
+        found.update((t.name, np.asarray(v)) for t, v in zip(run, results))
         return found
-    return fetch
 
-
-def _rerunner(inputs: _Inputs, state: dict[str, Any]
-              ) -> Callable[[dict[str, np.ndarray]], tuple[bool, float | None]]:
-    """The traced graph run again with tensors (by name) fed new values, random ones as they
-    first were: whether its outputs and gradients are all finite, and then the largest
-    magnitude of a gradient's element (two scalars: the gradients stay in the graph)."""
-    summary: list[Any] = []
-
-    def rerun(feeds: dict[str, np.ndarray]) -> tuple[bool, float | None]:
-        if not summary:
-            with inputs.concrete.graph.as_default():
-                summary.extend(finite_and_largest(
-                    [leaf.tensor for leaf in state["targets"]],
-                    [g for g in state["grads"] if g is not None]))
-        fed, values = inputs.fed(feeds)
-        with _unoptimized(tensorflow()):
-            finite, largest = (np.asarray(v) for v in computed(fed, values, summary))
+    def rerun(self, feeds: dict[str, np.ndarray]) -> tuple[bool, float | None]:
+        """The graph run again with tensors (by name) fed new values, random ones as they
+        first were: whether its outputs and gradients are all finite, and then the largest
+        magnitude of a gradient's element (two scalars: the gradients stay in the graph)."""
+        summary = self.summary()
+        fed, values = self.inputs.fed(feeds)
+        kept = self._kept
+        if kept is not None and [t.name for t in kept.fed] == [t.name for t in fed]:
+            with _unoptimized(tensorflow()):
+                results = kept(values)[-len(summary):]
+        else:
+            results = self._once(fed, values, summary)
+        finite, largest = (np.asarray(v) for v in results)
         return bool(finite), float(largest) if finite and largest > -np.inf else None
-    return rerun
+
+    def _kept_run(self, fed: list[Any], values: list[Any], run: list[Any]) -> list[Any] | None:
+        """The values of `run` from a function that also computes the fix's summary, kept;
+        None (nothing kept) when that function cannot be made or run."""
+        try:
+            with _unoptimized(tensorflow()):
+                self._kept = Subgraph(fed, [*run, *self.summary()])
+                return list(self._kept(values)[:len(run)])
+        except Exception:  # noqa: BLE001 - then a run of just the values, as without it
+            self.close()
+            return None
+
+    def _once(self, fed: list[Any], values: list[Any], fetches: list[Any]) -> list[Any]:
+        """A run the kept function cannot serve: it is removed first (one instantiated at a
+        time), and this run's function after it."""
+        self.close()
+        with _unoptimized(tensorflow()):
+            return computed(fed, values, fetches)
 
 
 def _collected(state: dict[str, Any], results: Sequence[Any], program: Program,
