@@ -71,11 +71,12 @@ class Compiled(Facts):
 
 @dataclasses.dataclass(frozen=True)
 class GraphGradientRaised:
-    """TensorFlow's own gradient of the op type `op` (its function `raised_in`) raised while
-    tf.function traced f's gradient, under no line of f."""
+    """TensorFlow's own gradient of the op type `op` (`function` in TensorFlow's `module`)
+    raised while tf.function traced f's gradient, under no line of f."""
 
     op: str
-    raised_in: str
+    module: str
+    function: str
 
     def fix(self, error: str | None) -> str:
         if self.op in ("If", "StatelessIf") and "Tensor.graph is undefined" in str(error):
@@ -102,7 +103,8 @@ class NotCompiled(Facts):
         if mistake != Mistake.UNTRACEABLE:
             return str(said), None
         if self.gradient is not None:
-            return (f"TensorFlow's gradient of {self.gradient.op} ({self.gradient.raised_in})"
+            raised = self.gradient
+            return (f"TensorFlow's gradient of {raised.op} ({raised.module}.{raised.function})"
                     f" raised {str(said).rstrip('.')}", self.gradient.fix(self.error))
         return str(said), UNTRACEABLE_FIX
 

@@ -97,8 +97,7 @@ def _raising_gradient(exc: BaseException) -> GraphGradientRaised | None:
     while tb is not None:
         code = tb.tb_frame.f_code
         if op is not None and found is None:
-            module = Path(code.co_filename).stem
-            found = GraphGradientRaised(str(op), f"{module}.{code.co_name}")
+            found = GraphGradientRaised(str(op), Path(code.co_filename).stem, code.co_name)
         if code.co_name == "_gradient_function" and code.co_filename.endswith("backprop.py"):
             op, found = tb.tb_frame.f_locals.get("op_name"), None
         elif found is not None and is_user_file(code.co_filename):
