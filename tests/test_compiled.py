@@ -259,9 +259,11 @@ def test_a_numpy_integrand_that_runs_only_eagerly_is_cut_at_its_line() -> None:
 
 def test_tensorflows_own_graph_gradient_raising_is_named_with_the_known_workaround() -> None:
     """tensorflow/tensorflow#50170: the trace fails inside TensorFlow's gradient of tf.cond,
-    under no line of f; the advice is that issue's workaround, which passes."""
+    at the line of the cond its graph trace recorded; the advice is that issue's workaround,
+    which passes."""
     compiled = _compiled(gradcheck.check(fixture_target("custom_gradient_in_cond")))
     assert [c.status for c in compiled] == ["warn"]
+    assert str(compiled[0].location).endswith("custom_gradient_in_cond.py:17")
     message = compiled[0].message
     assert "TensorFlow's gradient of If (cond_v2._IfGrad) raised AttributeError" in message
     assert "tensorflow/tensorflow#50170" in message and ".numpy()" not in message

@@ -8,6 +8,7 @@ from typing import Any
 
 from gradcheck.evidence.causes.base import Facts, WhatAndFix
 from gradcheck.evidence.causes.mistakes import Mistake
+from gradcheck.evidence.location import Location
 from gradcheck.spelling import format_index
 
 UNTRACEABLE_FIX = ("create variables once, outside f (or in a Keras layer's build); keep tensors"
@@ -72,11 +73,13 @@ class Compiled(Facts):
 @dataclasses.dataclass(frozen=True)
 class GraphGradientRaised:
     """TensorFlow's own gradient of the op type `op` (`function` in TensorFlow's `module`)
-    raised while tf.function traced f's gradient, under no line of f."""
+    raised while tf.function traced f's gradient, under no line of f; `location`: the line of f
+    that made that op, when its trace recorded one."""
 
     op: str
     module: str
     function: str
+    location: Location | None = None
 
     def fix(self, error: str | None) -> str:
         if self.op in ("If", "StatelessIf") and "Tensor.graph is undefined" in str(error):

@@ -14,6 +14,8 @@ from gradcheck.engine.program import Program, flatten_outputs
 from gradcheck.engine.runtime import functions_eager, silenced_stderr_fd, tensorflow
 from gradcheck.engine.traces import first_traced
 from gradcheck.evidence.causes.checks import GraphGradientRaised
+from gradcheck.evidence.location import Location
+from gradcheck.load.locations import innermost_user_frame
 from gradcheck.user_code import is_user_file
 
 # The attribute of an exception raised by TensorFlow's own gradient of an op while the VJP is
@@ -78,7 +80,11 @@ def _vjp_body(output_indices: tuple[int, ...], count: int, converted: bool
                 u if u.dtype == t.dtype else tf.cast(u, t.dtype)
                 for u, t in zip(tensors[count:], targets)])
         except Exception as exc:  # tf.function's handler will drop TensorFlow's own frames
-            setattr(exc, RAISING_GRADIENT, _raising_gradient(exc))
+            raising = _raising_gradient(exc)
+            setattr(exc, RAISING_GRADIENT, raising)
+            if raising is not None and raising.location is not None \
+                    and not hasattr(exc, "location"):
+                exc.location = raising.location  # type: ignore[attr-defined]
             raise
         return [tf.zeros(0, tf.float64) if g is None else tf.cast(
             tf.convert_to_tensor(g), tf.float64) for g in grads] + [
@@ -88,18 +94,28 @@ def _vjp_body(output_indices: tuple[int, ...], count: int, converted: bool
     return vjp
 
 
+def _traced_line(outputs: Any) -> Location | None:
+    """The line of f that made the traced op whose `outputs` these are (its graph traceback)."""
+    try:
+        return innermost_user_frame(outputs[0].op.traceback)
+    except (AttributeError, IndexError, TypeError):  # an op without a graph traceback
+        return None
+
+
 def _raising_gradient(exc: BaseException) -> GraphGradientRaised | None:
     """The op whose TensorFlow gradient function raised `exc` while tf.function traced f's
     gradient, when no frame of the user's runs after it (a grad_fn of theirs that raised has
     its own line)."""
     found: GraphGradientRaised | None = None
-    tb, op = exc.__traceback__, None
+    tb, op, line = exc.__traceback__, None, None
     while tb is not None:
         code = tb.tb_frame.f_code
         if op is not None and found is None:
-            found = GraphGradientRaised(str(op), Path(code.co_filename).stem, code.co_name)
+            found = GraphGradientRaised(str(op), Path(code.co_filename).stem, code.co_name,
+                                        line)
         if code.co_name == "_gradient_function" and code.co_filename.endswith("backprop.py"):
             op, found = tb.tb_frame.f_locals.get("op_name"), None
+            line = _traced_line(tb.tb_frame.f_locals.get("outputs"))
         elif found is not None and is_user_file(code.co_filename):
             return None
         tb = tb.tb_next
