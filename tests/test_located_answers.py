@@ -165,4 +165,7 @@ def test_model_predict_on_the_taped_path_is_named_at_its_line() -> None:
     assert cut.cause is not None and cut.cause.mistake == Mistake.KERAS_PREDICT
     assert str(cut.location).endswith("keras_predict_in_tape.py:13")
     assert "call the model itself, model(x)" in cut.message
+    # Forward mode cannot run through predict's own tf.data pipeline: at the same line.
+    [forward] = _found(report, Kind.JVP, Status.SKIP, "x")
+    assert str(forward.location).endswith("keras_predict_in_tape.py:13")
     assert _check("keras_predict_in_tape", "fixed", wrt="inputs").ok

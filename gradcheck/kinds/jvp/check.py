@@ -29,6 +29,7 @@ from gradcheck.kinds.jvp.evidence import (
     NoReverseVJP,
     ReverseNotFinite,
 )
+from gradcheck.load.locations import exception_location
 from gradcheck.numerics.tolerances import machine_eps
 from gradcheck.report import Cause, Kind, Mistake, Status
 
@@ -83,8 +84,8 @@ def _check_one(ctx: CheckContext, slot: Slot, rng: np.random.Generator) -> Findi
         if gap is not None:
             _gap_skip(found, slot.name, gap, where)
         else:
-            found.add(Kind.JVP, Status.SKIP,
-                      evidence=ForwardRaised(slot.name, first_line(exc)), **where)
+            found.add(Kind.JVP, Status.SKIP, evidence=ForwardRaised(slot.name, first_line(exc)),
+                      location=exception_location(exc), **where)
         return found
     if all(j is None for j in jvps) and reverse.value is not None and np.any(reverse.value):
         if gaps := _gaps(ctx, slot):  # the op without a forward-mode rule, at its line
