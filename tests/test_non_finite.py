@@ -81,6 +81,15 @@ def test_a_gradient_that_overflows_at_a_product_is_told_apart_from_an_infinite_d
     assert "scale the values" in result.message
 
 
+def test_a_fused_gradient_kernel_s_sign_is_said_to_be_the_upstream_s() -> None:
+    """SqrtGrad gives the upstream times 0.5 / sqrt(v): at v = 0 with an upstream of -1 that is
+    -inf, while the local derivative itself is +inf."""
+    report = gradcheck.check(fixture_target("non_finite", "margin_of_distances"))
+    result = _assert_found(report, "non_finite", "a", "infinite-derivative", "Sqrt", 101)
+    assert ("its local derivative at Sqrt(0) is infinite, so the gradient it passes back is"
+            " -inf (SqrtGrad in the backward pass)") in result.message
+
+
 def test_the_symptoms_are_located_at_the_op_too() -> None:
     report = gradcheck.check(fixture_target("non_finite", "transfer"))
     jacobian = _kind(report, "jacobian")[0]

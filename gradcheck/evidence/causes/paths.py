@@ -264,9 +264,15 @@ def _origin_words(origin: NonFiniteOp) -> str:
                 f" derivative is finite (up to {largest:.3g}), and the gradient coming back"
                 f" times it is beyond the float range and becomes {origin.produced}")
     if origin.backward:
-        kernel = f" ({origin.kernel} in the backward pass)" if origin.kernel != origin.op else ""
-        return (f"the gradient of {origin.name}{at}: its local derivative at"
-                f" {_call(origin)} is {origin.produced}{kernel}")
+        if origin.kernel == origin.op:  # the backward op computing the local derivative
+            return (f"the gradient of {origin.name}{at}: its local derivative at"
+                    f" {_call(origin)} is {origin.produced}")
+        # A fused kernel (SqrtGrad) gives the upstream times the local derivative: its sign is
+        # the upstream's.
+        local = "infinite" if origin.produced.endswith("inf") else "not finite"
+        return (f"the gradient of {origin.name}{at}: its local derivative at {_call(origin)}"
+                f" is {local}, so the gradient it passes back is {origin.produced}"
+                f" ({origin.kernel} in the backward pass)")
     overflowed = _value_overflow(origin)
     if overflowed is not None:
         largest = dict(_RANGES)[overflowed]
