@@ -60,6 +60,11 @@ CASES = {
     "vae-unscaled-features": Case(
         _fit(S.tabular_vae), 0, _line(S, "tf.exp(z_log_var)"),
         ("feature 2 of x is unscaled", "2.04e+04 .. 8.85e+04"), "features of x standardised"),
+    # Stack Overflow's "NaN loss output when training DNN with Keras": every column raw
+    "raw-features-every-column": Case(
+        _fit(S.raw_sensor_features), 0, _line(S, "return -tf.reduce_mean(y_true * tf.math.log"),
+        ("the features of x are unscaled", "and the others reach ±"),
+        "features of x standardised"),
     "focal-alpha-2": Case(
         _fit(S.focal), 10, _line(S, "neg = -(1 - alpha)"),
         ("unbounded below", "alpha=2"), None),

@@ -211,7 +211,8 @@ def _unscaled(value: np.ndarray, dtype_max: float, forward: Any, bad: np.ndarray
         argument=name, column=column, low=float(values.min()), high=float(values.max()),
         others=others, sample=_sample(bad, rows), dtype=str(np.dtype(forward.outputs[0]
                                                                       .dtype.as_numpy_dtype)),
-        dtype_max=dtype_max, layer=_layer(forward) if overflow and forward.type == "Cast" else "")
+        dtype_max=dtype_max, layer=_layer(forward) if overflow and forward.type == "Cast" else "",
+        alone=others < UNSCALED)
 
 
 def _upstream_of(traced: TracedValues, forward: Any) -> np.ndarray | None:

@@ -102,6 +102,7 @@ class UnscaledFeature(Source):
     dtype: str = "float32"
     dtype_max: float = 0.0
     layer: str = ""  # the layer that casts it, when the overflow is that cast's
+    alone: bool = True  # the other features are at unit scale
 
     def chain(self) -> str:
         column = f"feature {self.column} of {self.argument}" if self.column is not None \
@@ -112,6 +113,10 @@ class UnscaledFeature(Source):
             cast = f" where {self.layer} casts it to {self.dtype}" if self.layer else ""
             return (f"it comes from the batch: {column} ranges {_range(self.low, self.high)}"
                     f"{sample}, past {self.dtype}'s largest value {self.dtype_max:.6g}{cast}")
+        if not self.alone:
+            return (f"it comes from the batch: the features of {self.argument} are unscaled:"
+                    f" {column} ranges {_range(self.low, self.high)}{sample}, and the others"
+                    f" reach ±{self.others:.3g}")
         return (f"it comes from the batch: {column} is unscaled, {_range(self.low, self.high)}"
                 f"{sample}, while the other features are within ±{self.others:.3g}")
 
