@@ -212,7 +212,7 @@ def _unscaled(value: np.ndarray, dtype_max: float, forward: Any, bad: np.ndarray
         others=others, sample=_sample(bad, rows), dtype=str(np.dtype(forward.outputs[0]
                                                                       .dtype.as_numpy_dtype)),
         dtype_max=dtype_max, layer=_layer(forward) if overflow and forward.type == "Cast" else "",
-        alone=others < UNSCALED)
+        unscaled=int(np.sum(columns >= UNSCALED)) or 1, features=int(columns.size))
 
 
 def _upstream_of(traced: TracedValues, forward: Any) -> np.ndarray | None:

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 XY = ("x", "y", "sample_weight")
 # A weight this large was driven there by updates (initialisers give values near 1).
 DIVERGED = 1e6
+# Standardised inputs rarely exceed this: beyond it, normalising them is advice worth giving.
+UNIT_SCALE = 10.0
 
 
 def step_options(trigger: str, mode: str | None = None,
@@ -90,7 +92,7 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
         arguments = Arguments((model, *given), {}, "step")
     with preserved(model, moves_weights=bool(options.kinds & SWEPT_KINDS)):
         report = check_callable(function, lambda: arguments, options, settings, label)
-    diverged = _diverged(model, optimizer)
+    diverged = _diverged(model, optimizer, arrays if structure == "xy" else None)
     report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)),
                      checks=tuple(_untrained(_of_the_loss(c, diverged), model, without_gradient,
                                              lambda: function(*arguments.args,
@@ -173,8 +175,11 @@ def _untrained(result: Any, model: Any, without_gradient: Sequence[str],
                    evidence=UntrainedWeight(never_read=True, dropped_at=str(dropped_at)))
 
 
-def _diverged(model: Any, optimizer: Any) -> Any:
-    """The trainable weight of largest magnitude, when earlier updates made it huge."""
+def _diverged(model: Any, optimizer: Any, arrays: Mapping[str, Any] | None) -> Any:
+    """The trainable weight of largest magnitude, when earlier updates made it huge, and the
+    scale of fit's inputs (x, in `arrays`)."""
+    import numpy as np
+
     from gradcheck.evidence.causes import DivergedWeight
     from gradcheck.training.keras_snapshot import largest_weight
 
@@ -187,8 +192,12 @@ def _diverged(model: Any, optimizer: Any) -> Any:
         learning_rate = float(rate) if rate is not None else None
     except (TypeError, ValueError):  # a schedule
         learning_rate = None
+    inputs = [np.abs(a).max(initial=0.0) for name, a in (arrays or {}).items()
+              if (name == "x" or name.startswith("x/")) and getattr(a, "dtype", None) is not None
+              and a.dtype.kind == "f"]
+    largest = float(max(inputs)) if inputs else 0.0
     return DivergedWeight(found[0], found[1], type(optimizer).__name__ if optimizer else "",
-                          learning_rate)
+                          learning_rate, largest <= UNIT_SCALE if inputs else None, largest)
 
 
 def _of_the_loss(result: Any, diverged: Any) -> Any:
@@ -201,8 +210,10 @@ def _of_the_loss(result: Any, diverged: Any) -> Any:
     if isinstance(evidence, NonFiniteSeen) and not evidence.gradient:
         result = replace(result, evidence=replace(evidence, name="the loss"))
     facts = result.cause.facts if result.cause is not None else None
-    if diverged is not None and isinstance(facts, FirstNonFinite) and any(
-            abs(a) >= DIVERGED for a in facts.first.arguments):
+    # An op without elementwise arguments (MatMul, a convolution) turns finite inputs into
+    # inf only by overflowing: with a huge weight, that is the divergence too.
+    if diverged is not None and isinstance(facts, FirstNonFinite) and (
+            not facts.first.arguments or any(abs(a) >= DIVERGED for a in facts.first.arguments)):
         result = replace(result, cause=replace(result.cause,
                                                facts=replace(facts, diverged=diverged)))
     return result

@@ -121,12 +121,15 @@ class NonFiniteOp:
 @dataclasses.dataclass(frozen=True)
 class DivergedWeight:
     """A training step's weight that earlier updates drove to `magnitude` (its largest |value|),
-    and the optimizer that made them (its class and learning rate, when known)."""
+    the optimizer that made them (its class and learning rate, when known), and whether the
+    model's inputs are at unit scale (None: not known; else their largest |value|, `inputs`)."""
 
     weight: str
     magnitude: float
     optimizer: str = ""
     learning_rate: float | None = None
+    inputs_scaled: bool | None = None
+    inputs: float = 0.0
 
 
 # How the user wrote an op, with {v} for its (first) argument.
@@ -279,6 +282,8 @@ def _origin_words(origin: NonFiniteOp) -> str:
         return (f"{origin.name}{at}, which overflows: {_call(origin)} is beyond"
                 f" {overflowed}'s range (its largest value is {largest:.6g}), so it becomes"
                 f" {origin.produced}")
+    if not origin.arguments:  # a matrix op's: its inputs are finite, its value is not
+        return f"{origin.name}{at}, whose value is {origin.produced} from finite inputs"
     return f"{origin.name}{at}, whose value {_call(origin)} is {origin.produced}"
 
 
@@ -390,9 +395,12 @@ def _diverged_words(diverged: DivergedWeight) -> str:
 def _diverged_fix(diverged: DivergedWeight) -> str:
     setting = (f" ({diverged.optimizer}, learning_rate={diverged.learning_rate:g})"
                if diverged.learning_rate is not None else "")
-    return (f"training diverged: lower the learning rate{setting}, clip the gradients"
-            " (clipnorm=1.0 on the optimizer) or normalise the inputs; clipping this op's"
-            " input would only hide the divergence")
+    inputs = ("" if diverged.inputs_scaled else " or normalise the inputs" + (
+        f" (they reach ±{diverged.inputs:.3g})" if diverged.inputs_scaled is False else ""))
+    clip = "clip the gradients (clipnorm=1.0 on the optimizer)"
+    return (f"training diverged: lower the learning rate{setting},"
+            f" {clip + inputs if inputs else 'or ' + clip}; clipping this op's input would"
+            " only hide the divergence")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -102,7 +102,8 @@ class UnscaledFeature(Source):
     dtype: str = "float32"
     dtype_max: float = 0.0
     layer: str = ""  # the layer that casts it, when the overflow is that cast's
-    alone: bool = True  # the other features are at unit scale
+    unscaled: int = 1  # how many of the `features` are far from unit scale
+    features: int = 1
 
     def chain(self) -> str:
         column = f"feature {self.column} of {self.argument}" if self.column is not None \
@@ -113,8 +114,10 @@ class UnscaledFeature(Source):
             cast = f" where {self.layer} casts it to {self.dtype}" if self.layer else ""
             return (f"it comes from the batch: {column} ranges {_range(self.low, self.high)}"
                     f"{sample}, past {self.dtype}'s largest value {self.dtype_max:.6g}{cast}")
-        if not self.alone:
-            return (f"it comes from the batch: the features of {self.argument} are unscaled:"
+        if self.unscaled > 1:
+            which = (f"every feature of {self.argument} is" if self.unscaled == self.features
+                     else f"{self.unscaled} of {self.features} features of {self.argument} are")
+            return (f"it comes from the batch: {which} unscaled:"
                     f" {column} ranges {_range(self.low, self.high)}{sample}, and the others"
                     f" reach ±{self.others:.3g}")
         return (f"it comes from the batch: {column} is unscaled, {_range(self.low, self.high)}"
