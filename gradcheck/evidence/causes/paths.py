@@ -266,6 +266,9 @@ def _origin_words(origin: NonFiniteOp) -> str:
         return (f"the gradient of {origin.name}{at} overflows: at {_call(origin)} its local"
                 f" derivative is finite (up to {largest:.3g}), and the gradient coming back"
                 f" times it is beyond the float range and becomes {origin.produced}")
+    if origin.backward and not origin.arguments and origin.op in _LINEAR:  # a MatMul's
+        return (f"the gradient of {origin.name}{at}, which overflows: from finite values it"
+                f" gives {origin.produced}")
     if origin.backward:
         if origin.kernel == origin.op:  # the backward op computing the local derivative
             return (f"the gradient of {origin.name}{at}: its local derivative at"
