@@ -80,3 +80,63 @@ def test_a_fix_trial_reuses_the_function_that_fetched_the_values(tmp_path, monke
 def test_only_ops_that_keep_their_inputs_elements_share_a_flag(kind: str) -> None:
     assert kind in values._SAME_ELEMENTS
     assert not {"Cast", "StridedSlice", "GatherV2", "Slice"} & values._SAME_ELEMENTS
+
+
+class _Counted:
+    """A Keras layer (made on first use) that counts the model's eager calls."""
+
+    eager = 0
+
+    @classmethod
+    def layer(cls) -> Any:
+        import keras
+        import tensorflow as tf
+
+        class Counting(keras.layers.Layer):
+            def call(self, x: Any) -> Any:
+                if tf.executing_eagerly():
+                    cls.eager += 1
+                return x
+
+        return Counting()
+
+
+def _log_loss(y_true: Any, y_pred: Any) -> Any:
+    import tensorflow as tf
+
+    return tf.reduce_mean(tf.math.log(y_pred) - y_true)  # NaN where y_pred < 0
+
+
+def test_a_steps_diagnosis_calls_the_model_eagerly_once_to_bind_and_once_to_record(
+        tmp_path) -> None:
+    """A float32 step whose NaN is only located runs in float32, as fit ran it: no float64
+    call and backward pass of the model to choose its dtype (before: three eager calls)."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), _Counted.layer(),
+                              keras.layers.Dense(1, kernel_initializer="ones")])
+    model.compile(optimizer=keras.optimizers.SGD(1e-9), loss=_log_loss)
+    x = np.ones((16, 3), "float32")
+    x[9] = -1.0  # step 1: the output turns negative
+    y = np.zeros((16, 1), "float32")
+    lines: list[str] = []
+    watch = gradcheck.Watch(tmp_path, log=lines.append)
+    original = watch._diagnosis
+
+    def counted(*args: Any) -> Any:
+        before = _Counted.eager
+        found = original(*args)
+        counted.calls = _Counted.eager - before  # type: ignore[attr-defined]
+        return found
+
+    watch._diagnosis = counted  # type: ignore[method-assign]
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[watch])
+    finding = next(line for line in lines if "snapshot" in line)
+    assert "the loss is NaN in 1 of 1 element(s)" in finding, finding
+    assert "is Log (inside compile_loss/_log_loss)" in finding, finding
+    assert "whose value Log(-3) is NaN" in finding and "softplus" in finding, finding
+    assert counted.calls == 2, counted.calls  # type: ignore[attr-defined]
+    assert watch.last_report is not None
+    assert [i.dtype for i in watch.last_report.inputs if i.name in ("x", "y")] == [
+        "float32", "float32"]

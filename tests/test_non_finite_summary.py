@@ -83,3 +83,32 @@ def test_a_trial_reduces_to_all_finite_and_the_largest_gradient(broken: bool,
     assert bool(finite) is not broken
     if not broken:
         assert float(largest) == max(float(np.max(np.abs(g))) for g in gradients if g.size)
+
+
+@pytest.mark.parametrize("unknown_shapes", [False, True])
+def test_each_flag_is_whether_numpy_finds_every_element_finite(unknown_shapes: bool) -> None:
+    """One op per tensor (tfdbg's health summary): a finite tensor whose sum would overflow
+    stays finite; -inf, +inf and NaN in any float dtype, a complex part, are not."""
+    huge = np.full((64, 64), 3e38, "float32")  # its sum is +inf in float32
+    minus = np.ones((3, 4), "float64")
+    minus[2, 3] = -np.inf
+    half = np.array([1.0, 60000.0, -60000.0], "float16")
+    half_bad = np.array([1.0, np.inf], "float16")
+    complex_bad = np.array([1 + 1j, 2 + np.nan * 1j], "complex64")
+    complex_good = np.array([1 + 1j, 3e38 + 3e38j], "complex64")
+    arrays = [huge, minus, half, half_bad, np.zeros((0, 3), "float32"), complex_bad,
+              complex_good, np.array(np.nan, "float32"), *_arrays()]
+    made: list = []
+
+    def flagged(*tensors):
+        found = finite_flags(tensors)
+        made.extend(found[0].c_ops)
+        return found
+
+    flags, _ = _traced(flagged, arrays, unknown_shapes)
+    assert np.asarray(flags).tolist() == [bool(np.all(np.isfinite(a))) for a in arrays]
+    # One op per real tensor (before: two, three at an unknown rank), three to gather the
+    # flags, and a complex one's: its parts' flags (and a reshape at an unknown rank), its
+    # health row made of them.
+    complex_ops = (3 if unknown_shapes else 2) + 4 + 3
+    assert len(made) == len(arrays) - 2 + 3 + 2 * complex_ops, len(made)

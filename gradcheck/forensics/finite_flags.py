@@ -58,6 +58,26 @@ class _Nodes:
         return self.node(f"{name}_all", "All", [each, self.axes(1 if rank is None else rank)],
                          Tidx=self.tf.int32)
 
+    def health(self, name: str, tensor: Any) -> str:
+        """One op, [-1, 1.0 if any element of the tensor (given as `name`) is NaN or infinite
+        else 0.0] (float32): tfdbg's CURT_HEALTH summary, which reads the tensor in place;
+        IsFinite and All would make a bool copy of it and double the flags' ops to make."""
+        if tensor.dtype.is_complex:
+            bad = self.node(f"{name}_bad", "Cast", [
+                self.node(f"{name}_some", "LogicalNot", [self.all_finite(name, tensor)])],
+                SrcT=self.tf.bool, DstT=self.tf.float32)
+            return self.packed(f"{name}_health", [
+                self.constant("minus_one", -1.0, self.tf.float32), bad], self.tf.float32)
+        from tensorflow.core.protobuf import debug_event_pb2
+
+        made = self.graph_def.node.add(name=f"{name}_health", op="DebugNumericSummaryV2",
+                                       input=[name])
+        made.attr["T"].type = tensor.dtype.as_datatype_enum
+        made.attr["output_dtype"].type = self.tf.float32.as_datatype_enum
+        made.attr["tensor_debug_mode"].i = debug_event_pb2.TensorDebugMode.CURT_HEALTH
+        made.attr["tensor_id"].i = -1
+        return made.name
+
     def packed(self, name: str, inputs: Sequence[str], dtype: Any) -> str:
         made = self.graph_def.node.add(name=name, op="Pack", input=list(inputs))
         made.attr["T"].type = dtype.as_datatype_enum
@@ -139,13 +159,22 @@ def finite_flags(tensors: Sequence[Any], described: Sequence[Any] = ()) -> tuple
                 for name, source in ((count, tf.int32), (nan, tf.bool), (positive, tf.bool))]
         return nodes.packed(f"s{k}_row", [wide[0], first, *wide[1:]], tf.int64)
 
-    flags = [nodes.all_finite(nodes.given(f"t{k}", t), t) for k, t in enumerate(tensors)]
+    flags = _flags(nodes, [nodes.health(nodes.given(f"t{k}", t), t)
+                           for k, t in enumerate(tensors)]) if tensors else ""
     rows = [summary(k, tensor) for k, tensor in enumerate(described)]
-    found = iter(nodes.imported([name for name, parts in (
-        (nodes.packed("flags", flags, tf.bool), flags) if flags else ("", ()),
-        (nodes.packed("summaries", rows, tf.int64), rows) if rows else ("", ())) if parts]))
+    found = iter(nodes.imported([name for name in (
+        flags, nodes.packed("summaries", rows, tf.int64) if rows else "") if name]))
     return (next(found) if flags else tf.zeros([0], tf.bool),
             next(found) if rows else tf.zeros([0, 4], tf.int64))
+
+
+def _flags(nodes: _Nodes, health: Sequence[str]) -> str:
+    """Whether each tensor is finite (a bool vector): its health row's second element is 0."""
+    tf, one = nodes.tf, nodes.constant("one", 1, nodes.tf.int32)
+    bad = nodes.node("bad", "GatherV2", [nodes.packed("health", health, tf.float32), one, one],
+                     Tparams=tf.float32, Tindices=tf.int32, Taxis=tf.int32)
+    return nodes.node("flags", "Equal", [bad, nodes.constant("zero_float32", 0.0, tf.float32)],
+                      T=tf.float32)
 
 
 def finite_and_largest(tensors: Sequence[Any], gradients: Sequence[Any]) -> tuple[Any, Any]:

@@ -3,7 +3,7 @@ that trains) and `gradcheck replay` (on a snapshot, rebuilt only from code the u
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +71,7 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
                                 if not is_infinite_mask(array)})
     if bad_data:
         raise InputError(bad_data)
+    options = _in_the_steps_dtype(options, arrays.values(), model)
     if loss_fn is None and own_train_step(model):
         loss_fn = train_step_loss  # the loss the user's train_step differentiates
     if loss_fn is None and not compiled_loss(model):
@@ -111,6 +112,22 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
     found = health_results([str(n) for n in health["names"].tolist()], health["norms"],
                            health["zeros"])
     return replace(report, checks=report.checks + tuple(found))
+
+
+def _in_the_steps_dtype(options: CheckOptions, arrays: Iterable[Any], model: Any
+                        ) -> CheckOptions:
+    """Only locating a NaN, with a float32 batch and model: the step in float32, as it ran.
+    Promotion to float64 (which a float32 model undoes at its inputs) would cost the
+    diagnosis a taped call and backward pass of the model to choose between the two."""
+    from gradcheck.report import Kind
+    from gradcheck.targets.keras import compute_dtype
+
+    floats = {str(a.dtype) for a in arrays if getattr(a, "dtype", None) is not None
+              and a.dtype.kind in "fc"}
+    if options.dtype != "auto" or not options.kinds <= {Kind.NON_FINITE} or floats != {
+            "float32"} or compute_dtype(model) not in (None, "float32"):
+        return options
+    return replace(options, dtype="float32")
 
 
 def _bound(function: Callable[..., Any], fixed: Mapping[str, Any], model: Any
