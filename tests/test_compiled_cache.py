@@ -152,18 +152,27 @@ def test_compiled_parity_verdicts_are_the_same_on_a_second_call(function: str) -
         (c.check, c.status, c.message) for c in first.checks]
 
 
-@pytest.mark.parametrize(("module", "function"), [
-    ("compiled_parity", "python_control_flow"), ("compiled_parity", "py_func"),
-    ("custom_gradient_wrong_values", "softplus"), ("real_tf_gaps", "sign"),
-    ("tf_gaps", "resize_v1")])
-def test_forward_mode_and_compiled_verdicts_are_the_same_when_reused(module: str,
-                                                                     function: str) -> None:
+@pytest.mark.parametrize(("module", "function", "same_evidence"), [
+    ("compiled_parity", "python_control_flow", True), ("compiled_parity", "py_func", True),
+    ("custom_gradient_wrong_values", "softplus", True), ("real_tf_gaps", "sign", True),
+    # XLA's float64 gradient of resize_bilinear (v1) on CPU fills 5 of its 9 elements with
+    # memory it never wrote (4.7e-310, 1.1e161, ... changing from run to run): its compiled
+    # FAIL is stable, but whether the garbage holds a NaN is not.
+    ("tf_gaps", "resize_v1", False)])
+def test_forward_mode_and_compiled_verdicts_are_the_same_when_reused(
+        module: str, function: str, same_evidence: bool) -> None:
     loaded = fixture_module(module)
     f, inputs = getattr(loaded, function), getattr(loaded, f"{function}_inputs")
     first, second = (gradcheck.check(f, *inputs) for _ in range(2))
-    # What each check found; not its numbers: multi-threaded kernels may sum in another order
-    assert [(c.check, c.status, c.input, type(c.evidence)) for c in second.checks] == [
-        (c.check, c.status, c.input, type(c.evidence)) for c in first.checks]
+
+    def found(report: Report) -> list[tuple[Any, ...]]:
+        # What each check found; not its numbers: multi-threaded kernels may sum in another
+        # order
+        return [(c.check, c.status, c.input, type(c.evidence) if same_evidence else None)
+                for c in report.checks]
+
+    assert found(second) == found(first)
+    assert same_evidence or any(c.check == "compiled" and c.failed for c in first.checks)
 
 
 def test_the_cache_is_bounded_and_holds_no_function() -> None:
