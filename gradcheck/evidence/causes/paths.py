@@ -398,12 +398,14 @@ def _diverged_words(diverged: DivergedWeight) -> str:
 def _diverged_fix(diverged: DivergedWeight) -> str:
     setting = (f" ({diverged.optimizer}, learning_rate={diverged.learning_rate:g})"
                if diverged.learning_rate is not None else "")
-    inputs = ("" if diverged.inputs_scaled else " or normalise the inputs" + (
-        f" (they reach ±{diverged.inputs:.3g})" if diverged.inputs_scaled is False else ""))
     clip = "clip the gradients (clipnorm=1.0 on the optimizer)"
-    return (f"training diverged: lower the learning rate{setting},"
-            f" {clip + inputs if inputs else 'or ' + clip}; clipping this op's input would"
-            " only hide the divergence")
+    if diverged.inputs_scaled:
+        advice = f"or {clip}"
+    else:
+        reach = f" (they reach ±{diverged.inputs:.3g})" if diverged.inputs_scaled is False else ""
+        advice = f"{clip} or normalise the inputs{reach}"
+    return (f"training diverged: lower the learning rate{setting}, {advice}; clipping this op's"
+            " input would only hide the divergence")
 
 
 @dataclasses.dataclass(frozen=True)

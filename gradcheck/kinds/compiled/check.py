@@ -67,7 +67,8 @@ def _not_compiled(ctx: CheckContext, mode: str, exc: BaseException, jit: bool) -
     """A compiled VJP that could not run, at the line of f that made it so."""
     status, evidence, cause = _trace_failure(ctx, mode, exc, jit)
     if isinstance(evidence, Untraceable):
-        location = exception_location(exc)
+        raising = getattr(exc, RAISING_GRADIENT, None)
+        location = exception_location(exc) or (raising.location if raising else None)
     else:
         # An XLA error is raised by the runtime, under gradcheck's frames only: its line is
         # that of the op the error names.

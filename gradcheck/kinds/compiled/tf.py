@@ -80,11 +80,7 @@ def _vjp_body(output_indices: tuple[int, ...], count: int, converted: bool
                 u if u.dtype == t.dtype else tf.cast(u, t.dtype)
                 for u, t in zip(tensors[count:], targets)])
         except Exception as exc:  # tf.function's handler will drop TensorFlow's own frames
-            raising = _raising_gradient(exc)
-            setattr(exc, RAISING_GRADIENT, raising)
-            if raising is not None and raising.location is not None \
-                    and not hasattr(exc, "location"):
-                exc.location = raising.location  # type: ignore[attr-defined]
+            setattr(exc, RAISING_GRADIENT, _raising_gradient(exc))
             raise
         return [tf.zeros(0, tf.float64) if g is None else tf.cast(
             tf.convert_to_tensor(g), tf.float64) for g in grads] + [
