@@ -19,12 +19,18 @@ TENSORFLOW_MISSING = (
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-class _OwnRetracing(logging.Filter):
-    """Drops TensorFlow's "triggered tf.function retracing" warnings when gradcheck's code is
-    on the stack (its checks trace f and its VJP afresh on purpose); the user's own stay."""
+_PFOR = os.path.join("parallel_for", "pfor.py")
+
+
+class _OwnMachinery(logging.Filter):
+    """Drops what TensorFlow logs about gradcheck's own machinery when gradcheck's code is on
+    the stack: "triggered tf.function retracing" (its checks trace f and its VJP afresh on
+    purpose) and pfor's conversion errors, op dumps included (it tries vectorisation first and
+    falls back, saying so, where that fails). The user's own stay."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if "triggered tf.function retracing" not in str(record.msg):
+        if ("triggered tf.function retracing" not in str(record.msg)
+                and not record.pathname.endswith(_PFOR)):
             return True
         frame = sys._getframe(1)
         while frame is not None:
@@ -108,8 +114,8 @@ def imported() -> Any:
             tf.get_logger().setLevel("ERROR")
     tf = sys.modules["tensorflow"]
     logger = tf.get_logger()
-    if not any(isinstance(f, _OwnRetracing) for f in logger.filters):
-        logger.addFilter(_OwnRetracing())
+    if not any(isinstance(f, _OwnMachinery) for f in logger.filters):
+        logger.addFilter(_OwnMachinery())
     return tf
 
 
