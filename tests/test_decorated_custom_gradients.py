@@ -118,3 +118,16 @@ def test_sites_made_by_one_library_wrapper_stay_apart() -> None:
 def test_right_gradients_behind_library_wrappers_pass(function: str) -> None:
     report = _generic_report(function)
     assert report.ok, str(report)
+
+
+def test_a_grad_fn_tensorflow_refuses_for_its_variables_is_the_first_finding() -> None:
+    # The user's own run raises TypeError before any value exists: that comes first, before
+    # the values gradcheck measured on its repair of the grad_fn (here also clipped).
+    layer = fixture_module("layer_method_custom_gradient")
+    x = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float32)
+    report = gradcheck.check(layer.f, x)
+    first = report.sorted_checks()[0]
+    assert first.check == "custom-gradient" and first.cause is not None, str(report)
+    assert first.cause.mistake == "variables", str(report)
+    assert "variables=None" in first.message and "clipped_linear" in first.message
+    assert str(first.location).endswith("layer_method_custom_gradient.py:21"), str(report)

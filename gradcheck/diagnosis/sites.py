@@ -183,7 +183,12 @@ def site_results(site: Site, top_function: Callable[..., Any], top_report: Repor
         found = [] if report is None else translate(site, report, Probe(
             _shape_evidence(site, named), _upstream_evidence(site, named)))
         found += _forward_mode_gaps(site, named, options)
-    return _without_refused(site, found) + violation_results(site) + variable_results(site)
+    violations = violation_results(site)
+    # A grad_fn without `variables=` first: TensorFlow refuses it outright (the user's own run
+    # never gets further), and the values above were measured on gradcheck's repair of it.
+    refused = [r for r in violations if r.cause and r.cause.mistake == Mistake.VARIABLES]
+    return (refused + _without_refused(site, found)
+            + [r for r in violations if r not in refused] + variable_results(site))
 
 
 def _without_refused(site: Site, found: list[CheckResult]) -> list[CheckResult]:
