@@ -13,7 +13,7 @@ from gradcheck.checks.context import CheckContext, Findings
 from gradcheck.checks.explain import explanation
 from gradcheck.checks.upstream import check_upstreams
 from gradcheck.checks.weights import unbuilt_layer_results, variable_in_call_results
-from gradcheck.engine.binding import prepare
+from gradcheck.engine.binding import Prepared, prepare
 from gradcheck.engine.program import (
     Evaluation,
     Origin,
@@ -234,6 +234,41 @@ def _full_mode(ctx: CheckContext) -> tuple[Findings, list[tuple[JudgedInput, Gra
     return found, inputs
 
 
+def _prepared_and_recorded(function: Callable[..., Any], named: Sequence[NamedArgument],
+                           options: CheckOptions, evaluation: Evaluation
+                           ) -> tuple[Prepared, Recording]:
+    """f bound and called once, then called under a GradientTape. Locating a NaN compares no
+    two calls: where binding takes one call (one dtype to try), the taped call is the only one
+    (on ResNet50, one eager forward pass less); where f raises there, the untaped call runs
+    first again, so that f's error reads as it always does."""
+    bound = _bound_uncalled(named, options, evaluation)
+    prepared = bound or prepare(function, named, options.dtype, evaluation)
+    if bound is not None:
+        prepared = replace(bound, program=replace(bound.program, function=function))
+    evaluation.announce(f"{function_name(function)} under a GradientTape")
+    try:
+        return prepared, record(prepared.program)
+    except Exception:
+        if bound is not None:
+            prepare(function, named, options.dtype, evaluation)  # raises as f alone raises
+        raise
+
+
+def _bound_uncalled(named: Sequence[NamedArgument], options: CheckOptions,
+                    evaluation: Evaluation) -> Prepared | None:
+    """f's arguments bound as `prepare` binds them, without calling f, when only a NaN is
+    located and binding would call f once (else None: dtypes tried against each other)."""
+    if not options.kinds <= {Kind.NON_FINITE}:
+        return None
+    calls: list[None] = []
+
+    def uncalled(*args: Any, **kwargs: Any) -> None:
+        calls.append(None)
+
+    bound = prepare(uncalled, named, options.dtype, evaluation)
+    return bound if len(calls) == 1 and not bound.notes else None
+
+
 def check_function(function: Callable[..., Any], named: Sequence[NamedArgument],
                options: CheckOptions, settings: CheckSettings, target_label: str) -> Report:
     """Evaluate f, compare autodiff with finite differences, and report every finding."""
@@ -247,18 +282,17 @@ def check_program(function: Callable[..., Any], named: Sequence[NamedArgument],
     name = function_name(function)
     evaluation = Evaluation(vectorise=settings.vectorise, wrt=options.wrt, phase=settings.phase)
     evaluation.announce(f"the first calls of {name} and its gradient")
-    prepared = prepare(function, named, options.dtype, evaluation)
-    evaluation.announce(f"{name} under a GradientTape")
-    ctx, sizing = _context(record(prepared.program), options, settings)
+    prepared, recording = _prepared_and_recorded(function, named, options, evaluation)
+    ctx, sizing = _context(recording, options, settings)
     recording, program = ctx.recording, ctx.program
     validate_registered(ctx)
     found = Findings(notes=[*prepared.notes, *recording.notes, *sizing] + [
         s.note for s in program.slots if s.note] + [
         OutputNotChecked(o.name, o.reason or "") for o in recording.outputs
         if not o.differentiable])
-    changed = changed_between_calls(prepared.result, recording, ctx.diff_outputs, name)
-    if options.kinds <= {Kind.NON_FINITE}:
-        changed = None  # one evaluation locates the op: random draws do not stand in its way
+    # Locating a NaN takes one evaluation: random draws do not stand in its way.
+    changed = None if options.kinds <= {Kind.NON_FINITE} else changed_between_calls(
+        prepared.result, recording, ctx.diff_outputs, name)
     if changed is None and ctx.wants(Kind.NONDETERMINISM):
         changed = backward_changed(recording, ctx.diff_outputs, ctx.upstreams, name)
     judged: list[tuple[JudgedInput, GradientOutcome]] = []

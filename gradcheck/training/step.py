@@ -93,7 +93,7 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
         arguments = Arguments((model, *given), {}, "step")
     with preserved(model, moves_weights=bool(options.kinds & SWEPT_KINDS)):
         report = check_callable(function, lambda: arguments, options, settings, label)
-    diverged = _diverged(model, optimizer, arrays if structure == "xy" else None)
+    diverged = _once(lambda: _diverged(model, optimizer, arrays if structure == "xy" else None))
     report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)),
                      checks=tuple(_untrained(_of_the_loss(c, diverged), model, without_gradient,
                                              lambda: function(*arguments.args,
@@ -217,9 +217,22 @@ def _diverged(model: Any, optimizer: Any, arrays: Mapping[str, Any] | None) -> A
                           learning_rate, largest <= UNIT_SCALE if inputs else None, largest)
 
 
-def _of_the_loss(result: Any, diverged: Any) -> Any:
+def _once(compute: Callable[[], Any]) -> Callable[[], Any]:
+    """`compute`, called at the first call only (its result kept for the later ones)."""
+    kept: list[Any] = []
+
+    def once() -> Any:
+        if not kept:
+            kept.append(compute())
+        return kept[0]
+
+    return once
+
+
+def _of_the_loss(result: Any, diverged: Callable[[], Any]) -> Any:
     """A finding about the function's output speaks of the step's loss; a non-finite value
-    made from a huge argument, when a weight is huge, names it and the optimizer behind it."""
+    made from a huge argument, when a weight is huge, names it and the optimizer behind it
+    (`diverged()`, the weights scanned only for such a value)."""
     from gradcheck.evidence.causes import FirstNonFinite
     from gradcheck.evidence.non_finite import NonFiniteSeen
 
@@ -229,10 +242,11 @@ def _of_the_loss(result: Any, diverged: Any) -> Any:
     facts = result.cause.facts if result.cause is not None else None
     # An op without elementwise arguments (MatMul, a convolution) turns finite inputs into
     # inf only by overflowing: with a huge weight, that is the divergence too.
-    if diverged is not None and isinstance(facts, FirstNonFinite) and (
-            not facts.first.arguments or any(abs(a) >= DIVERGED for a in facts.first.arguments)):
+    if isinstance(facts, FirstNonFinite) and (
+            not facts.first.arguments or any(abs(a) >= DIVERGED for a in facts.first.arguments)
+    ) and (found := diverged()) is not None:
         result = replace(result, cause=replace(result.cause,
-                                               facts=replace(facts, diverged=diverged)))
+                                               facts=replace(facts, diverged=found)))
     return result
 
 
