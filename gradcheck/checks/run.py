@@ -242,9 +242,8 @@ def _prepared_and_recorded(function: Callable[..., Any], named: Sequence[NamedAr
     (on ResNet50, one eager forward pass less); where f raises there, the untaped call runs
     first again, so that f's error reads as it always does."""
     bound = _bound_uncalled(named, options, evaluation)
-    prepared = bound or prepare(function, named, options.dtype, evaluation)
-    if bound is not None:
-        prepared = replace(bound, program=replace(bound.program, function=function))
+    prepared = prepare(function, named, options.dtype, evaluation) if bound is None else replace(
+        bound, program=replace(bound.program, function=function))
     evaluation.announce(f"{function_name(function)} under a GradientTape")
     try:
         return prepared, record(prepared.program)

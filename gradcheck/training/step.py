@@ -3,6 +3,7 @@ that trains) and `gradcheck replay` (on a snapshot, rebuilt only from code the u
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -93,7 +94,8 @@ def check_step(model: Any, loss_fn: Callable[..., Any] | None, batch: Sequence[A
         arguments = Arguments((model, *given), {}, "step")
     with preserved(model, moves_weights=bool(options.kinds & SWEPT_KINDS)):
         report = check_callable(function, lambda: arguments, options, settings, label)
-    diverged = _once(lambda: _diverged(model, optimizer, arrays if structure == "xy" else None))
+    diverged = functools.cache(
+        lambda: _diverged(model, optimizer, arrays if structure == "xy" else None))
     report = replace(report, notes=tuple(n for n in report.notes if not _machinery(n)),
                      checks=tuple(_untrained(_of_the_loss(c, diverged), model, without_gradient,
                                              lambda: function(*arguments.args,
@@ -215,18 +217,6 @@ def _diverged(model: Any, optimizer: Any, arrays: Mapping[str, Any] | None) -> A
     largest = float(max(inputs)) if inputs else 0.0
     return DivergedWeight(found[0], found[1], type(optimizer).__name__ if optimizer else "",
                           learning_rate, largest <= UNIT_SCALE if inputs else None, largest)
-
-
-def _once(compute: Callable[[], Any]) -> Callable[[], Any]:
-    """`compute`, called at the first call only (its result kept for the later ones)."""
-    kept: list[Any] = []
-
-    def once() -> Any:
-        if not kept:
-            kept.append(compute())
-        return kept[0]
-
-    return once
 
 
 def _of_the_loss(result: Any, diverged: Callable[[], Any]) -> Any:
