@@ -36,3 +36,13 @@ def test_mixed_bfloat16_gradient_within_its_precision_passes_vjp() -> None:
     report = gradcheck.check(module.bfloat16_loss, module.images, wrt="variables")
     assert report.ok, [(c.check, c.input, c.message) for c in report.checks if c.failed]
     assert any(c.check == "vjp" and c.status == "pass" for c in report.checks)
+
+
+def test_float16_relu_layer_under_a_scaled_loss_has_no_false_alarm() -> None:
+    """keras-team/keras#19479: the float16 step crosses other samples' ReLU kinks, so autodiff
+    along it is a line with a step in it, not a curve; a kernel element was a 2x false alarm."""
+    module = fixture_module(FIXTURE)
+    report = gradcheck.check(module.scaled_float16_loss, module.scaled, module.scaled_x,
+                             module.scaled_y)
+    assert report.ok, [(c.check, c.input, c.message) for c in report.checks if c.failed]
+    assert any(c.check == "kink" and c.input.endswith("kernel") for c in report.checks)

@@ -156,6 +156,10 @@ def jumps(plus1: np.ndarray, minus1: np.ndarray, plus2: np.ndarray, minus2: np.n
 # explains (a step of height J leaves about J/4 at the points used; a smooth derivative, its
 # rounding).
 KINK_RESIDUAL_SHARE = 0.1
+# Or a line with one step in it fits autodiff this many times closer than any quadratic: the
+# derivative of a ReLU network's squared error is piecewise linear, and a float16 step wide
+# enough to rise above rounding crosses other samples' kinks.
+STEP_FIT_RATIO = 3.0
 
 
 def crossed_kink_between(moves: np.ndarray, derivatives: np.ndarray, centre: float,
@@ -178,8 +182,23 @@ def crossed_kink_between(moves: np.ndarray, derivatives: np.ndarray, centre: flo
     low, high = float(values.min()), float(values.max())
     margin = (high - low) / 3.0 + allowed
     within = low - margin <= difference <= high + margin
-    return bool(within and unexplained > max(allowed, KINK_RESIDUAL_SHARE
-                                             * abs(difference - centre)))
+    floor = KINK_RESIDUAL_SHARE * abs(difference - centre)
+    stepped = (STEP_FIT_RATIO * _step_fit_residual(positions / scale, values) < unexplained
+               and unexplained > max(allowed / 2.0, floor))
+    return bool(within and (unexplained > max(allowed, floor) or stepped))
+
+
+def _step_fit_residual(positions: np.ndarray, values: np.ndarray) -> float:
+    """How far the closest line with one step between neighbouring positions leaves the
+    values (largest residual of the least-squares fit)."""
+    order = np.argsort(positions)
+    x, y = positions[order], values[order]
+    best = np.inf
+    for start in range(1, x.size):
+        design = np.stack([np.ones_like(x), x, (np.arange(x.size) >= start).astype(float)], 1)
+        coefficients = np.linalg.lstsq(design, y, rcond=None)[0]
+        best = min(best, float(np.max(np.abs(design @ coefficients - y))))
+    return best
 
 
 # Elements per array that one pass of a blocked loop works on: its arrays stay in the cache.
