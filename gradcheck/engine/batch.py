@@ -21,6 +21,7 @@ from gradcheck.engine.program import (
 from gradcheck.engine.runtime import tensorflow
 from gradcheck.errors import FunctionError, Phase
 from gradcheck.evidence.notes import PointByPoint
+from gradcheck.load.locations import exception_location
 from gradcheck.numerics import float32
 from gradcheck.numerics.differences import STEP_FACTORS, points_along
 from gradcheck.numerics.tolerances import machine_eps
@@ -49,6 +50,18 @@ def _require_same_change(arrays: Sequence[np.ndarray], eager_last: Sequence[np.n
             if not np.allclose(array[-1] - array[0], last - middle, rtol=1e-2, atol=0.0) and \
                     np.any(np.abs((array[-1] - array[0]) - (last - middle)) > noise):
                 raise ValueError("vectorised evaluation disagrees with eager evaluation")
+
+
+# Of an exception's message, at most this many characters go into a note.
+SHOWN_MESSAGE = 80
+
+
+def _first_line(exc: BaseException) -> str:
+    """`Type: first line of the message`, shortened to SHOWN_MESSAGE characters."""
+    line = next((text.strip() for text in str(exc).splitlines() if text.strip()), "")
+    if len(line) > SHOWN_MESSAGE:
+        line = line[:SHOWN_MESSAGE - 1].rstrip() + "…"
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
 def _selected_outputs(result: Any, output_indices: Sequence[int]) -> list[Any]:
@@ -146,7 +159,8 @@ class BatchEvaluator:
                 self.vectorised = None
                 self.strategy = "loop"
                 self.fallback_reason = PointByPoint(
-                    self.program.slots[self.slot_index].name, type(exc).__name__)
+                    self.program.slots[self.slot_index].name, _first_line(exc),
+                    at=exception_location(exc))
         return self._evaluate_loop(points)
 
     def _evaluate_vectorised(self, points: np.ndarray) -> list[np.ndarray]:

@@ -269,16 +269,21 @@ class CalledTraining(Note):
 @dataclasses.dataclass(frozen=True)
 class PointByPoint(Note):
     """Finite differences for `input` evaluated f point by point: vectorised evaluation
-    raised `failed` (an exception's type), or `input` is a tf.Variable, or vectorisation is
-    off."""
+    raised `failed` (an exception's type and first line; `at`, the user's line it came from,
+    if any), or `input` is a tf.Variable, or vectorisation is off."""
 
     input: str
     failed: str | None = None
     variable: bool = False
+    at: Location | None = None
 
     def words(self) -> str:
-        why = (f"vectorised evaluation failed ({self.failed})" if self.failed is not None else
-               f"{self.input} is a tf.Variable" if self.variable else "vectorisation is off")
+        if self.failed is not None:
+            where = f" at {self.at}" if self.at is not None else ""
+            why = (f"tf.vectorized_map could not run f on many points at once: {self.failed}"
+                   f"{where}; the verdicts are the same, only slower")
+        else:
+            why = f"{self.input} is a tf.Variable" if self.variable else "vectorisation is off"
         return f"finite differences for {self.input} evaluated f point by point ({why})"
 
 
