@@ -52,6 +52,11 @@ LOCATED = [
     ("assign_into_variable", "f", "graph-break", "fail", 9, "assigned into a tf.Variable"),
     ("assign_into_variable", "overwrites_weight", "graph-break", "fail", 22,
      "f assigns into weight before it reads it"),
+    ("assign_into_variable", "assigns_a_patch", "graph-break", "fail", 36,
+     ("a value computed from patch is assigned into a tf.Variable",
+      "tf.tensor_scatter_nd_update")),
+    ("assign_into_variable", "assigns_a_patch", "graph-break", "fail", 36,
+     "f assigns into canvas before it reads it: the values it assigns over do not matter"),
     ("python_float", "f", "graph-break", "fail", 7, "float()"),
     ("numpy_function_path", "f", "graph-break", "fail", 8, "tf.numpy_function"),
     # (several phrases: all must appear)
@@ -173,11 +178,15 @@ def test_a_cut_that_cannot_be_located_is_said_honestly() -> None:
 def test_a_cut_on_a_variable_argument_is_located() -> None:
     """The graph walk starts from the variable's reads, as it does for weights f reads."""
     variable = tf.Variable([0.5, 1.5], dtype=tf.float64)
-    report = gradcheck.check(lambda v: tf.exp(tf.stop_gradient(v * 2.0)), variable)
+    def stopped(v: tf.Variable) -> tf.Tensor:
+        return tf.exp(tf.stop_gradient(v * 2.0))
+
+    report = gradcheck.check(stopped, variable)
     cut = findings(report, "graph-break")
     assert [c.status for c in cut] == ["fail"]
     assert "tf.stop_gradient blocks the gradient from v" in cut[0].message
-    assert str(cut[0].location).endswith("test_diagnosis.py:176")
+    assert str(cut[0].location).endswith(
+        f"test_diagnosis.py:{stopped.__code__.co_firstlineno + 1}")
 
 
 def test_callable_api_still_finds_graph_breaks() -> None:

@@ -14,11 +14,10 @@ from gradcheck.engine.neighbourhood import moved_program
 from gradcheck.engine.program import Program
 from gradcheck.engine.runtime import tensorflow
 from gradcheck.evidence import Location
+from gradcheck.forensics.op_types import VARIABLE_WRITE_OPS
 from gradcheck.forensics.site_lines import layer_line
 from gradcheck.forensics.values import TracedValues, op_location, trace_values
 
-VARIABLE_WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-                             "ResourceScatterAdd", "ResourceScatterUpdate"})
 _RANDOM = re.compile(r"Random|TruncatedNormal|Multinomial|StatefulUniform|StatefulStandard"
                      r"|StatefulTruncated|RngReadAndSkip|RngSkip")
 # Ops with a kink at 0 of their (first) input, and those with one where two inputs tie.
@@ -80,7 +79,7 @@ def stateful_sites(program: Program, output_indices: Sequence[int]) -> list[OpSi
     if traced is None:
         return []
     return [_site(traced, op) for op in traced.ops
-            if op.type in VARIABLE_WRITES or _RANDOM.search(op.type)]
+            if op.type in VARIABLE_WRITE_OPS or _RANDOM.search(op.type)]
 
 
 def recomputed_random_sites(program: Program, output_indices: Sequence[int]) -> list[OpSite]:

@@ -24,8 +24,6 @@ PYTHON_FUNCTION_OPS = frozenset({"PyFunc", "PyFuncStateless"})
 # a cut only when the source gets no gradient at all.
 EAGER_FUNCTION_OPS = frozenset({"EagerPyFunc"})
 FUNCTION_CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
-VARIABLE_WRITE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp",
-                                "AssignSubVariableOp"})
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from gradcheck.engine.runtime import tensorflow
 from gradcheck.forensics.cut_ops import (
     STOP_OPS,
     VALUE_INDEPENDENT_OPS,
-    VARIABLE_WRITE_OPS,
     CutSite,
     frames_location,
     op_cut,
 )
+from gradcheck.forensics.op_types import OVERWRITING_WRITES, VARIABLE_WRITE_OPS
 from gradcheck.forensics.stop_gradients import harmless_stops
 
 
@@ -172,18 +172,20 @@ def _starts(graph: Any, slot: Any) -> list[Any]:
             if op.type == "ReadVariableOp" and any(op.inputs[0] is h for h in handles)]
 
 
-def _overwritten(graph: Any, slot: Any) -> CutSite | None:
-    """A variable source that f assigns before it first reads it: f never sees its value on
-    entry (tape.gradient differentiates the value read after the assignment)."""
+def _overwritten(graph: Any, slot: Any, backward: set[Any]) -> CutSite | None:
+    """A variable source that f assigns (all of it or a slice) before it first reads it for
+    the outputs (`backward`: the ops they need; `v[:2].assign(...)` reads v for nothing
+    first): f never sees what it assigns over (tape.gradient differentiates the value read
+    after the assignment)."""
     if not slot.is_variable:
         return None
     handles = _variable_handles(graph, slot)
     for op in graph.get_operations():
         if not any(t is h for t in op.inputs[:1] for h in handles):
             continue
-        if op.type == "AssignVariableOp":
+        if op.type in OVERWRITING_WRITES:
             return CutSite("overwritten", frames_location(op.traceback), op.type)
-        if op.type == "ReadVariableOp" or op.type in VARIABLE_WRITE_OPS:
+        if (op.type == "ReadVariableOp" and op in backward) or op.type in VARIABLE_WRITE_OPS:
             return None
     return None
 
@@ -241,13 +243,13 @@ def graph_cuts(program: Program, slot_index: int, no_gradient: bool = False,
     graph, stopped, note = _trace(program, slot_index)
     if graph is None:
         return _untraced_cuts(program, slot_index, stopped, no_gradient, none), note
-    overwritten = _overwritten(graph, program.slots[slot_index])
+    backward = ops_feeding(graph.outputs)
+    overwritten = _overwritten(graph, program.slots[slot_index], backward)
     if overwritten is not None:
         return [overwritten], None
     starts = _starts(graph, program.slots[slot_index])
     if not starts:
         return [], "the traced graph never reads this variable"
-    backward = ops_feeding(graph.outputs)
     if no_gradient:
         return _first_cuts(graph, starts, backward), None
     forward = _reachable_forward(starts)

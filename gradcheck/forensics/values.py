@@ -23,6 +23,7 @@ from gradcheck.forensics.non_finite_summary import (
     read_summaries,
     summarisable,
 )
+from gradcheck.forensics.op_types import VARIABLE_WRITE_OPS
 from gradcheck.forensics.site_lines import op_layer_line
 from gradcheck.forensics.subgraphs import Subgraph, computed
 from gradcheck.load.locations import innermost_user_frame
@@ -361,13 +362,12 @@ def _sharing_flags(checked: Sequence[Any]) -> dict[str, str]:
 
 # Ops whose outputs differ from run to run: fed back when the graph runs again.
 _RANDOM = re.compile(r"Random|Multinomial|TruncatedNormal|Shuffle")
-_ASSIGNS = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
 
 
 def _volatile(ops: Sequence[Any]) -> list[Any]:
     """The float tensors a second run would compute differently: random ops' outputs and reads
     of the variables the graph assigns (a seed generator's state, a batch norm's statistics)."""
-    assigned = {id(op.inputs[0]) for op in ops if op.type in _ASSIGNS and op.inputs}
+    assigned = {id(op.inputs[0]) for op in ops if op.type in VARIABLE_WRITE_OPS and op.inputs}
     return [t for op in ops if _RANDOM.search(op.type) or (
         op.type == "ReadVariableOp" and id(op.inputs[0]) in assigned)
         for t in op.outputs if _fetchable(t)]

@@ -70,10 +70,11 @@ CUTS: dict[Mistake, tuple[str, str]] = {
         "{op} on the path from {input} is marked not differentiable", "use a differentiable op"),
     Mistake.ASSIGN: (
         "a value computed from {input} is assigned into a tf.Variable and read back: the read"
-        " has no gradient to it", "use the tensor itself instead of a variable round trip"),
+        " has no gradient to it", "use the tensor itself instead of a variable round trip"
+        " (into part of a tensor: tf.tensor_scatter_nd_update, or tf.concat of the parts)"),
     Mistake.OVERWRITTEN: (
-        "f assigns into {input} before it reads it: its value on entry does not matter to f,"
-        " but tape.gradient differentiates the value read after the assignment",
+        "f assigns into {input} before it reads it: the values it assigns over do not matter"
+        " to f, but tape.gradient differentiates the value read after the assignment",
         "read the variable before assigning it, or pass the value as a tensor argument (a"
         " tf.Variable holds state; assigning into it is not a differentiable step)"),
 }

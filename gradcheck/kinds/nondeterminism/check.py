@@ -12,12 +12,12 @@ from gradcheck.engine.program import OutputLeaf, flatten_outputs, output_base
 from gradcheck.engine.recording import Recording
 from gradcheck.evidence.causes import OutputChanged
 from gradcheck.forensics.culprits import (
-    VARIABLE_WRITES,
     backward_nondeterministic_sites,
     is_random_op,
     recomputed_random_sites,
     stateful_sites,
 )
+from gradcheck.forensics.op_types import VARIABLE_WRITE_OPS
 from gradcheck.kinds.nondeterminism.evidence import (
     BackwardNondeterministic,
     ChangingState,
@@ -88,7 +88,7 @@ def changed_between_calls(first: Any, recording: Recording, diff_outputs: Sequen
     sites = [] if layers else stateful_sites(recording.program, diff_outputs)
     located = next((site for site in sites if site.location), None)
     state = None if located is None or located.location is None else ChangingState(
-        located.op in VARIABLE_WRITES, located.name, located.location,
+        located.op in VARIABLE_WRITE_OPS, located.name, located.location,
         len({(s.op, s.location) for s in sites}) - 1)
     return CheckResult(
         Kind.NONDETERMINISM, Status.FAIL,
