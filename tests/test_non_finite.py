@@ -262,3 +262,17 @@ def test_non_finite_sentences_from_hand_built_evidence() -> None:
     untraceable = CheckResult("non-finite", "fail", evidence=NonFiniteUntraceable(),
                               cause=Cause(Mistake.NON_FINITE, facts=Words("not traceable")))
     assert untraceable.message.startswith("f or its gradient is NaN or infinite at this point")
+
+
+def test_a_tfp_density_outside_its_support_names_the_value_not_the_op() -> None:
+    """tensorflow/probability#884: log_prob's xlogy is NaN at -1 because -1 is outside Beta's
+    support; the fix is the value (or validate_args=True), not a guard on xlogy."""
+    module = fixture_module("tfp_outside_support")
+    report = gradcheck.check(module.f, *module.f_inputs)
+    found = next(c for c in report.checks if c.check == "non-finite")
+    assert found.failed and str(found.location).endswith("tfp_outside_support.py:8")
+    assert "Beta.log_prob at" in found.message and "outside Beta's support" in found.message
+    assert "validate_args=True" in found.message
+    assert "snapshot" not in found.message
+    inside = gradcheck.check(module.inside, *module.inside_inputs)
+    assert inside.ok and not any(c.check == "non-finite" for c in inside.checks)

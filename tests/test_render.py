@@ -139,3 +139,21 @@ def test_the_run_summary_keeps_names_and_times_and_tells_findings_below_when_nar
                    for line in rows), text
         assert "attribute 'nothing' not found in module 'ops'" in " ".join(text.split())
         assert "…" not in text
+
+
+def test_a_library_s_long_location_leaves_the_numbers_and_messages_in_the_table() -> None:
+    """A PASS row at a file under site-packages (TFP's own custom gradient) once took the
+    location column so wide at 160 columns that the numbers and messages left the table."""
+    library = Location("/work/.venv/lib/python3.11/site-packages/tensorflow_probability/python/"
+                       "internal/custom_gradient.py", 84)
+    report = Report("m.py:f", (), (), (
+        CheckResult("non-finite", "fail", "y is NaN", output="y",
+                    location=Location("m.py", 10)),
+        CheckResult("custom-gradient", "pass", "f_wrapped matches", location=library),
+        CheckResult("compiled", "pass", "the VJP matches", input="x", max_abs_err=0.0,
+                    max_rel_err=0.0)))
+    table = render_text(report, width=160).split("\n┗")[0].split("└")[0]
+    header = table.splitlines()[1]
+    assert "message" in header and "max abs" in header, table
+    assert "custom_gradient.py:84" in table and "site-packages" not in table
+    assert "m.py:10" in table

@@ -22,6 +22,7 @@ from gradcheck.evidence.causes.sources import (
     InfiniteFill,
     InfiniteMask,
     LogOfMask,
+    OutsideSupport,
     Source,
     Trial,
     UnboundedTerm,
@@ -157,10 +158,34 @@ def sources(traced: TracedValues, forward: Any, bad: np.ndarray,
     logged = _log_of_mask(traced, forward, rows)
     if logged is not None:
         found.insert(0, logged)
+    outside = _outside_support(forward)
+    if outside is not None:
+        found.insert(0, outside)
     unbounded = _unbounded_term(traced, forward, bad)
     if unbounded is not None:
         found.append(Candidate(unbounded))
     return found
+
+
+# TensorFlow Probability distributions' methods that evaluate a formula at a value (their name
+# scope: Beta/log_prob/...).
+_DENSITY_METHODS = frozenset({"log_prob", "prob", "cdf", "log_cdf", "survival_function",
+                              "log_survival_function"})
+_TFP_DISTRIBUTIONS = "tensorflow_probability/python/distributions/"
+
+
+def _outside_support(forward: Any) -> Candidate | None:
+    """The distribution method (Beta.log_prob) whose formula the op evaluates, when the op is
+    TensorFlow Probability's: the value it was given may lie outside the support."""
+    scopes = forward.name.split("/")[:-1]
+    method = next((i for i, part in enumerate(scopes) if part in _DENSITY_METHODS and i), None)
+    frames = getattr(forward, "traceback", None) or ()
+    if method is None or not any(_TFP_DISTRIBUTIONS in frame.filename.replace("\\", "/")
+                                 for frame in frames):
+        return None
+    distribution = re.sub(r"_\d+$", "", scopes[method - 1])
+    return Candidate(OutsideSupport(distribution=distribution, method=scopes[method],
+                                    at=op_location(forward)))
 
 
 def _fractional_power(traced: TracedValues, forward: Any) -> Candidate | None:

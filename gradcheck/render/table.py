@@ -65,6 +65,9 @@ MESSAGE_COLUMN = len(COLUMNS) - 1
 NARROW_DROPS = (7, 5, 4, 6)
 # Below this width locations are shown as file:line.
 ROOMY_WIDTH = 150
+# A location longer than this is shown as file:line at any width (a library's file under
+# site-packages would push the numbers and the message out of the table).
+LONGEST_LOCATION = 48
 MIN_MESSAGE_WIDTH = 30
 
 
@@ -142,7 +145,8 @@ def _row(result: CheckResult, roomy: bool) -> list[Any]:
         status_text(result.status), result.check, Text(result.input or ""),
         Text(result.output or ""), _number(result.max_abs_err), _number(result.max_rel_err),
         _ratio(result.excess), format_index(result.worst_index, ","),
-        Text("" if location is None else str(location) if roomy else _short_location(location)),
+        Text("" if location is None else str(location)
+             if roomy and len(str(location)) <= LONGEST_LOCATION else _short_location(location)),
         Text(result.headline),
     ]
 

@@ -50,6 +50,7 @@ from gradcheck.evidence.causes.sources import (
     InfiniteFill,
     InfiniteMask,
     LogOfMask,
+    OutsideSupport,
     PreviousUpdate,
     ScheduleSpike,
     Source,
@@ -67,6 +68,7 @@ __all__ = [
     "ReturnedValues", "SecondOrder", "SecondOrderOnItsOwn", "ShapeOnItsOwn",
     "TensorFlowGradientOp", "UnusedLayer", "UpstreamProbe", "WhatAndFix", "Words",
     "WrongGradientReason", "kink_place", "plain_words", "raised_clause", "raised_without_fix",
-    "FractionalPower", "InfiniteFill", "InfiniteMask", "LogOfMask", "PreviousUpdate",
-    "ScheduleSpike", "Source", "SwappedArguments", "Trial", "UnboundedTerm", "UnscaledFeature",
+    "FractionalPower", "InfiniteFill", "InfiniteMask", "LogOfMask", "OutsideSupport",
+    "PreviousUpdate", "ScheduleSpike", "Source", "SwappedArguments", "Trial", "UnboundedTerm",
+    "UnscaledFeature",
 ]

@@ -383,7 +383,8 @@ class FirstNonFinite(Facts):
         if source is not None and source.chain():
             said += f"; {source.chain()}"
         if source is not None and (source.repaired or (source.chain() and not source.trials)):
-            return said, f"{source.fix()} ({source.tried()})"
+            tried = source.tried()
+            return said, f"{source.fix()} ({tried})" if tried else source.fix()
         if self.diverged is not None:
             return said + _diverged_words(self.diverged), _diverged_fix(self.diverged)
         if source is not None:

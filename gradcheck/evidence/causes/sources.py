@@ -212,6 +212,32 @@ class InfiniteMask(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class OutsideSupport(Source):
+    """A TensorFlow Probability distribution's method (`method`: log_prob, cdf, ...) given a
+    value outside the distribution's support, where TFP computes the analytic continuation of
+    its formula (tensorflow/probability#884): NaN or infinite, with nothing wrong in the op."""
+
+    distribution: str = "the distribution"
+    method: str = "log_prob"
+
+    def chain(self) -> str:
+        at = f" at {self.at}" if self.at else ""
+        return (f"{self.distribution}.{self.method}{at} was most likely given a value outside"
+                f" {self.distribution}'s support (or a parameter outside its range), where"
+                " TensorFlow Probability evaluates the formula's continuation instead of"
+                " raising")
+
+    def fix(self) -> str:
+        return (f"keep the values passed to {self.method} inside {self.distribution}'s support"
+                f" and its parameters in range (mask or drop the others), or build"
+                f" {self.distribution}(..., validate_args=True) so that the call raises there;"
+                " guarding the op would hide the bad value")
+
+    def tried(self) -> str:
+        return ""  # the value is the user's data: nothing to change on their behalf
+
+
+@dataclasses.dataclass(frozen=True)
 class UnboundedTerm(Source):
     """A log term of the loss whose coefficient has the sign that rewards its argument going to
     0: the loss is unbounded below, and training drives it there. `names`: the hyperparameters
