@@ -126,12 +126,17 @@ def test_a_user_tolerance_keeps_its_meaning_in_float32() -> None:
                                    None) == tolerances.tolerance_for("float64")
 
 
-def test_a_reloaded_lstm_s_rounding_is_measured_wide_enough_for_no_false_alarm() -> None:
+@pytest.mark.parametrize(("function", "model"), [("f", "loaded"), ("f_16", "loaded_16")])
+def test_a_reloaded_lstm_s_rounding_is_measured_wide_enough_for_no_false_alarm(
+        function: str, model: str) -> None:
     """Its recurrent kernel's right gradient failed at 1.04x the allowed error when f's noise
-    was the largest of four probe directions; with eight it passes with room."""
+    was the largest of four probe directions; with eight it passes with room. With seed 16 it
+    failed at 1.15x: smaller steps replaced the accurate difference, and then the noise a few
+    ulps from x understated the noise at x ± h, which the seven values along the step show."""
     module = fixture_module("saved_lstm_float32")
-    [kernel] = [v.name.removesuffix(":0") for v in module.loaded.variables
+    [kernel] = [v.name.removesuffix(":0") for v in getattr(module, model).variables
                 if "recurrent_kernel" in v.name]
-    report = gradcheck.check(module.f, *module.f_inputs, compiled=False, wrt=kernel)
+    report = gradcheck.check(getattr(module, function), *module.f_inputs, compiled=False,
+                             wrt=kernel)
     [jacobian] = [c for c in report.checks if c.check == "jacobian"]
     assert jacobian.status == "pass", jacobian.message

@@ -110,7 +110,7 @@ def _rounding(values: np.ndarray, f0: np.ndarray, noise: np.ndarray,
     largest = np.max(np.abs(values[:, :4]), axis=1)
     growth = np.clip(largest / np.maximum(np.abs(f0), np.finfo(np.float64).tiny), 1.0,
                      NOISE_GROWTH)
-    per_value = np.maximum(noise * growth, 0.5 * MACHINE_EPS * largest)
+    per_value = np.maximum(noise * growth, 0.5 * MACHINE_EPS * largest)  # noise: (1|k, m)
     # The rounding errors of the four values are independent: their root sum of squares,
     # with (4·D(h) - D(2h)) / 3 weighting f(x ± h) by 4/3 / w1 and f(x ± 2h) by 1/3 / w2.
     coefficient = np.sqrt(2.0 * (4.0 / 3.0 / width[:, 0]) ** 2
@@ -120,9 +120,11 @@ def _rounding(values: np.ndarray, f0: np.ndarray, noise: np.ndarray,
 
 @np.errstate(all="ignore")  # values at x ± c·h may overflow: non-finite ones are judged later
 def richardson(values: np.ndarray, centre: np.ndarray, steps: Float32Steps, h: np.ndarray,
-               elements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               elements: np.ndarray, noise: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Extrapolated derivative, error estimate, kink and jump flags (k, m) of the listed
-    elements, from their evaluations (k, 6, m) at x ± h, x ± 2h, x ± 4h (the order of FACTORS)."""
+    elements, from their evaluations (k, 6, m) at x ± h, x ± 2h, x ± 4h (the order of FACTORS);
+    `noise` (k, m), when given, stands for the noise measured next to x."""
     index = np.asarray(elements, dtype=np.int64)
     width = widths(steps.x, h, index)
     f0 = np.asarray(centre, dtype=np.float64).reshape(1, -1)
@@ -132,7 +134,8 @@ def richardson(values: np.ndarray, centre: np.ndarray, steps: Float32Steps, h: n
     truncation = np.where(np.isfinite(coarser),
                           np.abs(extrapolated - coarser) / TRUNCATION_DIVISOR,
                           np.abs(d[0] - d[1]))
-    estimate = truncation + _rounding(values, f0, steps.noise[None, :], width)
+    noise = steps.noise[None, :] if noise is None else noise
+    estimate = truncation + _rounding(values, f0, noise, width)
     plus1, minus1, plus2, minus2 = (values[:, k] for k in range(4))
     kink = kinks(plus1, minus1, plus2, minus2, f0, d[0], width[:, 0, None] / 2.0, MACHINE_EPS)
     return extrapolated, estimate, kink, kink & jumps(plus1, minus1, plus2, minus2, f0)
@@ -155,3 +158,33 @@ def columns(evaluations: np.ndarray, centre: np.ndarray, h: np.ndarray, steps: F
     index = np.asarray(elements, dtype=np.int64)
     values = np.asarray(evaluations, dtype=np.float64).reshape((index.size, len(FACTORS), -1))
     return richardson(values, centre, steps, h, index)
+
+
+# Quartic in the move: of the seven values f(x), f(x ± h), f(x ± 2h), f(x ± 4h), two degrees of
+# freedom are left to rounding (and to f's fifth and higher derivatives, which count as error
+# too); the noise bound is twice their root mean square.
+STEP_NOISE_DEGREE = 4
+
+
+def step_noise(values: np.ndarray, centre: np.ndarray, x: np.ndarray, h: np.ndarray,
+               elements: np.ndarray) -> np.ndarray:
+    """(k, m): f's rounding noise at the step's own scale, per listed element and output, from
+    its evaluations (k, 6, m). A few ulps from x, most of f's intermediate roundings stay the
+    same, so the noise measured there can understate what differs between x + h and x - h
+    (a reloaded LSTM's tiny output: 1.8 times)."""
+    index = np.asarray(elements, dtype=np.int64)
+    flat_x = np.asarray(x, dtype=np.float64).reshape(-1)[index]
+    flat_h = np.asarray(h, dtype=np.float64).reshape(-1)[index]
+    moves = np.stack([rounded(flat_x + c * flat_h) - flat_x for c in FACTORS] +
+                     [np.zeros_like(flat_x)], axis=1)
+    f0 = np.broadcast_to(np.asarray(centre, dtype=np.float64).reshape(1, 1, -1),
+                         (index.size, 1, values.shape[2]))
+    points = np.concatenate([np.asarray(values, dtype=np.float64), f0], axis=1)
+    noise = np.zeros((index.size, values.shape[2]))
+    for row, move in enumerate(moves):
+        scale = float(np.max(np.abs(move))) or 1.0
+        design = np.vander(move / scale, STEP_NOISE_DEGREE + 1)
+        fitted = design @ np.linalg.lstsq(design, points[row], rcond=None)[0]
+        leftover = len(move) - STEP_NOISE_DEGREE - 1
+        noise[row] = 2.0 * np.sqrt(np.sum((points[row] - fitted) ** 2, axis=0) / leftover)
+    return noise
