@@ -153,10 +153,15 @@ def _keywords(facts: ContractSlip) -> str:
 def _slip(facts: ContractSlip, mistake: Mistake) -> str:
     names = ", ".join(facts.names)
     if mistake == Mistake.COUNT:
+        repaired = (f"its first {facts.expected}" if facts.returned > facts.expected
+                    else "None for the missing ones")
         return (f"grad_fn of {facts.site} returned {facts.returned} gradient(s) for"
-                f" {facts.expected} input(s); it must return exactly one per input, in order"
+                f" {facts.expected} input(s), so tape.gradient raises ValueError ('custom_gradient"
+                f" function expected to return {facts.expected} gradients'); it must return"
+                " exactly one per input, in order"
                 + (f" (only positional arguments are inputs, not {names} passed by keyword at"
-                   " this call: pass them positionally)" if facts.names else ""))
+                   " this call: pass them positionally)" if facts.names else "")
+                + f"; gradcheck's other checks take {repaired}")
     if mistake == Mistake.DTYPE:
         return (f"grad_fn of {facts.site} returned a {facts.dtype} gradient for input"
                 f" {facts.input} of dtype {facts.input_dtype}; each gradient must have its"
