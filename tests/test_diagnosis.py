@@ -58,7 +58,10 @@ LOCATED = [
       "tf.tensor_scatter_nd_update")),
     ("assign_into_variable", "assigns_a_patch", "graph-break", "fail", 36,
      "f assigns into canvas before it reads it: the values it assigns over do not matter"),
-    ("python_float", "f", "graph-break", "fail", 7, "float()"),
+    ("python_float", "f", "graph-break", "fail", 9, "float()"),
+    ("python_float", "polynomial", "graph-break", "fail", 19,
+     ("math.pow() turns a tensor computed from x into a Python number",
+      "use tf.math.pow")),
     ("numpy_function_path", "f", "graph-break", "fail", 8, "tf.numpy_function"),
     # (several phrases: all must appear)
     ("custom_gradient_jacobian_mistakes", "full_jacobian", "grad-shape", "fail", 19,

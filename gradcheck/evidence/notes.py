@@ -350,8 +350,8 @@ class CompiledInOwnDtype(Note):
 
     def words(self) -> str:
         first = self.promoted
-        return (f"the compiled check ran in {self.dtype}, the arguments' own dtype: in float64,"
-                f" gradcheck's promotion, {first.status}: {first.headline}")
+        return (f"the compiled check ran in {self.dtype}, the arguments' own dtype, because in"
+                f" float64 (gradcheck's promotion) it found {first.status}: {first.headline}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,6 +60,8 @@ _NUMPY_METHOD = re.compile(r"\.numpy\(\s*\)")
 _KERAS_PREDICT = re.compile(r"\.predict(_on_batch)?\(")
 _PYTHON_NUMBER = re.compile(r"(?<![\w.])(float|int|bool|complex)\(")
 _NUMPY_CALL = re.compile(r"(?<![\w.])(np|numpy)\.")
+# Python's math module takes a tensor as a float (math.pow(t, 2) is float(t) ** 2).
+_PYTHON_MATH = re.compile(r"(?<![\w.])math\.(\w+)\(")
 
 
 def _written(exc: BaseException) -> CutSite | None:
@@ -76,6 +78,8 @@ def _written(exc: BaseException) -> CutSite | None:
         return CutSite("keras-predict", location)
     if (number := _PYTHON_NUMBER.search(line)) is not None and not _NUMPY_CALL.search(line):
         return CutSite("python-number", location, number.group(1))
+    if (function := _PYTHON_MATH.search(line)) is not None and not _NUMPY_CALL.search(line):
+        return CutSite("python-number", location, f"math.{function.group(1)}")
     if _NUMPY_CALL.search(line):
         return CutSite("numpy", location)
     return None

@@ -153,7 +153,7 @@ def _keywords(facts: ContractSlip) -> str:
 def _slip(facts: ContractSlip, mistake: Mistake) -> str:
     names = ", ".join(facts.names)
     if mistake == Mistake.COUNT:
-        repaired = (f"its first {facts.expected}" if facts.returned > facts.expected
+        repaired = (f"its first {facts.expected}" if (facts.returned or 0) > (facts.expected or 0)
                     else "None for the missing ones")
         return (f"grad_fn of {facts.site} returned {facts.returned} gradient(s) for"
                 f" {facts.expected} input(s), so tape.gradient raises ValueError ('custom_gradient"

@@ -92,6 +92,8 @@ class CutOp(Facts):
         said, fixed = CUTS[mistake]
         alias = f" ({OP_NAMES[self.op]})" if self.op in OP_NAMES else ""
         called = f"{self.op}()" if self.op else "float()/int()"
+        if mistake == Mistake.PYTHON_NUMBER and self.op.startswith("math."):
+            fixed = f"use tf.{self.op} (TensorFlow's own, on tensors)"
         return said.format(input=self.input, op=self.op, dtype=self.dtype, alias=alias,
                            called=called), fixed
 

@@ -106,9 +106,15 @@ def check_compiled(ctx: CheckContext) -> Findings:
         return found
     in_own = _compiled_findings(replace(ctx, tolerance=tolerance_for(
         own, ctx.options.atol, ctx.options.rtol), tolerance_dtype=own), eager)
+    if _said(in_own) == _said(found):  # nothing promotion made: the verdict stands as it is
+        return found
     first = next(r for r in found.results if r.status in (Status.FAIL, Status.WARN))
     in_own.notes.append(CompiledInOwnDtype(own, first))
     return in_own
+
+
+def _said(found: Findings) -> list[tuple[Status, str]]:
+    return [(r.status, r.headline) for r in found.results]
 
 
 def _compiled_findings(ctx: CheckContext, own: CompiledVJP | None) -> Findings:
