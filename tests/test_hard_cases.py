@@ -35,6 +35,15 @@ def test_float32_inside_a_float64_function_is_judged_in_float32() -> None:
     assert right.ok and statuses(right, "jacobian") == {"pass"}
 
 
+def test_a_closure_over_float32_variables_has_no_float64_inputs_to_speak_of() -> None:
+    """tensorflow/probability#450's loss closure: no arguments, float32 variables; a note
+    about float64 inputs would be gradcheck's own default speaking."""
+    scale = tf.Variable(0.5)
+    report = gradcheck.check(lambda: tf.reduce_sum(tf.sin(scale * tf.range(3.0))))
+    assert report.ok and statuses(report, "jacobian") == {"pass"}
+    assert not any("float64" in n for n in notes(report)), notes(report)
+
+
 def test_custom_gradient_inside_tf_function_is_located() -> None:
     report = run("tf_function_custom_gradient", "f")
     site = [c for c in report.checks if c.check == "custom-gradient" and c.failed]

@@ -190,8 +190,10 @@ def _sizing_dtype(recording: Recording, diff_outputs: Sequence[int]) -> tuple[st
         return inside, ComputesInside(name, inside, recording.outputs[diff_outputs[0]].dtype)
     if dtype != computed:
         # f returns lower precision than its inputs (a Keras layer, a tf.cast inside):
-        # steps sized for the inputs' dtype would drown in the outputs' rounding.
-        return dtype, ReturnsLower(name, dtype, computed)
+        # steps sized for the inputs' dtype would drown in the outputs' rounding. (A closure
+        # over float32 variables has no float64 input: nothing to say.)
+        own = {slot.dtype for slot in program.sources} == {dtype}
+        return dtype, None if own else ReturnsLower(name, dtype, computed)
     if dtype == "float64" and (rounded := _rounds_to_float32(recording, diff_outputs)):
         return "float32", RoundsToFloat32(name, rounded)
     return dtype, None
