@@ -148,6 +148,14 @@ class KinkSite:
     location: Location | None
 
 
+def _element(result: Finding, index: tuple[int, ...], output_rank: int) -> str:
+    """A Jacobian element as the output's element with respect to the input's: y[1] with
+    respect to x[0] (a scalar's index left out)."""
+    output, source = index[:output_rank], index[output_rank:]
+    return (f"{result.output}{format_index(output) if output else ''} with respect to"
+            f" {result.input}{format_index(source) if source else ''}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Kink(Evidence):
     """f is not differentiable at the point: `count` elements, e.g. `index`, where autodiff
@@ -159,10 +167,12 @@ class Kink(Evidence):
     across: float = internal(0.0)
     site: KinkSite | None = internal()
     weight: bool = internal(False)  # the source is a trainable weight, not an argument
+    output_rank: int = internal(0)  # `index` is the output's index, then the input's
 
     def clause(self, result: Finding) -> str:
         return (f"{result.output} is not differentiable in {result.input} at this point"
-                f" ({self.count} element(s), e.g. {format_index(self.index)}): autodiff"
+                f" ({self.count} element(s), e.g."
+                f" {_element(result, self.index, self.output_rank)}): autodiff"
                 f" gives {self.autodiff:.6g}, finite differences across the kink"
                 f" {self.across:.6g}")
 
@@ -189,10 +199,12 @@ class Jump(Evidence):
     autodiff: float = internal(0.0)
     across: float = internal(0.0)
     site: KinkSite | None = internal()
+    output_rank: int = internal(0)  # `index` is the output's index, then the input's
 
     def clause(self, result: Finding) -> str:
         return (f"{result.output} is discontinuous in {result.input} at this point"
-                f" ({self.count} element(s), e.g. {format_index(self.index)}): finite"
+                f" ({self.count} element(s), e.g."
+                f" {_element(result, self.index, self.output_rank)}): finite"
                 f" differences across the jump give {self.across:.6g}, which grows as the"
                 f" step shrinks; autodiff gives one side's derivative, {self.autodiff:.6g}")
 

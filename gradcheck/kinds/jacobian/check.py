@@ -263,7 +263,7 @@ def _kink(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, kinks: np.
         Kind.KINK, Status.WARN, evidence=Kink(
             int(np.sum(kinks)), index, float(block[index]), float(fd.jacobian[index]),
             KinkSite(site.name, site.tie, site.location) if site else None,
-            weight=slot.is_variable),
+            weight=slot.is_variable, output_rank=len(output.shape)),
         worst_index=index, location=site.location if site else None,
         cause=Cause(Mistake.KINK, site.name, site.location, Kinked(site.name, site.tie))
         if site else None,
@@ -278,7 +278,8 @@ def _jump(ctx: CheckContext, block: np.ndarray, fd: FiniteDifference, jumps: np.
     return CheckResult(
         Kind.KINK, Status.WARN, evidence=Jump(
             int(np.sum(jumps)), index, float(block[index]), float(fd.jacobian[index]),
-            KinkSite(site.name, site.tie, site.location) if site else None),
+            KinkSite(site.name, site.tie, site.location) if site else None,
+            output_rank=len(output.shape)),
         worst_index=index, location=site.location if site else None,
         input=slot.name, output=output.name)
 
