@@ -142,8 +142,9 @@ def check_block(ctx: CheckContext, analysis: SourceAnalysis, k: int, position: i
     if loops_inside(ctx.program) and (failed := ctx.recording.pfor_failure(k, slot)):
         found.notes.append(failed)  # the user's own tape.jacobian would fail: say so
     _settle_doubts(ctx, analysis, k, block)
-    size = int(np.prod(slot.shape))
-    analysis.widen_rounding(k, judging.in_doubt(block, analysis.fd[k], ctx.fd_tolerance, size))
+    if analysis.precise:
+        analysis.widen_rounding(k, judging.in_doubt(block, analysis.fd[k], ctx.fd_tolerance,
+                                                     int(np.prod(slot.shape))))
     fd = analysis.fd[k]
     plain = judging.compare(block, fd.jacobian, ctx.fd_tolerance, fd.error_estimate)
     if not plain.ok:  # crossed kinks only mark elements, so `plain` stands
