@@ -65,3 +65,22 @@ def test_every_op_found_wrong_has_its_words_and_workaround() -> None:
     assert set(words._COMPLEX_WRONG) == found._COMPLEX_WRONG_OPS
     assert set(words._XLA_EXACT) == set(found.XLA_UNCONJUGATED_KERNELS)
     assert set(words._WRONG_TENSORFLOW_GRADIENTS) == set(WrongGradientReason)
+
+
+def test_an_svd_at_repeated_singular_values_is_tensorflow_s_undefined_gradient() -> None:
+    """tensorflow#17476: U Vᵀ at a rotation (singular values all 1) is smooth, but the gradient
+    through U and V divides by s_i² - s_j²: the failure is at the svd's line, with why; apart
+    from repeated values the same function passes."""
+    module = fixture_module(MODULE)
+    report = gradcheck.check(module.nearest_rotation, *module.nearest_rotation_inputs(),
+                             compiled=False)
+    failed = [c for c in report.checks if c.failed]
+    assert {c.check for c in failed} == {"jacobian", "vjp"}
+    for result in failed:
+        assert str(result.location).endswith("tensorflow_wrong_gradients.py:70")
+        assert "TensorFlow's own gradient of Svd is undefined here" in result.message
+        assert "tf.linalg.sqrtm" in result.message
+        assert "symmetric-matrix convention" not in result.message
+    apart = gradcheck.check(module.nearest_rotation, *module.nearest_rotation_apart_inputs(),
+                            compiled=False)
+    assert apart.ok, [c.message for c in apart.checks if c.failed]

@@ -1,7 +1,8 @@
 """Ops whose registered gradient TensorFlow gets wrong at the values f gives them (duplicate
 indices in tensor_scatter_nd_update or dynamic_stitch: the gradient reaches every writer,
-the value only the last; complex tf.linalg.det), or gets wrong under XLA only (complex
-Sqrt), found in the ops f runs eagerly, with the user's line."""
+the value only the last; an SVD's or eigh's vectors at repeated values; complex
+tf.linalg.det), or gets wrong under XLA only (complex Sqrt), found in the ops f runs eagerly,
+with the user's line."""
 
 from __future__ import annotations
 
@@ -59,6 +60,26 @@ def _stitched_duplicates(op: RecordedOp) -> bool:
     return len(np.unique(flat)) < len(flat)
 
 
+# Decompositions whose gradient through their vectors divides by differences of their values:
+# op -> (the output holding the values, the outputs holding the vectors).
+_SPECTRAL = {"Svd": (0, (1, 2)), "SelfAdjointEigV2": (0, (1,))}
+# Values closer than this many ulps of the largest count as repeated.
+_REPEATED_ULPS = 1000.0
+
+
+def _repeated_spectrum(op: RecordedOp) -> bool:
+    """A decomposition that computed its vectors at values that repeat."""
+    values, vectors = _SPECTRAL[op.type]
+    if not all(int(np.prod(op.outputs[i].shape)) for i in vectors):
+        return False
+    spectrum = np.sort(np.asarray(op.outputs[values].numpy()), axis=-1)
+    if spectrum.shape[-1] < 2 or spectrum.dtype.kind != "f":
+        return False
+    close = _REPEATED_ULPS * float(np.finfo(spectrum.dtype).eps) * np.max(
+        np.abs(spectrum), axis=-1, keepdims=True)
+    return bool(np.any(np.diff(spectrum, axis=-1) <= close))
+
+
 def _complex(op: RecordedOp) -> bool:
     return any(getattr(t, "dtype", None) is not None and t.dtype.is_complex for t in op.inputs)
 
@@ -101,6 +122,8 @@ def _wrong_here(op: RecordedOp, ops: list[RecordedOp]) -> tuple[str, WrongGradie
         return op.type, WrongGradientReason.DUPLICATE_INDICES
     if op.type in ("DynamicStitch", "ParallelDynamicStitch") and _stitched_duplicates(op):
         return op.type, WrongGradientReason.DUPLICATE_INDICES
+    if op.type in _SPECTRAL and _repeated_spectrum(op):
+        return op.type, WrongGradientReason.REPEATED_SPECTRUM
     if (public := _unconjugated_custom_gradient(op)) is not None:
         return public, WrongGradientReason.COMPLEX_CUSTOM_GRADIENT
     if op.type in _COMPLEX_WRONG_OPS and _complex(op):

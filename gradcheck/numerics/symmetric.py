@@ -167,7 +167,8 @@ class SymmetricProbe:
                  tolerance: Tolerance) -> SymmetricVerdict:
         comparison = judging.compare(self.directions.project(actual), expected, tolerance,
                                       estimate)
-        # A zero gradient (a cut path's None) is trivially symmetric, and no convention's.
-        symmetric = bool(np.any(actual != 0)) and judging.compare(
-            actual, swap_last_axes(actual), tolerance).ok
+        # A zero gradient (a cut path's None, or rounding) is trivially symmetric, and no
+        # convention's.
+        symmetric = float(np.max(np.abs(actual), initial=0.0)) > tolerance.atol and \
+            judging.compare(actual, swap_last_axes(actual), tolerance).ok
         return SymmetricVerdict(comparison, symmetric, self.directions)

@@ -118,6 +118,8 @@ class WrongGradientReason(Spelled):
 
     # Repeated indices: the value keeps the last write, the gradient reaches every one.
     DUPLICATE_INDICES = "duplicate-indices"
+    # Repeated singular values or eigenvalues: the gradient divides by their differences.
+    REPEATED_SPECTRUM = "repeated-spectrum"
     # A TensorFlow function's own tf.custom_gradient leaves out the conjugate (tf.nn.silu).
     COMPLEX_CUSTOM_GRADIENT = "complex-custom-gradient"
     # A TensorFlow function's own tf.custom_gradient returns gradients of the wrong shape
@@ -143,6 +145,14 @@ class WrongGradientReason(Spelled):
 
 # Why TensorFlow's own gradient of an op is wrong, and how to step around it, per reason.
 _WRONG_TENSORFLOW_GRADIENTS: dict[WrongGradientReason, WhatAndFix] = {
+    WrongGradientReason.REPEATED_SPECTRUM: (
+        "TensorFlow's own gradient of {op} is undefined here: its singular values (or"
+        " eigenvalues) repeat, and the gradient through its vectors divides by their"
+        " differences (tensorflow/tensorflow#17476, #12853), so it comes out 0, inf or NaN;"
+        " the vectors of a repeated value are not unique, so they have no gradient at this"
+        " point, even where what you compute from them is smooth",
+        "compute what you need without the vectors (the nearest orthogonal matrix U Vᵀ is"
+        " m (mᵀm)^(-1/2), with tf.linalg.sqrtm), or keep the point away from repeated values"),
     WrongGradientReason.DUPLICATE_INDICES: (
         "TensorFlow's own gradient of {op} is wrong here: its indices repeat, so only the last"
         " write of each index reaches the output, but TensorFlow's gradient gives the upstream"
