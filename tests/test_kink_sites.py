@@ -60,3 +60,18 @@ def test_a_keras_max_pool_tie_is_the_pool_s_and_a_split_tie_is_no_kink() -> None
 def test_away_from_ties_there_is_no_kink() -> None:
     report = _check("untied")
     assert report.ok and all(c.status == Status.PASS for c in report.checks)
+
+
+def test_repeated_eigenvalues_are_eigh_s_kink_and_its_vectors_jump() -> None:
+    """tensorflow#12853: at diag(2, 2, 1) both findings name tf.linalg.eigh's line and say the
+    eigenvalues coincide, not a branch cut of a complex function."""
+    report = _check("eigh_repeated")
+    found = {str(c.output): c for c in report.checks if c.check == Kind.KINK}
+    assert set(found) == {"y[0]", "y[1]"}
+    for result in found.values():
+        assert result.status == Status.WARN
+        assert str(result.location).endswith("kink_sites.py:46")
+        assert "SelfAdjointEigV2" in result.message
+        assert "two of its eigenvalues coincide" in result.message
+    assert "branch cut" not in found["y[1]"].message
+    assert "not unique" in found["y[1]"].message

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from gradcheck.evidence import Evidence, Location, internal
-from gradcheck.evidence.causes import kink_place, raised_clause, raised_without_fix
+from gradcheck.evidence.causes import kink_place, raised_clause, raised_without_fix, spectrum_of
 from gradcheck.evidence.finding import Finding, stated_cause
 from gradcheck.spelling import format_index
 
@@ -210,7 +210,9 @@ class Jump(Evidence):
 
     def words(self, result: Finding) -> str:
         site = self.site
-        cut = ("its operands tie, so a tf.where on it switches branch" if site and site.tie
+        cut = (f"{kink_place(True, site.name)}: the vectors of a repeated value are not unique,"
+               " so they jump as the point moves" if site and spectrum_of(site.name)
+               else "its operands tie, so a tf.where on it switches branch" if site and site.tie
                else "where it wraps" if site and site.name.startswith("FloorMod")
                else "its branch cut")
         at = (f"; the discontinuity: {site.name} at {site.location}, {cut}" if site

@@ -27,6 +27,9 @@ KINK_AT_TIE = frozenset({"Maximum", "Minimum"}) | COMPARISONS
 # Reductions with a kink where two of the elements they reduce tie for the extreme
 # (tf.reduce_max, tf.reduce_min): the op picks the largest (True) or smallest.
 REDUCTION_TIES = {"Max": True, "Min": False}
+# Decompositions with a kink where two of their values coincide (sorted eigenvalues cross; the
+# vectors of a repeated value are not unique, so f may jump there).
+SPECTRAL_TIES = frozenset({"SelfAdjointEigV2", "Svd"})
 # Ops whose value jumps: across the negative real axis of a complex input (the branch cut of
 # angle, log, sqrt), at atan2(y, x) with y = 0 < -x, and where floormod wraps.
 BRANCH_CUT = frozenset({"Angle", "Log", "Sqrt", "Rsqrt", "Pow", "Atan", "Atan2", "FloorMod"})
@@ -203,10 +206,22 @@ def _reduction_gap(traced: TracedValues, op: Any) -> float | None:
     return float(np.min(gaps)) / max(1.0, float(np.max(np.abs(slices))))
 
 
+def _spectral_gap(traced: TracedValues, op: Any) -> float | None:
+    """How close a decomposition's values (eigenvalues, singular values) are to coinciding:
+    the smallest gap between two of them, relative to their scale."""
+    found = traced.value(op.outputs[0])
+    if found is None or np.ndim(found) < 1 or np.shape(found)[-1] < 2:
+        return None
+    ordered = np.sort(np.asarray(found, dtype=np.float64), axis=-1)
+    return float(np.min(np.diff(ordered, axis=-1))) / max(1.0, float(np.max(np.abs(ordered))))
+
+
 def _distance_to_kink(traced: TracedValues, op: Any,
                       element: tuple[tuple[int, ...], tuple[int, ...]] | None) -> float | None:
     if op.type in REDUCTION_TIES:
         return _reduction_gap(traced, op)
+    if op.type in SPECTRAL_TIES:
+        return _spectral_gap(traced, op)
     found = [traced.value(t) for t in op.inputs]
     values = [v for v in found if v is not None]
     if len(values) != len(found) or not values:
@@ -266,7 +281,7 @@ def kink_site(program: Program, output_indices: Sequence[int],
     feeding = _feeding(traced, output)
     best: tuple[float, Any] | None = None
     for op in traced.ops:
-        if op.type not in KINK_AT_ZERO | KINK_AT_TIE | REDUCTION_TIES.keys() or (
+        if op.type not in KINK_AT_ZERO | KINK_AT_TIE | REDUCTION_TIES.keys() | SPECTRAL_TIES or (
                 feeding is not None and op.name not in feeding):
             continue
         distance = _distance_to_kink(traced, op, element)
@@ -313,7 +328,7 @@ def jump_site(program: Program, output_indices: Sequence[int]) -> OpSite | None:
             if distance is not None and distance <= KINK_REACH]
     if near:
         return _site(traced, min(near, key=lambda pair: pair[0])[1])
-    ties = [(distance, op) for op in traced.ops if op.type in COMPARISONS
+    ties = [(distance, op) for op in traced.ops if op.type in COMPARISONS | SPECTRAL_TIES
             for distance in [_distance_to_kink(traced, op, None)]
             if distance is not None and distance <= KINK_REACH]
     return _site(traced, min(ties, key=lambda pair: pair[0])[1], tie=True) if ties else None

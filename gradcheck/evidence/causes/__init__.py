@@ -16,6 +16,7 @@ from gradcheck.evidence.causes.checks import (
     SecondOrder,
     UnusedLayer,
     kink_place,
+    spectrum_of,
 )
 from gradcheck.evidence.causes.custom_gradients import (
     CausedOnItsOwn,
@@ -68,6 +69,7 @@ __all__ = [
     "ReturnedValues", "SecondOrder", "SecondOrderOnItsOwn", "ShapeOnItsOwn",
     "TensorFlowGradientOp", "UnusedLayer", "UpstreamProbe", "WhatAndFix", "Words",
     "WrongGradientReason", "kink_place", "plain_words", "raised_clause", "raised_without_fix",
+    "spectrum_of",
     "FractionalPower", "InfiniteFill", "InfiniteMask", "LogOfMask", "OutsideSupport",
     "PreviousUpdate", "ScheduleSpike", "Source", "SwappedArguments", "Trial", "UnboundedTerm",
     "UnscaledFeature",

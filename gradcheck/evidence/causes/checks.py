@@ -30,12 +30,21 @@ SECOND_ORDER = {
 }
 # Ops whose kink is a tie among the elements they pick an extreme of (reductions, pooling).
 _EXTREMES = {"Max": "maximum", "MaxPool": "maximum", "Min": "minimum"}
+_SPECTRA = {"SelfAdjointEigV2": "eigenvalues", "Svd": "singular values"}
+
+
+def spectrum_of(name: str) -> str | None:
+    """What a decomposition's values are called (eigenvalues), for an op that is one."""
+    return _SPECTRA.get(name.split(" ", 1)[0])
 
 
 def kink_place(tie: bool, name: str = "") -> str:
     """Where an op's kink is: where its two inputs tie (Maximum, a comparison), where two of
     the elements it reduces tie for their maximum (reduce_max, MaxPool), or at 0."""
     extreme = _EXTREMES.get(name.split(" ", 1)[0])
+    spectrum = spectrum_of(name)
+    if tie and spectrum is not None:
+        return f"where two of its {spectrum} coincide"
     if tie and extreme is not None:
         return f"where two of the elements it reduces tie for the {extreme}"
     return "where its two inputs tie" if tie else "at 0"
