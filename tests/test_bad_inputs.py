@@ -208,6 +208,11 @@ MATRIX = [
     bad("function-raises-in-every-dtype", ("check", "custom_gradient_in_cond.py:traced"),
         "traced raised AttributeError: Tensor.graph is undefined when eager execution is"
         " enabled. (at custom_gradient_in_cond.py:37)", FUNCTION),
+    bad("keras3-variable-in-a-tensorflow-api", ("check", "bad/keras3_variable_primals.py:f"),
+        "f raised AttributeError: 'str' object has no attribute 'is_floating' (at"
+        " bad/keras3_variable_primals.py:13); a Keras 3 variable (keras.Variable) went where"
+        " TensorFlow takes a tf.Variable or a tensor: pass its .value, the tf.Variable it"
+        " holds", FUNCTION),
     bad("function-calls-sys-exit", ("check", "bad/exits.py:f"),
         "f raised SystemExit: 0 (at bad/exits.py:7)", FUNCTION),
     bad("raises-under-a-gradient-tape-only", ("check", "bad/raises_under_tape.py:f",

@@ -33,6 +33,10 @@ REAL_TO_COMPLEX = {"float32": "complex64", "float64": "complex128"}
 _TF_ERROR_NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*name:\s*$")
 _ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
 _KERAS_WRAPPER = "Exception encountered when calling"
+# What TensorFlow says when a Keras 3 variable (keras.Variable, whose dtype is a string) is
+# given where it takes a tf.Variable: tf.autodiff.ForwardAccumulator's primals, tape.watch.
+_KERAS_VARIABLE = re.compile(r"'str' object has no attribute 'is_floating'"
+                             r"|of type 'Variable', not tf\.Tensor or tf\.Variable")
 
 
 class SlotKind(Spelled):
@@ -294,7 +298,10 @@ def function_raised(function: Callable[..., Any], exc: BaseException,
     where = exception_location(exc)
     at = f" (at {where})" if where else ""
     error = first_line(exc).rstrip(".") if when else first_line(exc)
-    return FunctionError(f"{function_name(function)} raised {error}{when}{at}",
+    hint = ("; a Keras 3 variable (keras.Variable) went where TensorFlow takes a tf.Variable or"
+            " a tensor: pass its .value, the tf.Variable it holds"
+            if _KERAS_VARIABLE.search(str(exc)) else "")
+    return FunctionError(f"{function_name(function)} raised {error}{when}{at}{hint}",
                          user_traceback=user_traceback(exc))
 
 
