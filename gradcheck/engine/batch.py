@@ -13,6 +13,7 @@ import numpy as np
 from gradcheck.engine.program import (
     Program,
     Slot,
+    first_line,
     flatten_outputs,
     function_name,
     function_raised,
@@ -50,18 +51,6 @@ def _require_same_change(arrays: Sequence[np.ndarray], eager_last: Sequence[np.n
             if not np.allclose(array[-1] - array[0], last - middle, rtol=1e-2, atol=0.0) and \
                     np.any(np.abs((array[-1] - array[0]) - (last - middle)) > noise):
                 raise ValueError("vectorised evaluation disagrees with eager evaluation")
-
-
-# Of an exception's message, at most this many characters go into a note.
-SHOWN_MESSAGE = 80
-
-
-def _first_line(exc: BaseException) -> str:
-    """`Type: first line of the message`, shortened to SHOWN_MESSAGE characters."""
-    line = next((text.strip() for text in str(exc).splitlines() if text.strip()), "")
-    if len(line) > SHOWN_MESSAGE:
-        line = line[:SHOWN_MESSAGE - 1].rstrip() + "…"
-    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
 def _selected_outputs(result: Any, output_indices: Sequence[int]) -> list[Any]:
@@ -159,7 +148,7 @@ class BatchEvaluator:
                 self.vectorised = None
                 self.strategy = "loop"
                 self.fallback_reason = PointByPoint(
-                    self.program.slots[self.slot_index].name, _first_line(exc),
+                    self.program.slots[self.slot_index].name, first_line(exc),
                     at=exception_location(exc))
         return self._evaluate_loop(points)
 

@@ -14,7 +14,7 @@ from gradcheck.engine.neighbourhood import moved_program
 from gradcheck.engine.program import Program
 from gradcheck.engine.runtime import tensorflow
 from gradcheck.evidence import Location
-from gradcheck.forensics.op_types import VARIABLE_WRITE_OPS
+from gradcheck.forensics.op_types import SPECTRAL, VARIABLE_WRITE_OPS, spectral_gap
 from gradcheck.forensics.site_lines import layer_line
 from gradcheck.forensics.values import TracedValues, op_location, trace_values
 
@@ -29,7 +29,7 @@ KINK_AT_TIE = frozenset({"Maximum", "Minimum"}) | COMPARISONS
 REDUCTION_TIES = {"Max": True, "Min": False}
 # Decompositions with a kink where two of their values coincide (sorted eigenvalues cross; the
 # vectors of a repeated value are not unique, so f may jump there).
-SPECTRAL_TIES = frozenset({"SelfAdjointEigV2", "Svd"})
+SPECTRAL_TIES = frozenset(SPECTRAL)
 # Ops whose value jumps: across the negative real axis of a complex input (the branch cut of
 # angle, log, sqrt), at atan2(y, x) with y = 0 < -x, and where floormod wraps.
 BRANCH_CUT = frozenset({"Angle", "Log", "Sqrt", "Rsqrt", "Pow", "Atan", "Atan2", "FloorMod"})
@@ -206,22 +206,13 @@ def _reduction_gap(traced: TracedValues, op: Any) -> float | None:
     return float(np.min(gaps)) / max(1.0, float(np.max(np.abs(slices))))
 
 
-def _spectral_gap(traced: TracedValues, op: Any) -> float | None:
-    """How close a decomposition's values (eigenvalues, singular values) are to coinciding:
-    the smallest gap between two of them, relative to their scale."""
-    found = traced.value(op.outputs[0])
-    if found is None or np.ndim(found) < 1 or np.shape(found)[-1] < 2:
-        return None
-    ordered = np.sort(np.asarray(found, dtype=np.float64), axis=-1)
-    return float(np.min(np.diff(ordered, axis=-1))) / max(1.0, float(np.max(np.abs(ordered))))
-
-
 def _distance_to_kink(traced: TracedValues, op: Any,
                       element: tuple[tuple[int, ...], tuple[int, ...]] | None) -> float | None:
     if op.type in REDUCTION_TIES:
         return _reduction_gap(traced, op)
     if op.type in SPECTRAL_TIES:
-        return _spectral_gap(traced, op)
+        spectrum = traced.value(op.outputs[SPECTRAL[op.type][0]])
+        return None if spectrum is None else spectral_gap(spectrum)
     found = [traced.value(t) for t in op.inputs]
     values = [v for v in found if v is not None]
     if len(values) != len(found) or not values:

@@ -17,6 +17,7 @@ from gradcheck.engine.recorded import RecordedOp, ops_on_path
 from gradcheck.evidence import Location
 from gradcheck.evidence.causes import WrongGradientReason
 from gradcheck.forensics.cut_ops import frames_location
+from gradcheck.forensics.op_types import SPECTRAL, spectral_gap
 
 # TensorFlow's registered gradients of these ops are wrong for complex inputs, eagerly too
 # (they leave out a conjugate, or assume a real upstream; measured against finite differences
@@ -60,24 +61,18 @@ def _stitched_duplicates(op: RecordedOp) -> bool:
     return len(np.unique(flat)) < len(flat)
 
 
-# Decompositions whose gradient through their vectors divides by differences of their values:
-# op -> (the output holding the values, the outputs holding the vectors).
-_SPECTRAL = {"Svd": (0, (1, 2)), "SelfAdjointEigV2": (0, (1,))}
-# Values closer than this many ulps of the largest count as repeated.
+# Values closer than this many ulps (of their scale) count as repeated.
 _REPEATED_ULPS = 1000.0
 
 
 def _repeated_spectrum(op: RecordedOp) -> bool:
     """A decomposition that computed its vectors at values that repeat."""
-    values, vectors = _SPECTRAL[op.type]
+    values, vectors = SPECTRAL[op.type]
     if not all(int(np.prod(op.outputs[i].shape)) for i in vectors):
         return False
-    spectrum = np.sort(np.asarray(op.outputs[values].numpy()), axis=-1)
-    if spectrum.shape[-1] < 2 or spectrum.dtype.kind != "f":
-        return False
-    close = _REPEATED_ULPS * float(np.finfo(spectrum.dtype).eps) * np.max(
-        np.abs(spectrum), axis=-1, keepdims=True)
-    return bool(np.any(np.diff(spectrum, axis=-1) <= close))
+    spectrum = np.asarray(op.outputs[values].numpy())
+    gap = spectral_gap(spectrum) if spectrum.dtype.kind == "f" else None
+    return gap is not None and gap <= _REPEATED_ULPS * float(np.finfo(spectrum.dtype).eps)
 
 
 def _complex(op: RecordedOp) -> bool:
@@ -122,7 +117,7 @@ def _wrong_here(op: RecordedOp, ops: list[RecordedOp]) -> tuple[str, WrongGradie
         return op.type, WrongGradientReason.DUPLICATE_INDICES
     if op.type in ("DynamicStitch", "ParallelDynamicStitch") and _stitched_duplicates(op):
         return op.type, WrongGradientReason.DUPLICATE_INDICES
-    if op.type in _SPECTRAL and _repeated_spectrum(op):
+    if op.type in SPECTRAL and _repeated_spectrum(op):
         return op.type, WrongGradientReason.REPEATED_SPECTRUM
     if (public := _unconjugated_custom_gradient(op)) is not None:
         return public, WrongGradientReason.COMPLEX_CUSTOM_GRADIENT
